@@ -1,0 +1,22 @@
+from setuptools import find_packages, setup
+
+setup(
+    name='torch_geometric_regcn',
+    version='0.1.0',
+    description='tsGCN and the regularizer-centred GCN framework (AAAI 2023) for PyTorch Geometric',
+    long_description=open('README.md', encoding='utf-8').read(),
+    long_description_content_type='text/markdown',
+    license='MIT',
+    python_requires='>=3.9',
+    packages=find_packages(include=['torch_geometric_regcn', 'torch_geometric_regcn.*']),
+    install_requires=[
+        'torch>=2.1',
+        'torch_geometric>=2.5',
+        'numpy',
+        'tqdm',
+    ],
+    extras_require={
+        'test': ['pytest', 'scipy', 'ruff'],
+        'benchmark': ['scipy', 'psutil'],
+    },
+)

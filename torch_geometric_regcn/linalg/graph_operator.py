@@ -1,0 +1,66 @@
+r"""Sparse graph operators: the renormalised adjacency and its combinations."""
+import warnings
+from typing import Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import add_self_loops, remove_self_loops, to_undirected
+
+from torch_geometric_regcn._validation import check_edge_index
+
+Edges = Tuple[Tensor, Tensor]
+
+
+def normalized_adjacency(
+    edge_index: Tensor,
+    num_nodes: int,
+    edge_weight: Optional[Tensor] = None,
+    dtype: torch.dtype = torch.float32,
+) -> Edges:
+    r"""Returns the renormalised adjacency
+    :math:`\hat{\mathbf{A}} = \hat{\mathbf{D}}^{-1/2} (\mathbf{A} + \mathbf{I})
+    \hat{\mathbf{D}}^{-1/2}` of `Kipf and Welling (ICLR 2017)
+    <https://arxiv.org/abs/1609.02907>`_ as a pair :obj:`(edge_index,
+    edge_weight)`.
+
+    The input is made symmetric first: :math:`\mathbf{A}_{ij} =
+    \max(\mathbf{A}_{ij}, \mathbf{A}_{ji})`, so a directed edge counts in both
+    directions, duplicate edges count once and an undirected weighted graph is
+    left as it is. Self loops present in the input are replaced by unit self
+    loops, so every node, isolated ones included, has degree at least one.
+
+    Args:
+        edge_index (torch.Tensor): The edge indices, shape :obj:`[2, E]`.
+        num_nodes (int): The number of nodes :math:`N`.
+        edge_weight (torch.Tensor, optional): Non-negative edge weights, shape
+            :obj:`[E]`. (default: :obj:`None`, all ones)
+        dtype (torch.dtype, optional): The dtype of the returned weights, used
+            when :obj:`edge_weight` is :obj:`None`. (default: :obj:`torch.float32`)
+    """
+    check_edge_index(edge_index, num_nodes, edge_weight)
+    if edge_weight is None:
+        edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
+    edge_index, edge_weight = remove_self_loops(edge_index, edge_weight)
+    edge_index, edge_weight = to_undirected(edge_index, edge_weight, num_nodes, reduce='max')
+    edge_index, edge_weight = add_self_loops(edge_index, edge_weight, fill_value=1.0,
+                                             num_nodes=num_nodes)
+    row, col = edge_index
+    deg = torch.zeros(num_nodes, dtype=edge_weight.dtype, device=edge_weight.device)
+    deg.scatter_add_(0, row, edge_weight)
+    deg_inv_sqrt = deg.rsqrt()
+    return edge_index, deg_inv_sqrt[row] * edge_weight * deg_inv_sqrt[col]
+
+
+def combine(operators: Sequence[Edges], coefficients: Sequence[float], num_nodes: int) -> Tensor:
+    r"""Returns :math:`\sum_i c_i \mathbf{M}_i` as a sparse CSR matrix, where each
+    :math:`\mathbf{M}_i` is given as a pair :obj:`(edge_index, edge_weight)`.
+    Terms whose coefficient is zero are skipped."""
+    terms = [(ei, c * ew) for (ei, ew), c in zip(operators, coefficients) if c != 0]
+    if not terms:
+        raise ValueError('combine() needs at least one non-zero coefficient')
+    index = torch.cat([ei for ei, _ in terms], dim=1)
+    value = torch.cat([ew for _, ew in terms])
+    with warnings.catch_warnings():  # torch flags its sparse CSR support as beta
+        warnings.simplefilter('ignore', UserWarning)
+        matrix = torch.sparse_coo_tensor(index, value, (num_nodes, num_nodes)).coalesce()
+        return matrix.to_sparse_csr()

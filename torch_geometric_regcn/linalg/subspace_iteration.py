@@ -1,0 +1,154 @@
+r"""Dominant eigenpairs of a sparse symmetric operator by block subspace
+iteration with Rayleigh--Ritz, optionally accelerated by Chebyshev filtering."""
+import warnings
+from typing import Callable, NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+WHICH = ('LA', 'LM')
+METHODS = ('chebyshev', 'power')
+
+
+class EigenPairs(NamedTuple):
+    r"""The result of :func:`subspace_iteration`."""
+    eigenvalues: Tensor  #: shape :obj:`[k]`, ordered by the selection rule
+    eigenvectors: Tensor  #: shape :obj:`[N, k]`, orthonormal columns
+    residual: float  #: :math:`\max_i \|\mathbf{S} x_i - \theta_i x_i\| / \|\mathbf{S}\|_\infty`
+    iterations: int  #: outer iterations run
+    converged: bool  #: whether :obj:`residual <= tol`
+
+
+def spectral_bound(operator: Tensor) -> float:
+    r"""The largest absolute row sum :math:`\|\mathbf{S}\|_\infty`, an upper
+    bound on the spectral radius of :obj:`operator` (dense, COO or CSR)."""
+    if operator.layout == torch.sparse_csr:
+        counts = operator.crow_indices().diff()
+        rows = torch.repeat_interleave(torch.arange(operator.size(0), device=counts.device),
+                                       counts)
+        sums = torch.zeros(operator.size(0), dtype=operator.dtype, device=operator.device)
+        sums.index_add_(0, rows, operator.values().abs())
+    elif operator.layout == torch.sparse_coo:
+        operator = operator.coalesce()
+        sums = torch.zeros(operator.size(0), dtype=operator.dtype, device=operator.device)
+        sums.index_add_(0, operator.indices()[0], operator.values().abs())
+    else:
+        sums = operator.abs().sum(dim=1)
+    return float(sums.max()) if sums.numel() > 0 else 0.0
+
+
+def chebyshev_filter(matmul: Callable[[Tensor], Tensor], x: Tensor, lower: float,
+                     upper: float, degree: int) -> Tensor:
+    r"""Applies the degree-:obj:`degree` Chebyshev polynomial that is bounded by
+    one on :math:`[\text{lower}, \text{upper}]` and grows fastest outside it
+    (Zhou and Saad, 2007). The block is rescaled at each step (which leaves its
+    column space unchanged) so that high degrees cannot overflow."""
+    center, half_width = (upper + lower) / 2, (upper - lower) / 2
+    prev, cur = x, (matmul(x) - center * x) / half_width
+    for _ in range(degree - 1):
+        prev, cur = cur, 2 * (matmul(cur) - center * cur) / half_width - prev
+        scale = cur.abs().max().clamp_min(torch.finfo(cur.dtype).tiny)
+        prev, cur = prev / scale, cur / scale
+    return cur
+
+
+def subspace_iteration(
+    operator: Tensor,
+    k: int,
+    which: str = 'LA',
+    tol: float = 1e-4,
+    max_iter: int = 100,
+    method: str = 'chebyshev',
+    degree: int = 8,
+    oversample: Optional[int] = None,
+    generator: Optional[torch.Generator] = None,
+) -> EigenPairs:
+    r"""Computes :obj:`k` eigenpairs of the symmetric matrix :obj:`operator`
+    :math:`\mathbf{S}` by block subspace iteration.
+
+    Each iteration maps an orthonormal block :math:`\mathbf{U} \in
+    \mathbb{R}^{N \times b}` through a polynomial in :math:`\mathbf{S}`,
+    re-orthonormalises it by QR and extracts Ritz pairs from
+    :math:`\mathbf{U}^{\top} \mathbf{S} \mathbf{U}` (Rayleigh--Ritz). It stops
+    once every wanted Ritz pair has a relative residual
+    :math:`\|\mathbf{S} x_i - \theta_i x_i\| / \|\mathbf{S}\|_\infty` of at
+    most :obj:`tol`, and warns with the achieved residual when
+    :obj:`max_iter` is reached first. Cost per iteration:
+    :math:`O(\mathrm{nnz} \cdot b \cdot \text{degree} + N b^2)` time and
+    :math:`O(N b)` memory.
+
+    Args:
+        operator (torch.Tensor): The symmetric :math:`N \times N` matrix, sparse
+            (CSR or COO) or dense.
+        k (int): The number of eigenpairs.
+        which (str, optional): :obj:`"LA"` for the largest algebraic
+            eigenvalues, :obj:`"LM"` for the largest in magnitude.
+            (default: :obj:`"LA"`)
+        tol (float, optional): The relative residual to reach.
+            (default: :obj:`1e-4`)
+        max_iter (int, optional): The maximum number of iterations.
+            (default: :obj:`100`)
+        method (str, optional): :obj:`"power"` multiplies by :math:`\mathbf{S}`
+            once per iteration (shifted by :math:`\|\mathbf{S}\|_\infty` for
+            :obj:`"LA"`), the plain iteration of the tsGCN paper;
+            :obj:`"chebyshev"` applies a Chebyshev filter of degree
+            :obj:`degree` that damps the unwanted part of the spectrum, which
+            converges in far fewer iterations on the clustered spectra of
+            graphs. (default: :obj:`"chebyshev"`)
+        degree (int, optional): The Chebyshev filter degree. (default: :obj:`8`)
+        oversample (int, optional): Extra block columns :math:`b - k`, which
+            speed up convergence. (default: :obj:`max(8, k // 4)`)
+        generator (torch.Generator, optional): The random generator of the
+            starting block, for reproducibility. (default: :obj:`None`)
+    """
+    n = operator.size(0)
+    if operator.dim() != 2 or operator.size(1) != n:
+        raise ValueError(f"'operator' must be a square matrix (got {list(operator.shape)})")
+    if not 0 < k <= n:
+        raise ValueError(f"'k' must lie in [1, {n}] (got {k})")
+    if which not in WHICH:
+        raise ValueError(f"'which' must be one of {WHICH} (got {which!r})")
+    if method not in METHODS:
+        raise ValueError(f"'method' must be one of {METHODS} (got {method!r})")
+    if degree < 1:
+        raise ValueError(f"'degree' must be a positive integer (got {degree})")
+
+    dtype, device = operator.dtype, operator.device
+    bound = max(spectral_bound(operator), torch.finfo(dtype).tiny)
+    b = min(n, k + (max(8, k // 4) if oversample is None else oversample))
+
+    def matmul(x: Tensor) -> Tensor:
+        return operator @ x
+
+    def key(theta: Tensor) -> Tensor:
+        return theta if which == 'LA' else theta.abs()
+
+    start = torch.randn(n, b, dtype=dtype, device=device, generator=generator)
+    basis = torch.linalg.qr(start).Q
+    for iteration in range(1, max_iter + 1):
+        image = matmul(basis)
+        gram = basis.T @ image
+        theta, rotation = torch.linalg.eigh((gram + gram.T) / 2)
+        order = key(theta).argsort(descending=True)
+        theta, rotation = theta[order], rotation[:, order]
+        ritz, ritz_image = basis @ rotation, image @ rotation
+        res = (ritz_image[:, :k] - ritz[:, :k] * theta[:k]).norm(dim=0) / bound
+        residual = float(res.max())
+        if residual <= tol or b == n:
+            break
+        if method == 'power':
+            block = ritz_image + bound * ritz if which == 'LA' else ritz_image
+        else:
+            cut = float(theta[-1]) if which == 'LA' else abs(float(theta[-1]))
+            lower = -bound if which == 'LA' else -cut
+            upper = max(cut, lower + 1e-3 * bound)
+            block = chebyshev_filter(matmul, ritz, lower, upper, degree)
+        basis = torch.linalg.qr(block).Q
+
+    converged = residual <= tol
+    if not converged:
+        warnings.warn(
+            f"Subspace iteration stopped after {iteration} iterations with relative residual "
+            f"{residual:.2e} > tol={tol:.0e}; raise 'max_iter', raise 'tol', or use "
+            f"method='chebyshev' with a higher 'degree'", UserWarning, stacklevel=2)
+    return EigenPairs(theta[:k], ritz[:, :k], residual, iteration, converged)

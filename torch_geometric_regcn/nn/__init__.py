@@ -1,0 +1,3 @@
+from torch_geometric_regcn.nn.conv import TSGCNConv
+
+__all__ = ['TSGCNConv']

@@ -1,0 +1,85 @@
+r"""The tsGCN layer."""
+import torch
+from torch import Tensor
+from torch_geometric.nn.dense.linear import Linear
+from torch_geometric.nn.inits import zeros
+
+from torch_geometric_regcn._validation import check_same_device
+from torch_geometric_regcn.linalg.woodbury import woodbury_apply
+
+
+class TSGCNConv(torch.nn.Module):
+    r"""The topological and semantic regularised graph convolution from the
+    `"Beyond Graph Convolutional Network: An Interpretable Regularizer-centered
+    Optimization Framework" <https://arxiv.org/abs/2301.04318>`_ paper
+    (AAAI 2023)
+
+    .. math::
+        \mathbf{X}^{\prime} = \left(\mathbf{I} - \mathbf{W}(\mathbf{I}_r +
+        \mathbf{V}^{\top}\mathbf{W})^{-1}\mathbf{V}^{\top}\right)
+        \mathbf{X} \mathbf{\Theta} + \mathbf{b}
+        \approx (1 + \alpha + \beta)(\mathbf{I} + \alpha \tilde{\mathbf{L}}_G +
+        \beta \tilde{\mathbf{L}}_X)^{-1} \mathbf{X} \mathbf{\Theta} + \mathbf{b},
+
+    the minimiser of :math:`-\mathrm{Tr}(\mathbf{H}^{\top}\mathbf{X}
+    \mathbf{\Theta}) + \frac{1}{2}\mathrm{Tr}(\mathbf{H}^{\top}(\mathbf{I} +
+    \alpha \tilde{\mathbf{L}}_G + \beta \tilde{\mathbf{L}}_X)\mathbf{H})` up to the
+    constant :math:`1 + \alpha + \beta` (which :math:`\mathbf{\Theta}` absorbs).
+    The factors :math:`\mathbf{W}, \mathbf{V} \in \mathbb{R}^{N \times r}` come
+    from :class:`~torch_geometric_regcn.LowRankInverse`. The layer applies them
+    through the Woodbury identity in :math:`O(N r F' + N r^2)` time and
+    :math:`O(N r)` memory; no :math:`N \times N` matrix is ever formed. Apply
+    the activation (ReLU in the paper's hidden layers) outside the layer.
+
+    Args:
+        in_channels (int): Size of each input sample, or :obj:`-1` to derive the
+            size from the first input(s) to the forward method.
+        out_channels (int): Size of each output sample.
+        bias (bool, optional): If set to :obj:`False`, the layer will not learn
+            an additive bias. (default: :obj:`True`)
+
+    Shapes:
+        - **input:**
+          node features :math:`(|\mathcal{V}|, F_{in})`,
+          factors :math:`(|\mathcal{V}|, r)` and :math:`(|\mathcal{V}|, r)`
+        - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
+    """
+    def __init__(self, in_channels: int, out_channels: int, bias: bool = True) -> None:
+        super().__init__()
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer='glorot')
+        if bias:
+            self.bias = torch.nn.Parameter(torch.empty(out_channels))
+        else:
+            self.register_parameter('bias', None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        r"""Resets all learnable parameters of the module."""
+        self.lin.reset_parameters()
+        zeros(self.bias)
+
+    def forward(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
+        if not torch.compiler.is_compiling():
+            _check_factors(x, w, v)
+        out = woodbury_apply(self.lin(x), w, v)
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+    def __repr__(self) -> str:
+        return f'{self.__class__.__name__}({self.in_channels}, {self.out_channels})'
+
+
+def _check_factors(x: Tensor, w: Tensor, v: Tensor) -> None:
+    check_same_device(x=x, w=w, v=v)
+    if x.dim() != 2:
+        raise ValueError(f"'x' must be a node feature matrix of shape [num_nodes, channels] "
+                         f"(got {list(x.shape)})")
+    if w.dim() != 2 or w.shape != v.shape:
+        raise ValueError(f"'w' and 'v' must both have shape [num_nodes, rank] "
+                         f"(got {list(w.shape)} and {list(v.shape)})")
+    if w.size(0) != x.size(0):
+        raise ValueError(f"'w' and 'v' have {w.size(0)} rows but 'x' has {x.size(0)} nodes; "
+                         f"recompute the factors with LowRankInverse for this graph")

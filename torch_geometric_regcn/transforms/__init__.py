@@ -1,0 +1,4 @@
+from torch_geometric_regcn.transforms.low_rank_inverse import LowRankInverse, paper_rank
+from torch_geometric_regcn.transforms.semantic_graph import SemanticGraph
+
+__all__ = ['LowRankInverse', 'SemanticGraph', 'paper_rank']
