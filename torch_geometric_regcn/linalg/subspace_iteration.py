@@ -110,6 +110,8 @@ def subspace_iteration(
         raise ValueError(f"'which' must be one of {WHICH} (got {which!r})")
     if method not in METHODS:
         raise ValueError(f"'method' must be one of {METHODS} (got {method!r})")
+    if max_iter < 1:
+        raise ValueError(f"'max_iter' must be a positive integer (got {max_iter})")
     if degree < 1:
         raise ValueError(f"'degree' must be a positive integer (got {degree})")
 
@@ -125,7 +127,9 @@ def subspace_iteration(
 
     start = torch.randn(n, b, dtype=dtype, device=device, generator=generator)
     basis = torch.linalg.qr(start).Q
-    for iteration in range(1, max_iter + 1):
+    iteration = 0
+    while iteration < max_iter:
+        iteration += 1
         image = matmul(basis)
         gram = basis.T @ image
         theta, rotation = torch.linalg.eigh((gram + gram.T) / 2)

@@ -1,3 +1,4 @@
 from torch_geometric_regcn.nn.conv import TSGCNConv
+from torch_geometric_regcn.nn.models import TSGCN
 
-__all__ = ['TSGCNConv']
+__all__ = ['TSGCN', 'TSGCNConv']

@@ -1,5 +1,4 @@
 r"""Low-rank factors of the tsGCN propagation matrix."""
-from typing import Optional
 
 import torch
 from torch import Tensor

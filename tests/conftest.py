@@ -1,0 +1,55 @@
+import os.path as osp
+import shutil
+import warnings
+
+import pytest
+import torch
+
+SHARED_DATA = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), '..', 'shared', 'data')
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
+
+
+def messy_graph(num_nodes: int = 40, num_edges: int = 120, seed: int = 0) -> torch.Tensor:
+    """A random directed edge list with duplicate edges, self loops already
+    present and (for num_nodes >= 40) isolated nodes 0..2."""
+    gen = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(3, num_nodes, (2, num_edges), generator=gen)
+    extra = torch.tensor([[5, 5, 7, 8], [6, 6, 7, 8]])  # a duplicate and two self loops
+    return torch.cat([edge_index, extra], dim=1)
+
+
+def dense_normalized_adjacency(edge_index, num_nodes, edge_weight=None):
+    """Dense float64 reference of the renormalised adjacency."""
+    a = torch.zeros(num_nodes, num_nodes, dtype=torch.float64)
+    w = torch.ones(edge_index.size(1), dtype=torch.float64) if edge_weight is None \
+        else edge_weight.double()
+    for (i, j), value in zip(edge_index.T.tolist(), w.tolist()):
+        a[i, j] = max(a[i, j], value)
+    a = torch.maximum(a, a.T)
+    a.fill_diagonal_(1.0)
+    d = a.sum(1).rsqrt()
+    return d[:, None] * a * d[None, :]
+
+
+@pytest.fixture(scope='session')
+def shared_root(tmp_path_factory):
+    """A writable copy of ../shared/data (PyG writes processed/ next to raw/)."""
+    if not osp.isdir(SHARED_DATA):
+        pytest.skip(f'the paper datasets are not at {osp.normpath(SHARED_DATA)}')
+    root = tmp_path_factory.mktemp('data')
+
+    def copy(name: str) -> str:
+        if not osp.isdir(osp.join(root, name)):
+            shutil.copytree(osp.join(SHARED_DATA, name), osp.join(root, name))
+        return str(root)
+
+    return copy
+
+
+@pytest.fixture(autouse=True)
+def _quiet_sparse_beta_warning():
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message='Sparse CSR tensor support is in beta')
+        warnings.filterwarnings('ignore', message='Sparse invariant checks')
+        yield

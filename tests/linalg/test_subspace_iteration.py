@@ -1,0 +1,72 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+import torch
+
+from tests.conftest import messy_graph
+from torch_geometric_regcn.linalg import combine, normalized_adjacency, subspace_iteration
+
+
+def operator(num_nodes=300, seed=0):
+    edge_index = torch.randint(0, num_nodes, (2, 4 * num_nodes),
+                               generator=torch.Generator().manual_seed(seed))
+    a = normalized_adjacency(edge_index, num_nodes, dtype=torch.float64)
+    return combine([a], [0.5], num_nodes)
+
+
+def to_scipy(matrix):
+    return sp.csr_matrix((matrix.values().numpy(), matrix.col_indices().numpy(),
+                          matrix.crow_indices().numpy()), shape=matrix.shape)
+
+
+@pytest.mark.parametrize('which', ['LA', 'LM'])
+@pytest.mark.parametrize('method', ['chebyshev', 'power'])
+def test_subspace_iteration_matches_eigsh(which, method):
+    s = operator()
+    k = 12
+    pairs = subspace_iteration(s, k, which, tol=1e-9, max_iter=5000, method=method,
+                               generator=torch.Generator().manual_seed(0))
+    assert pairs.converged and pairs.residual <= 1e-9
+    ref_val, ref_vec = spla.eigsh(to_scipy(s), k, which=which, tol=1e-12)
+    order = np.argsort(-(ref_val if which == 'LA' else np.abs(ref_val)))
+    ref_val, ref_vec = ref_val[order], ref_vec[:, order]
+    # Residual 1e-9 bounds the eigenvalue error by about residual**2 / gap: far below 1e-7.
+    np.testing.assert_allclose(pairs.eigenvalues.numpy(), ref_val, atol=1e-7)
+    # Sign-invariant: the spectral projectors U Λ Uᵀ agree.
+    ours = (pairs.eigenvectors * pairs.eigenvalues) @ pairs.eigenvectors.T
+    theirs = (ref_vec * ref_val) @ ref_vec.T
+    np.testing.assert_allclose(ours.numpy(), theirs, atol=1e-6)
+
+
+def test_subspace_iteration_warns_with_residual_when_not_converged():
+    with pytest.warns(UserWarning, match=r'relative residual \d\.\d\de[-+]\d+'):
+        pairs = subspace_iteration(operator(), 20, 'LA', tol=1e-12, max_iter=2,
+                                   method='power')
+    assert not pairs.converged and pairs.iterations == 2
+
+
+def test_subspace_iteration_is_reproducible():
+    s = operator()
+    with pytest.warns(UserWarning, match='relative residual'):
+        runs = [subspace_iteration(s, 5, max_iter=3, tol=1e-30,
+                                   generator=torch.Generator().manual_seed(7))
+                for _ in range(2)]
+    torch.testing.assert_close(runs[0].eigenvectors, runs[1].eigenvectors, rtol=0, atol=0)
+
+
+def test_subspace_iteration_dense_full_rank():
+    a = normalized_adjacency(messy_graph(), 40, dtype=torch.float64)
+    s = combine([a], [0.5], 40).to_dense()
+    pairs = subspace_iteration(s, 40)
+    np.testing.assert_allclose(pairs.eigenvalues.sort().values.numpy(),
+                               np.linalg.eigvalsh(s.numpy()), atol=1e-12)
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(k=0), "'k'"), (dict(k=301), "'k'"), (dict(k=3, which='SM'), "'which'"),
+    (dict(k=3, method='lanczos'), "'method'"), (dict(k=3, degree=0), "'degree'"),
+])
+def test_subspace_iteration_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        subspace_iteration(operator(), **kwargs)

@@ -1,0 +1,103 @@
+import pytest
+import torch
+
+from tests.conftest import CUDA
+from torch_geometric_regcn import TSGCNConv
+
+
+def factors(n=30, r=5, dtype=torch.float64, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    w = torch.randn(n, r, dtype=dtype, generator=gen) / n**0.5
+    v = torch.randn(n, r, dtype=dtype, generator=gen) / n**0.5
+    return w, v
+
+
+def dense_reference(conv, x, w, v):
+    eye = torch.eye(x.size(0), dtype=torch.float64)
+    p = torch.linalg.inv(eye + w.double() @ v.double().T)  # (I + W Vᵀ)⁻¹, the Woodbury identity
+    out = p @ (x.double() @ conv.lin.weight.double().T)
+    return out if conv.bias is None else out + conv.bias.double()
+
+
+@pytest.mark.parametrize('bias', [True, False])
+def test_matches_dense_formula(bias):
+    w, v = factors()
+    x = torch.randn(30, 7, dtype=torch.float64)
+    conv = TSGCNConv(7, 4, bias=bias).double()
+    if bias:
+        torch.nn.init.normal_(conv.bias)
+    torch.testing.assert_close(conv(x, w, v), dense_reference(conv, x, w, v))
+
+
+def test_float32_and_lazy_in_channels():
+    w, v = factors(dtype=torch.float32)
+    x = torch.randn(30, 11)
+    conv = TSGCNConv(-1, 3)
+    out = conv(x, w, v)
+    assert out.shape == (30, 3) and out.dtype == torch.float32
+    assert conv.lin.weight.shape == (3, 11)
+    # float32 against the float64 reference: 30 x 11 products of O(1) terms.
+    torch.testing.assert_close(out.double(), dense_reference(conv, x, w, v), rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_gradcheck():
+    w, v = factors(n=12, r=3)
+    x = torch.randn(12, 4, dtype=torch.float64, requires_grad=True)
+    w.requires_grad_()
+    v.requires_grad_()
+    conv = TSGCNConv(4, 2).double()
+    assert torch.autograd.gradcheck(lambda *args: conv(*args), (x, w, v))
+    params = (conv.lin.weight, conv.bias)
+    assert torch.autograd.gradcheck(
+        lambda weight, bias: torch.func.functional_call(
+            conv, {'lin.weight': weight, 'bias': bias}, (x.detach(), w.detach(), v.detach())),
+        params)
+
+
+def test_reset_parameters_and_repr():
+    conv = TSGCNConv(5, 3)
+    torch.nn.init.ones_(conv.bias)
+    before = conv.lin.weight.clone()
+    conv.reset_parameters()
+    assert torch.equal(conv.bias, torch.zeros(3))
+    assert not torch.equal(before, conv.lin.weight)
+    assert repr(conv) == 'TSGCNConv(5, 3)'
+    assert repr(TSGCNConv(-1, 3)) == 'TSGCNConv(-1, 3)'
+
+
+def test_torch_compile():
+    w, v = factors(dtype=torch.float32)
+    x = torch.randn(30, 6)
+    conv = TSGCNConv(6, 4)
+    compiled = torch.compile(conv, fullgraph=True)
+    torch.testing.assert_close(compiled(x, w, v), conv(x, w, v), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('shapes, message', [
+    (((30,), (30, 5), (30, 5)), "'x' must be a node feature matrix"),
+    (((30, 6), (30, 5), (30, 4)), "'w' and 'v' must both have shape"),
+    (((30, 6), (30,), (30,)), "'w' and 'v' must both have shape"),
+    (((29, 6), (30, 5), (30, 5)), 'recompute the factors'),
+])
+def test_rejects_bad_shapes(shapes, message):
+    conv = TSGCNConv(6, 4)
+    with pytest.raises(ValueError, match=message):
+        conv(*(torch.randn(*s) for s in shapes))
+
+
+def test_rejects_tensors_on_different_devices():
+    conv = TSGCNConv(6, 4)
+    w = torch.randn(30, 5, device='meta')
+    with pytest.raises(ValueError, match="one device.*'w' on meta"):
+        conv(torch.randn(30, 6), w, torch.randn(30, 5))
+
+
+@CUDA
+def test_cuda_matches_cpu():
+    w, v = factors(dtype=torch.float32)
+    x = torch.randn(30, 6)
+    conv = TSGCNConv(6, 4)
+    expected = conv(x, w, v)
+    got = conv.cuda()(x.cuda(), w.cuda(), v.cuda())
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,179 @@
+import numpy as np
+import pytest
+import scipy.sparse.linalg as spla
+import torch
+import torch.nn.functional as F
+import torch_geometric.transforms as T
+from torch_geometric.data import Data
+
+from tests.conftest import dense_normalized_adjacency, messy_graph
+from torch_geometric_regcn import LowRankInverse, SemanticGraph, TSGCNConv, paper_rank
+
+N = 40
+
+
+def graph(seed=0, features=True):
+    x = torch.randn(N, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    data = Data(edge_index=messy_graph(N, seed=seed), num_nodes=N,
+                semantic_edge_index=messy_graph(N, num_edges=90, seed=seed + 100))
+    if features:
+        data.x = x
+    return data
+
+
+def dense_propagation(w, v):
+    eye = torch.eye(w.size(0), dtype=w.dtype)
+    return eye - w @ torch.linalg.solve(torch.eye(w.size(1), dtype=w.dtype) + v.T @ w, v.T)
+
+
+def dense_system(data, alpha, beta):
+    eye = torch.eye(N, dtype=torch.float64)
+    lap_g = eye - dense_normalized_adjacency(data.edge_index, N)
+    lap_x = eye - dense_normalized_adjacency(data.semantic_edge_index, N)
+    return eye + alpha * lap_g + beta * lap_x
+
+
+@pytest.mark.parametrize('alpha, beta', [(1.0, 0.0), (0.0, 0.7), (1.0, 0.2), (0.3, 2.0)])
+def test_full_rank_equals_dense_inverse(alpha, beta):
+    data = LowRankInverse(alpha, beta, rank=N, tol=1e-12)(graph())
+    assert data.lowrank_w.shape == data.lowrank_v.shape == (N, N)
+    expected = (1 + alpha + beta) * torch.linalg.inv(dense_system(data, alpha, beta))
+    got = dense_propagation(data.lowrank_w, data.lowrank_v)
+    assert (got - expected).norm() / expected.norm() <= 1e-6
+
+
+def test_topology_only_needs_no_features():
+    data = graph(features=False)
+    del data.semantic_edge_index
+    data = LowRankInverse(1.0, 0.0, rank=N)(data)
+    expected = 2.0 * torch.linalg.inv(dense_system(graph(), 1.0, 0.0))
+    got = dense_propagation(data.lowrank_w.double(), data.lowrank_v.double())
+    assert (got - expected).norm() / expected.norm() <= 1e-5  # float32 factors
+
+
+def test_builds_semantic_graph_from_features_when_absent():
+    data = graph()
+    del data.semantic_edge_index
+    built = LowRankInverse(1.0, 0.5, rank=N, k=4)(data.clone())
+    given = LowRankInverse(1.0, 0.5, rank=N, k=4)(SemanticGraph(4)(data.clone()))
+    torch.testing.assert_close(dense_propagation(built.lowrank_w, built.lowrank_v),
+                               dense_propagation(given.lowrank_w, given.lowrank_v))
+
+
+def test_edge_weight_is_used():
+    data = graph()
+    data.edge_weight = torch.rand(data.edge_index.size(1), dtype=torch.float64)
+    out = LowRankInverse(1.0, 0.0, rank=N)(data)
+    eye = torch.eye(N, dtype=torch.float64)
+    system = 2 * eye - dense_normalized_adjacency(data.edge_index, N, data.edge_weight)
+    expected = 2.0 * torch.linalg.inv(system)
+    got = dense_propagation(out.lowrank_w, out.lowrank_v)
+    assert (got - expected).norm() / expected.norm() <= 1e-6
+
+
+@pytest.mark.parametrize('which', ['LA', 'LM'])
+def test_truncated_rank_matches_eigsh(which):
+    alpha, beta, rank = 1.0, 0.4, 6
+    data = LowRankInverse(alpha, beta, rank=rank, which=which, tol=1e-10,
+                          max_iter=1000)(graph())
+    w, v = data.lowrank_w, data.lowrank_v
+    s = (dense_system(data, 0, 0) * (1 + alpha + beta) - dense_system(data, alpha, beta))
+    s = (s / (1 + alpha + beta)).numpy()  # (α Â_G + β Â_X) / (1 + α + β)
+    ref_val, ref_vec = spla.eigsh(s, rank, which=which, tol=1e-13)
+    # The factors satisfy Vᵀ W = -Λ, so -diag(VᵀW) are the eigenvalues.
+    ours = -torch.diagonal(v.T @ w).numpy()
+    key = (lambda a: a) if which == 'LA' else np.abs
+    np.testing.assert_allclose(np.sort(key(ours)), np.sort(key(ref_val)), atol=1e-9)
+    # W Vᵀ = -U Λ Uᵀ is sign-invariant: compare the projected operators.
+    np.testing.assert_allclose((w @ v.T).numpy(), -(ref_vec * ref_val) @ ref_vec.T, atol=1e-8)
+
+
+def test_runs_in_the_dtype_of_x_and_is_reproducible():
+    data = graph()
+    data.x = data.x.float()
+    a = LowRankInverse(1.0, 0.2, rank=5, seed=3, max_iter=2, tol=1e-30)
+    with pytest.warns(UserWarning, match='relative residual'):
+        first, second = a(data.clone()), a(data.clone())
+    assert first.lowrank_w.dtype == torch.float32
+    assert torch.equal(first.lowrank_w, second.lowrank_w)
+
+
+def test_paper_rank():
+    assert paper_rank(2708, 16) == 169
+    assert paper_rank(19717, 2048) == 9
+    with pytest.raises(ValueError, match='choose p'):
+        paper_rank(100, 128)
+    with pytest.raises(ValueError, match="'p'"):
+        paper_rank(100, 0)
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(alpha=1.0, beta=0.1, rank=0), "'rank' must be a positive"),
+    (dict(alpha=1.0, beta=0.1, rank=2.5), "'rank' must be a positive"),
+    (dict(alpha=-1.0, beta=0.1, rank=2), "'alpha' must be a non-negative"),
+    (dict(alpha=1.0, beta=-0.1, rank=2), "'beta' must be a non-negative"),
+    (dict(alpha=0.0, beta=0.0, rank=2), 'cannot both be zero'),
+    (dict(alpha=1.0, beta=0.1, rank=2, k=0), "'k' must be a positive"),
+    (dict(alpha=1.0, beta=0.1, rank=2, which='SA'), "'which'"),
+])
+def test_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        LowRankInverse(**kwargs)
+
+
+def test_rejects_bad_data():
+    with pytest.raises(ValueError, match="'rank' must not exceed"):
+        LowRankInverse(1.0, 0.1, rank=N + 1)(graph())
+    data = graph()
+    del data.semantic_edge_index
+    with pytest.raises(ValueError, match="'k' must lie in"):
+        LowRankInverse(1.0, 0.1, rank=3, k=N)(data)
+    data = graph(features=False)
+    del data.semantic_edge_index
+    with pytest.raises(ValueError, match="needs node features 'data.x'"):
+        LowRankInverse(1.0, 0.1, rank=3)(data)
+    data = graph()
+    data.x[3, 1] = float('nan')
+    with pytest.raises(ValueError, match="'data.x' contains NaN"):
+        LowRankInverse(1.0, 0.1, rank=3)(data)
+    data = graph()
+    data.x[3, 1] = float('inf')
+    with pytest.raises(ValueError, match="'data.x' contains NaN or infinite"):
+        LowRankInverse(1.0, 0.1, rank=3)(data)
+    with pytest.raises(ValueError, match='no edges'):
+        LowRankInverse(1.0, 0.1, rank=3)(Data(x=torch.randn(5, 2),
+                                              edge_index=torch.empty(2, 0, dtype=torch.long)))
+    with pytest.raises(ValueError, match='empty'):
+        LowRankInverse(1.0, 0.1, rank=3)(Data(x=torch.randn(0, 2),
+                                              edge_index=torch.empty(2, 0, dtype=torch.long)))
+
+
+def test_repr():
+    assert repr(LowRankInverse(1.0, 0.2, rank=16)) == \
+        "LowRankInverse(alpha=1.0, beta=0.2, rank=16, k=10, which='LA')"
+
+
+def test_cora_reaches_paper_accuracy(shared_root):
+    """The issue's acceptance run: the paper's settings on Cora's public split."""
+    from torch_geometric.datasets import Planetoid
+
+    transform = T.Compose([T.NormalizeFeatures(), LowRankInverse(1.0, 0.2, rank=2708 // 16)])
+    data = Planetoid(shared_root('Cora'), 'Cora', transform=transform)[0]
+    torch.manual_seed(0)
+    conv1, conv2 = TSGCNConv(-1, 32, bias=False), TSGCNConv(32, 7, bias=False)
+    conv1(data.x, data.lowrank_w, data.lowrank_v)  # materialise the lazy weight
+    params = [*conv1.parameters(), *conv2.parameters()]
+    optimizer = torch.optim.Adam(params, lr=0.01, weight_decay=5e-4)
+    best_val = test_acc = 0.0
+    for _ in range(200):
+        optimizer.zero_grad()
+        h = conv1(data.x, data.lowrank_w, data.lowrank_v).relu()
+        out = conv2(h, data.lowrank_w, data.lowrank_v)
+        F.cross_entropy(out[data.train_mask], data.y[data.train_mask]).backward()
+        optimizer.step()
+        pred = out.argmax(dim=1)
+        val = float((pred[data.val_mask] == data.y[data.val_mask]).float().mean())
+        if val >= best_val:
+            best_val = val
+            test_acc = float((pred[data.test_mask] == data.y[data.test_mask]).float().mean())
+    assert test_acc >= 0.79, f'test accuracy {test_acc:.3f} < 0.79'

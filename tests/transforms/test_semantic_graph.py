@@ -1,0 +1,64 @@
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import coalesce
+
+from torch_geometric_regcn import SemanticGraph
+
+
+def brute_force(x, k):
+    """Dense float64 cosine kNN, ties to the lower index, then symmetrised."""
+    x = x.double()
+    xn = x / x.norm(dim=1, keepdim=True).clamp_min(1e-300)
+    sim = xn @ xn.T
+    sim.fill_diagonal_(-float('inf'))
+    edges = set()
+    for i, row in enumerate(sim.tolist()):
+        order = sorted(range(len(row)), key=lambda j: (-row[j], j))[:k]
+        edges |= {(i, j) for j in order} | {(j, i) for j in order}
+    return torch.tensor(sorted(edges)).T
+
+
+@pytest.mark.parametrize('block_size', [None, 1, 7])
+def test_matches_brute_force(block_size):
+    x = torch.randn(50, 6, generator=torch.Generator().manual_seed(0))
+    out = SemanticGraph(4, block_size=block_size)(Data(x=x)).semantic_edge_index
+    assert torch.equal(coalesce(out), brute_force(x, 4))
+
+
+def test_sparse_features_equal_dense():
+    x = torch.randn(60, 20, generator=torch.Generator().manual_seed(1))
+    x[x.abs() < 1.0] = 0
+    dense = SemanticGraph(5)(Data(x=x)).semantic_edge_index
+    for sparse in (x.to_sparse(), x.to_sparse_csr()):
+        got = SemanticGraph(5, block_size=13)(Data(x=sparse)).semantic_edge_index
+        assert torch.equal(coalesce(got), coalesce(dense))
+    assert torch.equal(coalesce(dense), brute_force(x, 5))
+
+
+def test_zero_rows_and_ties_are_deterministic():
+    x = torch.tensor([[1.0, 0.0], [0.0, 0.0], [1.0, 0.0], [2.0, 0.0], [0.0, 0.0], [0.0, 1.0]])
+    first = SemanticGraph(2)(Data(x=x)).semantic_edge_index
+    assert torch.equal(coalesce(first), brute_force(x, 2))
+    for block_size in (1, 2, 4):
+        again = SemanticGraph(2, block_size=block_size)(Data(x=x)).semantic_edge_index
+        assert torch.equal(again, first)
+
+
+def test_no_self_loops_and_symmetric():
+    x = torch.randn(30, 3)
+    ei = SemanticGraph(3)(Data(x=x)).semantic_edge_index
+    assert bool((ei[0] != ei[1]).all())
+    assert torch.equal(coalesce(ei), coalesce(ei.flip(0)))
+
+
+def test_rejects_bad_input():
+    with pytest.raises(ValueError, match="'k' must be a positive"):
+        SemanticGraph(0)
+    with pytest.raises(ValueError, match="'k' must lie in"):
+        SemanticGraph(5)(Data(x=torch.randn(5, 2)))
+    with pytest.raises(ValueError, match='NaN'):
+        SemanticGraph(1)(Data(x=torch.tensor([[1.0], [float('nan')], [2.0]])))
+    with pytest.raises(ValueError, match="needs node features"):
+        SemanticGraph(1)(Data(num_nodes=3))
+    assert repr(SemanticGraph(7)) == 'SemanticGraph(k=7)'

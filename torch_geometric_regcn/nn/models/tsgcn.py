@@ -1,0 +1,66 @@
+r"""The tsGCN network."""
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from torch_geometric_regcn.nn.conv import TSGCNConv
+
+
+class TSGCN(torch.nn.Module):
+    r"""The tsGCN network from the `"Beyond Graph Convolutional Network: An
+    Interpretable Regularizer-centered Optimization Framework"
+    <https://arxiv.org/abs/2301.04318>`_ paper (AAAI 2023): a stack of
+    :class:`~torch_geometric_regcn.TSGCNConv` layers,
+
+    .. math::
+        \mathbf{H}^{(l)} = \mathrm{ReLU}\left(\mathbf{P} \mathbf{H}^{(l-1)}
+        \mathbf{\Theta}^{(l)}\right), \qquad
+        \mathbf{P} = \mathbf{I} - \mathbf{W}(\mathbf{I}_r +
+        \mathbf{V}^{\top}\mathbf{W})^{-1}\mathbf{V}^{\top},
+
+    with no activation after the last layer (apply softmax in the loss). The
+    paper's network has two layers, 32 hidden units, no bias and no dropout.
+
+    Args:
+        in_channels (int): Size of each input sample, or :obj:`-1` for lazy
+            initialisation.
+        hidden_channels (int): Size of each hidden sample.
+        out_channels (int): Size of each output sample.
+        num_layers (int, optional): The number of layers. (default: :obj:`2`)
+        dropout (float, optional): Dropout probability before each layer.
+            (default: :obj:`0.0`)
+        bias (bool, optional): Whether the layers learn a bias.
+            (default: :obj:`False`)
+
+    Shapes:
+        - **input:** node features :math:`(|\mathcal{V}|, F_{in})`,
+          factors :math:`(|\mathcal{V}|, r)` and :math:`(|\mathcal{V}|, r)`
+        - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
+    """
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
+                 num_layers: int = 2, dropout: float = 0.0, bias: bool = False) -> None:
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"'num_layers' must be at least 1 (got {num_layers})")
+        sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
+        self.convs = torch.nn.ModuleList(
+            TSGCNConv(a, b, bias=bias) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.dropout = dropout
+
+    def reset_parameters(self) -> None:
+        r"""Resets all learnable parameters of the module."""
+        for conv in self.convs:
+            conv.reset_parameters()
+
+    def forward(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
+        for i, conv in enumerate(self.convs):
+            x = F.dropout(x, self.dropout, self.training)
+            x = conv(x, w, v)
+            if i < len(self.convs) - 1:
+                x = x.relu()
+        return x
+
+    def __repr__(self) -> str:
+        conv = self.convs[0]
+        return (f'{self.__class__.__name__}({conv.in_channels}, '
+                f'{self.convs[-1].out_channels}, num_layers={len(self.convs)})')
