@@ -39,8 +39,8 @@ def main() -> None:
     parser.add_argument('--seeds', type=int, default=3)
     args = parser.parse_args()
 
-    data = contextual_sbm(args.nodes, num_classes=5, num_features=64, avg_degree=6,
-                          homophily=0.7, signal=1.0, seed=0)
+    data = contextual_sbm(args.nodes, num_classes=5, num_features=64, avg_degree=5,
+                          homophily=0.6, signal=0.5, seed=0)
     start = time.perf_counter()
     data = LowRankInverse(alpha=1.0, beta=0.5, rank=paper_rank(data.num_nodes, 16), k=10)(data)
     print(f'CSBM: {data.num_nodes} nodes, {data.num_edges} edges, 5 classes; '
