@@ -51,6 +51,16 @@ def normalized_adjacency(
     return edge_index, deg_inv_sqrt[row] * edge_weight * deg_inv_sqrt[col]
 
 
+def linear_combination(matrices: Sequence[Tensor], coefficients: Sequence[float]) -> Tensor:
+    r"""Returns :math:`\sum_i c_i \mathbf{M}_i` of sparse matrices (COO or CSR)
+    of one shape, as sparse CSR."""
+    pairs = []
+    for matrix in matrices:
+        coo = matrix.to_sparse_coo().coalesce()
+        pairs.append((coo.indices(), coo.values()))
+    return combine(pairs, coefficients, matrices[0].size(0))
+
+
 def combine(operators: Sequence[Edges], coefficients: Sequence[float], num_nodes: int) -> Tensor:
     r"""Returns :math:`\sum_i c_i \mathbf{M}_i` as a sparse CSR matrix, where each
     :math:`\mathbf{M}_i` is given as a pair :obj:`(edge_index, edge_weight)`.

@@ -1,0 +1,118 @@
+r"""One layer for the whole regularizer-centred framework."""
+from typing import Any, Optional, Type, Union
+
+import torch
+from torch import Tensor
+from torch_geometric.nn.dense.linear import Linear
+from torch_geometric.nn.inits import zeros
+
+from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
+from torch_geometric_regcn.regularizers.graph import build_graph
+from torch_geometric_regcn.regularizers.registry import get
+
+
+class RegularizerConv(torch.nn.Module):
+    r"""The graph convolution of the regularizer-centred framework from the
+    `"Beyond Graph Convolutional Network: An Interpretable Regularizer-centered
+    Optimization Framework" <https://arxiv.org/abs/2301.04318>`_ paper
+    (AAAI 2023): the minimiser of a fitting term and a graph regulariser
+    :math:`\mathbf{R}`,
+
+    .. math::
+        \mathbf{X}^{\prime} = \operatorname*{arg\,min}_{\mathbf{H}}
+        -\mathrm{Tr}(\mathbf{H}^{\top}\mathbf{X}\mathbf{\Theta}) +
+        \tfrac{1}{2}\mathrm{Tr}(\mathbf{H}^{\top}\mathbf{R}\mathbf{H}) + \mathbf{b}
+        = \mathbf{R}^{-1}\mathbf{X}\mathbf{\Theta} + \mathbf{b}.
+
+    Choosing the regulariser chooses the model: :obj:`"gcn"`, :obj:`"sgc"`,
+    :obj:`"appnp"`, :obj:`"jknet"`, :obj:`"dagnn"`, :obj:`"gnn_lf"`,
+    :obj:`"gnn_hf"`, :obj:`"tsgcn"` (see :mod:`torch_geometric_regcn.regularizers`),
+    or any :class:`~torch_geometric_regcn.regularizers.Regularizer` subclass. The
+    activation (the projection of the framework, :obj:`regularizer.projection`)
+    is applied outside the layer, as in PyG.
+
+    Args:
+        in_channels (int): Size of each input sample, or :obj:`-1` to derive the
+            size from the first input(s) to the forward method.
+        out_channels (int): Size of each output sample.
+        regularizer (str or Regularizer, optional): The regulariser: a registered
+            name, a class, or an instance. (default: :obj:`"gcn"`)
+        bias (bool, optional): If set to :obj:`False`, the layer will not learn
+            an additive bias. (default: :obj:`True`)
+        solver (str, optional): :obj:`"closed"`, :obj:`"series"`, :obj:`"cg"` or
+            :obj:`"lowrank"`; :obj:`None` takes the regulariser's default.
+            (default: :obj:`None`)
+        cached (bool, optional): If set to :obj:`True`, the graph operators are
+            built on the first call and reused; only for transductive learning.
+            (default: :obj:`False`)
+        tol (float, optional): Relative residual of :obj:`"cg"`.
+            (default: :obj:`1e-6`)
+        max_iter (int, optional): Iteration cap of :obj:`"cg"`.
+            (default: :obj:`1000`)
+        **coefficients (optional): The regulariser's coefficients, e.g.
+            :obj:`K=10, alpha=0.1` for :obj:`"appnp"`.
+
+    Shapes:
+        - **input:**
+          node features :math:`(|\mathcal{V}|, F_{in})`,
+          edge indices :math:`(2, |\mathcal{E}|)` or a sparse adjacency
+          :math:`(|\mathcal{V}|, |\mathcal{V}|)`,
+          edge weights :math:`(|\mathcal{E}|)` *(optional)*
+        - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
+    """
+    def __init__(self, in_channels: int, out_channels: int,
+                 regularizer: Union[str, Regularizer, Type[Regularizer]] = 'gcn',
+                 bias: bool = True, solver: Optional[str] = None, cached: bool = False,
+                 tol: float = 1e-6, max_iter: int = 1000, **coefficients: Any) -> None:
+        super().__init__()
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.regularizer = get(regularizer, **coefficients)
+        self.solver = self.regularizer.check_solver(solver)
+        self.cached = cached
+        self.tol = tol
+        self.max_iter = max_iter
+        self._cached_graph: Optional[GraphOperators] = None
+        self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer='glorot')
+        self.extra = self.regularizer.module(out_channels)
+        if bias:
+            self.bias = torch.nn.Parameter(torch.empty(out_channels))
+        else:
+            self.register_parameter('bias', None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        r"""Resets all learnable parameters of the module and the cache."""
+        self.lin.reset_parameters()
+        if self.extra is not None and hasattr(self.extra, 'reset_parameters'):
+            self.extra.reset_parameters()
+        zeros(self.bias)
+        self._cached_graph = None
+
+    def graph(self, x: Tensor, edge_index: Any, edge_weight: Optional[Tensor] = None,
+              **graph: Optional[Tensor]) -> GraphOperators:
+        r"""The graph operators of this layer's regulariser (cached if
+        :obj:`cached=True`)."""
+        if self.cached and self._cached_graph is not None:
+            return self._cached_graph
+        ops = build_graph(self.regularizer, edge_index, x.size(0), edge_weight, x.dtype,
+                          x=x, **graph)
+        if self.cached:
+            self._cached_graph = ops
+        return ops
+
+    def forward(self, x: Tensor, edge_index: Any, edge_weight: Optional[Tensor] = None,
+                semantic_edge_index: Optional[Tensor] = None,
+                lowrank_w: Optional[Tensor] = None,
+                lowrank_v: Optional[Tensor] = None) -> Tensor:
+        graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
+                           lowrank_w=lowrank_w, lowrank_v=lowrank_v)
+        out = self.regularizer.propagate(self.lin(x), graph, self.solver, self.tol,
+                                         self.max_iter, self.extra)
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}({self.in_channels}, {self.out_channels}, '
+                f'regularizer={self.regularizer}, solver={self.solver!r})')

@@ -1,0 +1,181 @@
+r"""The regulariser interface of the regularizer-centred framework."""
+from dataclasses import dataclass
+from typing import Any, ClassVar, Dict, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from torch_geometric_regcn.linalg.cg import cg_solve
+from torch_geometric_regcn.linalg.subspace_iteration import spectral_bound
+
+SOLVERS = ('closed', 'series', 'cg', 'lowrank')
+PROJECTIONS = ('identity', 'relu')
+
+
+@dataclass
+class GraphOperators:
+    r"""What a regulariser may use of a graph, built once per graph:
+    :obj:`adj` is the renormalised adjacency :math:`\hat{\mathbf{A}}` (sparse
+    CSR), :obj:`semantic` that of the semantic graph
+    :math:`\hat{\mathbf{A}}_X` and :obj:`lowrank` the factors of
+    :class:`~torch_geometric_regcn.LowRankInverse`, both for tsGCN only."""
+    adj: Tensor
+    semantic: Optional[Tensor] = None
+    lowrank: Optional[Tuple[Tensor, Tensor]] = None
+
+    @property
+    def num_nodes(self) -> int:
+        return self.adj.size(0)
+
+    def identity(self) -> Tensor:
+        n = self.num_nodes
+        eye = torch.arange(n, device=self.adj.device)
+        return torch.sparse_coo_tensor(torch.stack([eye, eye]),
+                                       torch.ones(n, dtype=self.adj.dtype, device=eye.device),
+                                       (n, n))
+
+
+class Regularizer:
+    r"""Base class of a graph regulariser :math:`\mathcal{L}(\mathbf{H};
+    \mathcal{G}) = \mathrm{Tr}(\mathbf{H}^{\top}\mathbf{R}\mathbf{H})` in the
+    framework of the `"Beyond Graph Convolutional Network: An Interpretable
+    Regularizer-centered Optimization Framework"
+    <https://arxiv.org/abs/2301.04318>`_ paper (AAAI 2023), where a layer
+    computes
+
+    .. math::
+        \mathbf{H}^{(l)} = \mathrm{proj}_{\mathcal{S}}\Big(\operatorname*{arg\,min}_{\mathbf{H}}
+        -\mathrm{Tr}(\mathbf{H}^{\top}\mathbf{H}^{(l-1)}\mathbf{\Theta}) +
+        \tfrac{1}{2}\mathrm{Tr}(\mathbf{H}^{\top}\mathbf{R}\mathbf{H})\Big)
+        = \mathrm{proj}_{\mathcal{S}}\big(\mathbf{R}^{-1}\mathbf{H}^{(l-1)}
+        \mathbf{\Theta}\big).
+
+    :math:`\mathbf{R}` is given as :math:`\mathbf{B}^{-1}\mathbf{M}`, with
+    :math:`\mathbf{M}` sparse, symmetric positive definite (:meth:`operator`)
+    and :math:`\mathbf{B}` a sparse polynomial in the graph that commutes with
+    it (:meth:`numerator`, the identity by default), so the propagation
+    :math:`\mathbf{R}^{-1}\mathbf{X} = \mathbf{M}^{-1}\mathbf{B}\mathbf{X}` is one
+    sparse solve, done by a shared solver:
+
+    - :obj:`"closed"`: dense :func:`torch.linalg.solve`, :math:`O(N^3)`, for small
+      graphs and tests;
+    - :obj:`"cg"`: conjugate gradient on the sparse :math:`\mathbf{M}`, with an
+      implicit backward pass;
+    - :obj:`"series"`: a :math:`K`-term truncated series, the rule the paper
+      states for the regulariser (:meth:`series`; by default a Neumann series of
+      :math:`\mathbf{M}^{-1}`);
+    - :obj:`"lowrank"`: precomputed low-rank factors (tsGCN only).
+
+    A new regulariser needs only :meth:`operator`: subclass, return
+    :math:`\mathbf{R}` as a sparse symmetric positive definite matrix built from
+    :obj:`graph.adj`, and :class:`~torch_geometric_regcn.RegularizerConv` trains
+    with it. Override :meth:`numerator`, :meth:`series` and
+    :meth:`frequency_response` to say more.
+
+    Class attributes: :obj:`name` (the registry key), :obj:`projection` (the
+    hidden-layer projection it pairs with, :obj:`"relu"` or :obj:`"identity"`;
+    the last layer always pairs with softmax), :obj:`solvers` (those it
+    supports) and :obj:`default_solver`.
+    """
+    name: ClassVar[str] = ''
+    projection: ClassVar[str] = 'relu'
+    solvers: ClassVar[Tuple[str, ...]] = ('closed', 'series', 'cg')
+    default_solver: ClassVar[str] = 'cg'
+    #: the number of series terms, for :obj:`solver="series"`
+    K: int = 10
+
+    def __init__(self, **coefficients: Any) -> None:
+        if coefficients:
+            raise TypeError(f"{type(self).__name__} takes no coefficients "
+                            f"(got {sorted(coefficients)})")
+
+    # -- what a regulariser is --------------------------------------------------
+    def operator(self, graph: GraphOperators) -> Tensor:
+        r"""The sparse symmetric positive definite :math:`\mathbf{M}`."""
+        raise NotImplementedError(f'{type(self).__name__} must implement operator(graph)')
+
+    def numerator(self, x: Tensor, graph: GraphOperators) -> Tensor:
+        r"""Applies :math:`\mathbf{B}` (the identity by default)."""
+        return x
+
+    def coefficients(self) -> Dict[str, Any]:
+        r"""The coefficients, as passed to the constructor."""
+        return {k: v for k, v in vars(self).items() if not k.startswith('_')}
+
+    def frequency_response(self, lam: Tensor) -> Tensor:
+        r"""The gain :math:`g(\lambda)` of the propagation of the default solver
+        on an eigenvector of :math:`\hat{\mathbf{A}}` with eigenvalue
+        :math:`\lambda`."""
+        raise NotImplementedError(f'{type(self).__name__} does not define its frequency '
+                                  f'response')
+
+    def module(self, channels: int) -> Optional[torch.nn.Module]:
+        r"""Trainable parameters the propagation needs (none by default)."""
+        return None
+
+    # -- shared machinery ---------------------------------------------------------
+    def check_solver(self, solver: Optional[str]) -> str:
+        solver = self.default_solver if solver is None else solver
+        if solver not in SOLVERS:
+            raise ValueError(f"Unknown solver {solver!r}; choose one of {SOLVERS}")
+        if solver not in self.solvers:
+            raise ValueError(f"Regularizer '{self.name or type(self).__name__}' cannot use "
+                             f"solver={solver!r}; it supports {self.solvers}")
+        return solver
+
+    def propagate(self, x: Tensor, graph: GraphOperators, solver: Optional[str] = None,
+                  tol: float = 1e-6, max_iter: int = 1000,
+                  module: Optional[torch.nn.Module] = None) -> Tensor:
+        r"""Computes :math:`\mathbf{R}^{-1}\mathbf{X}` with :obj:`solver`."""
+        solver = self.check_solver(solver)
+        if solver == 'series':
+            return self.series(x, graph, module)
+        if solver == 'lowrank':
+            return self.lowrank(x, graph)
+        rhs = self.numerator(x, graph)
+        matrix = self.operator(graph)
+        if solver == 'closed':
+            return torch.linalg.solve(matrix.to_dense(), rhs)
+        return cg_solve(matrix, rhs, tol, max_iter)
+
+    def series(self, x: Tensor, graph: GraphOperators,
+               module: Optional[torch.nn.Module] = None) -> Tensor:
+        r"""A :obj:`K`-term Neumann series :math:`\omega \sum_{k<K} (\mathbf{I} -
+        \omega\mathbf{M})^k \mathbf{B}\mathbf{X}` with :math:`\omega =
+        1 / \|\mathbf{M}\|_\infty`, which converges for any symmetric positive
+        definite :math:`\mathbf{M}`."""
+        matrix = self.operator(graph)
+        omega = 1.0 / spectral_bound(matrix)
+        term = omega * self.numerator(x, graph)
+        out = term
+        for _ in range(self.K - 1):
+            term = term - omega * (matrix @ term)
+            out = out + term
+        return out
+
+    def lowrank(self, x: Tensor, graph: GraphOperators) -> Tensor:
+        raise NotImplementedError
+
+    def regularizer_matrix(self, graph: GraphOperators) -> Tensor:
+        r"""The dense :math:`\mathbf{R} = \mathbf{B}^{-1}\mathbf{M}` (for
+        analysis and tests on small graphs: :math:`O(N^3)`)."""
+        m = self.operator(graph).to_dense()
+        b = self.numerator(torch.eye(graph.num_nodes, dtype=m.dtype, device=m.device), graph)
+        return torch.linalg.solve(b, m)
+
+    def energy(self, h: Tensor, h_in: Tensor, edge_index: Any = None, **graph: Any) -> Tensor:
+        r"""The objective the layer minimises, :math:`-\mathrm{Tr}(\mathbf{H}^{\top}
+        \mathbf{H}_{in}) + \frac{1}{2}\mathrm{Tr}(\mathbf{H}^{\top}\mathbf{R}
+        \mathbf{H})`, with :math:`\mathbf{H}_{in} = \mathbf{X}\mathbf{\Theta}`.
+        :obj:`edge_index` may also be a prepared :class:`GraphOperators`; other
+        keyword arguments are those of
+        :meth:`~torch_geometric_regcn.RegularizerConv.forward`. Dense in
+        :math:`\mathbf{R}`: meant for analysis on small graphs."""
+        from torch_geometric_regcn.regularizers.graph import build_graph
+        ops = edge_index if isinstance(edge_index, GraphOperators) else build_graph(
+            self, edge_index, h.size(0), dtype=h.dtype, **graph)
+        return -(h * h_in).sum() + 0.5 * (h * (self.regularizer_matrix(ops) @ h)).sum()
+
+    def __repr__(self) -> str:
+        args = ', '.join(f'{k}={v}' for k, v in self.coefficients().items())
+        return f'{type(self).__name__}({args})'

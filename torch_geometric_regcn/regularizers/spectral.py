@@ -1,0 +1,287 @@
+r"""The regularisers of Table 1 that are functions of one graph: GCN, SGC,
+APPNP, JKNet, DAGNN, GNN-LF and GNN-HF.
+
+Each is data: its coefficients and the two affine functions of
+:math:`\hat{\mathbf{A}}` that define it, :math:`\mathbf{M} = m_0\mathbf{I} +
+m_1\hat{\mathbf{A}}` and :math:`\mathbf{B} = b_0\mathbf{I} + b_1\hat{\mathbf{A}}`,
+so that :math:`\mathbf{R} = \mathbf{B}^{-1}\mathbf{M}` and the propagation is
+:math:`\mathbf{M}^{-1}\mathbf{B}`, with frequency response
+:math:`(b_0 + b_1\lambda) / (m_0 + m_1\lambda)`. The paper's :math:`K`-term rules
+are Neumann series of :math:`\mathbf{M}^{-1} = m_0^{-1}\sum_k
+(-m_1\hat{\mathbf{A}}/m_0)^k`.
+"""
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from torch_geometric_regcn.linalg.graph_operator import linear_combination
+from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
+
+
+def check_range(name: str, value: float, low: float, high: float, low_open: bool = False,
+                high_open: bool = False) -> None:
+    inside = (low < value if low_open else low <= value) and \
+        (value < high if high_open else value <= high)
+    if not inside:
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        raise ValueError(f"'{name}' must lie in {interval} (got {value})")
+
+
+def check_steps(K: int) -> None:
+    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
+        raise ValueError(f"'K' must be a positive integer (got {K!r})")
+
+
+class AffineRegularizer(Regularizer):
+    r"""A regulariser :math:`\mathbf{R} = (b_0\mathbf{I} + b_1\hat{\mathbf{A}})^{-1}
+    (m_0\mathbf{I} + m_1\hat{\mathbf{A}})`; subclasses set :obj:`m` and :obj:`b`."""
+    projection = 'identity'
+    default_solver = 'series'
+
+    @property
+    def m(self) -> Tuple[float, float]:
+        raise NotImplementedError
+
+    @property
+    def b(self) -> Tuple[float, float]:
+        return (1.0, 0.0)
+
+    def operator(self, graph: GraphOperators) -> Tensor:
+        return linear_combination([graph.identity(), graph.adj], self.m)
+
+    def numerator(self, x: Tensor, graph: GraphOperators) -> Tensor:
+        b0, b1 = self.b
+        return b0 * x + b1 * (graph.adj @ x) if b1 else b0 * x
+
+    def neumann(self, x: Tensor, graph: GraphOperators, terms: int) -> Tensor:
+        r""":math:`m_0^{-1}\sum_{k<\text{terms}} (-m_1\hat{\mathbf{A}}/m_0)^k
+        \mathbf{B}\mathbf{X}`."""
+        m0, m1 = self.m
+        term = self.numerator(x, graph) / m0
+        out = term
+        for _ in range(terms - 1):
+            term = (-m1 / m0) * (graph.adj @ term)
+            out = out + term
+        return out
+
+    def neumann_response(self, lam: Tensor, terms: int) -> Tensor:
+        (m0, m1), (b0, b1) = self.m, self.b
+        powers = (-m1 / m0 * lam).unsqueeze(-1) ** torch.arange(terms, dtype=lam.dtype)
+        return (b0 + b1 * lam) / m0 * powers.sum(-1)
+
+    def series(self, x: Tensor, graph: GraphOperators,
+               module: Optional[torch.nn.Module] = None) -> Tensor:
+        return self.neumann(x, graph, self.K)
+
+    def frequency_response(self, lam: Tensor) -> Tensor:
+        if self.default_solver == 'series':
+            return self.neumann_response(lam, self.K)
+        (m0, m1), (b0, b1) = self.m, self.b
+        return (b0 + b1 * lam) / (m0 + m1 * lam)
+
+
+class GCN(AffineRegularizer):
+    r"""GCN (Kipf and Welling, ICLR 2017): :math:`\mathbf{R} = \tilde{\mathbf{L}} =
+    \mathbf{I} - \hat{\mathbf{A}}`, rule :math:`\hat{\mathbf{A}}\mathbf{H}
+    \mathbf{\Theta}`, the renormalised first-order truncation of
+    :math:`(\mathbf{I} - \tilde{\mathbf{A}})^{-1} = \sum_k \tilde{\mathbf{A}}^k`.
+    :math:`\tilde{\mathbf{L}}` is singular, so the exact minimiser does not exist
+    and only :obj:`"series"` is offered. Projection: ReLU."""
+    name = 'gcn'
+    projection = 'relu'
+    solvers = ('series',)
+    m = (1.0, 0.0)
+    b = (0.0, 1.0)
+    K = 1
+
+    def regularizer_matrix(self, graph: GraphOperators) -> Tensor:
+        return linear_combination([graph.identity(), graph.adj], (1.0, -1.0)).to_dense()
+
+    def frequency_response(self, lam: Tensor) -> Tensor:
+        return lam
+
+
+class SGC(GCN):
+    r"""SGC (Wu et al., ICML 2019): :math:`\mathbf{R} = \tilde{\mathbf{L}}`, rule
+    :math:`\hat{\mathbf{A}}^K\mathbf{X}\mathbf{\Theta}`, only :obj:`"series"`.
+    Projection: identity.
+
+    Args:
+        K (int, optional): Number of hops. (default: :obj:`2`)
+    """
+    name = 'sgc'
+    projection = 'identity'
+
+    def __init__(self, K: int = 2) -> None:
+        check_steps(K)
+        self.K = K
+
+    def series(self, x: Tensor, graph: GraphOperators,
+               module: Optional[torch.nn.Module] = None) -> Tensor:
+        for _ in range(self.K):
+            x = graph.adj @ x
+        return x
+
+    def frequency_response(self, lam: Tensor) -> Tensor:
+        return lam**self.K
+
+
+class APPNP(AffineRegularizer):
+    r"""APPNP (Klicpera et al., ICLR 2019): the fixed point of
+    :math:`\mathbf{H} \leftarrow (1-\alpha)\hat{\mathbf{A}}\mathbf{H} +
+    \alpha\mathbf{H}^{(0)}` minimises the energy with :math:`\mathbf{R} =
+    (\mathbf{I} - (1-\alpha)\hat{\mathbf{A}})/\alpha` (each step minimises the
+    paper's per-step regulariser :math:`\frac{1}{1-\alpha}\hat{\mathbf{A}}^{-1}
+    (\mathbf{H} - 2\alpha\mathbf{H}^{(0)})`). :obj:`"series"` runs the :obj:`K`
+    steps, as PyG's :class:`~torch_geometric.nn.conv.APPNP`. Projection: identity.
+
+    Args:
+        K (int, optional): Number of steps. (default: :obj:`10`)
+        alpha (float, optional): Teleport probability in :math:`(0, 1]`.
+            (default: :obj:`0.1`)
+    """
+    name = 'appnp'
+
+    def __init__(self, K: int = 10, alpha: float = 0.1) -> None:
+        check_steps(K)
+        check_range('alpha', alpha, 0.0, 1.0, low_open=True)
+        self.K, self.alpha = K, alpha
+
+    @property
+    def m(self) -> Tuple[float, float]:
+        return (1.0 / self.alpha, -(1.0 - self.alpha) / self.alpha)
+
+    def series(self, x: Tensor, graph: GraphOperators,
+               module: Optional[torch.nn.Module] = None) -> Tensor:
+        h = x
+        for _ in range(self.K):
+            h = (1.0 - self.alpha) * (graph.adj @ h) + self.alpha * x
+        return h
+
+    def frequency_response(self, lam: Tensor) -> Tensor:
+        ratio = (1.0 - self.alpha) * lam
+        powers = ratio.unsqueeze(-1) ** torch.arange(self.K, dtype=lam.dtype)
+        return self.alpha * powers.sum(-1) + ratio**self.K
+
+
+class JKNet(AffineRegularizer):
+    r"""JKNet (Xu et al., ICML 2018): :math:`\mathbf{R} = \hat{\mathbf{A}}^{-1}
+    (\mathbf{I} + \beta\tilde{\mathbf{L}})`, rule :math:`\sum_{k=1}^{K}\alpha_k
+    \hat{\mathbf{A}}^k\mathbf{H}\mathbf{\Theta}` with :math:`\alpha_k =
+    \beta^{k-1}/(1+\beta)^k`. :math:`\mathbf{R}` is indefinite where
+    :math:`\hat{\mathbf{A}}` has negative eigenvalues, so the rule is a
+    stationary point of the energy, a minimum only on graphs with
+    :math:`\hat{\mathbf{A}} \succ 0`. Projection: identity.
+
+    Args:
+        K (int, optional): Number of hops. (default: :obj:`4`)
+        beta (float, optional): :math:`\beta \geq 0`. (default: :obj:`1.0`)
+    """
+    name = 'jknet'
+
+    def __init__(self, K: int = 4, beta: float = 1.0) -> None:
+        check_steps(K)
+        check_range('beta', beta, 0.0, float('inf'))
+        self.K, self.beta = K, beta
+
+    m = property(lambda self: (1.0 + self.beta, -self.beta))
+    b = (0.0, 1.0)
+
+
+class DAGNN(AffineRegularizer):
+    r"""DAGNN (Liu et al., KDD 2020): :math:`\mathbf{R} = \mathbf{I} +
+    \beta\tilde{\mathbf{L}}`, rule :math:`\sum_{k=0}^{K} s_k\hat{\mathbf{A}}^k
+    \mathbf{H}^{(0)}`, where the per-node retainment scores :math:`s_k =
+    \sigma(\hat{\mathbf{A}}^k\mathbf{H}^{(0)}\mathbf{q})` are learned (the
+    projection vector :math:`\mathbf{q}` lives in the layer). Without them the
+    weights are the Neumann ones :math:`\beta^k/(1+\beta)^{k+1}`, which the
+    frequency response reports. Projection: identity.
+
+    Args:
+        K (int, optional): Number of hops. (default: :obj:`10`)
+        beta (float, optional): :math:`\beta \geq 0`. (default: :obj:`1.0`)
+    """
+    name = 'dagnn'
+
+    def __init__(self, K: int = 10, beta: float = 1.0) -> None:
+        check_steps(K)
+        check_range('beta', beta, 0.0, float('inf'))
+        self.K, self.beta = K, beta
+
+    m = property(lambda self: (1.0 + self.beta, -self.beta))
+
+    def module(self, channels: int) -> Optional[torch.nn.Module]:
+        return torch.nn.Linear(channels, 1)
+
+    def series(self, x: Tensor, graph: GraphOperators,
+               module: Optional[torch.nn.Module] = None) -> Tensor:
+        if module is None:  # the Neumann weights of k = 0..K
+            return self.neumann(x, graph, self.K + 1)
+        hops = [x]
+        for _ in range(self.K):
+            hops.append(graph.adj @ hops[-1])
+        stack = torch.stack(hops, dim=1)  # [N, K + 1, F]
+        scores = torch.sigmoid(module(stack))  # [N, K + 1, 1]
+        return (scores * stack).sum(dim=1)
+
+    def frequency_response(self, lam: Tensor) -> Tensor:
+        return self.neumann_response(lam, self.K + 1)
+
+
+class GNNLF(AffineRegularizer):
+    r"""GNN-LF (Zhu et al., WWW 2021), low-pass: rule
+    :math:`\{\mu\mathbf{I} + (1-\mu)\hat{\mathbf{A}} + (1/\alpha - 1)
+    (\mathbf{I} - \hat{\mathbf{A}})\}^{-1}\{\mu\mathbf{I} + (1-\mu)\hat{\mathbf{A}}\}
+    \mathbf{H}\mathbf{\Theta}`, the tsGCN paper's :math:`(\mathbf{I} +
+    \lambda\hat{\mathbf{A}})^{-1}(\mathbf{I} + \mu'\hat{\mathbf{A}})` up to a scale.
+    Needs :math:`2\mu + 2/\alpha > 3` for :math:`\mathbf{M} \succ 0`.
+    Projection: ReLU.
+
+    Args:
+        alpha (float, optional): :math:`\alpha \in (0, 1]`. (default: :obj:`0.1`)
+        mu (float, optional): :math:`\mu \in [0, 1]`. (default: :obj:`0.9`)
+        K (int, optional): Terms of the :obj:`"series"` solver. (default: :obj:`10`)
+    """
+    name = 'gnn_lf'
+    projection = 'relu'
+    default_solver = 'cg'
+
+    def __init__(self, alpha: float = 0.1, mu: float = 0.9, K: int = 10) -> None:
+        check_range('alpha', alpha, 0.0, 1.0, low_open=True)
+        check_range('mu', mu, 0.0, 1.0)
+        if not 2 * mu + 2 / alpha > 3:
+            raise ValueError(f"GNN-LF needs 2 * mu + 2 / alpha > 3 for a positive definite "
+                             f"system (got alpha={alpha}, mu={mu}); lower 'alpha' or raise 'mu'")
+        check_steps(K)
+        self.alpha, self.mu, self.K = alpha, mu, K
+
+    m = property(lambda self: (self.mu + 1 / self.alpha - 1, 2 - self.mu - 1 / self.alpha))
+    b = property(lambda self: (self.mu, 1 - self.mu))
+
+
+class GNNHF(AffineRegularizer):
+    r"""GNN-HF (Zhu et al., WWW 2021), high-pass: rule
+    :math:`\{(\beta + 1/\alpha)\mathbf{I} + (1 - \beta - 1/\alpha)\hat{\mathbf{A}}
+    \}^{-1}(\mathbf{I} + \beta\tilde{\mathbf{L}})\mathbf{H}\mathbf{\Theta}`, the
+    tsGCN paper's :math:`(\mathbf{I} + \lambda\hat{\mathbf{L}})^{-1}(\mathbf{I} +
+    \mu\hat{\mathbf{L}})` with :math:`\lambda = \beta + 1/\alpha - 1`,
+    :math:`\mu = \beta`. Projection: ReLU.
+
+    Args:
+        alpha (float, optional): :math:`\alpha \in (0, 1]`. (default: :obj:`0.1`)
+        beta (float, optional): :math:`\beta \geq 0`. (default: :obj:`1.0`)
+        K (int, optional): Terms of the :obj:`"series"` solver. (default: :obj:`10`)
+    """
+    name = 'gnn_hf'
+    projection = 'relu'
+    default_solver = 'cg'
+
+    def __init__(self, alpha: float = 0.1, beta: float = 1.0, K: int = 10) -> None:
+        check_range('alpha', alpha, 0.0, 1.0, low_open=True)
+        check_range('beta', beta, 0.0, float('inf'))
+        check_steps(K)
+        self.alpha, self.beta, self.K = alpha, beta, K
+
+    m = property(lambda self: (self.beta + 1 / self.alpha, 1 - self.beta - 1 / self.alpha))
+    b = property(lambda self: (1 + self.beta, -self.beta))
