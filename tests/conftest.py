@@ -19,6 +19,19 @@ def messy_graph(num_nodes: int = 40, num_edges: int = 120, seed: int = 0) -> tor
     return torch.cat([edge_index, extra], dim=1)
 
 
+def undirected_graph(seed=0, n=30, weighted=False):
+    """Random undirected graph with isolated nodes 0-2 and self loops on 5 and 6."""
+    gen = torch.Generator().manual_seed(seed)
+    ei = torch.randint(3, n, (2, 3 * n), generator=gen)
+    ei = torch.cat([ei, ei.flip(0), torch.tensor([[5, 6], [5, 6]])], dim=1)
+    ei = torch.unique(ei, dim=1)
+    weight = None
+    if weighted:  # small symmetric weights keep Â diagonally dominant, hence positive definite
+        w = 0.05 * torch.rand(n, n, generator=gen, dtype=torch.float64)
+        weight = (w + w.T)[ei[0], ei[1]]
+    return ei, weight
+
+
 def dense_normalized_adjacency(edge_index, num_nodes, edge_weight=None):
     """Dense float64 reference of the renormalised adjacency."""
     a = torch.zeros(num_nodes, num_nodes, dtype=torch.float64)

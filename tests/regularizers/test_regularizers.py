@@ -1,24 +1,12 @@
 import pytest
 import torch
 
+from tests.conftest import undirected_graph
 from torch_geometric_regcn import regularizers as R
 from torch_geometric_regcn.regularizers.graph import build_graph
 
-N = 30
+N = 30  # the node count of conftest.undirected_graph
 EXACT = ['appnp', 'jknet', 'dagnn', 'gnn_lf', 'gnn_hf', 'tsgcn']
-
-
-def undirected_graph(seed=0, n=N, weighted=False):
-    """Random undirected graph with isolated nodes 0-2 and self loops on 5 and 6."""
-    gen = torch.Generator().manual_seed(seed)
-    ei = torch.randint(3, n, (2, 3 * n), generator=gen)
-    ei = torch.cat([ei, ei.flip(0), torch.tensor([[5, 6], [5, 6]])], dim=1)
-    ei = torch.unique(ei, dim=1)
-    weight = None
-    if weighted:  # small symmetric weights keep Â diagonally dominant, hence positive definite
-        w = 0.05 * torch.rand(n, n, generator=gen, dtype=torch.float64)
-        weight = (w + w.T)[ei[0], ei[1]]
-    return ei, weight
 
 
 def operators(reg, seed=0, weighted=False):

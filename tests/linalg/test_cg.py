@@ -1,0 +1,59 @@
+import pytest
+import torch
+
+from torch_geometric_regcn.linalg.cg import cg_solve, conjugate_gradient
+
+
+def spd(n=40, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(n, n, dtype=torch.float64, generator=gen)
+    a = torch.where(torch.rand(n, n, generator=gen, dtype=torch.float64) < 0.1, a, 0.0)
+    return (a @ a.T + torch.diag(torch.rand(n, dtype=torch.float64, generator=gen) + 0.5))
+
+
+def test_cg_matches_dense_solve():
+    m = spd()
+    b = torch.randn(40, 3, dtype=torch.float64)
+    for matrix in (m, m.to_sparse_csr(), m.to_sparse()):
+        y, residual, _ = conjugate_gradient(matrix, b, tol=1e-10, max_iter=500)
+        assert residual <= 1e-10
+        torch.testing.assert_close(y, torch.linalg.solve(m, b), rtol=1e-7, atol=1e-8)
+    y, _, _ = conjugate_gradient(m, b[:, 0], tol=1e-10)
+    assert y.shape == (40,)
+
+
+def test_cg_zero_rhs_column():
+    b = torch.zeros(40, 2, dtype=torch.float64)
+    b[:, 1] = 1.0
+    y, _, _ = conjugate_gradient(spd(), b, tol=1e-10)
+    assert torch.equal(y[:, 0], torch.zeros(40, dtype=torch.float64))
+
+
+def test_cg_gradcheck_through_implicit_backward():
+    m = spd(12).to_sparse_csr()
+    b = torch.randn(12, 2, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda rhs: cg_solve(m, rhs, 1e-12, 500), (b,))
+
+
+def test_cg_warns_with_residual():
+    with pytest.warns(UserWarning, match=r'after 2 iterations with relative residual'):
+        cg_solve(spd(), torch.randn(40, 1, dtype=torch.float64), 1e-12, 2)
+
+
+def test_cg_saved_memory_does_not_grow_with_iterations():
+    m = spd(200).to_sparse_csr()
+    saved = {}
+    for tol in (1e-1, 1e-12):
+        total = []
+
+        def pack(t, total=total):
+            total.append(t.numel())
+            return t
+
+        b = torch.randn(200, 4, dtype=torch.float64, requires_grad=True)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = cg_solve(m, b, tol, 1000)
+        y.sum().backward()
+        _, _, iterations = conjugate_gradient(m, b.detach(), tol, 1000)
+        saved[iterations] = sum(total)
+    assert len(saved) == 2 and len(set(saved.values())) == 1

@@ -1,0 +1,213 @@
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.nn import APPNP, GCNConv, SGConv
+
+from tests.conftest import dense_normalized_adjacency, undirected_graph
+from torch_geometric_regcn import LowRankInverse, RegularizerConv, SemanticGraph
+from torch_geometric_regcn import regularizers as R
+
+N, F_IN, F_OUT = 30, 5, 4
+
+
+def setup(seed=0):
+    ei, _ = undirected_graph(seed)
+    x = torch.randn(N, F_IN, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    return x, ei
+
+
+def conv(regularizer, **kwargs):
+    return RegularizerConv(F_IN, F_OUT, regularizer, bias=False, **kwargs).double()
+
+
+def dense_adj(ei):
+    return dense_normalized_adjacency(ei, N)
+
+
+EYE = torch.eye(N, dtype=torch.float64)
+
+
+def test_gcn_equals_pyg_gcnconv():
+    x, ei = setup()
+    ours = conv('gcn')
+    theirs = GCNConv(F_IN, F_OUT, bias=False).double()
+    theirs.lin.weight.data.copy_(ours.lin.weight)
+    torch.testing.assert_close(ours(x, ei), theirs(x, ei), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize('K', [1, 3])
+def test_sgc_equals_pyg_sgconv(K):
+    x, ei = setup()
+    ours = conv('sgc', K=K)
+    theirs = SGConv(F_IN, F_OUT, K=K, bias=False).double()
+    theirs.lin.weight.data.copy_(ours.lin.weight)
+    torch.testing.assert_close(ours(x, ei), theirs(x, ei), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize('K, alpha', [(10, 0.1), (3, 0.5)])
+def test_appnp_equals_pyg_appnp(K, alpha):
+    x, ei = setup()
+    ours = conv('appnp', K=K, alpha=alpha)
+    expected = APPNP(K, alpha)(x @ ours.lin.weight.T, ei)
+    torch.testing.assert_close(ours(x, ei), expected, atol=1e-5, rtol=0)
+
+
+def test_sparse_adjacency_input_equals_edge_index():
+    x, ei = setup()
+    layer = conv('appnp')
+    adj = torch.sparse_coo_tensor(ei, torch.ones(ei.size(1), dtype=torch.float64), (N, N))
+    for sparse in (adj, adj.to_sparse_csr()):
+        torch.testing.assert_close(layer(x, sparse), layer(x, ei))
+
+
+def test_jknet_follows_table_1():
+    x, ei = setup()
+    K, beta = 4, 0.5
+    layer = conv('jknet', K=K, beta=beta)
+    a, h = dense_adj(ei), x @ layer.lin.weight.T
+    expected = sum(beta**(k - 1) / (1 + beta)**k * torch.matrix_power(a, k) @ h
+                   for k in range(1, K + 1))
+    torch.testing.assert_close(layer(x, ei), expected)
+
+
+def test_dagnn_learns_per_node_retainment_scores():
+    x, ei = setup()
+    K = 3
+    layer = conv('dagnn', K=K)
+    assert isinstance(layer.extra, torch.nn.Linear) and layer.extra.in_features == F_OUT
+    a, h = dense_adj(ei), x @ layer.lin.weight.T
+    hops = torch.stack([torch.matrix_power(a, k) @ h for k in range(K + 1)], dim=1)
+    scores = torch.sigmoid(hops @ layer.extra.weight.T + layer.extra.bias)  # [N, K+1, 1]
+    torch.testing.assert_close(layer(x, ei), (scores * hops).sum(1))
+    layer(x, ei).sum().backward()
+    assert layer.extra.weight.grad is not None
+    # The exact solvers give the regulariser's closed form (I + βL̃)⁻¹.
+    exact = conv('dagnn', beta=0.5, solver='closed')
+    expected = torch.linalg.solve(EYE + 0.5 * (EYE - a), x @ exact.lin.weight.T)
+    torch.testing.assert_close(exact(x, ei), expected)
+
+
+@pytest.mark.parametrize('solver', ['closed', 'cg'])
+def test_gnn_lf_equals_zhu_closed_form(solver):
+    x, ei = setup()
+    alpha, mu = 0.3, 0.6
+    layer = conv('gnn_lf', alpha=alpha, mu=mu, solver=solver, tol=1e-12)
+    a = dense_adj(ei)
+    low = mu * EYE + (1 - mu) * a
+    expected = torch.linalg.solve(low + (1 / alpha - 1) * (EYE - a), low @ x @ layer.lin.weight.T)
+    torch.testing.assert_close(layer(x, ei), expected, atol=1e-8, rtol=1e-8)
+
+
+@pytest.mark.parametrize('solver', ['closed', 'cg'])
+def test_gnn_hf_equals_zhu_closed_form(solver):
+    x, ei = setup()
+    alpha, beta = 0.4, 0.8
+    layer = conv('gnn_hf', alpha=alpha, beta=beta, solver=solver, tol=1e-12)
+    a = dense_adj(ei)
+    system = (beta + 1 / alpha) * EYE + (1 - beta - 1 / alpha) * a
+    expected = torch.linalg.solve(system, (EYE + beta * (EYE - a)) @ x @ layer.lin.weight.T)
+    torch.testing.assert_close(layer(x, ei), expected, atol=1e-8, rtol=1e-8)
+
+
+def dense_tsgcn(x, ei, sei, alpha, beta, weight):
+    system = EYE + alpha * (EYE - dense_adj(ei)) + beta * (EYE - dense_adj(sei))
+    return torch.linalg.solve(system, x @ weight.T)
+
+
+@pytest.mark.parametrize('solver', ['closed', 'cg'])
+def test_tsgcn_equals_dense_inverse(solver):
+    x, ei = setup()
+    sei, _ = undirected_graph(seed=5)
+    layer = conv('tsgcn', alpha=1.0, beta=0.4, solver=solver, tol=1e-12)
+    expected = dense_tsgcn(x, ei, sei, 1.0, 0.4, layer.lin.weight)
+    torch.testing.assert_close(layer(x, ei, semantic_edge_index=sei), expected, atol=1e-8,
+                               rtol=1e-8)
+
+
+def test_tsgcn_builds_semantic_graph_from_features():
+    x, ei = setup()
+    layer = conv('tsgcn', alpha=1.0, beta=0.4, k=3, solver='closed')
+    sei = SemanticGraph(3)(Data(x=x)).semantic_edge_index
+    torch.testing.assert_close(layer(x, ei), layer(x, ei, semantic_edge_index=sei))
+
+
+def test_tsgcn_lowrank_solver_at_full_rank_is_exact():
+    x, ei = setup()
+    sei, _ = undirected_graph(seed=5)
+    data = LowRankInverse(1.0, 0.4, rank=N, tol=1e-12)(
+        Data(x=x, edge_index=ei, semantic_edge_index=sei))
+    layer = conv('tsgcn', alpha=1.0, beta=0.4, solver='lowrank')
+    out = layer(x, ei, semantic_edge_index=sei, lowrank_w=data.lowrank_w,
+                lowrank_v=data.lowrank_v)
+    torch.testing.assert_close(out, dense_tsgcn(x, ei, sei, 1.0, 0.4, layer.lin.weight))
+
+
+def test_cg_layer_gradcheck():
+    x, ei = setup()
+    x = x[:, :2].clone().requires_grad_()
+    layer = RegularizerConv(2, 2, 'gnn_hf', tol=1e-12, cached=True).double()
+    assert torch.autograd.gradcheck(lambda inp: layer(inp, ei), (x,))
+
+
+class Tikhonov(R.Regularizer):
+    """A user's regulariser: R = I + γ L̃, solved by the shared solvers."""
+    name = 'tikhonov'
+    K = 80  # Neumann terms for solver='series': its rate is at most 0.8 here
+
+    def __init__(self, gamma: float = 2.0) -> None:
+        self.gamma = gamma
+
+    def operator(self, graph):
+        return (1 + self.gamma) * graph.identity().to_dense() - self.gamma * graph.adj.to_dense()
+
+
+@pytest.mark.parametrize('solver', ['closed', 'cg', 'series'])
+def test_user_defined_regularizer_trains(solver):
+    x, ei = setup()
+    layer = RegularizerConv(F_IN, 3, Tikhonov, solver=solver, gamma=2.0).double()
+    y = torch.arange(N) % 3
+    expected = torch.linalg.solve(3 * EYE - 2 * dense_adj(ei), x @ layer.lin.weight.T)
+    # CG to its default relative residual 1e-6; 80 Neumann terms leave 0.8**80 ~ 2e-8.
+    torch.testing.assert_close(layer(x, ei) - layer.bias, expected, atol=1e-5, rtol=0)
+    optimizer = torch.optim.Adam(layer.parameters(), lr=0.1)
+    losses = []
+    for _ in range(60):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(layer(x, ei), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    assert losses[-1] < 0.9 * losses[0]
+    assert 'regularizer=Tikhonov(gamma=2.0)' in repr(layer)
+
+
+def test_cached_reuses_graph_and_reset_clears_it():
+    x, ei = setup()
+    layer = conv('appnp', cached=True)
+    first = layer(x, ei)
+    graph = layer._cached_graph
+    assert graph is not None
+    torch.testing.assert_close(layer(x, ei[:, :4]), first)  # the cached graph is used
+    layer.reset_parameters()
+    assert layer._cached_graph is None
+
+
+def test_lazy_repr_and_errors():
+    layer = RegularizerConv(-1, 3, 'appnp', K=5, alpha=0.2)
+    out = layer(torch.randn(N, 7), setup()[1])
+    assert out.shape == (N, 3) and layer.lin.weight.shape == (3, 7)
+    assert repr(layer) == ("RegularizerConv(-1, 3, regularizer=APPNP(K=5, alpha=0.2), "
+                           "solver='series')")
+    with pytest.raises(ValueError, match='Unknown regularizer'):
+        RegularizerConv(3, 3, 'gin')
+    with pytest.raises(ValueError, match="cannot use solver='cg'"):
+        RegularizerConv(3, 3, 'sgc', solver='cg')
+    with pytest.raises(ValueError, match="'alpha' must lie in"):
+        RegularizerConv(3, 3, 'appnp', alpha=2.0)
+
+
+def test_torch_compile():
+    x, ei = setup()
+    layer = conv('appnp', K=2)
+    compiled = torch.compile(layer)
+    torch.testing.assert_close(compiled(x, ei), layer(x, ei))
