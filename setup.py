@@ -18,5 +18,6 @@ setup(
     extras_require={
         'test': ['pytest', 'scipy', 'ruff'],
         'benchmark': ['scipy', 'psutil'],
+        'docs': ['matplotlib'],
     },
 )
