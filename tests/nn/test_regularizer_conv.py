@@ -3,7 +3,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.nn import APPNP, GCNConv, SGConv
 
-from tests.conftest import dense_normalized_adjacency, undirected_graph
+from tests.conftest import CUDA, dense_normalized_adjacency, undirected_graph
 from torch_geometric_regcn import LowRankInverse, RegularizerConv, SemanticGraph
 from torch_geometric_regcn import regularizers as R
 
@@ -211,3 +211,12 @@ def test_torch_compile():
     layer = conv('appnp', K=2)
     compiled = torch.compile(layer)
     torch.testing.assert_close(compiled(x, ei), layer(x, ei))
+
+
+@CUDA
+@pytest.mark.parametrize('name', ['appnp', 'gnn_hf', 'tsgcn'])
+def test_cuda_matches_cpu(name):
+    x, ei = setup()
+    layer = conv(name)
+    expected = layer(x, ei)
+    torch.testing.assert_close(layer.cuda()(x.cuda(), ei.cuda()).cpu(), expected)
