@@ -81,6 +81,8 @@ class Regularizer:
     projection: ClassVar[str] = 'relu'
     solvers: ClassVar[Tuple[str, ...]] = ('closed', 'series', 'cg')
     default_solver: ClassVar[str] = 'cg'
+    #: whether a network transforms first and propagates once (APPNP, DAGNN)
+    decoupled: ClassVar[bool] = False
     #: the number of series terms, for :obj:`solver="series"`
     K: int = 10
 

@@ -142,6 +142,7 @@ class APPNP(AffineRegularizer):
             (default: :obj:`0.1`)
     """
     name = 'appnp'
+    decoupled = True
 
     def __init__(self, K: int = 10, alpha: float = 0.1) -> None:
         check_steps(K)
@@ -203,6 +204,7 @@ class DAGNN(AffineRegularizer):
         beta (float, optional): :math:`\beta \geq 0`. (default: :obj:`1.0`)
     """
     name = 'dagnn'
+    decoupled = True
 
     def __init__(self, K: int = 10, beta: float = 1.0) -> None:
         check_steps(K)

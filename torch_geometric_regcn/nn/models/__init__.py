@@ -1,3 +1,4 @@
+from torch_geometric_regcn.nn.models.regularizer_gnn import RegularizerGNN
 from torch_geometric_regcn.nn.models.tsgcn import TSGCN
 
-__all__ = ['TSGCN']
+__all__ = ['RegularizerGNN', 'TSGCN']

@@ -1,0 +1,57 @@
+import pytest
+import torch
+from torch_geometric.nn import APPNP, GCNConv
+
+from tests.conftest import undirected_graph
+from torch_geometric_regcn import TSGCN, RegularizerGNN, TSGCNConv
+
+N = 30
+
+
+def inputs():
+    ei, _ = undirected_graph()
+    return torch.randn(N, 6, dtype=torch.float64), ei
+
+
+def test_gcn_network_equals_stacked_pyg_gcnconv():
+    x, ei = inputs()
+    model = RegularizerGNN(6, 8, 3, num_layers=3, regularizer='gcn').double()
+    expected = x
+    for i, conv in enumerate(model.convs):
+        ref = GCNConv(conv.in_channels, conv.out_channels).double()
+        ref.lin.weight.data.copy_(conv.lin.weight)
+        ref.bias.data.copy_(conv.bias)
+        expected = ref(expected, ei)
+        expected = expected.relu() if i < 2 else expected
+    torch.testing.assert_close(model(x, ei), expected)
+
+
+def test_appnp_network_is_mlp_then_one_propagation():
+    x, ei = inputs()
+    model = RegularizerGNN(6, 8, 3, num_layers=2, regularizer='appnp', K=5, alpha=0.2).double()
+    assert len(model.lins) == 1 and len(model.convs) == 1
+    conv = model.convs[0]
+    hidden = model.lins[0](x).relu()
+    expected = APPNP(5, 0.2)(hidden @ conv.lin.weight.T, ei) + conv.bias
+    torch.testing.assert_close(model(x, ei), expected)
+
+
+def test_projection_follows_the_regularizer():
+    x, ei = inputs()
+    model = RegularizerGNN(6, 8, 3, regularizer='jknet').double()  # identity projection
+    h = model.convs[0](x, ei)
+    torch.testing.assert_close(model(x, ei), model.convs[1](h, ei))
+    assert repr(model) == 'RegularizerGNN(regularizer=JKNet(K=4, beta=1.0), num_layers=2)'
+    with pytest.raises(ValueError, match="'num_layers'"):
+        RegularizerGNN(6, 8, 3, num_layers=0)
+
+
+def test_tsgcn_network():
+    x = torch.randn(N, 6)
+    w, v = torch.randn(N, 4) / 6, torch.randn(N, 4) / 6
+    model = TSGCN(6, 8, 3)
+    conv1, conv2 = model.convs
+    expected = conv2(conv1(x, w, v).relu(), w, v)
+    torch.testing.assert_close(model(x, w, v), expected)
+    assert isinstance(conv1, TSGCNConv) and conv1.bias is None
+    assert repr(model) == 'TSGCN(6, 3, num_layers=2)'

@@ -1,0 +1,83 @@
+r"""A network of the regularizer-centred framework for any regulariser."""
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.nn.dense.linear import Linear
+
+from torch_geometric_regcn.nn.conv.regularizer_conv import RegularizerConv
+from torch_geometric_regcn.regularizers.registry import get
+
+
+class RegularizerGNN(torch.nn.Module):
+    r"""A network of :class:`~torch_geometric_regcn.RegularizerConv` layers:
+    the regulariser chooses the model of Table 1 of the `"Beyond Graph
+    Convolutional Network" <https://arxiv.org/abs/2301.04318>`_ paper.
+
+    Layer-wise models (GCN, SGC, JKNet, GNN-LF, GNN-HF, tsGCN) propagate in
+    every layer,
+
+    .. math::
+        \mathbf{H}^{(l)} = \mathrm{proj}_{\mathcal{S}}\left(\mathbf{R}^{-1}
+        \mathbf{H}^{(l-1)}\mathbf{\Theta}^{(l)}\right),
+
+    with the regulariser's projection (:obj:`regularizer.projection`) between
+    layers and none after the last. Decoupled models (APPNP, DAGNN:
+    :obj:`regularizer.decoupled`) transform first and propagate once,
+    :math:`\mathbf{R}^{-1}\,\mathrm{MLP}(\mathbf{X})`.
+
+    Args:
+        in_channels (int): Size of each input sample, or :obj:`-1`.
+        hidden_channels (int): Size of each hidden sample.
+        out_channels (int): Size of each output sample.
+        num_layers (int, optional): Number of layers. (default: :obj:`2`)
+        regularizer (str or Regularizer, optional): The regulariser.
+            (default: :obj:`"gcn"`)
+        dropout (float, optional): Dropout probability before each layer.
+            (default: :obj:`0.0`)
+        bias (bool, optional): Whether layers learn a bias. (default: :obj:`True`)
+        solver (str, optional): The solver of every layer. (default: :obj:`None`)
+        cached (bool, optional): Cache the graph operators (transductive).
+            (default: :obj:`False`)
+        **coefficients (optional): The regulariser's coefficients.
+    """
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
+                 num_layers: int = 2, regularizer: Any = 'gcn', dropout: float = 0.0,
+                 bias: bool = True, solver: Optional[str] = None, cached: bool = False,
+                 **coefficients: Any) -> None:
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"'num_layers' must be at least 1 (got {num_layers})")
+        self.regularizer = get(regularizer, **coefficients)
+        self.dropout = dropout
+        self.decoupled = self.regularizer.decoupled
+        sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
+        pairs = list(zip(sizes[:-1], sizes[1:]))
+        self.lins = torch.nn.ModuleList(
+            Linear(a, b, bias=bias, weight_initializer='glorot')
+            for a, b in (pairs[:-1] if self.decoupled else []))
+        self.convs = torch.nn.ModuleList(
+            RegularizerConv(a, b, self.regularizer, bias=bias, solver=solver, cached=cached)
+            for a, b in (pairs[-1:] if self.decoupled else pairs))
+
+    def reset_parameters(self) -> None:
+        r"""Resets all learnable parameters of the module."""
+        for module in [*self.lins, *self.convs]:
+            module.reset_parameters()
+
+    def forward(self, x: Tensor, edge_index: Any, **kwargs: Any) -> Tensor:
+        r"""Keyword arguments go to every
+        :meth:`~torch_geometric_regcn.RegularizerConv.forward`."""
+        project = F.relu if self.regularizer.projection == 'relu' else (lambda t: t)
+        for lin in self.lins:
+            x = F.relu(lin(F.dropout(x, self.dropout, self.training)))
+        for i, conv in enumerate(self.convs):
+            x = conv(F.dropout(x, self.dropout, self.training), edge_index, **kwargs)
+            if i < len(self.convs) - 1:
+                x = project(x)
+        return x
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}(regularizer={self.regularizer}, '
+                f'num_layers={len(self.lins) + len(self.convs)})')
