@@ -16,7 +16,7 @@ setup(
         'tqdm',
     ],
     extras_require={
-        'test': ['pytest', 'scipy', 'ruff'],
+        'test': ['pytest', 'scipy', 'ruff', 'scikit-learn'],
         'benchmark': ['scipy', 'psutil'],
         'docs': ['matplotlib'],
     },

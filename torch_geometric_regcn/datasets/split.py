@@ -11,7 +11,7 @@ def paper_split(data: Data, num_train_per_class: int = 20, num_val: int = 500,
     (all of a smaller class), then :obj:`num_val` validation and
     :obj:`num_test` test nodes drawn at random from the rest. Reproducible for
     a given :obj:`seed`; :obj:`data` is modified in place and returned."""
-    y: Tensor = data.y.view(-1)
+    y: Tensor = data.y.view(-1).cpu()
     n = y.numel()
     gen = torch.Generator().manual_seed(seed)
     perm = torch.randperm(n, generator=gen)
@@ -23,8 +23,9 @@ def paper_split(data: Data, num_train_per_class: int = 20, num_val: int = 500,
     if num_val + num_test > rest.numel():
         raise ValueError(f"only {rest.numel()} unlabelled nodes remain for num_val={num_val} "
                          f"and num_test={num_test}; lower them")
-    data.train_mask = train
-    data.val_mask = torch.zeros(n, dtype=torch.bool).index_fill_(0, rest[:num_val], True)
-    data.test_mask = torch.zeros(n, dtype=torch.bool).index_fill_(
-        0, rest[num_val:num_val + num_test], True)
+    val = torch.zeros(n, dtype=torch.bool).index_fill_(0, rest[:num_val], True)
+    test = torch.zeros(n, dtype=torch.bool).index_fill_(0, rest[num_val:num_val + num_test], True)
+    device = data.y.device
+    data.train_mask, data.val_mask, data.test_mask = train.to(device), val.to(device), \
+        test.to(device)
     return data

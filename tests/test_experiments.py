@@ -1,0 +1,66 @@
+import pytest
+import torch
+from sklearn.metrics import f1_score
+
+from tests.conftest import SHARED_DATA
+from torch_geometric_regcn import TSGCN, LowRankInverse
+from torch_geometric_regcn.datasets import contextual_sbm, paper_split
+from torch_geometric_regcn.experiments import PAPER_SETTINGS, fit, macro_f1, offline_root
+
+
+@pytest.mark.parametrize('seed', range(5))
+def test_macro_f1_matches_scikit_learn(seed):
+    gen = torch.Generator().manual_seed(seed)
+    target = torch.randint(0, 6, (200,), generator=gen)
+    pred = torch.where(torch.rand(200, generator=gen) < 0.6, target,
+                       torch.randint(0, 7, (200,), generator=gen))  # class 6 never true
+    assert macro_f1(pred, target) == pytest.approx(
+        f1_score(target.numpy(), pred.numpy(), average='macro'), abs=1e-12)
+
+
+def test_paper_split_sizes_and_reproducibility():
+    data = contextual_sbm(2000, num_classes=5, seed=0)
+    first = paper_split(data.clone(), seed=3)
+    again = paper_split(data.clone(), seed=3)
+    other = paper_split(data.clone(), seed=4)
+    assert int(first.train_mask.sum()) == 100
+    assert torch.bincount(first.y[first.train_mask]).tolist() == [20] * 5
+    assert int(first.val_mask.sum()) == 500 and int(first.test_mask.sum()) == 1000
+    assert not bool((first.train_mask & first.val_mask).any() |
+                    (first.val_mask & first.test_mask).any() |
+                    (first.train_mask & first.test_mask).any())
+    assert torch.equal(first.test_mask, again.test_mask)
+    assert not torch.equal(first.test_mask, other.test_mask)
+    with pytest.raises(ValueError, match='lower them'):
+        paper_split(data.clone(), num_val=1000, num_test=1000)
+
+
+def test_fit_reports_the_test_scores_of_the_best_validation_epoch():
+    data = paper_split(LowRankInverse(1.0, 0.5, 50)(contextual_sbm(1800, seed=1)), seed=0)
+    torch.manual_seed(0)
+    model = TSGCN(data.num_features, 16, 5)
+    epochs = []
+    result = fit(model, lambda: model(data.x, data.lowrank_w, data.lowrank_v), data, epochs=30,
+                 on_epoch=epochs.append)
+    assert epochs == list(range(30))
+    assert 0 <= result.best_epoch < 30 and result.seconds > 0
+    assert 0.5 < result.accuracy <= 1.0 and 0.0 < result.f1 <= 1.0
+    pred = model(data.x, data.lowrank_w, data.lowrank_v).argmax(-1)  # the last epoch
+    last = float((pred[data.val_mask] == data.y[data.val_mask]).float().mean())
+    assert result.val_accuracy >= last
+
+
+def test_paper_settings_cover_the_eight_datasets():
+    assert sorted(PAPER_SETTINGS) == sorted(['Cora', 'CiteSeer', 'PubMed', 'ACM', 'BlogCatalog',
+                                             'CoraFull', 'Flickr', 'UAI'])
+    assert PAPER_SETTINGS['PubMed'].p == 2048
+
+
+def test_offline_root(tmp_path):
+    with pytest.raises(FileNotFoundError, match='no offline copy'):
+        offline_root('CoraFull', SHARED_DATA, str(tmp_path))
+    import os.path as osp
+    if not osp.isdir(SHARED_DATA):
+        pytest.skip(f'the paper datasets are not at {SHARED_DATA}')
+    offline_root('UAI', SHARED_DATA, str(tmp_path))
+    assert osp.isfile(tmp_path / 'UAI' / 'raw' / 'uai.zip')
