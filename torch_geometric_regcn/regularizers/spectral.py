@@ -246,6 +246,7 @@ class GNNLF(AffineRegularizer):
         K (int, optional): Terms of the :obj:`"series"` solver. (default: :obj:`10`)
     """
     name = 'gnn_lf'
+    decoupled = True  # Zhu et al. propagate MLP(X) once
     projection = 'relu'
     default_solver = 'cg'
 
@@ -276,6 +277,7 @@ class GNNHF(AffineRegularizer):
         K (int, optional): Terms of the :obj:`"series"` solver. (default: :obj:`10`)
     """
     name = 'gnn_hf'
+    decoupled = True  # Zhu et al. propagate MLP(X) once
     projection = 'relu'
     default_solver = 'cg'
 
