@@ -13,6 +13,7 @@ setup(
         'torch>=2.1',
         'torch_geometric>=2.5',
         'numpy',
+        'pandas',
         'tqdm',
     ],
     extras_require={

@@ -1,0 +1,221 @@
+import os
+import os.path as osp
+import pickle
+import shutil
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.utils import contains_self_loops, is_undirected
+
+from tests.conftest import SHARED_DATA
+from torch_geometric_regcn.datasets import ACM, DATASETS, UAI, load_dataset, paper_split
+from torch_geometric_regcn.datasets.amgcn import AMGCNDataset
+
+# Table 2 of the paper: nodes, classes, features, edges. The paper counts edges as
+# (stored adjacency entries) / 2, duplicates and self loops included.
+TABLE2 = {
+    'Cora': (2708, 7, 1433, 5429),
+    'CiteSeer': (3327, 6, 3703, 4732),
+    'PubMed': (19717, 3, 500, 44338),
+    'ACM': (3025, 3, 1870, 13128),
+    'BlogCatalog': (5196, 6, 8189, 171743),
+    'Flickr': (7575, 9, 12047, 239738),
+    'UAI': (3067, 19, 4973, 28311),
+}
+
+# Undirected edges as loaded (edge_index.size(1) / 2): duplicates and self loops dropped.
+# They differ from Table 2 where the raw files hold such entries:
+LOADED_EDGES = {
+    'Cora': 5278,  # 10,858 entries hold 302 duplicates: 10,556 remain
+    'CiteSeer': 4552,  # 248 self-loop entries (124 nodes, listed twice) and 112 duplicates
+    'PubMed': 44324,  # 6 self-loop entries (3 nodes, listed twice) and 22 duplicates
+    'ACM': 13128,
+    'BlogCatalog': 171743,
+    'Flickr': 239738,
+    'UAI': 28308,  # 6 self-loop lines in uai.edge
+}
+
+# Where each dataset lies under ../shared/data -> where the loader looks under the root.
+STAGED = {
+    'Cora': ('Cora', 'Cora'),
+    'CiteSeer': ('CiteSeer', 'CiteSeer'),
+    'PubMed': ('PubMed', 'PubMed'),
+    'BlogCatalog': ('blogcatalog', 'blogcatalog'),
+    'Flickr': ('flickr', 'flickr'),
+    'ACM': ('AM-GCN/acm.zip', 'ACM/raw/acm.zip'),
+    'UAI': ('AM-GCN/uai.zip', 'UAI/raw/uai.zip'),
+}
+
+
+def stage(shared_root, name: str) -> str:
+    """Copies dataset `name` into the fixture's writable root and returns the root;
+    the AM-GCN zips go to <root>/<Name>/raw/<zip>."""
+    src, dst = STAGED[name]
+    if not osp.exists(osp.join(SHARED_DATA, src)):
+        pytest.skip(f'{name} is not staged at {osp.normpath(osp.join(SHARED_DATA, src))}')
+    top = src.split('/')[0]
+    root = shared_root(top)
+    if top != src:  # a zip inside AM-GCN/
+        os.makedirs(osp.dirname(osp.join(root, dst)), exist_ok=True)
+        if not osp.exists(osp.join(root, dst)):
+            shutil.copyfile(osp.join(root, src), osp.join(root, dst))
+    return root
+
+
+def raw_entries(name: str, root: str) -> int:
+    """Stored adjacency entries in the raw files: what the paper halves."""
+    src, dst = STAGED[name]
+    if name in ('Cora', 'CiteSeer', 'PubMed'):
+        with open(osp.join(root, dst, 'raw', f'ind.{name.lower()}.graph'), 'rb') as f:
+            graph = pickle.load(f, encoding='latin1')
+        return sum(len(neighbours) for neighbours in graph.values())
+    if name in ('BlogCatalog', 'Flickr'):
+        with open(osp.join(root, dst, 'raw', 'edgelist.txt'), 'rb') as f:
+            return sum(1 for line in f if line.strip())
+    cls = ACM if name == 'ACM' else UAI
+    with zipfile.ZipFile(osp.join(root, dst)) as z:
+        text = z.read(f'{cls.prefix}/{cls.edge_file}')
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
+@pytest.fixture(scope='module')
+def load(shared_root):
+    """Loads each real dataset once per module: returns (dataset, root)."""
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            root = stage(shared_root, name)
+            cache[name] = (load_dataset(name, root), root)
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize('name', list(TABLE2))
+def test_table2_statistics(load, name):
+    dataset, root = load(name)
+    data = dataset[0]
+    nodes, classes, features, paper_edges = TABLE2[name]
+    assert len(dataset) == 1
+    assert data.num_nodes == nodes
+    assert dataset.num_classes == classes == int(data.y.max()) + 1
+    assert data.y.dtype == torch.long and data.y.min() == 0
+    assert data.x.size() == (nodes, features) and data.x.dtype == torch.float
+    # The paper's count, reproduced from the raw files.
+    assert raw_entries(name, root) == 2 * paper_edges
+    # Ours: undirected, no duplicates, no self loops.
+    edge_index = data.edge_index
+    assert edge_index.dtype == torch.long
+    assert is_undirected(edge_index, num_nodes=nodes)
+    assert not contains_self_loops(edge_index)
+    assert torch.unique(edge_index, dim=1).size(1) == edge_index.size(1)
+    assert edge_index.size(1) == 2 * LOADED_EDGES[name]
+
+
+def test_sparse_features_of_flickr(load):
+    x = load('Flickr')[0][0].x
+    assert x.layout == torch.sparse_csr and x.values().numel() == 182517
+
+
+def test_names_are_case_insensitive(load):
+    dataset, root = load('CiteSeer')  # processed already: only the lookup is timed
+    again = load_dataset('citeseer', root)
+    assert type(again) is type(dataset) and osp.isdir(osp.join(root, 'CiteSeer', 'processed'))
+    assert torch.equal(again[0].edge_index, dataset[0].edge_index)
+
+
+def test_paper_split_on_uai(load):
+    data = load('UAI')[0][0]
+    sizes = torch.bincount(data.y)
+    assert sizes.min() < 20  # UAI has classes of fewer than 20 nodes
+    split = paper_split(data.clone(), seed=1)
+    train, val, test = split.train_mask, split.val_mask, split.test_mask
+    assert int(train.sum()) == int(sizes.clamp(max=20).sum()) == 367
+    assert int(val.sum()) == 500 and int(test.sum()) == 1000
+    assert not (train & val).any() and not (train & test).any() and not (val & test).any()
+    assert torch.equal(torch.bincount(data.y[train], minlength=19), sizes.clamp(max=20))
+    again = paper_split(data.clone(), seed=1)
+    for key in ('train_mask', 'val_mask', 'test_mask'):
+        assert torch.equal(again[key], split[key])
+    assert not torch.equal(paper_split(data.clone(), seed=2).train_mask, train)
+
+
+def test_unknown_name():
+    with pytest.raises(ValueError, match='known.*Cora, CiteSeer, PubMed.*UAI'):
+        load_dataset('Reddit', '.')
+    assert set(DATASETS) == set(TABLE2) | {'CoraFull'}
+
+
+def write_amgcn_zip(path, feature: str, label: str, edges: str, edge_file='toy.edge'):
+    with zipfile.ZipFile(path, 'w') as z:
+        z.writestr('toy/toy.feature', feature)
+        z.writestr('toy/toy.label', label)
+        z.writestr(f'toy/{edge_file}', edges)
+
+
+class Toy(AMGCNDataset):
+    name, zip_name, prefix, edge_file = 'Toy', 'toy.zip', 'toy', 'toy.edge'
+
+
+def test_amgcn_format_on_a_toy_zip(tmp_path):
+    os.makedirs(tmp_path / 'Toy' / 'raw')
+    # Tab-separated features (as in uai.feature), a one-direction edge, a self loop
+    # and a duplicate.
+    write_amgcn_zip(tmp_path / 'Toy' / 'raw' / 'toy.zip', '1\t0\t1\n0\t0\t1\n1\t1\t0\n0\t1\t0\n',
+                    '0\n2\n1\n2\n', '0 1\n1 0\n1 2\n2 2\n3 1\n3 1\n')
+    data = Toy(str(tmp_path))[0]
+    assert data.x.dtype == torch.float32 and data.y.dtype == torch.int64
+    assert data.x.tolist() == [[1, 0, 1], [0, 0, 1], [1, 1, 0], [0, 1, 0]]
+    assert data.y.tolist() == [0, 2, 1, 2]
+    assert data.edge_index.tolist() == [[0, 1, 1, 1, 2, 3], [1, 0, 2, 3, 1, 1]]
+    assert osp.isfile(tmp_path / 'Toy' / 'processed' / 'data.pt')
+
+
+@pytest.mark.parametrize('label, edges, match', [
+    ('0\n1\n', '0 1\n', 'one label per line'),
+    ('0\n1\n2\n', '0 3\n', r'outside \[0, 2\]'),
+    ('0\n1\n2\n', '0 1 2\n', "'u v' per line"),
+])
+def test_amgcn_format_errors(tmp_path, label, edges, match):
+    os.makedirs(tmp_path / 'Toy' / 'raw')
+    write_amgcn_zip(tmp_path / 'Toy' / 'raw' / 'toy.zip', '1 0\n0 1\n1 1\n', label, edges)
+    with pytest.raises(ValueError, match=match):
+        Toy(str(tmp_path))
+
+
+def test_amgcn_missing_member(tmp_path):
+    os.makedirs(tmp_path / 'Toy' / 'raw')
+    write_amgcn_zip(tmp_path / 'Toy' / 'raw' / 'toy.zip', '1 0\n', '0\n', '0 0\n', 'other.edge')
+    with pytest.raises(ValueError, match="no member 'toy/toy.edge'"):
+        Toy(str(tmp_path))
+
+
+@pytest.mark.parametrize('cls, zip_name', [(ACM, 'acm.zip'), (UAI, 'uai.zip')])
+def test_missing_zip_says_where_to_get_it(tmp_path, cls, zip_name):
+    with pytest.raises(FileNotFoundError, match=f'{zip_name}.*zhumeiqiBUPT/AM-GCN'):
+        cls(str(tmp_path))
+
+
+def test_corafull_code_path_on_a_synthetic_npz(tmp_path):
+    sp = pytest.importorskip('scipy.sparse')
+    # The layout PyG's CoraFull reads from <root>/cora/raw/cora.npz (torch_geometric.io.read_npz):
+    # CSR pieces of the attribute and adjacency matrices, and the labels.
+    attr = sp.csr_matrix(np.array([[1, 0, 0, 2], [0, 1, 0, 0], [0, 0, 1, 0],
+                                   [1, 1, 0, 0], [0, 0, 0, 1]], dtype=np.float32))
+    adj = sp.csr_matrix((np.ones(4, dtype=np.float32), ([0, 1, 2, 3], [1, 2, 2, 4])),
+                        shape=(5, 5))  # directed, with a self loop (2, 2)
+    os.makedirs(tmp_path / 'cora' / 'raw')
+    np.savez(tmp_path / 'cora' / 'raw' / 'cora.npz',
+             attr_data=attr.data, attr_indices=attr.indices, attr_indptr=attr.indptr,
+             attr_shape=np.array(attr.shape), adj_data=adj.data, adj_indices=adj.indices,
+             adj_indptr=adj.indptr, adj_shape=np.array(adj.shape),
+             labels=np.array([0, 1, 1, 2, 0]))
+    dataset = load_dataset('CoraFull', str(tmp_path))
+    data = dataset[0]
+    assert type(dataset).__name__ == 'CoraFull' and dataset.num_classes == 3
+    assert data.x.tolist() == (attr.toarray() > 0).astype(np.float32).tolist()
+    assert data.y.tolist() == [0, 1, 1, 2, 0]
+    assert data.edge_index.tolist() == [[0, 1, 1, 2, 3, 4], [1, 0, 2, 1, 4, 3]]
