@@ -59,7 +59,7 @@ def subspace_iteration(
     tol: float = 1e-4,
     max_iter: int = 100,
     method: str = 'chebyshev',
-    degree: int = 8,
+    degree: int = 16,
     oversample: Optional[int] = None,
     generator: Optional[torch.Generator] = None,
 ) -> EigenPairs:
@@ -69,7 +69,9 @@ def subspace_iteration(
     Each iteration maps an orthonormal block :math:`\mathbf{U} \in
     \mathbb{R}^{N \times b}` through a polynomial in :math:`\mathbf{S}`,
     re-orthonormalises it by QR and extracts Ritz pairs from
-    :math:`\mathbf{U}^{\top} \mathbf{S} \mathbf{U}` (Rayleigh--Ritz). It stops
+    :math:`\mathbf{U}^{\top} \mathbf{S} \mathbf{U}` (Rayleigh--Ritz). Wanted pairs
+    that have converged, in order, are locked: they leave the block, which is kept
+    orthogonal to them, so later iterations filter fewer columns. It stops
     once every wanted Ritz pair has a relative residual
     :math:`\|\mathbf{S} x_i - \theta_i x_i\| / \|\mathbf{S}\|_\infty` of at
     most :obj:`tol`, and warns with the achieved residual when
@@ -95,7 +97,7 @@ def subspace_iteration(
             :obj:`degree` that damps the unwanted part of the spectrum, which
             converges in far fewer iterations on the clustered spectra of
             graphs. (default: :obj:`"chebyshev"`)
-        degree (int, optional): The Chebyshev filter degree. (default: :obj:`8`)
+        degree (int, optional): The Chebyshev filter degree. (default: :obj:`16`)
         oversample (int, optional): Extra block columns :math:`b - k`, which
             speed up convergence. (default: :obj:`max(8, k // 4)`)
         generator (torch.Generator, optional): The random generator of the
@@ -127,6 +129,7 @@ def subspace_iteration(
 
     start = torch.randn(n, b, dtype=dtype, device=device, generator=generator)
     basis = torch.linalg.qr(start).Q
+    locked, locked_theta = start.new_zeros(n, 0), start.new_zeros(0)
     iteration = 0
     while iteration < max_iter:
         iteration += 1
@@ -136,9 +139,16 @@ def subspace_iteration(
         order = key(theta).argsort(descending=True)
         theta, rotation = theta[order], rotation[:, order]
         ritz, ritz_image = basis @ rotation, image @ rotation
-        res = (ritz_image[:, :k] - ritz[:, :k] * theta[:k]).norm(dim=0) / bound
+        wanted = k - locked.size(1)
+        res = (ritz_image[:, :wanted] - ritz[:, :wanted] * theta[:wanted]).norm(dim=0) / bound
         residual = float(res.max())
-        if residual <= tol or b == n:
+        # Lock the leading converged pairs: they leave the block and stay orthogonal to it.
+        done = wanted if b == n else int((res <= tol).int().cumprod(0).sum())
+        if done:
+            locked = torch.cat([locked, ritz[:, :done]], dim=1)
+            locked_theta = torch.cat([locked_theta, theta[:done]])
+            ritz, ritz_image, theta = ritz[:, done:], ritz_image[:, done:], theta[done:]
+        if locked.size(1) >= k:
             break
         if method == 'power':
             block = ritz_image + bound * ritz if which == 'LA' else ritz_image
@@ -147,12 +157,19 @@ def subspace_iteration(
             lower = -bound if which == 'LA' else -cut
             upper = max(cut, lower + 1e-3 * bound)
             block = chebyshev_filter(matmul, ritz, lower, upper, degree)
+        for _ in range(2):  # twice is enough (Kahan): keep the block orthogonal to the locked
+            block = block - locked @ (locked.T @ block)
         basis = torch.linalg.qr(block).Q
 
+    if locked.size(1) < k:  # not converged: complete with the best unlocked pairs
+        locked = torch.cat([locked, ritz[:, :k - locked.size(1)]], dim=1)
+        locked_theta = torch.cat([locked_theta, theta[:k - locked_theta.numel()]])
+    order = key(locked_theta).argsort(descending=True)
+    locked_theta, locked = locked_theta[order], locked[:, order]
     converged = residual <= tol
     if not converged:
         warnings.warn(
             f"Subspace iteration stopped after {iteration} iterations with relative residual "
             f"{residual:.2e} > tol={tol:.0e}; raise 'max_iter', raise 'tol', or use "
             f"method='chebyshev' with a higher 'degree'", UserWarning, stacklevel=2)
-    return EigenPairs(theta[:k], ritz[:, :k], residual, iteration, converged)
+    return EigenPairs(locked_theta, locked, residual, iteration, converged)

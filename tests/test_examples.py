@@ -1,0 +1,40 @@
+"""A fast smoke run of each example: one small dataset, a few epochs."""
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import SHARED_DATA
+
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+needs_data = pytest.mark.skipif(not osp.isdir(osp.join(SHARED_DATA, 'Cora')),
+                                reason=f'the paper datasets are not at {SHARED_DATA}')
+
+
+def run(*args: str) -> str:
+    out = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def test_csbm_example():
+    out = run('examples/csbm.py', '--nodes', '1600', '--epochs', '5', '--seeds', '1')
+    assert 'tsGCN  test accuracy' in out and 'GCN    test accuracy' in out
+
+
+@needs_data
+def test_tsgcn_example():
+    out = run('examples/tsgcn.py', '--dataset', 'Cora', '--runs', '2', '--epochs', '5')
+    assert 'rank=169 (N // 16)' in out
+    assert out.count('run ') == 2 and 'ACC: ' in out and 'F1: ' in out
+    assert 'precompute' in out and 'training' in out
+
+
+@needs_data
+@pytest.mark.parametrize('model', ['GAT', 'APPNP', 'tsGCN (inv)'])
+def test_regularizers_example(model):
+    out = run('examples/regularizers.py', '--dataset', 'Cora', '--model', model, '--runs', '1',
+              '--epochs', '3')
+    assert 'ACC: ' in out and 'F1: ' in out
