@@ -14,33 +14,21 @@ import tempfile
 import warnings
 
 import torch
-import torch.nn.functional as F
 import torch_geometric.transforms as T
 from torch_geometric.datasets import Planetoid
 
 from torch_geometric_regcn import TSGCN, LowRankInverse, paper_rank
+from torch_geometric_regcn.experiments import PAPER_SETTINGS, fit
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SHARED = osp.join(REPO, '..', 'shared', 'data')
-SETTINGS = {'Cora': (1.0, 0.2, 16), 'CiteSeer': (1.0, 0.4, 16), 'PubMed': (1.0, 0.3, 2048)}
 
 
 def accuracy(data, seed: int, epochs: int) -> float:
     torch.manual_seed(seed)
     model = TSGCN(data.num_features, 32, int(data.y.max()) + 1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
-    best_val = test = 0.0
-    for _ in range(epochs):
-        optimizer.zero_grad()
-        out = model(data.x, data.lowrank_w, data.lowrank_v)
-        F.cross_entropy(out[data.train_mask], data.y[data.train_mask]).backward()
-        optimizer.step()
-        pred = out.argmax(dim=1)
-        val = float((pred[data.val_mask] == data.y[data.val_mask]).float().mean())
-        if val >= best_val:
-            best_val = val
-            test = float((pred[data.test_mask] == data.y[data.test_mask]).float().mean())
-    return test
+    return fit(model, lambda: model(data.x, data.lowrank_w, data.lowrank_v), data, epochs,
+               lr=0.01, weight_decay=5e-4).accuracy
 
 
 def main() -> None:
@@ -59,7 +47,7 @@ def main() -> None:
     for name in args.datasets:
         shutil.copytree(osp.join(SHARED, name), osp.join(root, name))
         base = Planetoid(root, name, transform=T.NormalizeFeatures())[0]
-        alpha, beta, p = SETTINGS[name]
+        alpha, beta, p = (getattr(PAPER_SETTINGS[name], f) for f in ('alpha', 'beta', 'p'))
         rank = paper_rank(base.num_nodes, p)
         row, negative = [], 0
         for which in ('LA', 'LM'):

@@ -6,30 +6,11 @@ import argparse
 import time
 
 import torch
-import torch.nn.functional as F
 from torch_geometric.nn import GCN
 
 from torch_geometric_regcn import TSGCN, LowRankInverse, paper_rank
 from torch_geometric_regcn.datasets import contextual_sbm, paper_split
-
-
-def train(model, forward, data, epochs):
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
-    best_val = test = 0.0
-    for _ in range(epochs):
-        model.train()
-        optimizer.zero_grad()
-        out = forward()
-        F.cross_entropy(out[data.train_mask], data.y[data.train_mask]).backward()
-        optimizer.step()
-        model.eval()
-        with torch.no_grad():
-            pred = forward().argmax(dim=1)
-        val = float((pred[data.val_mask] == data.y[data.val_mask]).float().mean())
-        if val >= best_val:  # test accuracy at the best validation epoch
-            best_val = val
-            test = float((pred[data.test_mask] == data.y[data.test_mask]).float().mean())
-    return test
+from torch_geometric_regcn.experiments import fit
 
 
 def main() -> None:
@@ -51,12 +32,13 @@ def main() -> None:
         paper_split(data, seed=seed)
         torch.manual_seed(seed)
         model = TSGCN(data.num_features, 32, 5)
-        results['tsGCN'].append(train(
-            model, lambda m=model: m(data.x, data.lowrank_w, data.lowrank_v), data, args.epochs))
+        results['tsGCN'].append(fit(
+            model, lambda m=model: m(data.x, data.lowrank_w, data.lowrank_v), data,
+            args.epochs).accuracy)
         torch.manual_seed(seed)
         model = GCN(data.num_features, 32, num_layers=2, out_channels=5)
-        results['GCN'].append(train(
-            model, lambda m=model: m(data.x, data.edge_index), data, args.epochs))
+        results['GCN'].append(fit(
+            model, lambda m=model: m(data.x, data.edge_index), data, args.epochs).accuracy)
     for name, accs in results.items():
         accs = torch.tensor(accs)
         print(f'{name:6s} test accuracy: {accs.mean():.3f} ± {accs.std():.3f} '
