@@ -41,7 +41,8 @@ def main() -> None:
             model, lambda m=model: m(data.x, data.edge_index), data, args.epochs).accuracy)
     for name, accs in results.items():
         accs = torch.tensor(accs)
-        print(f'{name:6s} test accuracy: {accs.mean():.3f} ± {accs.std():.3f} '
+        std = accs.std() if len(accs) > 1 else 0.0
+        print(f'{name:6s} test accuracy: {accs.mean():.3f} ± {std:.3f} '
               f'over {args.seeds} seeds')
 
 
