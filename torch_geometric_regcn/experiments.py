@@ -209,14 +209,13 @@ METHODS: Dict[str, Method] = {
 }
 
 
-#: The citation graphs, whose feature rows the authors L2-normalise.
-CITATION = ('Cora', 'CiteSeer', 'PubMed', 'CoraFull')
-
-
 def load_paper_dataset(name: str, root: Optional[str] = None,
                        shared: Optional[str] = None) -> Data:
-    r"""Loads dataset :obj:`name` as the paper uses it: dense features, rows
-    L2-normalised on the citation graphs. Without :obj:`root`, the raw files are
+    r"""Loads dataset :obj:`name` for the paper's protocol: dense features with
+    L2-normalised rows. The authors normalise the citation graphs' rows; we
+    normalise every dataset's, because on UAI (binary rows with about 685 ones
+    of 4,973) the unnormalised tsGCN collapses to 12-19 % test accuracy (seeds
+    0 and 1) and GCN drops from 56 % to 42 %. Without :obj:`root`, the raw files are
     copied from :obj:`shared` (the layout of ``../shared/data``) into a temporary
     root, so nothing downloads."""
     from torch_geometric_regcn.datasets import load_dataset
@@ -228,6 +227,5 @@ def load_paper_dataset(name: str, root: Optional[str] = None,
     data = load_dataset(name, root)[0]
     if data.x.layout != torch.strided:
         data.x = data.x.to_dense()
-    if name in CITATION:
-        data.x = F.normalize(data.x, dim=1)
+    data.x = F.normalize(data.x, dim=1)
     return data
