@@ -9,8 +9,9 @@ from torch import Tensor
 
 
 def check_finite(name: str, tensor: Tensor) -> None:
-    values = tensor if tensor.layout == torch.strided else tensor.coalesce().values() \
-        if tensor.layout == torch.sparse_coo else tensor.values()
+    if tensor.layout == torch.sparse_coo:
+        tensor = tensor.coalesce()
+    values = tensor if tensor.layout == torch.strided else tensor.values()
     if not bool(values.isfinite().all()):
         raise ValueError(f"'{name}' contains NaN or infinite values; clean or impute them "
                          f"(e.g. 'torch.nan_to_num') before calling this transform or layer")

@@ -220,3 +220,13 @@ def test_cuda_matches_cpu(name):
     layer = conv(name)
     expected = layer(x, ei)
     torch.testing.assert_close(layer.cuda()(x.cuda(), ei.cuda()).cpu(), expected)
+
+
+def test_cached_layer_builds_its_system_matrix_once():
+    x, ei = setup()
+    layer = conv('gnn_hf', cached=True)
+    first = layer(x, ei)
+    key = (layer.regularizer, 'operator')
+    matrix = layer._cached_graph.derived[key]
+    torch.testing.assert_close(layer(x, ei), first)
+    assert layer._cached_graph.derived[key] is matrix

@@ -1,6 +1,6 @@
 r"""The regulariser interface of the regularizer-centred framework."""
-from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Dict, Hashable, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -18,21 +18,32 @@ class GraphOperators:
     :obj:`adj` is the renormalised adjacency :math:`\hat{\mathbf{A}}` (sparse
     CSR), :obj:`semantic` that of the semantic graph
     :math:`\hat{\mathbf{A}}_X` and :obj:`lowrank` the factors of
-    :class:`~torch_geometric_regcn.LowRankInverse`, both for tsGCN only."""
+    :class:`~torch_geometric_regcn.LowRankInverse`, both for tsGCN only.
+    Operators derived from them (a regulariser's :math:`\mathbf{M}`) are built
+    once per graph through :meth:`memo`, so a cached layer never rebuilds them."""
     adj: Tensor
     semantic: Optional[Tensor] = None
     lowrank: Optional[Tuple[Tensor, Tensor]] = None
+    derived: Dict[Hashable, Tensor] = field(default_factory=dict, repr=False)
+
+    def memo(self, key: Hashable, build: Callable[[], Tensor]) -> Tensor:
+        r"""Returns :obj:`build()`, computed on the first call for :obj:`key`."""
+        if key not in self.derived:
+            self.derived[key] = build()
+        return self.derived[key]
 
     @property
     def num_nodes(self) -> int:
         return self.adj.size(0)
 
     def identity(self) -> Tensor:
-        n = self.num_nodes
-        eye = torch.arange(n, device=self.adj.device)
-        return torch.sparse_coo_tensor(torch.stack([eye, eye]),
-                                       torch.ones(n, dtype=self.adj.dtype, device=eye.device),
-                                       (n, n))
+        def build() -> Tensor:
+            n = self.num_nodes
+            eye = torch.arange(n, device=self.adj.device)
+            return torch.sparse_coo_tensor(
+                torch.stack([eye, eye]), torch.ones(n, dtype=self.adj.dtype, device=eye.device),
+                (n, n))
+        return self.memo('identity', build)
 
 
 class Regularizer:
@@ -96,6 +107,10 @@ class Regularizer:
         r"""The sparse symmetric positive definite :math:`\mathbf{M}`."""
         raise NotImplementedError(f'{type(self).__name__} must implement operator(graph)')
 
+    def cached_operator(self, graph: GraphOperators) -> Tensor:
+        r""":meth:`operator`, built once per graph."""
+        return graph.memo((self, 'operator'), lambda: self.operator(graph))
+
     def numerator(self, x: Tensor, graph: GraphOperators) -> Tensor:
         r"""Applies :math:`\mathbf{B}` (the identity by default)."""
         return x
@@ -135,8 +150,8 @@ class Regularizer:
         if solver == 'lowrank':
             return self.lowrank(x, graph)
         rhs = self.numerator(x, graph)
-        matrix = self.operator(graph)
-        if solver == 'closed':
+        matrix = self.cached_operator(graph)
+        if solver == 'closed':  # dense O(N^3): small graphs and tests only
             return torch.linalg.solve(matrix.to_dense(), rhs)
         return cg_solve(matrix, rhs, tol, max_iter)
 
@@ -146,7 +161,7 @@ class Regularizer:
         \omega\mathbf{M})^k \mathbf{B}\mathbf{X}` with :math:`\omega =
         1 / \|\mathbf{M}\|_\infty`, which converges for any symmetric positive
         definite :math:`\mathbf{M}`."""
-        matrix = self.operator(graph)
+        matrix = self.cached_operator(graph)
         omega = 1.0 / spectral_bound(matrix)
         term = omega * self.numerator(x, graph)
         out = term

@@ -49,22 +49,24 @@ class TSGCN(Regularizer):
     def needs_semantic(self) -> bool:
         return self.beta > 0
 
-    def _combination(self, graph: GraphOperators, identity: float) -> Tensor:
-        r""":math:`c\mathbf{I} + \alpha\hat{\mathbf{A}}_G + \beta\hat{\mathbf{A}}_X`."""
-        matrices, coefficients = [graph.identity(), graph.adj], [identity, self.alpha]
+    def _combination(self, graph: GraphOperators, identity: float, sign: float) -> Tensor:
+        r""":math:`c\mathbf{I} + s(\alpha\hat{\mathbf{A}}_G + \beta\hat{\mathbf{A}}_X)`."""
+        matrices, coefficients = [graph.adj], [sign * self.alpha]
         if self.beta > 0:
             matrices.append(graph.semantic)
-            coefficients.append(self.beta)
+            coefficients.append(sign * self.beta)
+        if identity:
+            matrices.append(graph.identity())
+            coefficients.append(identity)
         return linear_combination(matrices, coefficients)
 
     def operator(self, graph: GraphOperators) -> Tensor:
-        scale = 1 + self.alpha + self.beta
-        return linear_combination([self._combination(graph, -scale)], [-1.0])
+        return self._combination(graph, 1 + self.alpha + self.beta, -1.0)
 
     def series(self, x: Tensor, graph: GraphOperators,
                module: Optional[torch.nn.Module] = None) -> Tensor:
         scale = 1 + self.alpha + self.beta
-        adj = self._combination(graph, 0.0)
+        adj = graph.memo((self, 'adjacency'), lambda: self._combination(graph, 0.0, 1.0))
         term = x / scale
         out = term
         for _ in range(self.K - 1):

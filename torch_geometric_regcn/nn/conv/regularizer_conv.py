@@ -42,9 +42,10 @@ class RegularizerConv(torch.nn.Module):
         solver (str, optional): :obj:`"closed"`, :obj:`"series"`, :obj:`"cg"` or
             :obj:`"lowrank"`; :obj:`None` takes the regulariser's default.
             (default: :obj:`None`)
-        cached (bool, optional): If set to :obj:`True`, the graph operators are
-            built on the first call and reused; only for transductive learning.
-            (default: :obj:`False`)
+        cached (bool, optional): If set to :obj:`True`, the graph operators
+            (and, for :obj:`"tsgcn"` without :obj:`semantic_edge_index`, the
+            :math:`O(N^2 d)` semantic kNN graph) are built on the first call and
+            reused; only for transductive learning. (default: :obj:`False`)
         tol (float, optional): Relative residual of :obj:`"cg"`.
             (default: :obj:`1e-6`)
         max_iter (int, optional): Iteration cap of :obj:`"cg"`.
