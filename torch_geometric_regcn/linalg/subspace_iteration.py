@@ -1,22 +1,14 @@
 r"""Dominant eigenpairs of a sparse symmetric operator by block subspace
 iteration with Rayleigh--Ritz, optionally accelerated by Chebyshev filtering."""
 import warnings
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
 
-WHICH = ('LA', 'LM')
+from torch_geometric_regcn.linalg.eigenpairs import WHICH, EigenPairs
+
 METHODS = ('chebyshev', 'power')
-
-
-class EigenPairs(NamedTuple):
-    r"""The result of :func:`subspace_iteration`."""
-    eigenvalues: Tensor  #: shape :obj:`[k]`, ordered by the selection rule
-    eigenvectors: Tensor  #: shape :obj:`[N, k]`, orthonormal columns
-    residual: float  #: :math:`\max_i \|\mathbf{S} x_i - \theta_i x_i\| / \|\mathbf{S}\|_\infty`
-    iterations: int  #: outer iterations run
-    converged: bool  #: whether :obj:`residual <= tol`
 
 
 def spectral_bound(operator: Tensor) -> float:

@@ -6,8 +6,9 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_regcn._validation import check_finite, check_nonnegative
+from torch_geometric_regcn.linalg.eigenpairs import WHICH
+from torch_geometric_regcn.linalg.eigensolver import METHODS, extreme_eigenpairs
 from torch_geometric_regcn.linalg.graph_operator import combine, normalized_adjacency
-from torch_geometric_regcn.linalg.subspace_iteration import METHODS, WHICH, subspace_iteration
 from torch_geometric_regcn.linalg.woodbury import factors_from_eigenpairs
 from torch_geometric_regcn.transforms.semantic_graph import knn_graph_cosine
 
@@ -101,11 +102,14 @@ class LowRankInverse(BaseTransform):
     |\mathbf{\Lambda}|^{1/2}`, so :math:`\mathbf{W}\mathbf{V}^{\top}` is the
     truncated SVD of :math:`-\mathbf{S}` of the authors' code: directions
     outside the top-:math:`r` subspace get the constant gain one (the
-    exact gain is :math:`1 / (1 - \lambda)`). The eigenpairs come from block
-    subspace iteration on the sparse :math:`\mathbf{S}`
-    (:func:`~torch_geometric_regcn.linalg.subspace_iteration`): :math:`O(\mathrm{nnz}
-    \cdot r)` time per iteration and :math:`O(N r)` memory, on the device and in
-    the dtype of :obj:`data.x`, reproducible for a given :obj:`seed`.
+    exact gain is :math:`1 / (1 - \lambda)`). The eigenpairs come from
+    Chebyshev-filtered thick-restart block Lanczos on the sparse
+    :math:`\mathbf{S}` (:func:`~torch_geometric_regcn.linalg.block_lanczos`),
+    faster than :func:`scipy.sparse.linalg.eigsh` at equal accuracy
+    (``benchmarks/results/eigensolver.md``), or from block subspace iteration
+    (:obj:`method="chebyshev"` or the paper's plain :obj:`method="power"`):
+    :math:`O(N r)` memory, on the device and in the dtype of :obj:`data.x`,
+    reproducible for a given :obj:`seed`.
 
     :obj:`which="LA"` (the default) keeps the largest algebraic eigenvalues,
     :obj:`which="LM"` those largest in magnitude, as the authors' code does.
@@ -135,16 +139,16 @@ class LowRankInverse(BaseTransform):
         which (str, optional): :obj:`"LA"` or :obj:`"LM"`. (default: :obj:`"LA"`)
         tol (float, optional): The relative eigen-residual to reach.
             (default: :obj:`1e-4`)
-        max_iter (int, optional): The maximum number of subspace iterations.
-            (default: :obj:`100`)
-        method (str, optional): :obj:`"chebyshev"` (filtered, fast) or
-            :obj:`"power"` (the paper's plain iteration).
-            (default: :obj:`"chebyshev"`)
+        max_iter (int, optional): The maximum number of Lanczos restart
+            cycles (or subspace iterations). (default: :obj:`100`)
+        method (str, optional): :obj:`"lanczos"` (filtered block Lanczos),
+            :obj:`"chebyshev"` (filtered subspace iteration) or :obj:`"power"`
+            (the paper's plain subspace iteration). (default: :obj:`"lanczos"`)
         seed (int, optional): The seed of the random starting block.
             (default: :obj:`0`)
     """
     def __init__(self, alpha: float, beta: float, rank: int, k: int = 10, which: str = 'LA',
-                 tol: float = 1e-4, max_iter: int = 100, method: str = 'chebyshev',
+                 tol: float = 1e-4, max_iter: int = 100, method: str = 'lanczos',
                  seed: int = 0) -> None:
         check_nonnegative('alpha', alpha)
         check_nonnegative('beta', beta)
@@ -173,7 +177,7 @@ class LowRankInverse(BaseTransform):
                              f"(got {self.rank})")
         operator = tsgcn_operator(data, self.alpha, self.beta, self.k)
         generator = torch.Generator(operator.device).manual_seed(self.seed)
-        pairs = subspace_iteration(operator, self.rank, self.which, self.tol, self.max_iter,
+        pairs = extreme_eigenpairs(operator, self.rank, self.which, self.tol, self.max_iter,
                                    self.method, generator=generator)
         data.lowrank_w, data.lowrank_v = factors_from_eigenpairs(pairs.eigenvalues,
                                                                  pairs.eigenvectors)

@@ -1,0 +1,245 @@
+r"""Eigensolver benchmark: :class:`LowRankInverse`'s solvers against
+``scipy.sparse.linalg.eigsh`` on the same tsGCN operator :math:`\mathbf{S}`.
+
+Graphs: PubMed (``../shared/data``; alpha 1.0, beta 0.3, k 10) and a synthetic
+graph of 169,000 nodes and about 2.5M edges (an SBM-like graph, beta 0), rank
+64, largest algebraic eigenvalues. Every run is a fresh spawned process with a
+fixed number of torch and BLAS threads (1, and all cores: what a user gets by
+default); the solver call alone is timed (``S`` prebuilt, float32 CSR for both
+solvers). Errors are against ``eigsh`` in float64 with tol 1e-10: the largest
+eigenvalue error and the sine of the largest principal angle between the
+rank-64 subspaces. "Equal accuracy" means both max |Δλ| <= 1e-4 and
+sin∠ <= 1e-2.
+
+Run from the repository root::
+
+    python benchmarks/eigensolver.py            # about 15 min on 2 cores
+    python benchmarks/eigensolver.py --quick    # PubMed only, about 2 min
+
+Writes ``benchmarks/results/eigensolver.md`` (``--quick``: the git-ignored
+``benchmarks/results/eigensolver-quick.tmp``).
+"""
+import argparse
+import datetime
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as sla
+import torch
+from lowrank import (
+    PeakMeter,
+    Report,
+    _sort,
+    csr_to_scipy,
+    fmt,
+    load_pubmed,
+    machine_info,
+    run_isolated,
+    scipy_to_csr,
+    subspace_errors,
+    synthetic_graph,
+)
+
+from torch_geometric_regcn.linalg import extreme_eigenpairs
+from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
+
+warnings.filterwarnings('ignore', message=r'.*sparse.*beta', category=UserWarning)
+
+REPO = Path(__file__).resolve().parents[1]
+EIG_TOL, SIN_TOL = 1e-4, 1e-2
+
+
+def _set_threads(threads):
+    for var in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'OPENBLAS_NUM_THREADS'):
+        os.environ[var] = str(threads)  # read by the spawned child's BLAS at import
+
+
+def _solve_child(spec):
+    mat = sp.load_npz(spec['op_path']).astype(spec['dtype'])
+    rank, tol = spec['rank'], spec['tol']
+    times, peaks, out = [], [], {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        op = scipy_to_csr(mat) if spec['solver'] != 'eigsh' else None
+        for _ in range(spec['repeats']):
+            meter = PeakMeter().start()
+            t0 = time.perf_counter()
+            if spec['solver'] == 'eigsh':
+                v0 = np.random.default_rng(0).standard_normal(mat.shape[0]).astype(mat.dtype)
+                vals, vecs = sla.eigsh(mat, rank, which='LA', tol=tol, v0=v0)
+            else:
+                pairs = extreme_eigenpairs(op, rank, 'LA', tol, spec['max_iter'],
+                                           spec['solver'],
+                                           generator=torch.Generator().manual_seed(0))
+                vals, vecs = pairs.eigenvalues.double().numpy(), pairs.eigenvectors.numpy()
+                out.update(iterations=pairs.iterations, converged=pairs.converged)
+            times.append(time.perf_counter() - t0)
+            peaks.append(meter.stop())
+    out['warnings'] = sorted({str(w.message).split(';')[0] for w in caught
+                              if 'beta' not in str(w.message)})
+    vals, vecs = _sort(np.asarray(vals, dtype=np.float64), vecs, 'LA')
+    np.save(spec['out_path'] + '.vals.npy', vals)
+    np.save(spec['out_path'] + '.vecs.npy', vecs)
+    out.update(time=min(times), median=float(np.median(times)), peak_mib=max(peaks))
+    return out
+
+
+def build_operators(args, tmp):
+    ops = {}
+    data_dir = (REPO / '..' / 'shared' / 'data').resolve()
+    if (data_dir / 'PubMed').is_dir():
+        t0 = time.perf_counter()
+        data = load_pubmed(data_dir, tmp)
+        op = tsgcn_operator(data, 1.0, 0.3, 10)
+        ops['PubMed'] = (op, f'alpha 1.0, beta 0.3, k 10; S built in '
+                             f'{time.perf_counter() - t0:.1f} s')
+    else:
+        print(f'PubMed is not at {data_dir}: skipped')
+    if not args.quick:
+        n = args.synthetic_nodes
+        data = synthetic_graph(n, avg_degree=args.synthetic_degree)
+        op = tsgcn_operator(data, 1.0, 0.0, 10)
+        ops[f'Synthetic {n // 1000}k'] = (
+            op, f'{data.edge_index.size(1):,} random edges (SBM-like, 256 communities), '
+                'alpha 1.0, beta 0')
+    paths = {}
+    for name, (op, note) in ops.items():
+        path = tmp / f'{name.replace(" ", "_")}.npz'
+        sp.save_npz(path, csr_to_scipy(op))
+        paths[name] = (path, note)
+    return paths
+
+
+def run_graph(rep, args, name, path, note, tmp):
+    mat = sp.load_npz(path)
+    rank = args.rank
+    repeats = 1 if name.startswith('Synthetic') else args.repeats
+    runs = []
+
+    def solve(label, threads, **spec):
+        spec.update(op_path=str(path), rank=spec.get('rank', rank), repeats=repeats,
+                    out_path=str(tmp / f'{name.replace(" ", "_")}-{len(runs)}'))
+        spec.setdefault('dtype', 'float32')
+        print(f'  [{name}] {label}, {threads} thread(s) ...', flush=True)
+        _set_threads(threads)
+        res = run_isolated(threads, _solve_child, spec)
+        res.update(label=label, threads=threads, spec=spec)
+        print(f'    {res.get("time", float("nan")):.2f} s {res.get("error", "")}', flush=True)
+        runs.append(res)
+        return res
+
+    ref = solve('reference (eigsh float64, tol 1e-10)', 1, solver='eigsh', tol=1e-10,
+                dtype='float64', rank=rank + 1, repeats=1)
+    if 'error' in ref:
+        rep(f'**{name}**: the reference failed ({ref["error"]}); skipped.\n')
+        return
+    ref_vals = np.load(ref['spec']['out_path'] + '.vals.npy')
+    ref_vecs = np.load(ref['spec']['out_path'] + '.vecs.npy')
+    for threads in args.threads:
+        for tol in args.eigsh_tols:
+            solve(f'eigsh tol={tol:g}', threads, solver='eigsh', tol=tol)
+        for tol in args.ours_tols:
+            solve(f'ours lanczos tol={tol:g}' + (' (default)' if tol == 1e-4 else ''),
+                  threads, solver='lanczos', tol=tol, max_iter=100)
+        if args.chebyshev and not name.startswith('Synthetic'):
+            solve('ours chebyshev subspace iteration tol=1e-4', threads,
+                  solver='chebyshev', tol=1e-4, max_iter=100)
+
+    gap = ref_vals[rank - 1] - ref_vals[rank]
+    rep(f'**{name}**: N = {mat.shape[0]:,}, nnz(S) = {mat.nnz:,}, {note}; rank {rank}, '
+        f'λ_1 = {ref_vals[0]:.6f}, λ_r = {ref_vals[rank - 1]:.6f}, '
+        f'gap λ_r - λ_(r+1) = {gap:.2e}; reference {ref["time"]:.1f} s.')
+    rep()
+    rows = []
+    for res in runs[1:]:
+        if 'error' in res:
+            rows.append([res['label'], res['threads'], 'FAILED: ' + res['error']] + ['-'] * 6)
+            continue
+        vals = np.load(res['spec']['out_path'] + '.vals.npy')
+        vecs = np.load(res['spec']['out_path'] + '.vecs.npy')
+        res['eig_err'] = float(np.abs(vals[:rank] - ref_vals[:rank]).max())
+        res['sin'], _ = subspace_errors(ref_vecs[:, :rank], vecs[:, :rank])
+        res['equal'] = res['eig_err'] <= EIG_TOL and res['sin'] <= SIN_TOL
+        rows.append([res['label'], res['threads'], fmt(res['time'], '.2f'),
+                     fmt(res['median'], '.2f'), fmt(res['peak_mib'], '.0f'),
+                     fmt(res['eig_err'], '.1e'), fmt(res['sin'], '.1e'),
+                     res.get('iterations', '-'), 'yes' if res['equal'] else 'no'])
+    rep.table(['solver', 'threads', 'time (s, min)', 'median (s)', 'peak Δ (MiB)',
+               'max |Δλ|', 'sin ∠max', 'cycles', 'equal accuracy'], rows)
+    for threads in args.threads:
+        same = [r for r in runs[1:] if r['threads'] == threads and 'error' not in r]
+        ours = next((r for r in same if r['spec']['solver'] == 'lanczos'
+                     and r['spec']['tol'] == 1e-4), None)
+        eigsh = [r for r in same if r['spec']['solver'] == 'eigsh' and r['equal']]
+        if ours is None or not eigsh:
+            rep(f'- {threads} thread(s): no comparison (a run failed or no eigsh run met the '
+                'accuracy criterion)')
+            continue
+        best = min(eigsh, key=lambda r: r['time'])
+        verdict = 'meets' if ours['equal'] else 'does NOT meet'
+        rep(f'- {threads} thread(s): ours (default, {ours["time"]:.2f} s; {verdict} the '
+            f'criterion) vs the fastest eigsh that meets it ({best["label"]}, '
+            f'{best["time"]:.2f} s): **eigsh / ours = {best["time"] / ours["time"]:.2f}×**')
+    rep()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--quick', action='store_true', help='PubMed only, fewer runs')
+    p.add_argument('--rank', type=int, default=64)
+    p.add_argument('--threads', type=str, default=f'1,{os.cpu_count()}')
+    p.add_argument('--repeats', type=int, default=3, help='timed repeats on PubMed (min)')
+    p.add_argument('--eigsh-tols', type=str, default='1e-3,1e-4')
+    p.add_argument('--ours-tols', type=str, default='1e-4')
+    p.add_argument('--synthetic-nodes', type=int, default=169_000)
+    p.add_argument('--synthetic-degree', type=int, default=30,
+                   help='average degree: 169k nodes x 30 / 2 = 2.5M edges')
+    p.add_argument('--no-chebyshev', dest='chebyshev', action='store_false',
+                   help='leave out the subspace-iteration rows')
+    args = p.parse_args(argv)
+    args.threads = sorted({int(t) for t in args.threads.split(',')})
+    args.eigsh_tols = [float(t) for t in args.eigsh_tols.split(',')]
+    args.ours_tols = [float(t) for t in args.ours_tols.split(',')]
+    if args.quick:
+        args.repeats, args.threads = 1, args.threads[:1]
+
+    out = REPO / 'benchmarks' / 'results' / ('eigensolver-quick.tmp' if args.quick
+                                             else 'eigensolver.md')
+    rep = Report()
+    info = machine_info(args.threads)
+    rep('# Eigensolver benchmark: LowRankInverse vs scipy eigsh')
+    rep()
+    rep('Command (from the repository root): `python benchmarks/eigensolver.py'
+        + (' --quick`' if args.quick else '`'))
+    rep()
+    rep(f"Machine: {info['cpu']}, {info['cpu_count']} CPUs, {info['ram_gib']:.1f} GiB RAM. "
+        f"Python {info['python']}, torch {info['torch']}, scipy {info['scipy']}, numpy "
+        f"{info['numpy']}. Load average at start: {info['load']}. Date: "
+        f"{datetime.date.today()}.")
+    rep()
+    rep(__doc__.split('\n\n')[1].replace('\n', ' '))
+    rep()
+    rep('Ours: `extreme_eigenpairs(S, 64, "LA", tol, method=...)` as `LowRankInverse` calls '
+        'it (`lanczos`: Chebyshev-filtered thick-restart block Lanczos, the default; '
+        '`chebyshev`: the previous default, filtered subspace iteration). eigsh: '
+        'which="LA", default ncv, a seeded v0. Times are the minimum over the repeats '
+        f'({args.repeats} on PubMed, 1 on the synthetic graph), median beside it.')
+    rep()
+    tmp = Path(tempfile.mkdtemp(prefix='eigensolver-'))
+    try:
+        for name, (path, note) in build_operators(args, tmp).items():
+            run_graph(rep, args, name, path, note, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out.write_text('\n'.join(rep.lines) + '\n')
+    print(f'written to {out}')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,29 @@
+r"""One entry point to the eigensolvers of :class:`LowRankInverse`."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
+from torch_geometric_regcn.linalg.lanczos import block_lanczos
+from torch_geometric_regcn.linalg.subspace_iteration import subspace_iteration
+
+#: :obj:`"lanczos"`: Chebyshev-filtered thick-restart block Lanczos (fast);
+#: :obj:`"chebyshev"`: Chebyshev-filtered subspace iteration;
+#: :obj:`"power"`: the tsGCN paper's plain subspace (power) iteration.
+METHODS = ('lanczos', 'chebyshev', 'power')
+
+
+def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float = 1e-4,
+                       max_iter: int = 100, method: str = 'lanczos',
+                       generator: Optional[torch.Generator] = None) -> EigenPairs:
+    r"""The :obj:`k` eigenpairs of the symmetric :obj:`operator` selected by
+    :obj:`which`, by :func:`block_lanczos` (:obj:`method="lanczos"`) or
+    :func:`subspace_iteration` (:obj:`"chebyshev"`, :obj:`"power"`).
+    :obj:`tol` and :obj:`max_iter` keep each solver's meaning (see there)."""
+    if method == 'lanczos':
+        return block_lanczos(operator, k, which, tol, max_iter, generator=generator)
+    if method in METHODS:
+        return subspace_iteration(operator, k, which, tol, max_iter, method,
+                                  generator=generator)
+    raise ValueError(f"'method' must be one of {METHODS} (got {method!r})")
