@@ -192,3 +192,44 @@ def test_runs_on_the_device_of_the_data():
     assert gpu.lowrank_w.is_cuda and gpu.lowrank_w.dtype == torch.float64
     torch.testing.assert_close(dense_propagation(gpu.lowrank_w.cpu(), gpu.lowrank_v.cpu()),
                                dense_propagation(cpu.lowrank_w, cpu.lowrank_v))
+
+
+def test_factors_are_cached_on_disk(tmp_path, monkeypatch):
+    import torch_geometric_regcn.transforms.low_rank_inverse as module
+    transform = LowRankInverse(1.0, 0.4, rank=6, cache_dir=str(tmp_path))
+    first = transform(graph(n=300))
+    assert len(list(tmp_path.glob('lowrank-*.pt'))) == 1
+
+    def fail(*args, **kwargs):
+        raise AssertionError('the cache should have been used')
+
+    monkeypatch.setattr(module, 'extreme_eigenpairs', fail)
+    again = transform(graph(n=300))
+    assert torch.equal(again.lowrank_w, first.lowrank_w)
+    assert torch.equal(again.lowrank_v, first.lowrank_v)
+    monkeypatch.undo()
+    # Any change of the graph or of an argument is a new entry.
+    LowRankInverse(1.0, 0.5, rank=6, cache_dir=str(tmp_path))(graph(n=300))
+    LowRankInverse(1.0, 0.4, rank=6, cache_dir=str(tmp_path))(graph(seed=1, n=300))
+    changed = graph(n=300)
+    changed.edge_weight = torch.ones(changed.edge_index.size(1), dtype=torch.float64)
+    LowRankInverse(1.0, 0.4, rank=6, cache_dir=str(tmp_path))(changed)
+    assert len(list(tmp_path.glob('lowrank-*.pt'))) == 4
+    # Features only matter when the semantic graph is built from them.
+    other_x = graph(n=300)
+    other_x.x = other_x.x + 1
+    assert transform._fingerprint(other_x) == transform._fingerprint(graph(n=300))
+    del other_x.semantic_edge_index
+    no_semantic = graph(n=300)
+    del no_semantic.semantic_edge_index
+    assert transform._fingerprint(other_x) != transform._fingerprint(no_semantic)
+
+
+def test_progress_reports_the_residual():
+    from torch_geometric_regcn.linalg import block_lanczos
+    from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
+    seen = []
+    pairs = block_lanczos(tsgcn_operator(graph(n=300), 1.0, 0.4, 10), 6, tol=1e-8,
+                          callback=lambda i, r: seen.append((i, r)))
+    assert [i for i, _ in seen] == list(range(1, len(seen) + 1))
+    assert seen[-1][1] == pairs.residual

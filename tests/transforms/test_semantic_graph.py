@@ -4,6 +4,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import coalesce
 
 from torch_geometric_regcn import SemanticGraph
+from torch_geometric_regcn.transforms.cosine_knn import exact_knn_cosine, ivf_knn_cosine
 
 
 def brute_force(x, k):
@@ -61,4 +62,43 @@ def test_rejects_bad_input():
         SemanticGraph(1)(Data(x=torch.tensor([[1.0], [float('nan')], [2.0]])))
     with pytest.raises(ValueError, match="needs node features"):
         SemanticGraph(1)(Data(num_nodes=3))
-    assert repr(SemanticGraph(7)) == 'SemanticGraph(k=7)'
+    with pytest.raises(ValueError, match="'method' must be one of"):
+        SemanticGraph(3, method='hnsw')
+    with pytest.raises(ValueError, match='needs dense features'):
+        SemanticGraph(2, method='ivf')(Data(x=torch.eye(5).to_sparse()))
+    with pytest.raises(ValueError, match="'probes'"):
+        ivf_knn_cosine(torch.randn(10, 2), 2, probes=0)
+    assert repr(SemanticGraph(7)) == "SemanticGraph(k=7, method='auto')"
+
+
+def test_ivf_probing_every_cell_is_exact():
+    x = torch.randn(200, 6, generator=torch.Generator().manual_seed(2))
+    got = ivf_knn_cosine(x, 4, cells=6, probes=6, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(got, exact_knn_cosine(x, 4))
+
+
+def clustered(n=3000, clusters=30, d=16, seed=3):
+    gen = torch.Generator().manual_seed(seed)
+    centers = torch.randn(clusters, d, generator=gen)
+    return centers[torch.randint(0, clusters, (n,), generator=gen)] + \
+        0.6 * torch.randn(n, d, generator=gen)
+
+
+def test_ivf_recall_against_exact():
+    x, k = clustered(), 10
+    exact = exact_knn_cosine(x, k)
+    approx = ivf_knn_cosine(x, k, generator=torch.Generator().manual_seed(0))
+    assert approx.shape == exact.shape and bool((approx != torch.arange(3000)[:, None]).all())
+    hits = sum(len(set(a) & set(e)) for a, e in zip(approx.tolist(), exact.tolist()))
+    # 55 cells, 8 probed per cell; on clustered features recall is near one.
+    assert hits / exact.numel() >= 0.95
+
+
+def test_ivf_is_reproducible_and_auto_is_exact_on_small_graphs():
+    x = clustered(n=500)
+    runs = [SemanticGraph(5, method='ivf', seed=1)(Data(x=x)).semantic_edge_index
+            for _ in range(2)]
+    assert torch.equal(runs[0], runs[1])
+    auto = SemanticGraph(5)(Data(x=x)).semantic_edge_index
+    assert torch.equal(coalesce(auto), coalesce(SemanticGraph(5, method='exact')(
+        Data(x=x)).semantic_edge_index))

@@ -1,5 +1,5 @@
 r"""One entry point to the eigensolvers of :class:`LowRankInverse`."""
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
@@ -16,14 +16,18 @@ METHODS = ('lanczos', 'chebyshev', 'power')
 
 def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float = 1e-4,
                        max_iter: int = 100, method: str = 'lanczos',
-                       generator: Optional[torch.Generator] = None) -> EigenPairs:
+                       generator: Optional[torch.Generator] = None,
+                       callback: Optional[Callable[[int, float], None]] = None
+                       ) -> EigenPairs:
     r"""The :obj:`k` eigenpairs of the symmetric :obj:`operator` selected by
     :obj:`which`, by :func:`block_lanczos` (:obj:`method="lanczos"`) or
     :func:`subspace_iteration` (:obj:`"chebyshev"`, :obj:`"power"`).
-    :obj:`tol` and :obj:`max_iter` keep each solver's meaning (see there)."""
+    :obj:`tol` and :obj:`max_iter` keep each solver's meaning (see there);
+    :obj:`callback(iteration, residual)` is called after every iteration."""
     if method == 'lanczos':
-        return block_lanczos(operator, k, which, tol, max_iter, generator=generator)
+        return block_lanczos(operator, k, which, tol, max_iter, generator=generator,
+                             callback=callback)
     if method in METHODS:
         return subspace_iteration(operator, k, which, tol, max_iter, method,
-                                  generator=generator)
+                                  generator=generator, callback=callback)
     raise ValueError(f"'method' must be one of {METHODS} (got {method!r})")

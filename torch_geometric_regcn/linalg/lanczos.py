@@ -125,6 +125,7 @@ def block_lanczos(
     block_size: Optional[int] = None,
     basis_size: Optional[int] = None,
     generator: Optional[torch.Generator] = None,
+    callback: Optional[Callable[[int, float], None]] = None,
 ) -> EigenPairs:
     r"""Computes :obj:`k` extreme eigenpairs of the symmetric matrix
     :obj:`operator` :math:`\mathbf{S}` by Chebyshev-filtered thick-restart
@@ -172,6 +173,9 @@ def block_lanczos(
             rounded up to a multiple of :math:`b`. (default: :math:`2k + 4b`)
         generator (torch.Generator, optional): The random generator of the
             starting block, for reproducibility. (default: :obj:`None`)
+        callback (callable, optional): Called as :obj:`callback(cycle,
+            residual)` after every filtered cycle, e.g. for a progress bar.
+            (default: :obj:`None`)
     """
     n = operator.size(0)
     if operator.dim() != 2 or operator.size(1) != n:
@@ -225,7 +229,7 @@ def block_lanczos(
     # rest, a cut close to the wanted ones). Then the degree is lowered.
     floor = math.sqrt(torch.finfo(dtype).eps)
 
-    result = {}
+    result, cycles = {}, 0
 
     def done(cycle: int, theta: Tensor, ritz: Tensor) -> bool:
         vectors = ritz[:, :k]
@@ -237,9 +241,10 @@ def block_lanczos(
         residual = float((image - vectors * values).norm(dim=0).max()) / norm
         result.update(values=values, vectors=vectors, residual=residual,
                       faint=cycle == 1 and float(theta[k - 1]) < floor * float(theta[0]))
+        if callback is not None:
+            callback(cycles + cycle, residual)
         return residual <= tol or result['faint']
 
-    cycles = 0
     while True:
         apply = _chebyshev(operator, lower, upper, degree, peak)
         cycles += _thick_restart(apply, start(), m, keep, max_iter, done, generator)[0]

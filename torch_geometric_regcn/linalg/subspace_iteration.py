@@ -54,6 +54,7 @@ def subspace_iteration(
     degree: int = 16,
     oversample: Optional[int] = None,
     generator: Optional[torch.Generator] = None,
+    callback: Optional[Callable[[int, float], None]] = None,
 ) -> EigenPairs:
     r"""Computes :obj:`k` eigenpairs of the symmetric matrix :obj:`operator`
     :math:`\mathbf{S}` by block subspace iteration.
@@ -94,6 +95,8 @@ def subspace_iteration(
             speed up convergence. (default: :obj:`max(8, k // 4)`)
         generator (torch.Generator, optional): The random generator of the
             starting block, for reproducibility. (default: :obj:`None`)
+        callback (callable, optional): Called as :obj:`callback(iteration,
+            residual)` after every iteration. (default: :obj:`None`)
     """
     n = operator.size(0)
     if operator.dim() != 2 or operator.size(1) != n:
@@ -134,6 +137,8 @@ def subspace_iteration(
         wanted = k - locked.size(1)
         res = (ritz_image[:, :wanted] - ritz[:, :wanted] * theta[:wanted]).norm(dim=0) / bound
         residual = float(res.max())
+        if callback is not None:
+            callback(iteration, residual)
         # Lock the leading converged pairs: they leave the block and stay orthogonal to it.
         done = wanted if b == n else int((res <= tol).int().cumprod(0).sum())
         if done:

@@ -7,7 +7,7 @@ from torch_geometric.utils import to_edge_index
 
 from torch_geometric_regcn.linalg.graph_operator import combine, normalized_adjacency
 from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
-from torch_geometric_regcn.transforms.semantic_graph import knn_graph_cosine
+from torch_geometric_regcn.transforms.cosine_knn import knn_graph_cosine
 
 
 def _as_edge_index(edge_index: Any, edge_weight: Optional[Tensor]):

@@ -1,16 +1,21 @@
 r"""Low-rank factors of the tsGCN propagation matrix."""
+import math
+import os.path as osp
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
+from tqdm.auto import tqdm
 
 from torch_geometric_regcn._validation import check_finite, check_nonnegative
 from torch_geometric_regcn.linalg.eigenpairs import WHICH
 from torch_geometric_regcn.linalg.eigensolver import METHODS, extreme_eigenpairs
 from torch_geometric_regcn.linalg.graph_operator import combine, normalized_adjacency
 from torch_geometric_regcn.linalg.woodbury import factors_from_eigenpairs
-from torch_geometric_regcn.transforms.semantic_graph import knn_graph_cosine
+from torch_geometric_regcn.transforms import factor_cache
+from torch_geometric_regcn.transforms.cosine_knn import knn_graph_cosine
 
 
 def paper_rank(num_nodes: int, p: int) -> int:
@@ -29,20 +34,31 @@ def paper_rank(num_nodes: int, p: int) -> int:
     return rank
 
 
-def tsgcn_operator(data: Data, alpha: float, beta: float, k: int) -> Tensor:
+def _target(data: Data) -> Tuple[torch.dtype, torch.device]:
+    """The dtype and device of the factors: those of :obj:`data.x` when present."""
+    x = data.x
+    dtype = x.dtype if x is not None and x.is_floating_point() else torch.get_default_dtype()
+    device = x.device if x is not None else data.edge_index.device
+    return dtype, device
+
+
+def tsgcn_operator(data: Data, alpha: float, beta: float, k: int, progress: bool = False,
+                   seed: int = 0) -> Tensor:
     r"""The sparse operator :math:`\mathbf{S} = (\alpha \hat{\mathbf{A}}_G +
     \beta \hat{\mathbf{A}}_X) / (1 + \alpha + \beta)` of a graph, in CSR form.
 
     :math:`\hat{\mathbf{A}}_X` is built from :obj:`data.semantic_edge_index`
-    when present, else from the cosine :obj:`k`-NN graph of :obj:`data.x`."""
+    when present, else from the cosine :obj:`k`-NN graph of :obj:`data.x`
+    (:func:`~torch_geometric_regcn.transforms.cosine_knn.knn_graph_cosine`,
+    exact or, above 50,000 nodes on CPU, approximate with centroids seeded by
+    :obj:`seed`)."""
     num_nodes = data.num_nodes
     if not num_nodes:
         raise ValueError('The graph is empty (it has no nodes)')
     x = data.x
     if x is not None:
         check_finite('data.x', x)
-    dtype = x.dtype if x is not None and x.is_floating_point() else torch.get_default_dtype()
-    device = x.device if x is not None else data.edge_index.device
+    dtype, device = _target(data)
 
     operators, coefficients = [], []
     if alpha > 0:
@@ -64,7 +80,8 @@ def tsgcn_operator(data: Data, alpha: float, beta: float, k: int) -> Tensor:
             if not 0 < k < num_nodes:
                 raise ValueError(f"'k' must lie in [1, {num_nodes - 1}] for a graph of "
                                  f"{num_nodes} nodes (got {k})")
-            semantic = knn_graph_cosine(x, k)
+            semantic = knn_graph_cosine(x, k, progress=progress,
+                                        generator=torch.Generator().manual_seed(seed))
         operators.append(normalized_adjacency(semantic.to(device), num_nodes, None, dtype))
         coefficients.append(beta)
     scale = 1.0 + alpha + beta
@@ -144,12 +161,22 @@ class LowRankInverse(BaseTransform):
         method (str, optional): :obj:`"lanczos"` (filtered block Lanczos),
             :obj:`"chebyshev"` (filtered subspace iteration) or :obj:`"power"`
             (the paper's plain subspace iteration). (default: :obj:`"lanczos"`)
-        seed (int, optional): The seed of the random starting block.
-            (default: :obj:`0`)
+        seed (int, optional): The seed of the random starting block (and of
+            the approximate kNN's centroids). (default: :obj:`0`)
+        cache_dir (str, optional): A folder where the factors are saved,
+            keyed by a hash of the graph (:obj:`edge_index`,
+            :obj:`edge_weight`, :obj:`semantic_edge_index` or :obj:`x`), its
+            size, dtype and device type, and every argument above, so a rerun
+            on the same input loads them instead of recomputing.
+            (default: :obj:`None`, no cache)
+        progress (bool, optional): Show progress bars with ETA for the
+            semantic kNN and the eigensolver when they take longer than a
+            second. (default: :obj:`True`)
     """
     def __init__(self, alpha: float, beta: float, rank: int, k: int = 10, which: str = 'LA',
                  tol: float = 1e-4, max_iter: int = 100, method: str = 'lanczos',
-                 seed: int = 0) -> None:
+                 seed: int = 0, cache_dir: Optional[str] = None,
+                 progress: bool = True) -> None:
         check_nonnegative('alpha', alpha)
         check_nonnegative('beta', beta)
         if alpha == 0 and beta == 0:
@@ -169,19 +196,58 @@ class LowRankInverse(BaseTransform):
         self.alpha, self.beta, self.rank, self.k = alpha, beta, rank, k
         self.which, self.tol, self.max_iter, self.method, self.seed = (
             which, tol, max_iter, method, seed)
+        self.cache_dir, self.progress = cache_dir, progress
 
     def forward(self, data: Data) -> Data:
         num_nodes = data.num_nodes or 0
         if num_nodes and self.rank > num_nodes:
             raise ValueError(f"'rank' must not exceed the number of nodes {num_nodes} "
                              f"(got {self.rank})")
-        operator = tsgcn_operator(data, self.alpha, self.beta, self.k)
+        dtype, device = _target(data)
+        path = None
+        if self.cache_dir is not None:
+            path = osp.join(self.cache_dir, f'lowrank-{self._fingerprint(data)}.pt')
+            cached = factor_cache.load(path)
+            if cached is not None:
+                data.lowrank_w = cached['lowrank_w'].to(device, dtype)
+                data.lowrank_v = cached['lowrank_v'].to(device, dtype)
+                return data
+        operator = tsgcn_operator(data, self.alpha, self.beta, self.k, self.progress,
+                                  self.seed)
         generator = torch.Generator(operator.device).manual_seed(self.seed)
-        pairs = extreme_eigenpairs(operator, self.rank, self.which, self.tol, self.max_iter,
-                                   self.method, generator=generator)
+        with tqdm(total=100, desc='LowRankInverse eigenpairs', unit='%', delay=1.0,
+                  disable=not self.progress) as bar:
+            first = []
+
+            def report(iteration: int, residual: float) -> None:
+                # Progress: the decades of residual gained so far out of those to go.
+                first.append(residual)
+                span = math.log(max(first[0], self.tol) / self.tol) or 1.0
+                gained = math.log(first[0] / max(residual, self.tol))
+                bar.n = max(0, min(100, round(100 * gained / span)))
+                bar.set_postfix(residual=f'{residual:.1e}', iteration=iteration)
+
+            pairs = extreme_eigenpairs(operator, self.rank, self.which, self.tol,
+                                       self.max_iter, self.method, generator=generator,
+                                       callback=report)
         data.lowrank_w, data.lowrank_v = factors_from_eigenpairs(pairs.eigenvalues,
                                                                  pairs.eigenvectors)
+        if path is not None:
+            factor_cache.save(path, {'lowrank_w': data.lowrank_w,
+                                     'lowrank_v': data.lowrank_v})
         return data
+
+    def _fingerprint(self, data: Data) -> str:
+        dtype, device = _target(data)
+        semantic = data.semantic_edge_index if 'semantic_edge_index' in data else None
+        return factor_cache.fingerprint(
+            num_nodes=data.num_nodes, edge_index=data.edge_index,
+            edge_weight=data.edge_weight if 'edge_weight' in data else None,
+            semantic_edge_index=semantic,
+            x=data.x if semantic is None and self.beta > 0 else None,
+            dtype=str(dtype), device=device.type, alpha=self.alpha, beta=self.beta,
+            rank=self.rank, k=self.k, which=self.which, tol=self.tol,
+            max_iter=self.max_iter, method=self.method, seed=self.seed)
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(alpha={self.alpha}, beta={self.beta}, '

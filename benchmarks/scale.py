@@ -1,0 +1,236 @@
+r"""tsGCN end to end on one machine at one million nodes.
+
+A synthetic graph of ``--nodes`` nodes (default 1,000,000), about
+``nodes * degree / 2`` random edges (default 10M; SBM-like, 256 communities,
+80 % of edges inside one) and 128-dimensional features (community centroid
+plus Gaussian noise; labels: community modulo 8) goes through every stage of
+the tsGCN pipeline in one process, each stage timed (wall clock) and its peak
+resident memory measured above the memory held before it:
+
+1. the semantic kNN graph (``SemanticGraph(10)``; ``method="auto"`` picks
+   the approximate IVF search on CPU above 50,000 nodes, exact on CUDA);
+2. the sparse operator ``S`` (``tsgcn_operator``);
+3. the rank-64 factors (``LowRankInverse``, block Lanczos), then again from
+   the on-disk cache;
+4. training epochs of the paper's 2-layer tsGCN (hidden 32, Adam), forward +
+   backward + step.
+
+Recall of the approximate kNN against the exact search is measured on a
+100,000-node sample of the same features (both searches run in full), on 2,000
+random query nodes of the full graph, and on PubMed's real features when
+``../shared/data`` is there. Nothing is densified: the largest dense tensors
+are ``N x 128`` features and the ``N x 208`` Lanczos basis.
+
+Run from the repository root::
+
+    python benchmarks/scale.py                    # about 15 min on 2 CPU cores
+    python benchmarks/scale.py --nodes 100000     # a quick look
+
+Writes ``benchmarks/results/scale.md`` (other sizes: ``scale-<nodes>.tmp``).
+"""
+import argparse
+import datetime
+import os
+import resource
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from lowrank import PeakMeter, Report, load_pubmed, machine_info, synthetic_graph
+
+from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph
+from torch_geometric_regcn.transforms.cosine_knn import exact_knn_cosine, ivf_knn_cosine
+from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
+
+warnings.filterwarnings('ignore', message=r'.*sparse.*beta', category=UserWarning)
+REPO = Path(__file__).resolve().parents[1]
+MIB = 2.0**20
+
+
+def recall(approx, exact):
+    """Fraction of the exact neighbours that the approximate search found."""
+    hits = (approx[:, :, None] == exact[:, None, :]).any(dim=2).sum()
+    return float(hits) / exact.numel()
+
+
+class Stage:
+    """Times a block and measures its peak resident memory above the start."""
+
+    def __init__(self, rows, name, device):
+        self.rows, self.name, self.device = rows, name, device
+
+    def __enter__(self):
+        self.meter = PeakMeter().start()
+        if self.device.type == 'cuda':
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        if self.device.type == 'cuda':
+            torch.cuda.synchronize()
+        self.time = time.perf_counter() - self.t0
+        peak = self.meter.stop()
+        gpu = (f'{torch.cuda.max_memory_allocated() / MIB:,.0f}'
+               if self.device.type == 'cuda' else '-')
+        self.rows.append([self.name, f'{self.time:,.1f}', f'{peak:,.0f}', gpu])
+        print(f'  {self.name}: {self.time:.1f} s, peak Δ {peak:,.0f} MiB', flush=True)
+        return False
+
+
+def knn_recall_part(rep, args, x_full, device):
+    rows = []
+    gen = torch.Generator().manual_seed(1)
+    sample = x_full[torch.randperm(x_full.size(0), generator=gen)[:args.recall_sample]]
+    t0 = time.perf_counter()
+    exact = exact_knn_cosine(sample, 10, progress=False)
+    t_exact = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    approx = ivf_knn_cosine(sample, 10, generator=torch.Generator().manual_seed(0),
+                            progress=False)
+    t_ivf = time.perf_counter() - t0
+    rows.append([f'{sample.size(0):,}-node sample of the synthetic features',
+                 f'{recall(approx, exact):.4f}', f'{t_exact:.1f}', f'{t_ivf:.1f}'])
+    data_dir = (REPO / '..' / 'shared' / 'data').resolve()
+    if (data_dir / 'PubMed').is_dir():
+        tmp = Path(tempfile.mkdtemp())
+        try:
+            x = load_pubmed(data_dir, tmp).x.to(device)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        t0 = time.perf_counter()
+        exact = exact_knn_cosine(x, 10, progress=False)
+        t_exact = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        approx = ivf_knn_cosine(x, 10, generator=torch.Generator().manual_seed(0),
+                                progress=False)
+        t_ivf = time.perf_counter() - t0
+        rows.append(['PubMed (19,717 nodes, 500 TF-IDF features)',
+                     f'{recall(approx, exact):.4f}', f'{t_exact:.1f}', f'{t_ivf:.1f}'])
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--nodes', type=int, default=1_000_000)
+    p.add_argument('--degree', type=int, default=20, help='average degree')
+    p.add_argument('--features', type=int, default=128)
+    p.add_argument('--rank', type=int, default=64)
+    p.add_argument('--epochs', type=int, default=5)
+    p.add_argument('--recall-sample', type=int, default=100_000)
+    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    args = p.parse_args(argv)
+    device = torch.device(args.device)
+    out = REPO / 'benchmarks' / 'results' / (
+        'scale.md' if args.nodes == 1_000_000 else f'scale-{args.nodes}.tmp')
+
+    rep = Report()
+    info = machine_info(torch.get_num_threads())
+    rep(f'# tsGCN at {args.nodes:,} nodes on one machine')
+    rep()
+    rep('Command (from the repository root): `python benchmarks/scale.py'
+        + ('' if args.nodes == 1_000_000 else f' --nodes {args.nodes}') + '`')
+    rep()
+    gpu = torch.cuda.get_device_name(device) if device.type == 'cuda' else 'none'
+    rep(f"Machine: {info['cpu']}, {info['cpu_count']} CPUs ({torch.get_num_threads()} torch "
+        f"threads), {info['ram_gib']:.1f} GiB RAM, GPU: {gpu}; device used: {device}. Python "
+        f"{info['python']}, torch {info['torch']}. Load average at start: {info['load']}. "
+        f'Date: {datetime.date.today()}.')
+    rep()
+    rep(' '.join(__doc__.split('\n\n')[1:4]).replace('\n', ' '))
+    rep()
+
+    rows = []
+    cache = Path(tempfile.mkdtemp(prefix='regcn-cache-'))
+    try:
+        with Stage(rows, 'synthetic graph (generation, not part of tsGCN)', device):
+            data = synthetic_graph(args.nodes, avg_degree=args.degree,
+                                   features=args.features)
+            data = data.to(device)
+        n_edges = data.edge_index.size(1)
+        with Stage(rows, 'semantic kNN graph, k = 10 (SemanticGraph, auto)', device):
+            data = SemanticGraph(10)(data)
+        with Stage(rows, 'operator S = (α Â_G + β Â_X) / (1 + α + β)', device):
+            op = tsgcn_operator(data, 1.0, 0.3, 10)
+        nnz = op._nnz()
+        del op
+        transform = LowRankInverse(1.0, 0.3, rank=args.rank, cache_dir=str(cache))
+        with Stage(rows, f'rank-{args.rank} factors (LowRankInverse, block Lanczos)', device):
+            data = transform(data)
+        with Stage(rows, 'rank-64 factors again, from the on-disk cache', device):
+            cached = transform(data.clone())
+        assert torch.equal(cached.lowrank_w, data.lowrank_w)
+        del cached
+        w, v = data.lowrank_w, data.lowrank_v
+        lam = -(v * w).sum(dim=0)  # VᵀW = -Λ: the eigenvalues found
+        gen = torch.Generator().manual_seed(0)
+        train = torch.zeros(args.nodes, dtype=torch.bool)
+        train[torch.randperm(args.nodes, generator=gen)[:20 * 8]] = True
+        train = train.to(device)
+        torch.manual_seed(0)
+        model = TSGCN(args.features, 32, int(data.y.max()) + 1).to(device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+        epoch_times = []
+        with Stage(rows, f'{args.epochs} training epochs (2-layer tsGCN, hidden 32)', device):
+            for _ in range(args.epochs):
+                t0 = time.perf_counter()
+                optimizer.zero_grad()
+                loss = F.cross_entropy(model(data.x, w, v)[train], data.y[train])
+                loss.backward()
+                optimizer.step()
+                if device.type == 'cuda':
+                    torch.cuda.synchronize()
+                epoch_times.append(time.perf_counter() - t0)
+        with torch.no_grad():
+            acc = float((model(data.x, w, v).argmax(1) == data.y).float().mean())
+
+        rep(f'Graph: {args.nodes:,} nodes, {n_edges:,} directed random edges, '
+            f'{args.features} features; semantic graph {data.semantic_edge_index.size(1):,} '
+            f'directed edges; nnz(S) = {nnz:,}; W, V: {args.nodes:,} x {args.rank} each '
+            f'(eigenvalues {float(lam.min()):.4f} to {float(lam.max()):.4f}).')
+        rep()
+        rep.table(['stage', 'time (s)', 'peak RSS Δ (MiB)', 'peak GPU (MiB)'], rows)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        rep(f'Peak resident memory of the whole process: {peak:,.0f} MiB '
+            f'({peak / 1024:.1f} GiB). Training: {min(epoch_times):.2f} s per epoch (min; '
+            f'median {sorted(epoch_times)[len(epoch_times) // 2]:.2f} s), final loss '
+            f'{loss.item():.3f}, accuracy over all nodes {acc:.3f} after {args.epochs} '
+            'epochs from 160 labels (a smoke check, not a tuned result).')
+        rep()
+
+        # Recall of the pieces of the semantic graph.
+        x_full = data.x
+        del data, w, v, model
+        q = torch.randperm(args.nodes, generator=gen)[:2000].to(device)
+        t0 = time.perf_counter()
+        xn = x_full / x_full.norm(dim=1, keepdim=True)
+        scores = xn[q] @ xn.T
+        scores[torch.arange(q.numel()), q] = -float('inf')
+        exact_q = scores.topk(10, dim=1).indices
+        del scores
+        t_q = time.perf_counter() - t0
+        approx = ivf_knn_cosine(x_full, 10, generator=torch.Generator().manual_seed(0),
+                                progress=False)
+        rows_r = [[f'2,000 random queries of the {args.nodes:,}-node graph',
+                   f'{recall(approx[q], exact_q):.4f}', f'{t_q:.1f} (2,000 queries only)',
+                   '(the full IVF run above)']]
+        del approx
+        rows_r += knn_recall_part(rep, args, x_full, device)
+        rep('Recall@10 of the approximate IVF search (default: √N cells, 8 probed per '
+            'cell, centroids from 64 rows per cell) against the exact search:')
+        rep()
+        rep.table(['features', 'recall@10', 'exact (s)', 'IVF (s)'], rows_r)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    out.write_text('\n'.join(rep.lines) + '\n')
+    print(f'written to {out}')
+
+
+if __name__ == '__main__':
+    os.environ.setdefault('TQDM_MININTERVAL', '5')
+    main()

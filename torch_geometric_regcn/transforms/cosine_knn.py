@@ -1,0 +1,200 @@
+r"""Cosine k-nearest neighbours of node features: exact in row blocks, or
+approximate by an inverted file (IVF) index for large graphs."""
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import to_undirected
+from tqdm.auto import tqdm
+
+#: :obj:`"auto"` searches exactly on CUDA or up to this many nodes, else by IVF.
+EXACT_LIMIT = 50_000
+KNN_METHODS = ('auto', 'exact', 'ivf')
+
+
+def _row_normalized(x: Tensor) -> Tensor:
+    """Rows scaled to unit L2 norm; zero rows stay zero (never NaN)."""
+    if x.layout == torch.strided:
+        return x / x.norm(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+    x = x.to_sparse_coo().coalesce()
+    row, col = x.indices()
+    norm = torch.zeros(x.size(0), dtype=x.dtype, device=x.device)
+    norm.index_add_(0, row, x.values().square())
+    values = x.values() / norm.sqrt().clamp_min(torch.finfo(x.dtype).tiny)[row]
+    return torch.sparse_coo_tensor(x.indices(), values, x.shape).coalesce()
+
+
+def _dense_rows(x: Tensor, start: int, end: int) -> Tensor:
+    """Rows :obj:`start:end` of a dense or coalesced COO matrix, as a dense block."""
+    if x.layout == torch.strided:
+        return x[start:end]
+    row, col = x.indices()
+    lo, hi = torch.searchsorted(row, torch.tensor([start, end], device=row.device)).tolist()
+    block = torch.zeros(end - start, x.size(1), dtype=x.dtype, device=x.device)
+    block[row[lo:hi] - start, col[lo:hi]] = x.values()[lo:hi]
+    return block
+
+
+def _top_k_lowest_index(scores: Tensor, k: int) -> Tensor:
+    """Column indices of each row's :obj:`k` largest scores; ties are broken
+    towards the lower column index, so the result is deterministic."""
+    kth = scores.topk(k, dim=1).values[:, -1:]
+    above = scores > kth
+    tied = scores == kth
+    need = k - above.sum(dim=1, keepdim=True)
+    chosen = above | (tied & (tied.cumsum(dim=1) <= need))
+    return chosen.nonzero()[:, 1].view(-1, k)
+
+
+def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
+                     progress: bool = True) -> Tensor:
+    r"""The :obj:`k` nearest neighbours of every row of :obj:`x` under cosine
+    similarity, as an :obj:`[N, k]` index tensor (a node is never its own
+    neighbour; ties go to the lower node index). Similarities are computed
+    :obj:`block_size` rows at a time: memory :math:`O(N \cdot
+    \text{block\_size} + N k)`, time :math:`O(N^2 d)`."""
+    n = x.size(0)
+    if block_size is None:  # about 2**24 similarities (64 MB in float32) per block
+        block_size = max(1, min(n, 2**24 // n))
+    xn = _row_normalized(x)
+    if xn.layout != torch.strided:
+        xn_csr = xn.to_sparse_csr()
+    neighbours = []
+    bar = tqdm(total=n, desc='semantic kNN (exact)', unit='node', delay=1.0,
+               disable=not progress)
+    for start in range(0, n, block_size):
+        end = min(start + block_size, n)
+        block = _dense_rows(xn, start, end)
+        if xn.layout == torch.strided:
+            scores = block @ xn.T
+        else:
+            scores = (xn_csr @ block.T).T
+        own = torch.arange(start, end, device=x.device)
+        scores[own - start, own] = -float('inf')
+        neighbours.append(_top_k_lowest_index(scores, k))
+        bar.update(end - start)
+    bar.close()
+    return torch.cat(neighbours)
+
+
+def _nearest(x: Tensor, centroids: Tensor, block_size: int) -> Tensor:
+    """Index of the most similar centroid of every row of :obj:`x`, in row blocks."""
+    return torch.cat([(x[i:i + block_size] @ centroids.T).argmax(dim=1)
+                      for i in range(0, x.size(0), block_size)])
+
+
+def spherical_kmeans(x: Tensor, cells: int, iterations: int = 10,
+                     generator: Optional[torch.Generator] = None,
+                     block_size: int = 8192) -> Tensor:
+    r"""Unit-norm centroids of :obj:`cells` clusters of the unit rows of
+    :obj:`x` under cosine similarity (Lloyd iterations; an empty cluster is
+    re-seeded with a random row)."""
+    n = x.size(0)
+    pick = torch.randperm(n, generator=generator, device='cpu')[:cells].to(x.device)
+    centroids = x[pick].clone()
+    for _ in range(iterations):
+        assign = _nearest(x, centroids, block_size)
+        sums = torch.zeros_like(centroids).index_add_(0, assign, x)
+        counts = torch.bincount(assign, minlength=cells)
+        empty = counts == 0
+        if bool(empty.any()):
+            fresh = torch.randint(0, n, (int(empty.sum()),), generator=generator, device='cpu')
+            sums[empty] = x[fresh.to(x.device)]
+        centroids = sums / sums.norm(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+    return centroids
+
+
+def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None, probes: int = 8,
+                   sample: Optional[int] = None, iterations: int = 10,
+                   generator: Optional[torch.Generator] = None,
+                   progress: bool = True) -> Tensor:
+    r"""Approximate :obj:`k` nearest neighbours of every row of :obj:`x` under
+    cosine similarity, as a :obj:`[N, k]` index tensor (a node is never its
+    own neighbour; ties go to the lower node index).
+
+    The unit rows are clustered by spherical k-means into :obj:`cells` cells
+    (trained on :obj:`sample` rows); the queries of a cell are then compared
+    exactly with every node of the :obj:`probes` cells whose centroids are
+    nearest to its own (an inverted file index probed per cell). Time is
+    :math:`O(N \cdot \text{probes} \cdot N / \text{cells} \cdot d)`, about
+    :math:`\text{probes} / \text{cells}` of the exact search, and memory
+    :math:`O(N k + (N / \text{cells})^2 \cdot \text{probes})`.
+
+    Args:
+        x (torch.Tensor): Dense node features :obj:`[N, d]`.
+        k (int): Neighbours per node.
+        cells (int, optional): Number of cells. (default: :math:`\lceil
+            \sqrt{N}\,\rceil`)
+        probes (int, optional): Cells searched per cell. (default: :obj:`8`)
+        sample (int, optional): Rows used to train the centroids.
+            (default: :obj:`64 * cells`)
+        iterations (int, optional): k-means iterations. (default: :obj:`10`)
+        generator (torch.Generator, optional): For reproducible centroids.
+        progress (bool, optional): Show a progress bar with ETA when the
+            search takes longer than a second. (default: :obj:`True`)
+    """
+    if x.layout != torch.strided:
+        raise ValueError("ivf_knn_cosine needs dense features; use the exact search "
+                         "(method='exact') for sparse 'x'")
+    n = x.size(0)
+    if not 0 < k < n:
+        raise ValueError(f"'k' must lie in [1, {n - 1}] for a graph of {n} nodes (got {k})")
+    cells = max(1, math.ceil(math.sqrt(n))) if cells is None else cells
+    if not 0 < cells <= n:
+        raise ValueError(f"'cells' must lie in [1, {n}] (got {cells})")
+    if probes < 1:
+        raise ValueError(f"'probes' must be a positive integer (got {probes})")
+    probes = min(probes, cells)
+    xn = x / x.norm(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+
+    sample = min(n, 64 * cells if sample is None else sample)
+    rows = torch.randperm(n, generator=generator, device='cpu')[:sample].to(x.device)
+    centroids = spherical_kmeans(xn[rows], cells, iterations, generator)
+    cell = _nearest(xn, centroids, 8192)
+    order = cell.argsort(stable=True)  # members of each cell, ascending node index
+    offsets = torch.cumsum(torch.bincount(cell, minlength=cells), 0).tolist()
+    starts = [0] + offsets[:-1]
+    near = (centroids @ centroids.T).topk(probes, dim=1).indices.tolist()
+
+    neighbours = torch.empty(n, k, dtype=torch.long, device=x.device)
+    bar = tqdm(total=n, desc='semantic kNN (IVF)', unit='node', delay=1.0,
+               disable=not progress)
+    for c in range(cells):
+        queries = order[starts[c]:offsets[c]]
+        if queries.numel() == 0:
+            continue
+        candidates = torch.cat([order[starts[p]:offsets[p]] for p in near[c]]).sort().values
+        if candidates.numel() <= k:  # too few candidates: search everything
+            candidates = torch.arange(n, device=x.device)
+        scores = xn[queries] @ xn[candidates].T
+        scores[queries[:, None] == candidates[None, :]] = -float('inf')
+        neighbours[queries] = candidates[_top_k_lowest_index(scores, k)]
+        bar.update(queries.numel())
+    bar.close()
+    return neighbours
+
+
+def knn_graph_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
+                     method: str = 'auto', progress: bool = True,
+                     generator: Optional[torch.Generator] = None) -> Tensor:
+    r"""Returns the symmetrised :obj:`k`-nearest-neighbour graph of the rows
+    of :obj:`x` under cosine similarity, as :obj:`edge_index` without self
+    loops. :obj:`method="exact"` uses :func:`exact_knn_cosine`,
+    :obj:`"ivf"` the approximate :func:`ivf_knn_cosine`, and :obj:`"auto"`
+    the exact search on CUDA, for sparse :obj:`x` or up to
+    :obj:`EXACT_LIMIT` nodes, else IVF."""
+    n = x.size(0)
+    if not 0 < k < n:
+        raise ValueError(f"'k' must lie in [1, {n - 1}] for a graph of {n} nodes (got {k})")
+    if method not in KNN_METHODS:
+        raise ValueError(f"'method' must be one of {KNN_METHODS} (got {method!r})")
+    if method == 'auto':
+        exact = x.is_cuda or x.layout != torch.strided or n <= EXACT_LIMIT
+        method = 'exact' if exact else 'ivf'
+    if method == 'exact':
+        col = exact_knn_cosine(x, k, block_size, progress)
+    else:
+        col = ivf_knn_cosine(x, k, generator=generator, progress=progress)
+    row = torch.arange(n, device=x.device).repeat_interleave(k)
+    return to_undirected(torch.stack([row, col.view(-1)]), num_nodes=n)
