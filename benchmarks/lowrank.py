@@ -487,7 +487,8 @@ def eigensolver_part(rep, args, name, op_path, tmp, full):
         solve(f'eigsh LM tol={args.tol:g}', solver='eigsh', which='LM', tol=args.tol)
     max_iter = args.max_iter if full else args.synthetic_max_iter
     for tol in args.ours_tols if full else [args.tol]:
-        solve(f'ours lanczos LA tol={tol:g} (LowRankInverse default)', solver='ours',
+        solve(f'ours lanczos LA tol={tol:g}'
+              + (' (LowRankInverse default)' if tol == args.tol else ''), solver='ours',
               method='lanczos', which='LA', tol=tol, max_iter=100, lowrankinverse=True)
     solve(f'ours lanczos LM tol={args.tol:g}', solver='ours', method='lanczos', which='LM',
           tol=args.tol, max_iter=100, lowrankinverse=True)

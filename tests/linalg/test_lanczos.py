@@ -123,3 +123,36 @@ def test_extreme_eigenpairs_dispatches_every_method():
 def test_block_lanczos_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         block_lanczos(operator(), **kwargs)
+
+
+def rotated(diagonal, seed=0):
+    """A dense symmetric matrix with the given eigenvalues, in a random basis."""
+    n = diagonal.numel()
+    q = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64,
+                                    generator=torch.Generator().manual_seed(seed))).Q
+    return ((q * diagonal.double()) @ q.T).to(diagonal.dtype)
+
+
+@pytest.mark.parametrize('k', [1, 2, 3])
+def test_block_lanczos_lm_separates_plus_minus_pairs(k):
+    # ±λ share the even filter's value, so the wanted k are chosen on S itself.
+    values = torch.cat([torch.linspace(0.1, 1, 30), -torch.linspace(0.1, 1, 30)]).double()
+    values[28:30] += torch.tensor([1e-3, 2e-3])  # break the ± ties: a unique answer for all k
+    pairs = block_lanczos(rotated(values), k, 'LM', tol=1e-10, block_size=1,
+                          basis_size=k + 4, generator=torch.Generator().manual_seed(0))
+    assert pairs.converged
+    expected = sorted(values.tolist(), key=abs, reverse=True)[:k]
+    np.testing.assert_allclose(np.sort(pairs.eigenvalues.numpy()), np.sort(expected),
+                               atol=1e-8)
+
+
+def test_block_lanczos_float32_filter_cannot_overflow():
+    # A cut far below the top makes T_16 of the top about 1e48 > float32's max;
+    # the scaled recurrence keeps every vector of order one.
+    values = torch.zeros(200)
+    values[:3] = torch.tensor([1.0, -0.9, 0.8])
+    pairs = block_lanczos(rotated(values, seed=1), 3, 'LM', tol=1e-4,
+                          generator=torch.Generator().manual_seed(0))
+    assert pairs.converged
+    np.testing.assert_allclose(np.sort(pairs.eigenvalues.numpy()), [-0.9, 0.8, 1.0],
+                               atol=1e-5)

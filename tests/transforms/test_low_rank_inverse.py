@@ -233,3 +233,13 @@ def test_progress_reports_the_residual():
                           callback=lambda i, r: seen.append((i, r)))
     assert [i for i, _ in seen] == list(range(1, len(seen) + 1))
     assert seen[-1][1] == pairs.residual
+
+
+def test_an_unreadable_cache_file_is_recomputed(tmp_path):
+    transform = LowRankInverse(1.0, 0.4, rank=6, cache_dir=str(tmp_path))
+    first = transform(graph(n=300))
+    (path,) = tmp_path.glob('lowrank-*.pt')
+    path.write_bytes(b'not a torch file')
+    with pytest.warns(UserWarning, match='unreadable cache file'):
+        again = transform(graph(n=300))
+    assert torch.equal(again.lowrank_w, first.lowrank_w)

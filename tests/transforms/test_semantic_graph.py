@@ -102,3 +102,17 @@ def test_ivf_is_reproducible_and_auto_is_exact_on_small_graphs():
     auto = SemanticGraph(5)(Data(x=x)).semantic_edge_index
     assert torch.equal(coalesce(auto), coalesce(SemanticGraph(5, method='exact')(
         Data(x=x)).semantic_edge_index))
+
+
+def test_ivf_handles_zero_duplicate_and_integer_rows():
+    x = torch.cat([torch.zeros(20, 4), torch.eye(4).repeat(30, 1), torch.randn(40, 4)])
+    exact = exact_knn_cosine(x, 3)
+    # Every cell probed: exactly the exact search, ties included.
+    every = ivf_knn_cosine(x, 3, cells=8, probes=8, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(every, exact)
+    # Degenerate centroids (zero, duplicated) still search their own cell.
+    few = ivf_knn_cosine(x, 3, cells=8, probes=2, generator=torch.Generator().manual_seed(0))
+    assert bool((few != torch.arange(x.size(0))[:, None]).all())
+    counts = torch.randint(0, 3, (50, 6), generator=torch.Generator().manual_seed(4))
+    assert torch.equal(ivf_knn_cosine(counts, 2, cells=3, probes=3),
+                       exact_knn_cosine(counts.float(), 2))

@@ -99,18 +99,25 @@ def _chebyshev(operator: Tensor, lower: float, upper: float, degree: int,
     r"""The map :math:`x \mapsto T_d(\ell(\mathbf{S}))\,x / T_d(\ell(\text{top}))`
     with :math:`\ell` the affine map of :math:`[\text{lower}, \text{upper}]`
     onto :math:`[-1, 1]`: it damps that interval and grows fastest outside it.
-    The fixed normalisation keeps the map linear and its values of order one."""
+    The three-term recurrence is scaled at every step by
+    :math:`\sigma_j = T_j(\ell(\text{top}))` (Zhou and Saad, 2007), so
+    intermediate vectors stay of order one and cannot overflow, and the map
+    stays linear."""
     center, half = (upper + lower) / 2, (upper - lower) / 2
-    norm = math.cosh(degree * math.acosh(max(1.0, abs(top - center) / half)))
+    reach = math.acosh(max(1.0, abs(top - center) / half))
+    sigma = [math.cosh(j * reach) for j in range(degree + 1)]
 
     def apply(x: Tensor) -> Tensor:
-        # T_{j+1}(l(S)) x = 2 (S - c) / h T_j x - T_{j-1} x, two fused kernels per step
+        # y_{j+1} = 2 s_j / s_{j+1} (S - c) / h y_j - s_{j-1} / s_{j+1} y_{j-1}, y_j = T_j x / s_j
         prev = x
-        cur = torch.addmm(x, operator, x, beta=-center / half, alpha=1 / half)
-        for _ in range(degree - 1):
-            nxt = torch.addmm(prev, operator, cur, beta=-1.0, alpha=2 / half)
-            prev, cur = cur, nxt.add_(cur, alpha=-2 * center / half)
-        return cur.div_(norm)
+        cur = torch.addmm(x, operator, x, beta=-center / (half * sigma[1]),
+                          alpha=1 / (half * sigma[1]))
+        for j in range(1, degree):
+            scale = 2 * sigma[j] / (half * sigma[j + 1])
+            nxt = torch.addmm(prev, operator, cur, beta=-sigma[j - 1] / sigma[j + 1],
+                              alpha=scale)
+            prev, cur = cur, nxt.add_(cur, alpha=-center * scale)
+        return cur
 
     return apply
 
@@ -222,6 +229,7 @@ def block_lanczos(
         upper = max(float(theta.abs().sort(descending=True).values[k]), 1e-3 * spread)
         lower, peak = -upper, max(abs(top), abs(bottom))
         degree += degree % 2  # an even filter treats both ends alike
+    lowest = 2 if which == 'LM' else 1
     keep = m - b * max(1, (m - k) // (2 * b))  # kept Ritz vectors: half the spare room
     # The filter maps the wanted eigenvalue nearest the cut to a fraction of
     # the largest; below about sqrt(eps) rounding hides the differences
@@ -232,23 +240,28 @@ def block_lanczos(
     result, cycles = {}, 0
 
     def done(cycle: int, theta: Tensor, ritz: Tensor) -> bool:
-        vectors = ritz[:, :k]
-        image = operator @ vectors
-        values, rotation = torch.linalg.eigh(vectors.T @ image)
+        # Rayleigh-Ritz on S. The 'LA' filter is increasing above the cut, so
+        # the k leading Ritz vectors hold the wanted pairs; the even 'LM' filter
+        # maps λ and -λ alike, so there all kept vectors take part.
+        ritz = ritz[:, :k] if which == 'LA' else ritz
+        image = operator @ ritz
+        values, rotation = torch.linalg.eigh(ritz.T @ image)
         values, rotation = select(values, rotation, k, which)
-        vectors, image = vectors @ rotation, image @ rotation
+        vectors, image = ritz @ rotation, image @ rotation
         norm = max(abs(top), abs(bottom), float(values.abs().max()), torch.finfo(dtype).tiny)
         residual = float((image - vectors * values).norm(dim=0).max()) / norm
-        result.update(values=values, vectors=vectors, residual=residual,
-                      faint=cycle == 1 and float(theta[k - 1]) < floor * float(theta[0]))
+        faint = (cycle == 1 and degree > lowest
+                 and float(theta[k - 1]) < floor * float(theta[0]))
+        result.update(values=values, vectors=vectors, residual=residual, faint=faint)
         if callback is not None:
             callback(cycles + cycle, residual)
         return residual <= tol or result['faint']
 
     while True:
         apply = _chebyshev(operator, lower, upper, degree, peak)
-        cycles += _thick_restart(apply, start(), m, keep, max_iter, done, generator)[0]
-        if not result['faint'] or result['residual'] <= tol or degree <= 2:
+        cycles += _thick_restart(apply, start(), m, keep, max_iter - cycles, done,
+                                 generator)[0]
+        if not result['faint'] or result['residual'] <= tol or cycles >= max_iter:
             break
         # Largest degree whose filter keeps the k-th wanted eigenvalue (now
         # estimated) above the floor, relative to the top; at least halve it.
@@ -257,7 +270,7 @@ def block_lanczos(
         reach_top = math.acosh(max(1.0, abs(peak - center) / half))
         reach_wanted = math.acosh(max(1.0, wanted))
         fit = math.log(2 / floor) / max(reach_top - reach_wanted, 1e-12)
-        degree = max(2 if which == 'LM' else 1, min(degree // 2, int(fit)))
+        degree = max(lowest, min(degree // 2, int(fit)))
         degree += degree % 2 if which == 'LM' else 0
 
     residual = result['residual']

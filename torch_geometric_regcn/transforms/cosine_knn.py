@@ -55,7 +55,7 @@ def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
     :obj:`block_size` rows at a time: memory :math:`O(N \cdot
     \text{block\_size} + N k)`, time :math:`O(N^2 d)`."""
     n = x.size(0)
-    if block_size is None:  # about 2**24 similarities (64 MB in float32) per block
+    if block_size is None:  # about 2**24 similarities per block (with the top-k masks ~300 MB)
         block_size = max(1, min(n, 2**24 // n))
     xn = _row_normalized(x)
     if xn.layout != torch.strided:
@@ -146,16 +146,20 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None, probes: int =
     if probes < 1:
         raise ValueError(f"'probes' must be a positive integer (got {probes})")
     probes = min(probes, cells)
+    if not x.is_floating_point():
+        x = x.to(torch.get_default_dtype())
     xn = x / x.norm(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
 
-    sample = min(n, 64 * cells if sample is None else sample)
+    sample = min(n, max(cells, 64 * cells if sample is None else sample))
     rows = torch.randperm(n, generator=generator, device='cpu')[:sample].to(x.device)
     centroids = spherical_kmeans(xn[rows], cells, iterations, generator)
     cell = _nearest(xn, centroids, 8192)
     order = cell.argsort(stable=True)  # members of each cell, ascending node index
     offsets = torch.cumsum(torch.bincount(cell, minlength=cells), 0).tolist()
     starts = [0] + offsets[:-1]
-    near = (centroids @ centroids.T).topk(probes, dim=1).indices.tolist()
+    affinity = centroids @ centroids.T
+    affinity.fill_diagonal_(float('inf'))  # a cell always searches itself first
+    near = affinity.topk(probes, dim=1).indices.tolist()
 
     neighbours = torch.empty(n, k, dtype=torch.long, device=x.device)
     bar = tqdm(total=n, desc='semantic kNN (IVF)', unit='node', delay=1.0,
@@ -167,10 +171,14 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None, probes: int =
         candidates = torch.cat([order[starts[p]:offsets[p]] for p in near[c]]).sort().values
         if candidates.numel() <= k:  # too few candidates: search everything
             candidates = torch.arange(n, device=x.device)
-        scores = xn[queries] @ xn[candidates].T
-        scores[queries[:, None] == candidates[None, :]] = -float('inf')
-        neighbours[queries] = candidates[_top_k_lowest_index(scores, k)]
-        bar.update(queries.numel())
+        # Queries in chunks of about 2**24 similarities: uneven cells stay bounded.
+        chunk = max(1, 2**24 // candidates.numel())
+        for i in range(0, queries.numel(), chunk):
+            part = queries[i:i + chunk]
+            scores = xn[part] @ xn[candidates].T
+            scores[part[:, None] == candidates[None, :]] = -float('inf')
+            neighbours[part] = candidates[_top_k_lowest_index(scores, k)]
+            bar.update(part.numel())
     bar.close()
     return neighbours
 

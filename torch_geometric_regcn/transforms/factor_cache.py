@@ -3,6 +3,7 @@ import hashlib
 import os
 import os.path as osp
 import tempfile
+import warnings
 from typing import Any, Dict, Optional
 
 import torch
@@ -16,8 +17,10 @@ def fingerprint(**items: Any) -> str:
     r"""A hex digest of named tensors (dtype, shape and bytes; sparse ones by
     their coalesced indices and values) and plain values (by :func:`repr`).
     :obj:`None` items count too, so a missing tensor differs from any given."""
+    from torch_geometric_regcn import __version__  # solver changes come with releases
+
     digest = hashlib.blake2b(digest_size=20)
-    digest.update(CACHE_FORMAT.encode())
+    digest.update(f'{CACHE_FORMAT}|{__version__}'.encode())
     for name in sorted(items):
         value = items[name]
         digest.update(f'|{name}='.encode())
@@ -39,10 +42,16 @@ def fingerprint(**items: Any) -> str:
 
 
 def load(path: str) -> Optional[Dict[str, Tensor]]:
-    r"""The tensors saved at :obj:`path`, or :obj:`None` when there are none."""
+    r"""The tensors saved at :obj:`path`, or :obj:`None` when there are none
+    or the file cannot be read (it is then recomputed and overwritten)."""
     if not osp.isfile(path):
         return None
-    return torch.load(path, map_location='cpu', weights_only=True)
+    try:
+        return torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as error:  # noqa: BLE001 - a damaged cache entry is a miss
+        warnings.warn(f"Ignoring the unreadable cache file '{path}' ({error}); recomputing",
+                      UserWarning, stacklevel=2)
+        return None
 
 
 def save(path: str, tensors: Dict[str, Tensor]) -> None:

@@ -80,7 +80,7 @@ def tsgcn_operator(data: Data, alpha: float, beta: float, k: int, progress: bool
             if not 0 < k < num_nodes:
                 raise ValueError(f"'k' must lie in [1, {num_nodes - 1}] for a graph of "
                                  f"{num_nodes} nodes (got {k})")
-            semantic = knn_graph_cosine(x, k, progress=progress,
+            semantic = knn_graph_cosine(x.to(dtype), k, progress=progress,
                                         generator=torch.Generator().manual_seed(seed))
         operators.append(normalized_adjacency(semantic.to(device), num_nodes, None, dtype))
         coefficients.append(beta)
@@ -221,10 +221,12 @@ class LowRankInverse(BaseTransform):
 
             def report(iteration: int, residual: float) -> None:
                 # Progress: the decades of residual gained so far out of those to go.
-                first.append(residual)
-                span = math.log(max(first[0], self.tol) / self.tol) or 1.0
+                if not math.isfinite(residual):
+                    return
+                first.append(max(residual, self.tol))
+                span = math.log(first[0] / self.tol) or 1.0
                 gained = math.log(first[0] / max(residual, self.tol))
-                bar.n = max(0, min(100, round(100 * gained / span)))
+                bar.n = 100 if residual <= self.tol else max(0, min(99, round(100 * gained / span)))
                 bar.set_postfix(residual=f'{residual:.1e}', iteration=iteration)
 
             pairs = extreme_eigenpairs(operator, self.rank, self.which, self.tol,
