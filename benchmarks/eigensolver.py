@@ -8,8 +8,9 @@ fixed number of torch and BLAS threads (1, and all cores: what a user gets by
 default); the solver call alone is timed (``S`` prebuilt, float32 CSR for both
 solvers). Errors are against ``eigsh`` in float64 with tol 1e-10: the largest
 eigenvalue error and the sine of the largest principal angle between the
-rank-64 subspaces. "Equal accuracy" means both max |Δλ| <= 1e-4 and
-sin∠ <= 1e-2.
+rank-64 subspaces. Equal accuracy: criterion A, max |Δλ| <= 1e-4;
+criterion B, also sin∠ <= 1e-2 (the same subspace; where the gap
+λ_64 - λ_65 is tiny this asks for residuals far below the gap).
 
 Run from the repository root::
 
@@ -171,30 +172,27 @@ def run_graph(rep, args, name, path, note, tmp):
                      fmt(res['eig_err'], '.1e'), fmt(res['sin'], '.1e'),
                      res.get('iterations', '-'), 'yes' if res['equal'] else 'no'])
     rep.table(['solver', 'threads', 'time (s, min)', 'median (s)', 'peak Δ (MiB)',
-               'max |Δλ|', 'sin ∠max', 'cycles', 'equal accuracy'], rows)
+               'max |Δλ|', 'sin ∠max', 'cycles', 'meets B'], rows)
+    criteria = {'A (max |Δλ| <= 1e-4)': lambda r: r['eig_err'] <= EIG_TOL,
+                'B (max |Δλ| <= 1e-4 and sin∠ <= 1e-2)': lambda r: r['equal']}
     for threads in args.threads:
         same = [r for r in runs[1:] if r['threads'] == threads and 'error' not in r]
         ours = next((r for r in same if r['spec']['solver'] == 'lanczos'
                      and r['spec']['tol'] == 1e-4), None)
-        eigsh = [r for r in same if r['spec']['solver'] == 'eigsh' and r['equal']]
         if ours is None:
             rep(f'- {threads} thread(s): no comparison (our run failed)')
             continue
-        if not eigsh:
-            tight = [r for r in same if r['spec']['solver'] == 'eigsh']
-            best = min(tight, key=lambda r: (r['sin'], r['time'])) if tight else None
-            rep(f'- {threads} thread(s): no eigsh run in the sweep meets the criterion'
-                + ('' if best is None else
-                   f'; the most accurate one ({best["label"]}, {best["time"]:.2f} s, '
-                   f'max |Δλ| {best["eig_err"]:.1e}, sin∠ {best["sin"]:.1e}) against ours '
-                   f'({ours["time"]:.2f} s, {ours["eig_err"]:.1e}, {ours["sin"]:.1e}): '
-                   f'eigsh / ours = {best["time"] / ours["time"]:.2f}×'))
-            continue
-        best = min(eigsh, key=lambda r: r['time'])
-        verdict = 'meets' if ours['equal'] else 'does NOT meet'
-        rep(f'- {threads} thread(s): ours (default, {ours["time"]:.2f} s; {verdict} the '
-            f'criterion) vs the fastest eigsh that meets it ({best["label"]}, '
-            f'{best["time"]:.2f} s): **eigsh / ours = {best["time"] / ours["time"]:.2f}×**')
+        for name, meets in criteria.items():
+            eigsh = [r for r in same if r['spec']['solver'] == 'eigsh' and meets(r)]
+            verdict = 'meets' if meets(ours) else 'does NOT meet'
+            if not eigsh:
+                rep(f'- {threads} thread(s), criterion {name}: ours {ours["time"]:.2f} s '
+                    f'({verdict} it); no eigsh run in the sweep meets it')
+                continue
+            best = min(eigsh, key=lambda r: r['time'])
+            rep(f'- {threads} thread(s), criterion {name}: ours {ours["time"]:.2f} s '
+                f'({verdict} it) vs the fastest eigsh that meets it ({best["label"]}, '
+                f'{best["time"]:.2f} s): **eigsh / ours = {best["time"] / ours["time"]:.2f}×**')
     rep()
 
 
