@@ -105,7 +105,26 @@ def spherical_kmeans(x: Tensor, cells: int, iterations: int = 10,
     return centroids
 
 
-def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None, probes: int = 8,
+def _probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target: float,
+                       generator: Optional[torch.Generator], queries: int = 256) -> int:
+    """The fewest probed cells that hold a fraction :obj:`target` of the exact
+    neighbours of random queries (brute force for those queries only)."""
+    n, cells = xn.size(0), ranking.size(0)
+    q = torch.randperm(n, generator=generator, device='cpu')[:min(queries, n)].to(xn.device)
+    scores = xn[q] @ xn.T
+    scores[torch.arange(q.numel(), device=xn.device), q] = -float('inf')
+    exact = _top_k_lowest_index(scores, k)
+    rank = torch.empty_like(ranking)  # rank[c, d]: position of cell d in cell c's ranking
+    rank.scatter_(1, ranking, torch.arange(cells, device=xn.device).expand(cells, -1))
+    needed = rank[cell[q][:, None], cell[exact]].flatten().sort().values
+    # Aim two standard errors above the target, so the recall over all nodes
+    # (not only the sampled queries) reaches it with high probability.
+    aim = min(1.0, target + 2 * math.sqrt(target * (1 - target) / needed.numel()))
+    return int(needed[math.ceil(aim * needed.numel()) - 1]) + 1
+
+
+def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
+                   probes: Optional[int] = None, target_recall: float = 0.95,
                    sample: Optional[int] = None, iterations: int = 10,
                    generator: Optional[torch.Generator] = None,
                    progress: bool = True) -> Tensor:
@@ -116,7 +135,13 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None, probes: int =
     The unit rows are clustered by spherical k-means into :obj:`cells` cells
     (trained on :obj:`sample` rows); the queries of a cell are then compared
     exactly with every node of the :obj:`probes` cells whose centroids are
-    nearest to its own (an inverted file index probed per cell). Time is
+    nearest to its own (an inverted file index probed per cell). Unless
+    :obj:`probes` is given, it is tuned to the data: the exact neighbours of
+    256 random queries are found by brute force, and :obj:`probes` is the
+    smallest number of cells (ranked by centroid similarity to the query's
+    cell) that holds a fraction :obj:`target_recall` of them (plus two
+    standard errors of that estimate), so noisy or
+    high-dimensional features get more probes (up to the exact search). Time is
     :math:`O(N \cdot \text{probes} \cdot N / \text{cells} \cdot d)`, about
     :math:`\text{probes} / \text{cells}` of the exact search, and memory
     :math:`O(N k + (N / \text{cells})^2 \cdot \text{probes})`.
@@ -126,7 +151,10 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None, probes: int =
         k (int): Neighbours per node.
         cells (int, optional): Number of cells. (default: :math:`\lceil
             \sqrt{N}\,\rceil`)
-        probes (int, optional): Cells searched per cell. (default: :obj:`8`)
+        probes (int, optional): Cells searched per cell. (default: :obj:`None`,
+            tuned for :obj:`target_recall`)
+        target_recall (float, optional): The recall@k that the tuned
+            :obj:`probes` reaches on the sampled queries. (default: :obj:`0.95`)
         sample (int, optional): Rows used to train the centroids.
             (default: :obj:`64 * cells`)
         iterations (int, optional): k-means iterations. (default: :obj:`10`)
@@ -143,9 +171,10 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None, probes: int =
     cells = max(1, math.ceil(math.sqrt(n))) if cells is None else cells
     if not 0 < cells <= n:
         raise ValueError(f"'cells' must lie in [1, {n}] (got {cells})")
-    if probes < 1:
+    if probes is not None and probes < 1:
         raise ValueError(f"'probes' must be a positive integer (got {probes})")
-    probes = min(probes, cells)
+    if not 0 < target_recall <= 1:
+        raise ValueError(f"'target_recall' must lie in (0, 1] (got {target_recall})")
     if not x.is_floating_point():
         x = x.to(torch.get_default_dtype())
     xn = x / x.norm(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
@@ -159,7 +188,10 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None, probes: int =
     starts = [0] + offsets[:-1]
     affinity = centroids @ centroids.T
     affinity.fill_diagonal_(float('inf'))  # a cell always searches itself first
-    near = affinity.topk(probes, dim=1).indices.tolist()
+    ranking = affinity.argsort(dim=1, descending=True, stable=True)
+    if probes is None:
+        probes = _probes_for_recall(xn, k, cell, ranking, target_recall, generator)
+    near = ranking[:, :min(probes, cells)].tolist()
 
     neighbours = torch.empty(n, k, dtype=torch.long, device=x.device)
     bar = tqdm(total=n, desc='semantic kNN (IVF)', unit='node', delay=1.0,
