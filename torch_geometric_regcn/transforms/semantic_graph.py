@@ -31,8 +31,9 @@ class SemanticGraph(BaseTransform):
     is formed; time is :math:`O(N^2 d)`. Dense and sparse :obj:`data.x` are
     supported. For large graphs on CPU the approximate search
     (:func:`~torch_geometric_regcn.transforms.cosine_knn.ivf_knn_cosine`, an
-    inverted file index) cuts the time by the number of cells over the number
-    of probes; its recall against the exact search is measured in
+    inverted file index whose number of probed cells is tuned to a recall of
+    0.95) cuts the time by the number of cells over the number of probes; its
+    recall against the exact search is measured in
     ``benchmarks/results/scale.md``.
 
     Args:
