@@ -209,10 +209,13 @@ def main(argv=None):
         q = torch.randperm(args.nodes, generator=gen)[:2000].to(device)
         t0 = time.perf_counter()
         xn = x_full / x_full.norm(dim=1, keepdim=True)
-        scores = xn[q] @ xn.T
-        scores[torch.arange(q.numel()), q] = -float('inf')
-        exact_q = scores.topk(10, dim=1).indices
-        del scores
+        exact_q = []
+        for part in q.split(64):  # 64 x N similarities at a time
+            scores = xn[part] @ xn.T
+            scores[torch.arange(part.numel()), part] = -float('inf')
+            exact_q.append(scores.topk(10, dim=1).indices)
+        exact_q = torch.cat(exact_q)
+        del scores, xn
         t_q = time.perf_counter() - t0
         approx = ivf_knn_cosine(x_full, 10, generator=torch.Generator().manual_seed(0),
                                 progress=False)

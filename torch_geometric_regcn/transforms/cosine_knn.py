@@ -111,9 +111,14 @@ def _probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target
     neighbours of random queries (brute force for those queries only)."""
     n, cells = xn.size(0), ranking.size(0)
     q = torch.randperm(n, generator=generator, device='cpu')[:min(queries, n)].to(xn.device)
-    scores = xn[q] @ xn.T
-    scores[torch.arange(q.numel(), device=xn.device), q] = -float('inf')
-    exact = _top_k_lowest_index(scores, k)
+    exact = []
+    chunk = max(1, 2**24 // n)  # bounded memory, as in the exact search
+    for i in range(0, q.numel(), chunk):
+        part = q[i:i + chunk]
+        scores = xn[part] @ xn.T
+        scores[torch.arange(part.numel(), device=xn.device), part] = -float('inf')
+        exact.append(_top_k_lowest_index(scores, k))
+    exact = torch.cat(exact)
     rank = torch.empty_like(ranking)  # rank[c, d]: position of cell d in cell c's ranking
     rank.scatter_(1, ranking, torch.arange(cells, device=xn.device).expand(cells, -1))
     needed = rank[cell[q][:, None], cell[exact]].flatten().sort().values
