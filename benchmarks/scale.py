@@ -145,7 +145,7 @@ def main(argv=None):
         f"{info['python']}, torch {info['torch']}. Load average at start: {info['load']}. "
         f'Date: {datetime.date.today()}.')
     rep()
-    rep(' '.join(__doc__.split('\n\n')[1:4]).replace('\n', ' '))
+    rep(' '.join(' '.join(__doc__.split('\n\n')[1:4]).split()))
     rep()
 
     rows = []
