@@ -7,7 +7,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.linalg.eigenpairs import WHICH, EigenPairs, select
+from torch_geometric_regcn.linalg.eigenpairs import EigenPairs, check_problem, select
 
 
 def _orthogonalize(block: Tensor, basis: Tensor) -> Tensor:
@@ -184,17 +184,7 @@ def block_lanczos(
             residual)` after every filtered cycle, e.g. for a progress bar.
             (default: :obj:`None`)
     """
-    n = operator.size(0)
-    if operator.dim() != 2 or operator.size(1) != n:
-        raise ValueError(f"'operator' must be a square matrix (got {list(operator.shape)})")
-    if not 0 < k <= n:
-        raise ValueError(f"'k' must lie in [1, {n}] (got {k})")
-    if which not in WHICH:
-        raise ValueError(f"'which' must be one of {WHICH} (got {which!r})")
-    if max_iter < 1:
-        raise ValueError(f"'max_iter' must be a positive integer (got {max_iter})")
-    if degree < 1:
-        raise ValueError(f"'degree' must be a positive integer (got {degree})")
+    n = check_problem(operator, k, which, max_iter, degree)
     b = min(k, 16) if block_size is None else block_size
     if b < 1:
         raise ValueError(f"'block_size' must be a positive integer (got {b})")

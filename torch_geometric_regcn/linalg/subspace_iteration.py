@@ -6,7 +6,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.linalg.eigenpairs import WHICH, EigenPairs
+from torch_geometric_regcn.linalg.eigenpairs import EigenPairs, check_problem
 
 METHODS = ('chebyshev', 'power')
 
@@ -98,19 +98,9 @@ def subspace_iteration(
         callback (callable, optional): Called as :obj:`callback(iteration,
             residual)` after every iteration. (default: :obj:`None`)
     """
-    n = operator.size(0)
-    if operator.dim() != 2 or operator.size(1) != n:
-        raise ValueError(f"'operator' must be a square matrix (got {list(operator.shape)})")
-    if not 0 < k <= n:
-        raise ValueError(f"'k' must lie in [1, {n}] (got {k})")
-    if which not in WHICH:
-        raise ValueError(f"'which' must be one of {WHICH} (got {which!r})")
+    n = check_problem(operator, k, which, max_iter, degree)
     if method not in METHODS:
         raise ValueError(f"'method' must be one of {METHODS} (got {method!r})")
-    if max_iter < 1:
-        raise ValueError(f"'max_iter' must be a positive integer (got {max_iter})")
-    if degree < 1:
-        raise ValueError(f"'degree' must be a positive integer (got {degree})")
 
     dtype, device = operator.dtype, operator.device
     bound = max(spectral_bound(operator), torch.finfo(dtype).tiny)
