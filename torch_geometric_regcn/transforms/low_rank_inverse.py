@@ -206,7 +206,8 @@ class LowRankInverse(BaseTransform):
         dtype, device = _target(data)
         path = None
         if self.cache_dir is not None:
-            path = osp.join(self.cache_dir, f'lowrank-{self._fingerprint(data)}.pt')
+            path = osp.join(osp.expanduser(self.cache_dir),
+                            f'lowrank-{self._fingerprint(data)}.pt')
             cached = factor_cache.load(path)
             if cached is not None:
                 data.lowrank_w = cached['lowrank_w'].to(device, dtype)
@@ -217,13 +218,14 @@ class LowRankInverse(BaseTransform):
         generator = torch.Generator(operator.device).manual_seed(self.seed)
         with tqdm(total=100, desc='LowRankInverse eigenpairs', unit='%', delay=1.0,
                   disable=not self.progress) as bar:
-            first = []
+            first = []  # the first finite residual
 
             def report(iteration: int, residual: float) -> None:
                 # Progress: the decades of residual gained so far out of those to go.
                 if not math.isfinite(residual):
                     return
-                first.append(max(residual, self.tol))
+                if not first:
+                    first.append(max(residual, self.tol))
                 span = math.log(first[0] / self.tol) or 1.0
                 gained = math.log(first[0] / max(residual, self.tol))
                 bar.n = 100 if residual <= self.tol else max(0, min(99, round(100 * gained / span)))
