@@ -53,8 +53,8 @@ def main() -> None:
     parser.add_argument('--grid-epochs', type=int, default=200)
     parser.add_argument('--final-seeds', type=int, default=10)
     args = parser.parse_args()
-    lines = []
     for name in args.datasets:
+        lines = []
         setting = PAPER_SETTINGS[name]
         start = time.perf_counter()
         base = SemanticGraph(10, progress=False)(load_paper_dataset(name, None, SHARED))
@@ -91,12 +91,12 @@ def main() -> None:
                   f'{paper_acc} (Δ {mean_acc - paper_acc:+.1f}); macro-F1 {mean_f1:.1f} '
                   f'({statistics.stdev(f1):.1f}) vs {paper_f1} (Δ {mean_f1 - paper_f1:+.1f}).',
                   '']
-    header = '' if osp.exists(OUT) else (
-        "# tsGCN tuned on validation accuracy\n\nWritten by `python benchmarks/tune.py`; "
-        'see its docstring for the protocol.\n\n')
-    with open(OUT, 'a') as f:
-        f.write(header + '\n'.join(lines) + '\n')
-    print(f'appended to {OUT}')
+        header = '' if osp.exists(OUT) else (
+            "# tsGCN tuned on validation accuracy\n\nWritten by `python benchmarks/tune.py`; "
+            'see its docstring for the protocol.\n\n')
+        with open(OUT, 'a') as f:  # one dataset at a time: long runs keep what is done
+            f.write(header + '\n'.join(lines) + '\n')
+        print(f'appended {name} to {OUT}')
 
 
 if __name__ == '__main__':
