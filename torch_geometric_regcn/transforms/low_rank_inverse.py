@@ -122,8 +122,8 @@ class LowRankInverse(BaseTransform):
     exact gain is :math:`1 / (1 - \lambda)`). The eigenpairs come from
     Chebyshev-filtered thick-restart block Lanczos on the sparse
     :math:`\mathbf{S}` (:func:`~torch_geometric_regcn.linalg.block_lanczos`),
-    faster than :func:`scipy.sparse.linalg.eigsh` at equal accuracy
-    (``benchmarks/results/eigensolver.md``), or from block subspace iteration
+    1.1-1.3x faster than :func:`scipy.sparse.linalg.eigsh` at equal accuracy on
+    PubMed (``benchmarks/results/eigensolver.md``), or from block subspace iteration
     (:obj:`method="chebyshev"` or the paper's plain :obj:`method="power"`):
     :math:`O(N r)` memory, on the device and in the dtype of :obj:`data.x`,
     reproducible for a given :obj:`seed`.
