@@ -86,19 +86,21 @@ class Stage:
         return False
 
 
-def knn_recall_part(rep, args, x_full, device):
-    rows = []
-    gen = torch.Generator().manual_seed(1)
-    sample = x_full[torch.randperm(x_full.size(0), generator=gen)[:args.recall_sample]]
+def recall_row(label, x):
+    """Both searches on ``x``, timed: [label, recall@10, exact s, IVF s]."""
     t0 = time.perf_counter()
-    exact = exact_knn_cosine(sample, 10, progress=False)
+    exact = exact_knn_cosine(x, 10, progress=False)
     t_exact = time.perf_counter() - t0
     t0 = time.perf_counter()
-    approx = ivf_knn_cosine(sample, 10, generator=torch.Generator().manual_seed(0),
-                            progress=False)
+    approx = ivf_knn_cosine(x, 10, generator=torch.Generator().manual_seed(0), progress=False)
     t_ivf = time.perf_counter() - t0
-    rows.append([f'{sample.size(0):,}-node sample of the synthetic features',
-                 f'{recall(approx, exact):.4f}', f'{t_exact:.1f}', f'{t_ivf:.1f}'])
+    return [label, f'{recall(approx, exact):.4f}', f'{t_exact:.1f}', f'{t_ivf:.1f}']
+
+
+def knn_recall_part(args, x_full, device):
+    gen = torch.Generator().manual_seed(1)
+    sample = x_full[torch.randperm(x_full.size(0), generator=gen)[:args.recall_sample]]
+    rows = [recall_row(f'{sample.size(0):,}-node sample of the synthetic features', sample)]
     data_dir = (REPO / '..' / 'shared' / 'data').resolve()
     if (data_dir / 'PubMed').is_dir():
         tmp = Path(tempfile.mkdtemp())
@@ -106,15 +108,7 @@ def knn_recall_part(rep, args, x_full, device):
             x = load_pubmed(data_dir, tmp).x.to(device)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        t0 = time.perf_counter()
-        exact = exact_knn_cosine(x, 10, progress=False)
-        t_exact = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        approx = ivf_knn_cosine(x, 10, generator=torch.Generator().manual_seed(0),
-                                progress=False)
-        t_ivf = time.perf_counter() - t0
-        rows.append(['PubMed (19,717 nodes, 500 TF-IDF features)',
-                     f'{recall(approx, exact):.4f}', f'{t_exact:.1f}', f'{t_ivf:.1f}'])
+        rows.append(recall_row('PubMed (19,717 nodes, 500 TF-IDF features)', x))
     return rows
 
 
@@ -228,7 +222,7 @@ def main(argv=None):
                    f'{recall(approx[q], exact_q):.4f}', f'{t_q:.1f} (2,000 queries only)',
                    '(the full IVF run above)']]
         del approx
-        rows_r += knn_recall_part(rep, args, x_full, device)
+        rows_r += knn_recall_part(args, x_full, device)
         rep('Recall@10 of the approximate IVF search (defaults: √N cells, centroids from 64 '
             'rows per cell, the number of probed cells tuned for a recall of 0.95 on 256 '
             'brute-force queries) against the exact search:')

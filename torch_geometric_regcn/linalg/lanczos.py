@@ -7,6 +7,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs, check_problem, select
 
 
@@ -92,34 +93,6 @@ def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, size_max: i
         projected[:keep, :keep] = torch.diag(theta[:keep])
         size = keep + b
     return cycle, theta, ritz
-
-
-def _chebyshev(operator: Tensor, lower: float, upper: float, degree: int,
-               top: float) -> Callable[[Tensor], Tensor]:
-    r"""The map :math:`x \mapsto T_d(\ell(\mathbf{S}))\,x / T_d(\ell(\text{top}))`
-    with :math:`\ell` the affine map of :math:`[\text{lower}, \text{upper}]`
-    onto :math:`[-1, 1]`: it damps that interval and grows fastest outside it.
-    The three-term recurrence is scaled at every step by
-    :math:`\sigma_j = T_j(\ell(\text{top}))` (Zhou and Saad, 2007), so
-    intermediate vectors stay of order one and cannot overflow, and the map
-    stays linear."""
-    center, half = (upper + lower) / 2, (upper - lower) / 2
-    reach = math.acosh(max(1.0, abs(top - center) / half))
-    sigma = [math.cosh(j * reach) for j in range(degree + 1)]
-
-    def apply(x: Tensor) -> Tensor:
-        # y_{j+1} = 2 s_j / s_{j+1} (S - c) / h y_j - s_{j-1} / s_{j+1} y_{j-1}, y_j = T_j x / s_j
-        prev = x
-        cur = torch.addmm(x, operator, x, beta=-center / (half * sigma[1]),
-                          alpha=1 / (half * sigma[1]))
-        for j in range(1, degree):
-            scale = 2 * sigma[j] / (half * sigma[j + 1])
-            nxt = torch.addmm(prev, operator, cur, beta=-sigma[j - 1] / sigma[j + 1],
-                              alpha=scale)
-            prev, cur = cur, nxt.add_(cur, alpha=-center * scale)
-        return cur
-
-    return apply
 
 
 def block_lanczos(
@@ -248,7 +221,7 @@ def block_lanczos(
         return residual <= tol or result['faint']
 
     while True:
-        apply = _chebyshev(operator, lower, upper, degree, peak)
+        apply = chebyshev_filter(operator, lower, upper, degree, peak)
         cycles += _thick_restart(apply, start(), m, keep, max_iter - cycles, done,
                                  generator)[0]
         if not result['faint'] or result['residual'] <= tol or cycles >= max_iter:

@@ -6,6 +6,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs, check_problem
 
 METHODS = ('chebyshev', 'power')
@@ -27,21 +28,6 @@ def spectral_bound(operator: Tensor) -> float:
     else:
         sums = operator.abs().sum(dim=1)
     return float(sums.max()) if sums.numel() > 0 else 0.0
-
-
-def chebyshev_filter(matmul: Callable[[Tensor], Tensor], x: Tensor, lower: float,
-                     upper: float, degree: int) -> Tensor:
-    r"""Applies the degree-:obj:`degree` Chebyshev polynomial that is bounded by
-    one on :math:`[\text{lower}, \text{upper}]` and grows fastest outside it
-    (Zhou and Saad, 2007). The block is rescaled at each step (which leaves its
-    column space unchanged) so that high degrees cannot overflow."""
-    center, half_width = (upper + lower) / 2, (upper - lower) / 2
-    prev, cur = x, (matmul(x) - center * x) / half_width
-    for _ in range(degree - 1):
-        prev, cur = cur, 2 * (matmul(cur) - center * cur) / half_width - prev
-        scale = cur.abs().max().clamp_min(torch.finfo(cur.dtype).tiny)
-        prev, cur = prev / scale, cur / scale
-    return cur
 
 
 def subspace_iteration(
@@ -106,9 +92,6 @@ def subspace_iteration(
     bound = max(spectral_bound(operator), torch.finfo(dtype).tiny)
     b = min(n, k + (max(8, k // 4) if oversample is None else oversample))
 
-    def matmul(x: Tensor) -> Tensor:
-        return operator @ x
-
     def key(theta: Tensor) -> Tensor:
         return theta if which == 'LA' else theta.abs()
 
@@ -118,7 +101,7 @@ def subspace_iteration(
     iteration = 0
     while iteration < max_iter:
         iteration += 1
-        image = matmul(basis)
+        image = operator @ basis
         gram = basis.T @ image
         theta, rotation = torch.linalg.eigh((gram + gram.T) / 2)
         order = key(theta).argsort(descending=True)
@@ -143,7 +126,7 @@ def subspace_iteration(
             cut = float(theta[-1]) if which == 'LA' else abs(float(theta[-1]))
             lower = -bound if which == 'LA' else -cut
             upper = max(cut, lower + 1e-3 * bound)
-            block = chebyshev_filter(matmul, ritz, lower, upper, degree)
+            block = chebyshev_filter(operator, lower, upper, degree, bound)(ritz)
         for _ in range(2):  # twice is enough (Kahan): keep the block orthogonal to the locked
             block = block - locked @ (locked.T @ block)
         basis = torch.linalg.qr(block).Q
