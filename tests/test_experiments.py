@@ -52,6 +52,9 @@ def test_fit_reports_the_test_scores_of_the_best_validation_epoch():
     pred = model(data.x, data.lowrank_w, data.lowrank_v).argmax(-1)  # the last epoch
     last = float((pred[data.val_mask] == data.y[data.val_mask]).float().mean())
     assert result.val_accuracy >= last
+    test_pred, test_y = pred[data.test_mask], data.y[data.test_mask]
+    assert result.last_accuracy == float((test_pred == test_y).float().mean())
+    assert result.last_f1 == pytest.approx(f1_score(test_y, test_pred, average='macro'))
 
 
 def test_paper_settings_cover_the_eight_datasets():
