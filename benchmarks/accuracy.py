@@ -41,6 +41,7 @@ from torch_geometric_regcn.experiments import (  # noqa: E402
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SHARED = osp.join(REPO, '..', 'shared', 'data')
 OUT = osp.join(REPO, 'benchmarks', 'results', 'accuracy')
+NOTES = osp.join(REPO, 'benchmarks', 'results', 'accuracy_notes.md')
 #: Ablations: (alpha factor, beta factor, which) applied to the paper's setting.
 VARIANTS = {'tsGCN': (1, 1, 'LA'), 'tsGCN-t': (1, 0, 'LA'), 'tsGCN-s': (0, 1, 'LA'),
             'tsGCN (LM)': (1, 1, 'LM')}
@@ -138,6 +139,9 @@ def summarize() -> str:
             cols.append(f'{statistics.mean(c["seconds"] for c in mine):.1f}')
             lines.append('| ' + ' | '.join(cols) + ' |')
         lines.append('')
+    if osp.exists(NOTES):  # the hand-written analysis of the gaps
+        with open(NOTES) as f:
+            lines.append(f.read())
     return '\n'.join(lines)
 
 
