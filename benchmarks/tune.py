@@ -35,10 +35,8 @@ SHARED = osp.join(REPO, '..', 'shared', 'data')
 OUT = osp.join(REPO, 'benchmarks', 'results', 'tuning.md')
 ALPHAS = [0.5, 1.0, 2.0, 5.0]
 BETAS = [0.1, 0.3, 0.5, 1.0]
-
-
-RANK_FACTORS = [0.5, 1, 2, 4]
-KS = [5, 10, 20, 40]
+RANK_FACTORS = [0.5, 1, 2, 4]  # stage 2: multiples of the paper's rank
+KS = [5, 10, 20, 40]  # stage 2: the semantic graph's k
 
 
 def runs(base, alpha, beta, rank, seeds, epochs, k=10):
