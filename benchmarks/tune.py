@@ -37,11 +37,12 @@ ALPHAS = [0.5, 1.0, 2.0, 5.0]
 BETAS = [0.1, 0.3, 0.5, 1.0]
 RANK_FACTORS = [0.5, 1, 2, 4]  # stage 2: multiples of the paper's rank
 KS = [5, 10, 20, 40]  # stage 2: the semantic graph's k
+K = 10  # the semantic graph's k in stage 1
 
 
-def runs(base, alpha, beta, rank, seeds, epochs, k=10):
+def runs(base, alpha, beta, rank, seeds, epochs, k=K):
     data = base.clone()
-    if k != 10:  # base holds the k = 10 semantic graph
+    if k != K:  # base holds the stage-1 semantic graph
         del data.semantic_edge_index
         data = SemanticGraph(k, progress=False)(data)
     data = LowRankInverse(alpha, beta, rank, k=k, progress=False)(data)
@@ -75,21 +76,21 @@ def main() -> None:
         lines = []
         setting = PAPER_SETTINGS[name]
         start = time.perf_counter()
-        base = SemanticGraph(10, progress=False)(load_paper_dataset(name, None, SHARED))
+        base = SemanticGraph(K, progress=False)(load_paper_dataset(name, None, SHARED))
         rank = paper_rank(base.num_nodes, setting.p)
         grid = {}
         for alpha in ALPHAS:
             for beta in BETAS:
-                grid[alpha, beta] = validation(base, alpha, beta, rank, 10, args)
+                grid[alpha, beta] = validation(base, alpha, beta, rank, K, args)
                 print(f'{name} alpha={alpha} beta={beta}: val {grid[alpha, beta]:.1f}',
                       flush=True)
         alpha, beta = max(grid, key=grid.get)
-        k, stage2 = 10, {(rank, 10): grid[alpha, beta]}
-        if args.stage2:  # the rank at k = 10, then k at the chosen rank
+        k, stage2 = K, {(rank, K): grid[alpha, beta]}
+        if args.stage2:  # the rank at k = K, then k at the chosen rank
             for r in [int(f * rank) for f in RANK_FACTORS]:
                 if 1 <= r < base.num_nodes and (r, k) not in stage2:
                     stage2[r, k] = validation(base, alpha, beta, r, k, args)
-            rank = max((r for r, _ in stage2), key=lambda r: stage2[r, 10])
+            rank = max((r for r, _ in stage2), key=lambda r: stage2[r, K])
             for kk in KS:
                 if (rank, kk) not in stage2:
                     stage2[rank, kk] = validation(base, alpha, beta, rank, kk, args)
@@ -108,7 +109,7 @@ def main() -> None:
                   f'Command: `python benchmarks/tune.py --datasets {name} --seeds {args.seeds} '
                   f'--grid-epochs {args.grid_epochs} --final-seeds {args.final_seeds}'
                   f'{"" if args.stage2 else " --no-stage2"}`; paper rank '
-                  f'{paper_rank(base.num_nodes, setting.p)} (p = {setting.p}), k = 10; '
+                  f'{paper_rank(base.num_nodes, setting.p)} (p = {setting.p}), k = {K}; '
                   f'{time.perf_counter() - start:.0f} s.', '',
                   f'Mean validation accuracy (%) over {args.seeds} splits, '
                   f'{args.grid_epochs} epochs (the paper: alpha = {setting.alpha}, '

@@ -107,17 +107,19 @@ def fit(model: torch.nn.Module, forward: Callable[[], Tensor], data: Data, epoch
             pred = forward().argmax(dim=-1)
         val = float((pred[data.val_mask] == data.y[data.val_mask]).float().mean())
         if val >= best.val_accuracy:
-            test_pred, test_y = pred[data.test_mask], data.y[data.test_mask]
-            best = FitResult(float((test_pred == test_y).float().mean()),
-                             macro_f1(test_pred, test_y), val, epoch, 0.0)
+            best = FitResult(*_test_scores(pred, data), val, epoch, 0.0)
         on_epoch(epoch)
-    seconds = time.perf_counter() - start
+    best = best._replace(seconds=time.perf_counter() - start)
     if epochs == 0:
-        return best._replace(seconds=seconds)
-    test_pred, test_y = pred[data.test_mask], data.y[data.test_mask]
-    return best._replace(seconds=seconds,
-                         last_accuracy=float((test_pred == test_y).float().mean()),
-                         last_f1=macro_f1(test_pred, test_y))
+        return best
+    last_accuracy, last_f1 = _test_scores(pred, data)
+    return best._replace(last_accuracy=last_accuracy, last_f1=last_f1)
+
+
+def _test_scores(pred: Tensor, data: Data) -> tuple[float, float]:
+    r"""Test accuracy and macro-F1 of the predicted classes :obj:`pred`."""
+    pred, target = pred[data.test_mask], data.y[data.test_mask]
+    return float((pred == target).float().mean()), macro_f1(pred, target)
 
 
 #: Where each dataset's raw files lie under ``../shared/data`` and where the
