@@ -1,7 +1,7 @@
 """The paper's Table 3 side by side: every method x dataset x seed.
 
     python benchmarks/accuracy.py [--datasets Cora ...] [--methods tsGCN GCN ...]
-                                  [--seeds 10] [--epochs E] [--k 10]
+                                  [--seeds 10] [--epochs E] [--k 10] [--device cuda]
 
 Each (dataset, method, seed) cell is one training run on the paper's random
 split (20 labelled nodes per class, 500 validation, 1000 test; seeded), test
@@ -57,7 +57,7 @@ def cell_path(dataset: str, method: str, seed: int, epochs) -> str:
     return osp.join(OUT, 'cells', f'{dataset}__{safe}__e{epochs_of(method, epochs)}__{seed}.json')
 
 
-def run_dataset(dataset: str, methods, seeds: int, epochs, k: int) -> None:
+def run_dataset(dataset: str, methods, seeds: int, epochs, k: int, device: str) -> None:
     todo = [(m, s) for m in methods for s in range(seeds)
             if not osp.exists(cell_path(dataset, m, s, epochs))]
     if not todo:
@@ -70,7 +70,7 @@ def run_dataset(dataset: str, methods, seeds: int, epochs, k: int) -> None:
     setting = PAPER_SETTINGS[dataset]
     num_classes = int(base.y.max()) + 1
     start = time.perf_counter()
-    base = SemanticGraph(k)(base)
+    base = SemanticGraph(k)(base.to(device))
     print(f'{dataset}: semantic graph {time.perf_counter() - start:.1f}s', flush=True)
     factors = {}
     for method, seed in todo:
@@ -88,14 +88,14 @@ def run_dataset(dataset: str, methods, seeds: int, epochs, k: int) -> None:
         spec = METHODS['tsGCN' if method in VARIANTS else method]
         data = paper_split(data.clone(), seed=seed)
         torch.manual_seed(seed)
-        model = spec.build(data, num_classes, setting)
+        model = spec.build(data, num_classes, setting).to(device)
         result = fit(model, lambda: spec.run(model, data), data,  # noqa: B023
                      epochs or spec.epochs, spec.lr, spec.weight_decay)
         record = dict(dataset=dataset, method=method, seed=seed, acc=100 * result.accuracy,
                       f1=100 * result.f1, val=100 * result.val_accuracy,
                       last_acc=100 * result.last_accuracy, last_f1=100 * result.last_f1,
                       epoch=result.best_epoch, seconds=result.seconds,
-                      epochs=epochs or spec.epochs)
+                      epochs=epochs or spec.epochs, device=torch.device(device).type)
         if method in VARIANTS:
             record['precompute_seconds'] = precompute
         path = cell_path(dataset, method, seed, epochs)
@@ -114,7 +114,8 @@ def summarize() -> str:
              'epoch. "last" is the test ACC after the last epoch instead, which is what the '
              "authors' code reports (on one fixed split, over initialisations). Written by "
              '`python benchmarks/accuracy.py` from the cells in '
-             '`benchmarks/results/accuracy/cells/`.', '']
+             '`benchmarks/results/accuracy/cells/`. s/run is the training time per run on the '
+             'CPU described in the notes below, or on the GPU named in brackets.', '']
     for dataset in DATASETS:
         rows = [c for c in cells if c['dataset'] == dataset]
         if not rows:
@@ -136,7 +137,10 @@ def summarize() -> str:
             last = [c['last_acc'] for c in mine if 'last_acc' in c]
             cols.append(f'{statistics.mean(last):.1f} ({statistics.stdev(last):.1f})'
                         if len(last) == len(mine) > 1 else '-')
-            cols.append(f'{statistics.mean(c["seconds"] for c in mine):.1f}')
+            devices = sorted({c.get('device', 'cpu') for c in mine})
+            cols.append(', '.join(
+                f'{statistics.mean(c["seconds"] for c in mine if c.get("device", "cpu") == d):.1f}'
+                + ('' if d == 'cpu' else f' ({d})') for d in devices))
             lines.append('| ' + ' | '.join(cols) + ' |')
         lines.append('')
     if osp.exists(NOTES):  # the hand-written analysis of the gaps
@@ -153,10 +157,11 @@ def main() -> None:
     parser.add_argument('--seeds', type=int, default=10)
     parser.add_argument('--epochs', type=int, default=None, help="default: each method's")
     parser.add_argument('--k', type=int, default=10, help='neighbours of the semantic graph')
+    parser.add_argument('--device', default='cpu', help="e.g. 'cuda'; the s/run column says which")
     args = parser.parse_args()
     warnings.filterwarnings('ignore', message=r'.*[Ss]parse.*')
     for dataset in args.datasets:
-        run_dataset(dataset, args.methods, args.seeds, args.epochs, args.k)
+        run_dataset(dataset, args.methods, args.seeds, args.epochs, args.k, args.device)
     report = summarize()
     with open(osp.join(REPO, 'benchmarks', 'results', 'accuracy.md'), 'w') as f:
         f.write(report + '\n')

@@ -16,14 +16,19 @@ Run from the repository root::
 
     python benchmarks/eigensolver.py            # about 15 min on 2 cores
     python benchmarks/eigensolver.py --quick    # PubMed only, about 2 min
+    python benchmarks/eigensolver.py --device cuda --threads 16   # ours on the GPU
 
-Writes ``benchmarks/results/eigensolver.md`` (``--quick``: the git-ignored
-``benchmarks/results/eigensolver-quick.tmp``).
+Writes ``benchmarks/results/eigensolver.md`` (``--device cuda``:
+``eigensolver_cuda.md``; ``--quick``: the git-ignored
+``benchmarks/results/eigensolver-quick.tmp``). With ``--device cuda`` our
+solver runs on the GPU (its time includes a ``torch.cuda.synchronize()``, its
+peak is the GPU's allocation above the start) while eigsh keeps the CPU.
 """
 import argparse
 import datetime
 import os
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -67,9 +72,15 @@ def _solve_child(spec):
     times, peaks, out = [], [], {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
-        op = scipy_to_csr(mat) if spec['solver'] != 'eigsh' else None
+        device = torch.device(spec.get('device', 'cpu'))
+        cuda = device.type == 'cuda' and spec['solver'] != 'eigsh'
+        op = scipy_to_csr(mat).to(device) if spec['solver'] != 'eigsh' else None
         for _ in range(spec['repeats']):
             meter = PeakMeter().start()
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                gpu_base = torch.cuda.memory_allocated()
             t0 = time.perf_counter()
             if spec['solver'] == 'eigsh':
                 v0 = np.random.default_rng(0).standard_normal(mat.shape[0]).astype(mat.dtype)
@@ -77,11 +88,15 @@ def _solve_child(spec):
             else:
                 pairs = extreme_eigenpairs(op, rank, 'LA', tol, spec['max_iter'],
                                            spec['solver'],
-                                           generator=torch.Generator().manual_seed(0))
-                vals, vecs = pairs.eigenvalues.double().numpy(), pairs.eigenvectors.numpy()
+                                           generator=torch.Generator(device).manual_seed(0))
+                if cuda:
+                    torch.cuda.synchronize()
+                vals = pairs.eigenvalues.double().cpu().numpy()
+                vecs = pairs.eigenvectors.cpu().numpy()
                 out.update(iterations=pairs.iterations, converged=pairs.converged)
             times.append(time.perf_counter() - t0)
-            peaks.append(meter.stop())
+            peaks.append((torch.cuda.max_memory_allocated() - gpu_base) / 2**20 if cuda
+                         else meter.stop())
     out['warnings'] = sorted({str(w.message).split(';')[0] for w in caught
                               if 'beta' not in str(w.message)})
     vals, vecs = _sort(np.asarray(vals, dtype=np.float64), vecs, 'LA')
@@ -124,7 +139,8 @@ def run_graph(rep, args, name, path, note, tmp):
     runs = []
 
     def solve(label, threads, **spec):
-        spec.update(op_path=str(path), rank=spec.get('rank', rank), repeats=repeats,
+        spec.setdefault('repeats', repeats)
+        spec.update(op_path=str(path), rank=spec.get('rank', rank),
                     out_path=str(tmp / f'{name.replace(" ", "_")}-{len(runs)}'))
         spec.setdefault('dtype', 'float32')
         print(f'  [{name}] {label}, {threads} thread(s) ...', flush=True)
@@ -145,12 +161,16 @@ def run_graph(rep, args, name, path, note, tmp):
     for threads in args.threads:
         for tol in args.eigsh_tols:
             solve(f'eigsh tol={tol:g}', threads, solver='eigsh', tol=tol)
+        on = '' if args.device == 'cpu' else f', {args.device}'
+        # on a GPU the first solve also pays for CUDA's start-up: time the second
+        again = {'repeats': max(repeats, 2)} if args.device != 'cpu' else {}
         for tol in args.ours_tols:
-            solve(f'ours lanczos tol={tol:g}' + (' (default)' if tol == 1e-4 else ''),
-                  threads, solver='lanczos', tol=tol, max_iter=100)
+            solve(f'ours lanczos tol={tol:g}' + (' (default)' if tol == 1e-4 else '') + on,
+                  threads, solver='lanczos', tol=tol, max_iter=100, device=args.device,
+                  **again)
         if args.chebyshev and not name.startswith('Synthetic'):
-            solve('ours chebyshev subspace iteration tol=1e-4', threads,
-                  solver='chebyshev', tol=1e-4, max_iter=100)
+            solve(f'ours chebyshev subspace iteration tol=1e-4{on}', threads,
+                  solver='chebyshev', tol=1e-4, max_iter=100, device=args.device, **again)
 
     gap = ref_vals[rank - 1] - ref_vals[rank]
     rep(f'**{name}**: N = {mat.shape[0]:,}, nnz(S) = {mat.nnz:,}, {note}; rank {rank}, '
@@ -209,6 +229,7 @@ def main(argv=None):
                    help='average degree: 169k nodes x 30 / 2 = 2.5M edges')
     p.add_argument('--no-chebyshev', dest='chebyshev', action='store_false',
                    help='leave out the subspace-iteration rows')
+    p.add_argument('--device', default='cpu', help="where our solver runs (eigsh: the CPU)")
     args = p.parse_args(argv)
     args.threads = sorted({int(t) for t in args.threads.split(',')})
     args.eigsh_tols = [float(t) for t in args.eigsh_tols.split(',')]
@@ -216,16 +237,19 @@ def main(argv=None):
     if args.quick:
         args.repeats, args.threads = 1, args.threads[:1]
 
+    suffix = '' if args.device == 'cpu' else f'_{torch.device(args.device).type}'
     out = REPO / 'benchmarks' / 'results' / ('eigensolver-quick.tmp' if args.quick
-                                             else 'eigensolver.md')
+                                             else f'eigensolver{suffix}.md')
     rep = Report()
     info = machine_info(args.threads)
     rep('# Eigensolver benchmark: LowRankInverse vs scipy eigsh')
     rep()
     rep('Command (from the repository root): `python benchmarks/eigensolver.py'
-        + (' --quick`' if args.quick else '`'))
+        + ''.join(f' {a}' for a in (argv if argv is not None else sys.argv[1:])) + '`')
     rep()
-    rep(f"Machine: {info['cpu']}, {info['cpu_count']} CPUs, {info['ram_gib']:.1f} GiB RAM. "
+    gpu = (f" GPU: {torch.cuda.get_device_name(args.device)} (our solver runs there; eigsh "
+           "on the CPU)." if args.device != 'cpu' else '')
+    rep(f"Machine: {info['cpu']}, {info['cpu_count']} CPUs, {info['ram_gib']:.1f} GiB RAM.{gpu} "
         f"Python {info['python']}, torch {info['torch']}, scipy {info['scipy']}, numpy "
         f"{info['numpy']}. Load average at start: {info['load']}. Date: "
         f"{datetime.date.today()}.")

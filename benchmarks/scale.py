@@ -26,7 +26,8 @@ Run from the repository root::
     python benchmarks/scale.py                    # about 15 min on 2 CPU cores
     python benchmarks/scale.py --nodes 100000     # a quick look
 
-Writes ``benchmarks/results/scale.md`` (other sizes: ``scale-<nodes>.tmp``).
+Writes ``benchmarks/results/scale.md`` (other sizes: ``scale-<nodes>.tmp``;
+on a GPU, ``scale_cuda.md``).
 """
 import argparse
 import datetime
@@ -86,14 +87,21 @@ class Stage:
         return False
 
 
+def _synchronized(x):
+    """The clock after the work queued on ``x``'s device is done."""
+    if x.is_cuda:
+        torch.cuda.synchronize(x.device)
+    return time.perf_counter()
+
+
 def recall_row(label, x):
     """Both searches on ``x``, timed: [label, recall@10, exact s, IVF s]."""
     t0 = time.perf_counter()
     exact = exact_knn_cosine(x, 10, progress=False)
-    t_exact = time.perf_counter() - t0
+    t_exact = _synchronized(x) - t0
     t0 = time.perf_counter()
     approx = ivf_knn_cosine(x, 10, generator=torch.Generator().manual_seed(0), progress=False)
-    t_ivf = time.perf_counter() - t0
+    t_ivf = _synchronized(x) - t0
     return [label, f'{recall(approx, exact):.4f}', f'{t_exact:.1f}', f'{t_ivf:.1f}']
 
 
@@ -123,15 +131,17 @@ def main(argv=None):
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     args = p.parse_args(argv)
     device = torch.device(args.device)
+    suffix = '' if device.type == 'cpu' else f'_{device.type}'
     out = REPO / 'benchmarks' / 'results' / (
-        'scale.md' if args.nodes == 1_000_000 else f'scale-{args.nodes}.tmp')
+        f'scale{suffix}.md' if args.nodes == 1_000_000 else f'scale-{args.nodes}{suffix}.tmp')
 
     rep = Report()
     info = machine_info(torch.get_num_threads())
     rep(f'# tsGCN at {args.nodes:,} nodes on one machine')
     rep()
     rep('Command (from the repository root): `python benchmarks/scale.py'
-        + ('' if args.nodes == 1_000_000 else f' --nodes {args.nodes}') + '`')
+        + ('' if args.nodes == 1_000_000 else f' --nodes {args.nodes}')
+        + f' --device {device.type}`')
     rep()
     gpu = torch.cuda.get_device_name(device) if device.type == 'cuda' else 'none'
     rep(f"Machine: {info['cpu']}, {info['cpu_count']} CPUs ({torch.get_num_threads()} torch "
@@ -215,12 +225,14 @@ def main(argv=None):
             exact_q.append(scores.topk(10, dim=1).indices)
         exact_q = torch.cat(exact_q)
         del scores, xn
-        t_q = time.perf_counter() - t0
+        t_q = _synchronized(x_full) - t0
+        t0 = time.perf_counter()
         approx = ivf_knn_cosine(x_full, 10, generator=torch.Generator().manual_seed(0),
                                 progress=False)
+        t_ivf = _synchronized(x_full) - t0
         rows_r = [[f'2,000 random queries of the {args.nodes:,}-node graph',
                    f'{recall(approx[q], exact_q):.4f}', f'{t_q:.1f} (2,000 queries only)',
-                   '(the full IVF run above)']]
+                   f'{t_ivf:.1f}']]
         del approx
         rows_r += knn_recall_part(args, x_full, device)
         rep('Recall@10 of the approximate IVF search (defaults: √N cells, centroids from 64 '

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The GPU checks and benchmarks, in one run of at most about 9.5 minutes (the
+# device machine's per-command limit), from the repository root:
+#
+#     bash benchmarks/gpu.sh            # OUT=<folder for the results>
+#
+# It expects the paper's datasets at ../shared/data (a link is enough) and the
+# package importable (PYTHONPATH=. works). Each step has its own time limit and
+# a failing step does not stop the next; whatever each step wrote is copied to
+# $OUT: the log of every step (run.log), benchmarks/results/{scale,eigensolver}_cuda.md and
+# the accuracy cells run on the GPU (cells-cuda.tar.gz; unpack it at the
+# repository root). DEVICE, NODES, SYNTH and BUDGET shrink it for a dry run
+# on a machine without a GPU.
+set -u
+OUT=${OUT:-/tmp/gpu-out}
+DEVICE=${DEVICE:-cuda}
+NODES=${NODES:-1000000}    # scale.py
+SYNTH=${SYNTH:-169000}     # eigensolver.py's synthetic graph
+BUDGET=${BUDGET:-560}      # seconds for the whole script
+export PYTHONUNBUFFERED=1 TQDM_MININTERVAL=10
+mkdir -p "$OUT"
+end=$((SECONDS + BUDGET))
+left() { echo $((end - SECONDS)); }
+step() {  # step NAME LIMIT COMMAND...: runs COMMAND with at most LIMIT seconds
+  local name=$1 limit=$2; shift 2
+  (( limit > $(left) )) && limit=$(left)
+  if (( limit < 10 )); then echo "== $name: skipped, no time left"; return; fi
+  echo "== $name (limit ${limit}s, $(left)s left): $*" | tee -a "$OUT/run.log"
+  local t0=$SECONDS
+  timeout "$limit" "$@" 2>&1 | tee -a "$OUT/run.log"
+  local status=${PIPESTATUS[0]}
+  echo "== $name: exit $status after $((SECONDS - t0))s" | tee -a "$OUT/run.log"
+  return "$status"
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$OUT/run.log"
+python3 -c 'import torch, torch_geometric, scipy, os; print("torch", torch.__version__,
+  "pyg", torch_geometric.__version__, "scipy", scipy.__version__, "cpus", os.cpu_count())' \
+  | tee -a "$OUT/run.log"
+
+# Fail fast: the device tests and a small end-to-end run gate the long steps.
+step tests 120 python3 -m pytest -q -p no:cacheprovider -k 'cuda or device' tests || exit 1
+step smoke 90 python3 benchmarks/scale.py --device "$DEVICE" --nodes 20000 \
+  --recall-sample 5000 || exit 1
+step scale 200 python3 benchmarks/scale.py --device "$DEVICE" --nodes "$NODES"
+step eigensolver 220 python3 benchmarks/eigensolver.py --device "$DEVICE" \
+  --threads "$(nproc)" --repeats 2 --eigsh-tols 1e-4,1e-5 --synthetic-nodes "$SYNTH"
+# Table 3 cells: first 3 seeds of everything missing, then up to 10.
+before=$(mktemp); touch "$before"
+step accuracy3 400 python3 benchmarks/accuracy.py --device "$DEVICE" --seeds 3 \
+  --datasets PubMed ACM UAI BlogCatalog Flickr CiteSeer
+step accuracy10 400 python3 benchmarks/accuracy.py --device "$DEVICE" --seeds 10 \
+  --datasets Cora CiteSeer PubMed ACM UAI BlogCatalog Flickr
+
+cp benchmarks/results/*_cuda.md benchmarks/results/*_cuda.tmp "$OUT"/ 2>/dev/null
+find benchmarks/results/accuracy/cells -name '*.json' -newer "$before" -print0 \
+  | tar czf "$OUT/cells-cuda.tar.gz" --null -T -
+echo "done; $(left)s of the budget left"
