@@ -206,8 +206,9 @@ def main(argv=None):
         peak = max(PEAKS)
         rep(f'Peak resident memory of the whole process (the largest "peak RSS" above; the '
             f'kernel high-water mark is reset per stage): {peak:,.0f} MiB '
-            f'({peak / 1024:.1f} GiB). Training: {min(epoch_times):.2f} s per epoch (min; '
-            f'median {sorted(epoch_times)[len(epoch_times) // 2]:.2f} s), final loss '
+            f'({peak / 1024:.1f} GiB). Training: {1e3 * min(epoch_times):,.1f} ms per epoch '
+            f'(min; median {1e3 * sorted(epoch_times)[len(epoch_times) // 2]:,.1f} ms), '
+            'final loss '
             f'{loss.item():.3f}, accuracy over all nodes {acc:.3f} after {args.epochs} '
             'epochs from 160 labels (a smoke check, not a tuned result).')
         rep()

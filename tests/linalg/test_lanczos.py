@@ -156,3 +156,38 @@ def test_block_lanczos_float32_filter_cannot_overflow():
     assert pairs.converged
     np.testing.assert_allclose(np.sort(pairs.eigenvalues.numpy()), [-0.9, 0.8, 1.0],
                                atol=1e-5)
+
+
+@pytest.mark.filterwarnings('ignore:.*relative residual')  # 3 iterations: not the point
+@pytest.mark.parametrize('method', ['lanczos', 'chebyshev', 'power'])
+def test_solvers_multiply_in_full_float32_precision_and_restore_the_setting(method):
+    # TF32 products ("high") cap residuals near 3e-4; every solver must run at
+    # "highest" whatever the caller chose, and give the caller's choice back.
+    s = operator().float()
+    seen = []
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision('high')
+    try:
+        extreme_eigenpairs(s, 4, tol=1e-3, max_iter=3, method=method,
+                           callback=lambda *_: seen.append(torch.get_float32_matmul_precision()))
+        assert seen and set(seen) == {'highest'}
+        assert torch.get_float32_matmul_precision() == 'high'
+        with pytest.raises(ValueError, match="'k' must lie"):  # restored on errors too
+            extreme_eigenpairs(s, 0, method=method)
+        assert torch.get_float32_matmul_precision() == 'high'
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def test_precision_hint_names_the_tf32_override_only_where_it_applies(monkeypatch):
+    from torch_geometric_regcn.linalg.eigenpairs import precision_hint
+
+    class CudaLike:  # the hint reads only these two attributes
+        is_cuda, dtype = True, torch.float32
+
+    monkeypatch.setenv('TORCH_ALLOW_TF32_CUBLAS_OVERRIDE', '1')
+    monkeypatch.delenv('NVIDIA_TF32_OVERRIDE', raising=False)
+    assert 'NVIDIA_TF32_OVERRIDE=0' in precision_hint(CudaLike())
+    assert precision_hint(torch.zeros(2, dtype=torch.float32)) == ''  # CPU: no TF32
+    monkeypatch.setenv('NVIDIA_TF32_OVERRIDE', '0')  # the libraries' own switch wins
+    assert precision_hint(CudaLike()) == ''

@@ -8,7 +8,13 @@ import torch
 from torch import Tensor
 
 from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
-from torch_geometric_regcn.linalg.eigenpairs import EigenPairs, check_problem, select
+from torch_geometric_regcn.linalg.eigenpairs import (
+    EigenPairs,
+    check_problem,
+    ieee_float32_matmul,
+    precision_hint,
+    select,
+)
 
 
 def _orthogonalize(block: Tensor, basis: Tensor) -> Tensor:
@@ -95,6 +101,7 @@ def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, size_max: i
     return cycle, theta, ritz
 
 
+@ieee_float32_matmul()
 def block_lanczos(
     operator: Tensor,
     k: int,
@@ -242,5 +249,5 @@ def block_lanczos(
         warnings.warn(
             f"Block Lanczos stopped after {cycles} restart cycles with relative residual "
             f"{residual:.2e} > tol={tol:.0e}; raise 'max_iter', 'basis_size' or 'degree', "
-            f"or raise 'tol'", UserWarning, stacklevel=2)
+            f"or raise 'tol'{precision_hint(operator)}", UserWarning, stacklevel=3)
     return EigenPairs(result['values'], result['vectors'], residual, cycles, converged)

@@ -7,7 +7,12 @@ import torch
 from torch import Tensor
 
 from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
-from torch_geometric_regcn.linalg.eigenpairs import EigenPairs, check_problem
+from torch_geometric_regcn.linalg.eigenpairs import (
+    EigenPairs,
+    check_problem,
+    ieee_float32_matmul,
+    precision_hint,
+)
 
 METHODS = ('chebyshev', 'power')
 
@@ -30,6 +35,7 @@ def spectral_bound(operator: Tensor) -> float:
     return float(sums.max()) if sums.numel() > 0 else 0.0
 
 
+@ieee_float32_matmul()
 def subspace_iteration(
     operator: Tensor,
     k: int,
@@ -141,5 +147,6 @@ def subspace_iteration(
         warnings.warn(
             f"Subspace iteration stopped after {iteration} iterations with relative residual "
             f"{residual:.2e} > tol={tol:.0e}; raise 'max_iter', raise 'tol', or use "
-            f"method='chebyshev' with a higher 'degree'", UserWarning, stacklevel=2)
+            f"method='chebyshev' with a higher 'degree'{precision_hint(operator)}", UserWarning,
+            stacklevel=3)
     return EigenPairs(locked_theta, locked, residual, iteration, converged)
