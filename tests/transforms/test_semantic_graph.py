@@ -4,7 +4,11 @@ from torch_geometric.data import Data
 from torch_geometric.utils import coalesce
 
 from torch_geometric_regcn import SemanticGraph
-from torch_geometric_regcn.transforms.cosine_knn import exact_knn_cosine, ivf_knn_cosine
+from torch_geometric_regcn.transforms.cosine_knn import (
+    _top_k_lowest_index,
+    exact_knn_cosine,
+    ivf_knn_cosine,
+)
 
 
 def brute_force(x, k):
@@ -44,6 +48,20 @@ def test_zero_rows_and_ties_are_deterministic():
     for block_size in (1, 2, 4):
         again = SemanticGraph(2, block_size=block_size)(Data(x=x)).semantic_edge_index
         assert torch.equal(again, first)
+
+
+@pytest.mark.parametrize('levels', [3, 50, None])
+def test_top_k_ties_go_to_the_lower_index(levels):
+    # Few score levels make ties across the k-th place common (the mask
+    # fallback); None gives distinct scores (the top-(k+1) fast path).
+    scores = torch.randn(40, 30, generator=torch.Generator().manual_seed(2))
+    if levels is not None:
+        scores = (scores * levels / 4).round()
+    scores[torch.arange(30), torch.arange(30)] = -float('inf')
+    for k in (1, 5, 29):
+        expected = [sorted(sorted(range(30), key=lambda j: (-row[j], j))[:k])
+                    for row in scores.tolist()]
+        assert _top_k_lowest_index(scores, k).tolist() == expected
 
 
 def test_no_self_loops_and_symmetric():

@@ -37,14 +37,25 @@ def _dense_rows(x: Tensor, start: int, end: int) -> Tensor:
 
 
 def _top_k_lowest_index(scores: Tensor, k: int) -> Tensor:
-    """Column indices of each row's :obj:`k` largest scores; ties are broken
-    towards the lower column index, so the result is deterministic."""
-    kth = scores.topk(k, dim=1).values[:, -1:]
-    above = scores > kth
-    tied = scores == kth
-    need = k - above.sum(dim=1, keepdim=True)
-    chosen = above | (tied & (tied.cumsum(dim=1) <= need))
-    return chosen.nonzero()[:, 1].view(-1, k)
+    """Column indices of each row's :obj:`k` largest scores, ascending; ties
+    are broken towards the lower column index, so the result is deterministic.
+    One :meth:`~torch.Tensor.topk` of :obj:`k + 1` settles every row whose
+    :obj:`k`-th and :obj:`(k+1)`-th scores differ; only rows with a tie across
+    that boundary (rare with real features) pay for full-width masks."""
+    if k >= scores.size(1):
+        return torch.arange(scores.size(1), device=scores.device).expand(scores.size(0), -1)
+    values, index = scores.topk(k + 1, dim=1)
+    chosen = index[:, :k].sort(dim=1).values
+    tied = (values[:, k - 1] == values[:, k]).nonzero().flatten()
+    if tied.numel():
+        rows = scores[tied]
+        kth = values[tied, k - 1:k]
+        above = rows > kth
+        at_kth = rows == kth
+        need = k - above.sum(dim=1, keepdim=True)
+        mask = above | (at_kth & (at_kth.cumsum(dim=1) <= need))
+        chosen[tied] = mask.nonzero()[:, 1].view(-1, k)
+    return chosen
 
 
 def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
