@@ -57,13 +57,14 @@ def cell_path(dataset: str, method: str, seed: int, epochs) -> str:
     return osp.join(OUT, 'cells', f'{dataset}__{safe}__e{epochs_of(method, epochs)}__{seed}.json')
 
 
-def run_dataset(dataset: str, methods, seeds: int, epochs, k: int, device: str) -> None:
+def run_dataset(dataset: str, methods, seeds: int, epochs, k: int, device: str,
+                sparse_features: bool = True) -> None:
     todo = [(m, s) for m in methods for s in range(seeds)
             if not osp.exists(cell_path(dataset, m, s, epochs))]
     if not todo:
         return
     try:
-        base = load_paper_dataset(dataset, None, SHARED)
+        base = load_paper_dataset(dataset, None, SHARED, sparse_features)
     except FileNotFoundError as error:
         print(f'skip {dataset}: {error}')
         return
@@ -158,10 +159,13 @@ def main() -> None:
     parser.add_argument('--epochs', type=int, default=None, help="default: each method's")
     parser.add_argument('--k', type=int, default=10, help='neighbours of the semantic graph')
     parser.add_argument('--device', default='cpu', help="e.g. 'cuda'; the s/run column says which")
+    parser.add_argument('--dense-features', dest='sparse_features', action='store_false',
+                        help='dense input features (default: sparse CSR, the same matrix)')
     args = parser.parse_args()
     warnings.filterwarnings('ignore', message=r'.*[Ss]parse.*')
     for dataset in args.datasets:
-        run_dataset(dataset, args.methods, args.seeds, args.epochs, args.k, args.device)
+        run_dataset(dataset, args.methods, args.seeds, args.epochs, args.k, args.device,
+                    args.sparse_features)
     report = summarize()
     with open(osp.join(REPO, 'benchmarks', 'results', 'accuracy.md'), 'w') as f:
         f.write(report + '\n')

@@ -27,7 +27,7 @@ SHARED = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), '..', 'shared
 def prepare(name: str, root, model: str, k: int, device: str):
     """Loads a dataset and precomputes what the method needs; returns the data
     and the precompute time."""
-    data = load_paper_dataset(name, root, SHARED).to(device)
+    data = load_paper_dataset(name, root, SHARED, sparse_features=True).to(device)
     start = time.perf_counter()
     if model.startswith('tsGCN'):
         data = SemanticGraph(k)(data)

@@ -95,3 +95,15 @@ print(before - rss())
              for mode in ('default', 'keep')}
     assert freed['default'] > 200  # MiB returned to the system
     assert freed['keep'] < 50
+
+
+def test_sparse_features_are_the_normalized_dense_ones():
+    from torch_geometric_regcn.experiments import _row_normalized_csr
+    x = torch.rand(20, 15, dtype=torch.float64)
+    x[x < 0.6] = 0
+    x[3] = 0  # an empty row stays zero, as with F.normalize
+    for given in (x, x.to_sparse(), x.to_sparse_csr()):
+        out = _row_normalized_csr(given)
+        assert out.layout == torch.sparse_csr
+        torch.testing.assert_close(out.to_dense(), torch.nn.functional.normalize(x, dim=1),
+                                   rtol=0, atol=1e-15)

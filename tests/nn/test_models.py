@@ -55,3 +55,20 @@ def test_tsgcn_network():
     torch.testing.assert_close(model(x, w, v), expected)
     assert isinstance(conv1, TSGCNConv) and conv1.bias is None
     assert repr(model) == 'TSGCN(6, 3, num_layers=2)'
+
+
+@pytest.mark.parametrize('regularizer', ['gcn', 'appnp', 'gnn_hf'])
+def test_sparse_node_features_give_the_dense_output(regularizer):
+    # Bag-of-words features as PyG's AttributedGraphDataset stores them (CSR).
+    x, ei = inputs()
+    x[x < 0.5] = 0
+    model = RegularizerGNN(6, 8, 3, regularizer=regularizer, dropout=0.5).double().eval()
+    for sparse in (x.to_sparse(), x.to_sparse_csr()):
+        torch.testing.assert_close(model(sparse, ei), model(x, ei), rtol=0, atol=1e-12)
+    w, v = torch.randn(N, 4, dtype=torch.float64), torch.randn(N, 4, dtype=torch.float64)
+    tsgcn = TSGCN(6, 8, 3, dropout=0.5).double().eval()
+    torch.testing.assert_close(tsgcn(x.to_sparse_csr(), w, v), tsgcn(x, w, v),
+                               rtol=0, atol=1e-12)
+    model.train()
+    model(x.to_sparse_csr(), ei).sum().backward()  # trains on sparse input
+    assert all(p.grad is not None for p in model.parameters())

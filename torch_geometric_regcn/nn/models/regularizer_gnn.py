@@ -7,6 +7,7 @@ from torch import Tensor
 from torch_geometric.nn.dense.linear import Linear
 
 from torch_geometric_regcn.nn.conv.regularizer_conv import RegularizerConv
+from torch_geometric_regcn.nn.dropout import dropout
 from torch_geometric_regcn.regularizers.registry import get
 
 
@@ -71,9 +72,9 @@ class RegularizerGNN(torch.nn.Module):
         :meth:`~torch_geometric_regcn.RegularizerConv.forward`."""
         project = F.relu if self.regularizer.projection == 'relu' else (lambda t: t)
         for lin in self.lins:
-            x = F.relu(lin(F.dropout(x, self.dropout, self.training)))
+            x = F.relu(lin(dropout(x, self.dropout, self.training)))
         for i, conv in enumerate(self.convs):
-            x = conv(F.dropout(x, self.dropout, self.training), edge_index, **kwargs)
+            x = conv(dropout(x, self.dropout, self.training), edge_index, **kwargs)
             if i < len(self.convs) - 1:
                 x = project(x)
         return x

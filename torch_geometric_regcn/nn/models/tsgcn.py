@@ -1,9 +1,9 @@
 r"""The tsGCN network."""
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from torch_geometric_regcn.nn.conv import TSGCNConv
+from torch_geometric_regcn.nn.dropout import dropout
 
 
 class TSGCN(torch.nn.Module):
@@ -54,7 +54,7 @@ class TSGCN(torch.nn.Module):
 
     def forward(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
         for i, conv in enumerate(self.convs):
-            x = F.dropout(x, self.dropout, self.training)
+            x = dropout(x, self.dropout, self.training)
             x = conv(x, w, v)
             if i < len(self.convs) - 1:
                 x = x.relu()
