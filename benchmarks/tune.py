@@ -1,7 +1,7 @@
 r"""tsGCN's hyperparameters tuned on validation accuracy only, then tested.
 
     python benchmarks/tune.py --datasets Cora CiteSeer [--seeds 3] [--final-seeds 10]
-                              [--no-stage2]
+                              [--no-stage2] [--alpha-beta A B]
 
 Stage 1: for every (alpha, beta) of the grid, the paper's 2-layer tsGCN (rank
 N // p with the paper's p, k = 10) trains --grid-epochs epochs on --seeds random
@@ -11,7 +11,9 @@ the rank r in {r/2, r, 2r, 4r}, then at the chosen rank the semantic graph's k
 in {5, 10, 20, 40}, scored the same way. The chosen setting is then trained for
 500 epochs on --final-seeds splits and its test ACC and macro-F1 at the best
 validation epoch (and after the last epoch) are reported beside the paper's.
-Test labels play no part in any choice. Appends to
+--alpha-beta A B skips stage 1 and starts stage 2 at
+(A, B), for a dataset whose stage 1 an earlier run (recorded in tuning.md)
+already chose. Test labels play no part in any choice. Appends to
 benchmarks/results/tuning.md.
 """
 import argparse
@@ -71,6 +73,8 @@ def main() -> None:
     parser.add_argument('--final-seeds', type=int, default=10)
     parser.add_argument('--stage2', action=argparse.BooleanOptionalAction, default=True,
                         help='also tune the rank, then k')
+    parser.add_argument('--alpha-beta', nargs=2, type=float, metavar=('A', 'B'),
+                        help='skip stage 1: (alpha, beta) chosen by an earlier stage 1')
     args = parser.parse_args()
     for name in args.datasets:
         lines = []
@@ -79,7 +83,9 @@ def main() -> None:
         base = SemanticGraph(K, progress=False)(load_paper_dataset(name, None, SHARED))
         rank = paper_rank(base.num_nodes, setting.p)
         grid = {}
-        for alpha in ALPHAS:
+        if args.alpha_beta:
+            grid[tuple(args.alpha_beta)] = validation(base, *args.alpha_beta, rank, K, args)
+        for alpha in [] if args.alpha_beta else ALPHAS:
             for beta in BETAS:
                 grid[alpha, beta] = validation(base, alpha, beta, rank, K, args)
                 print(f'{name} alpha={alpha} beta={beta}: val {grid[alpha, beta]:.1f}',
@@ -105,19 +111,26 @@ def main() -> None:
         mean_acc, mean_f1 = statistics.mean(acc), statistics.mean(f1)
         print(f'{name}: chose alpha={alpha} beta={beta} rank={rank} k={k}; ACC {mean_acc:.1f} '
               f'F1 {mean_f1:.1f}', flush=True)
+        skipped = f' --alpha-beta {alpha:g} {beta:g}' if args.alpha_beta else ''
         lines += [f'## {name} ({datetime.date.today()})', '',
                   f'Command: `python benchmarks/tune.py --datasets {name} --seeds {args.seeds} '
                   f'--grid-epochs {args.grid_epochs} --final-seeds {args.final_seeds}'
-                  f'{"" if args.stage2 else " --no-stage2"}`; paper rank '
+                  f'{"" if args.stage2 else " --no-stage2"}'
+                  f'{skipped}`; paper rank '
                   f'{paper_rank(base.num_nodes, setting.p)} (p = {setting.p}), k = {K}; '
-                  f'{time.perf_counter() - start:.0f} s.', '',
-                  f'Mean validation accuracy (%) over {args.seeds} splits, '
-                  f'{args.grid_epochs} epochs (the paper: alpha = {setting.alpha}, '
-                  f'beta = {setting.beta}):', '',
-                  '| alpha \\ beta | ' + ' | '.join(map(str, BETAS)) + ' |',
-                  '|---' * (len(BETAS) + 1) + '|']
-        for a in ALPHAS:
-            lines.append(f'| {a} | ' + ' | '.join(f'{grid[a, b]:.1f}' for b in BETAS) + ' |')
+                  f'{time.perf_counter() - start:.0f} s.', '']
+        if args.alpha_beta:
+            lines += [f'Stage 1 skipped: alpha = {alpha}, beta = {beta} as chosen on '
+                      'validation by the earlier stage 1 above (the paper: alpha = '
+                      f'{setting.alpha}, beta = {setting.beta}).']
+        else:
+            lines += [f'Mean validation accuracy (%) over {args.seeds} splits, '
+                      f'{args.grid_epochs} epochs (the paper: alpha = {setting.alpha}, '
+                      f'beta = {setting.beta}):', '',
+                      '| alpha \\ beta | ' + ' | '.join(map(str, BETAS)) + ' |',
+                      '|---' * (len(BETAS) + 1) + '|']
+            lines += [f'| {a} | ' + ' | '.join(f'{grid[a, b]:.1f}' for b in BETAS) + ' |'
+                      for a in ALPHAS]
         if args.stage2:
             lines += ['', f'Stage 2 at alpha = {alpha}, beta = {beta}, mean validation '
                       'accuracy (%): ' + ', '.join(f'rank {r} k {kk}: {v:.1f}'
