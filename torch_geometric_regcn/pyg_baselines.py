@@ -10,7 +10,7 @@ projecting first gives the same output and propagates :math:`F_{out}` columns.
 These classes are the Table 3 baselines of :mod:`torch_geometric_regcn.experiments`;
 they also take sparse node features, since the projection comes first.
 """
-from typing import Optional
+from typing import Optional, Tuple, Union
 
 import torch.nn.functional as F
 from torch import Tensor
@@ -67,7 +67,8 @@ class ProjectFirstSAGEConv(SAGEConv):
     :math:`\mathbf{W}_1 \mathbf{x}_i + \mathbf{b}`, as in PyG). Other settings
     and bipartite inputs fall back to :class:`SAGEConv`'s own order.
     """
-    def forward(self, x, edge_index, size=None) -> Tensor:
+    def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index: Tensor,
+                size: Optional[Tuple[int, int]] = None) -> Tensor:
         if not isinstance(x, Tensor) or self.project or str(self.aggr) not in (
                 'mean', 'sum', 'add'):
             return super().forward(x, edge_index, size)
@@ -98,5 +99,5 @@ class Chebyshev(BasicGNN):
 class ProjectFirstGraphSAGE(GraphSAGE):
     r"""PyG's :class:`~torch_geometric.nn.models.GraphSAGE` with
     :class:`ProjectFirstSAGEConv` layers."""
-    def init_conv(self, in_channels, out_channels, **kwargs) -> SAGEConv:
+    def init_conv(self, in_channels: int, out_channels: int, **kwargs) -> SAGEConv:
         return ProjectFirstSAGEConv(in_channels, out_channels, **kwargs)
