@@ -259,19 +259,10 @@ def load_paper_dataset(name: str, root: Optional[str] = None,
         root = offline_root(name, shared, tempfile.mkdtemp())
     data = load_dataset(name, root)[0]
     if sparse_features:
-        data.x = _row_normalized_csr(data.x)
+        from torch_geometric_regcn.transforms.cosine_knn import _row_normalized
+        sparse = data.x if data.x.layout != torch.strided else data.x.to_sparse()
+        data.x = _row_normalized(sparse).to_sparse_csr()
     else:
         data.x = F.normalize(data.x.to_dense() if data.x.layout != torch.strided else data.x,
                              dim=1)
     return data
-
-
-def _row_normalized_csr(x: Tensor) -> Tensor:
-    r""":obj:`x` as sparse CSR with rows scaled as :func:`torch.nn.functional.normalize`
-    scales them (by :math:`1 / \max(\|x_i\|_2, 10^{-12})`)."""
-    x = x.to_sparse_csr() if x.layout != torch.sparse_csr else x
-    crow, values = x.crow_indices(), x.values()
-    row = torch.repeat_interleave(torch.arange(x.size(0), device=x.device), crow.diff())
-    norm = torch.zeros(x.size(0), dtype=values.dtype, device=x.device)
-    norm = norm.index_add_(0, row, values.square()).sqrt().clamp_min(1e-12)
-    return torch.sparse_csr_tensor(crow, x.col_indices(), values / norm[row], x.shape)
