@@ -42,8 +42,6 @@ def _top_k_lowest_index(scores: Tensor, k: int) -> Tensor:
     One :meth:`~torch.Tensor.topk` of :obj:`k + 1` settles every row whose
     :obj:`k`-th and :obj:`(k+1)`-th scores differ; only rows with a tie across
     that boundary (rare with real features) pay for full-width masks."""
-    if k >= scores.size(1):
-        return torch.arange(scores.size(1), device=scores.device).expand(scores.size(0), -1)
     values, index = scores.topk(k + 1, dim=1)
     chosen = index[:, :k].sort(dim=1).values
     tied = (values[:, k - 1] == values[:, k]).nonzero().flatten()
