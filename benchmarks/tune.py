@@ -1,20 +1,23 @@
 r"""tsGCN's hyperparameters tuned on validation accuracy only, then tested.
 
     python benchmarks/tune.py --datasets Cora CiteSeer [--seeds 3] [--final-seeds 10]
-                              [--no-stage2] [--alpha-beta A B]
+                              [--no-stage2] [--alpha-beta A B] [--rank-k R K]
+                              [--stage3]
 
 Stage 1: for every (alpha, beta) of the grid, the paper's 2-layer tsGCN (rank
 N // p with the paper's p, k = 10) trains --grid-epochs epochs on --seeds random
 splits and is scored by its mean validation accuracy (at each run's best
 validation epoch). Stage 2 (unless --no-stage2), at the chosen (alpha, beta):
 the rank r in {r/2, r, 2r, 4r}, then at the chosen rank the semantic graph's k
-in {5, 10, 20, 40}, scored the same way. The chosen setting is then trained for
-500 epochs on --final-seeds splits and its test ACC and macro-F1 at the best
+in {5, 10, 20, 40}, scored the same way. Stage 3 (with --stage3), at the chosen
+(alpha, beta, rank, k): dropout in {0, 0.5} (the paper's model has none) times
+weight decay in {5e-4 (the paper's), 5e-3}. The chosen setting is then trained
+for 500 epochs on --final-seeds splits and its test ACC and macro-F1 at the best
 validation epoch (and after the last epoch) are reported beside the paper's.
---alpha-beta A B skips stage 1 and starts stage 2 at
-(A, B), for a dataset whose stage 1 an earlier run (recorded in tuning.md)
-already chose. Test labels play no part in any choice. Appends to
-benchmarks/results/tuning.md.
+--alpha-beta A B skips stage 1 and --rank-k R K stage 2, starting from the
+choice of an earlier run (recorded in tuning.md). Test labels play no part in
+any choice. Features are the row-normalised sparse CSR matrix, so dropout draws
+only over stored entries. Appends to benchmarks/results/tuning.md.
 """
 import argparse
 import datetime
@@ -40,9 +43,11 @@ BETAS = [0.1, 0.3, 0.5, 1.0]
 RANK_FACTORS = [0.5, 1, 2, 4]  # stage 2: multiples of the paper's rank
 KS = [5, 10, 20, 40]  # stage 2: the semantic graph's k
 K = 10  # the semantic graph's k in stage 1
+#: stage 3: (dropout, weight decay); the paper's model trains with (0, 5e-4)
+REGULARIZATION = [(0.0, 5e-4), (0.0, 5e-3), (0.5, 5e-4), (0.5, 5e-3)]
 
 
-def runs(base, alpha, beta, rank, seeds, epochs, k=K):
+def runs(base, alpha, beta, rank, seeds, epochs, k=K, dropout=0.0, weight_decay=5e-4):
     data = base.clone()
     if k != K:  # base holds the stage-1 semantic graph
         del data.semantic_edge_index
@@ -53,14 +58,15 @@ def runs(base, alpha, beta, rank, seeds, epochs, k=K):
     for seed in seeds:
         split = paper_split(data.clone(), seed=seed)
         torch.manual_seed(seed)
-        model = TSGCN(split.num_features, 32, num_classes)
+        model = TSGCN(split.num_features, 32, num_classes, dropout=dropout)
         forward = lambda: model(split.x, split.lowrank_w, split.lowrank_v)  # noqa: B023, E731
-        results.append(fit(model, forward, split, epochs))
+        results.append(fit(model, forward, split, epochs, weight_decay=weight_decay))
     return results
 
 
-def validation(base, alpha, beta, rank, k, args) -> float:
-    res = runs(base, alpha, beta, rank, range(args.seeds), args.grid_epochs, k)
+def validation(base, alpha, beta, rank, k, args, dropout=0.0, weight_decay=5e-4) -> float:
+    res = runs(base, alpha, beta, rank, range(args.seeds), args.grid_epochs, k, dropout,
+               weight_decay)
     return 100 * statistics.mean(r.val_accuracy for r in res)
 
 
@@ -75,24 +81,32 @@ def main() -> None:
                         help='also tune the rank, then k')
     parser.add_argument('--alpha-beta', nargs=2, type=float, metavar=('A', 'B'),
                         help='skip stage 1: (alpha, beta) chosen by an earlier stage 1')
+    parser.add_argument('--rank-k', nargs=2, type=int, metavar=('R', 'K'),
+                        help='skip stage 2: (rank, k) chosen by an earlier stage 2')
+    parser.add_argument('--stage3', action='store_true',
+                        help='also tune dropout and weight decay')
     args = parser.parse_args()
     for name in args.datasets:
         lines = []
         setting = PAPER_SETTINGS[name]
         start = time.perf_counter()
-        base = SemanticGraph(K, progress=False)(load_paper_dataset(name, None, SHARED))
+        base = load_paper_dataset(name, None, SHARED, sparse_features=True)
+        base = SemanticGraph(K, progress=False)(base)
         rank = paper_rank(base.num_nodes, setting.p)
-        grid = {}
+        grid, k, stage2 = {}, K, {}
         if args.alpha_beta:
-            grid[tuple(args.alpha_beta)] = validation(base, *args.alpha_beta, rank, K, args)
-        for alpha in [] if args.alpha_beta else ALPHAS:
-            for beta in BETAS:
-                grid[alpha, beta] = validation(base, alpha, beta, rank, K, args)
-                print(f'{name} alpha={alpha} beta={beta}: val {grid[alpha, beta]:.1f}',
-                      flush=True)
-        alpha, beta = max(grid, key=grid.get)
-        k, stage2 = K, {(rank, K): grid[alpha, beta]}
-        if args.stage2:  # the rank at k = K, then k at the chosen rank
+            alpha, beta = args.alpha_beta
+        else:
+            for alpha in ALPHAS:
+                for beta in BETAS:
+                    grid[alpha, beta] = validation(base, alpha, beta, rank, K, args)
+                    print(f'{name} alpha={alpha} beta={beta}: val {grid[alpha, beta]:.1f}',
+                          flush=True)
+            alpha, beta = max(grid, key=grid.get)
+            stage2[rank, K] = grid[alpha, beta]
+        if args.rank_k:
+            rank, k = args.rank_k
+        elif args.stage2:  # the rank at k = K, then k at the chosen rank
             for r in [int(f * rank) for f in RANK_FACTORS]:
                 if 1 <= r < base.num_nodes and (r, k) not in stage2:
                     stage2[r, k] = validation(base, alpha, beta, r, k, args)
@@ -103,15 +117,29 @@ def main() -> None:
             k = max((kk for r, kk in stage2 if r == rank), key=lambda kk: stage2[rank, kk])
             print(f'{name}: stage 2 ' + ', '.join(f'rank {r} k {kk}: {v:.1f}'
                                                   for (r, kk), v in stage2.items()), flush=True)
-        final = runs(base, alpha, beta, rank, range(args.final_seeds), 500, k)
+        dropout, weight_decay = REGULARIZATION[0]
+        stage3 = {}
+        if args.stage3:
+            if (rank, k) in stage2:
+                stage3[REGULARIZATION[0]] = stage2[rank, k]
+            for p, wd in REGULARIZATION:
+                if (p, wd) not in stage3:
+                    stage3[p, wd] = validation(base, alpha, beta, rank, k, args, p, wd)
+                print(f'{name} dropout={p} weight_decay={wd}: val {stage3[p, wd]:.1f}',
+                      flush=True)
+            dropout, weight_decay = max(stage3, key=stage3.get)
+        final = runs(base, alpha, beta, rank, range(args.final_seeds), 500, k, dropout,
+                     weight_decay)
         last = [100 * r.last_accuracy for r in final]
         acc = [100 * r.accuracy for r in final]
         f1 = [100 * r.f1 for r in final]
         paper_acc, paper_f1 = paper('acc', 'tsGCN', name), paper('f1', 'tsGCN', name)
         mean_acc, mean_f1 = statistics.mean(acc), statistics.mean(f1)
-        print(f'{name}: chose alpha={alpha} beta={beta} rank={rank} k={k}; ACC {mean_acc:.1f} '
-              f'F1 {mean_f1:.1f}', flush=True)
+        print(f'{name}: chose alpha={alpha} beta={beta} rank={rank} k={k} dropout={dropout} '
+              f'weight_decay={weight_decay}; ACC {mean_acc:.1f} F1 {mean_f1:.1f}', flush=True)
         skipped = f' --alpha-beta {alpha:g} {beta:g}' if args.alpha_beta else ''
+        skipped += f' --rank-k {rank} {k}' if args.rank_k else ''
+        skipped += ' --stage3' if args.stage3 else ''
         lines += [f'## {name} ({datetime.date.today()})', '',
                   f'Command: `python benchmarks/tune.py --datasets {name} --seeds {args.seeds} '
                   f'--grid-epochs {args.grid_epochs} --final-seeds {args.final_seeds}'
@@ -131,12 +159,20 @@ def main() -> None:
                       '|---' * (len(BETAS) + 1) + '|']
             lines += [f'| {a} | ' + ' | '.join(f'{grid[a, b]:.1f}' for b in BETAS) + ' |'
                       for a in ALPHAS]
-        if args.stage2:
+        if args.rank_k:
+            lines += ['', f'Stage 2 skipped: rank {rank}, k = {k} as chosen on validation by '
+                      'the earlier stage 2 above.']
+        elif args.stage2:
             lines += ['', f'Stage 2 at alpha = {alpha}, beta = {beta}, mean validation '
                       'accuracy (%): ' + ', '.join(f'rank {r} k {kk}: {v:.1f}'
                                                    for (r, kk), v in stage2.items()) + '.']
+        if args.stage3:
+            lines += ['', f'Stage 3 at rank {rank}, k = {k}, mean validation accuracy (%): '
+                      + ', '.join(f'dropout {p:g} weight decay {wd:g}: {v:.1f}'
+                                  for (p, wd), v in stage3.items()) + '.']
         lines += ['', f'Chosen on validation: alpha = {alpha}, beta = {beta}, rank {rank}, '
-                  f'k = {k}. Test over {args.final_seeds} splits, 500 epochs, at the best '
+                  f'k = {k}, dropout {dropout:g}, weight decay {weight_decay:g}. Test over '
+                  f'{args.final_seeds} splits, 500 epochs, at the best '
                   f'validation epoch: ACC {mean_acc:.1f} ({statistics.stdev(acc):.1f}) vs the '
                   f'paper\'s {paper_acc} (Δ {mean_acc - paper_acc:+.1f}); macro-F1 '
                   f'{mean_f1:.1f} ({statistics.stdev(f1):.1f}) vs {paper_f1} '

@@ -3,10 +3,12 @@
     python docs/runtime.py [--dataset PubMed] [--epochs 50]
 
 Each method trains for --epochs epochs (Adam, one forward + backward + an
-evaluation pass per epoch, its paper's hyperparameters) on one random split;
-the figure shows the time of 200 epochs extrapolated from the measured per-epoch
-time, stacked on the method's precompute (the semantic kNN graph for both
-tsGCN models, plus the low-rank factors for tsGCN). Writes
+evaluation pass per epoch, its paper's hyperparameters) on one random split,
+with the row-normalised features as a sparse CSR matrix (as
+benchmarks/accuracy.py feeds them); the figure shows the time of 200 epochs
+extrapolated from the measured per-epoch time, stacked on the method's
+precompute (the semantic kNN graph for both tsGCN models, plus the low-rank
+factors for tsGCN). Writes
 docs/runtime_<dataset>.png and docs/runtime_<dataset>.md.
 """
 import argparse
@@ -38,7 +40,8 @@ def main() -> None:
     parser.add_argument('--epochs', type=int, default=50)
     args = parser.parse_args()
     setting = PAPER_SETTINGS[args.dataset]
-    data = paper_split(load_paper_dataset(args.dataset, None, SHARED), seed=0)
+    data = paper_split(load_paper_dataset(args.dataset, None, SHARED, sparse_features=True),
+                       seed=0)
     num_classes = int(data.y.max()) + 1
     start = time.perf_counter()
     data = SemanticGraph(10)(data)
@@ -75,8 +78,9 @@ def main() -> None:
     with open(stem + '.md', 'w') as f:
         f.write(f'# Runtime on {args.dataset}\n\nCommand: `python docs/runtime.py --dataset '
                 f'{args.dataset} --epochs {args.epochs}` ({torch.get_num_threads()} CPU '
-                'threads). Per-epoch time measured over the epochs run (forward, backward, '
-                'step, evaluation); 200 epochs extrapolated.\n\n'
+                'threads), row-normalised features as sparse CSR. Per-epoch time measured '
+                'over the epochs run (forward, backward, step, evaluation); 200 epochs '
+                'extrapolated.\n\n'
                 '| method | precompute (s) | ms / epoch | 200 epochs + precompute (s) |\n'
                 '|---|---|---|---|\n')
         for name, p, e in rows:

@@ -258,10 +258,11 @@ def load_paper_dataset(name: str, root: Optional[str] = None,
             raise ValueError("Pass 'root' (PyG downloads there) or 'shared' (offline copy)")
         root = offline_root(name, shared, tempfile.mkdtemp())
     data = load_dataset(name, root)[0]
+    from torch_geometric_regcn.linalg.graph_operator import to_csr
     from torch_geometric_regcn.transforms.cosine_knn import _row_normalized
     dense = data.x.layout == torch.strided
     if sparse_features:  # node features [N, F], never N x N
-        data.x = _row_normalized(data.x.to_sparse() if dense else data.x).to_sparse_csr()
+        data.x = to_csr(_row_normalized(data.x.to_sparse() if dense else data.x))
     else:
         data.x = _row_normalized(data.x if dense else data.x.to_dense())
     return data

@@ -70,7 +70,16 @@ def combine(operators: Sequence[Edges], coefficients: Sequence[float], num_nodes
         raise ValueError('combine() needs at least one non-zero coefficient')
     index = torch.cat([ei for ei, _ in terms], dim=1)
     value = torch.cat([ew for _, ew in terms])
-    with warnings.catch_warnings():  # torch flags its sparse CSR support as beta
-        warnings.simplefilter('ignore', UserWarning)
-        matrix = torch.sparse_coo_tensor(index, value, (num_nodes, num_nodes)).coalesce()
-        return matrix.to_sparse_csr()
+    matrix = torch.sparse_coo_tensor(index, value, (num_nodes, num_nodes),
+                                     check_invariants=False)
+    return to_csr(matrix)
+
+
+def to_csr(matrix: Tensor) -> Tensor:
+    r"""The sparse (COO or CSR) :obj:`matrix` as coalesced CSR, without torch's
+    one-time warning that its CSR support is in beta."""
+    if matrix.layout == torch.sparse_csr:
+        return matrix
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message='Sparse CSR tensor support is in beta')
+        return matrix.coalesce().to_sparse_csr()

@@ -15,6 +15,7 @@ from torch_geometric_regcn.linalg.eigenpairs import (
     precision_hint,
     select,
 )
+from torch_geometric_regcn.linalg.graph_operator import to_csr
 
 
 def _orthogonalize(block: Tensor, basis: Tensor) -> Tensor:
@@ -51,7 +52,7 @@ def _compact(operator: Tensor) -> Tensor:
     r"""The operator as CSR with 32-bit indices where they fit, whose sparse
     products are markedly faster than with 64-bit ones (COO becomes CSR)."""
     if operator.layout == torch.sparse_coo:
-        operator = operator.coalesce().to_sparse_csr()
+        operator = to_csr(operator)
     if (operator.layout == torch.sparse_csr and operator.crow_indices().dtype == torch.int64
             and operator._nnz() < 2**31 - 1):
         operator = torch.sparse_csr_tensor(operator.crow_indices().int(),

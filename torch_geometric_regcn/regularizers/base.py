@@ -42,7 +42,7 @@ class GraphOperators:
             eye = torch.arange(n, device=self.adj.device)
             return torch.sparse_coo_tensor(
                 torch.stack([eye, eye]), torch.ones(n, dtype=self.adj.dtype, device=eye.device),
-                (n, n))
+                (n, n), is_coalesced=True, check_invariants=False)
         return self.memo('identity', build)
 
 

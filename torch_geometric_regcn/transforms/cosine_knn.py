@@ -8,6 +8,8 @@ from torch import Tensor
 from torch_geometric.utils import to_undirected
 from tqdm.auto import tqdm
 
+from torch_geometric_regcn.linalg.graph_operator import to_csr
+
 #: :obj:`"auto"` searches exactly on CUDA or up to this many nodes, else by IVF.
 EXACT_LIMIT = 50_000
 KNN_METHODS = ('auto', 'exact', 'ivf')
@@ -22,7 +24,8 @@ def _row_normalized(x: Tensor) -> Tensor:
     norm = torch.zeros(x.size(0), dtype=x.dtype, device=x.device)
     norm.index_add_(0, row, x.values().square())
     values = x.values() / norm.sqrt().clamp_min(torch.finfo(x.dtype).tiny)[row]
-    return torch.sparse_coo_tensor(x.indices(), values, x.shape).coalesce()
+    return torch.sparse_coo_tensor(x.indices(), values, x.shape, is_coalesced=True,
+                                   check_invariants=False)
 
 
 def _dense_rows(x: Tensor, start: int, end: int) -> Tensor:
@@ -69,7 +72,7 @@ def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
         block_size = max(1, min(n, (2**27 if x.is_cuda else 2**24) // n))
     xn = _row_normalized(x)
     if xn.layout != torch.strided:
-        xn_csr = xn.to_sparse_csr()
+        xn_csr = to_csr(xn)
     neighbours = []
     bar = tqdm(total=n, desc='semantic kNN (exact)', unit='node', delay=1.0,
                disable=not progress)
