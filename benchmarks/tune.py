@@ -161,7 +161,7 @@ def main() -> None:
                       for a in ALPHAS]
         if args.rank_k:
             lines += ['', f'Stage 2 skipped: rank {rank}, k = {k} as chosen on validation by '
-                      'the earlier stage 2 above.']
+                      'an earlier stage 2.']
         elif args.stage2:
             lines += ['', f'Stage 2 at alpha = {alpha}, beta = {beta}, mean validation '
                       'accuracy (%): ' + ', '.join(f'rank {r} k {kk}: {v:.1f}'

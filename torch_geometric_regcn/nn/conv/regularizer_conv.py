@@ -3,9 +3,9 @@ from typing import Any, Optional, Type, Union
 
 import torch
 from torch import Tensor
-from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.nn.inits import zeros
 
+from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
 from torch_geometric_regcn.regularizers.graph import build_graph
 from torch_geometric_regcn.regularizers.registry import get

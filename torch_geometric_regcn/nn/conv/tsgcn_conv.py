@@ -1,11 +1,11 @@
 r"""The tsGCN layer."""
 import torch
 from torch import Tensor
-from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.nn.inits import zeros
 
 from torch_geometric_regcn._validation import check_same_device
 from torch_geometric_regcn.linalg.woodbury import woodbury_apply
+from torch_geometric_regcn.nn.linear import Linear
 
 
 class TSGCNConv(torch.nn.Module):

@@ -4,10 +4,10 @@ from typing import Any, Optional
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch_geometric.nn.dense.linear import Linear
 
 from torch_geometric_regcn.nn.conv.regularizer_conv import RegularizerConv
 from torch_geometric_regcn.nn.dropout import dropout
+from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.regularizers.registry import get
 
 
