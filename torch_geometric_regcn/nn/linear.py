@@ -38,8 +38,8 @@ class Linear(PyGLinear):
         self._pattern: Optional[_TransposedPattern] = None
 
     def forward(self, x: Tensor) -> Tensor:
-        if (x.layout != torch.sparse_csr or x.requires_grad or not torch.is_grad_enabled()
-                or not self.weight.requires_grad):
+        if (x.layout != torch.sparse_csr or x.dim() != 2 or x.requires_grad
+                or not torch.is_grad_enabled() or not self.weight.requires_grad):
             return F.linear(x, self.weight, self.bias)
         out = _SparseInputMatmul.apply(x, self._transposed(x), self.weight)
         return out if self.bias is None else out + self.bias
