@@ -10,8 +10,8 @@ splits and is scored by its mean validation accuracy (at each run's best
 validation epoch). Stage 2 (unless --no-stage2), at the chosen (alpha, beta):
 the rank r in {r/2, r, 2r, 4r}, then at the chosen rank the semantic graph's k
 in {5, 10, 20, 40}, scored the same way. Stage 3 (with --stage3), at the chosen
-(alpha, beta, rank, k): dropout in {0, 0.5} (the paper's model has none) times
-weight decay in {5e-4 (the paper's), 5e-3}. The chosen setting is then trained
+(alpha, beta, rank, k): dropout in {0, 0.5, 0.8} (the paper's model has none)
+times weight decay in {5e-4 (the paper's), 5e-3, 5e-2}. The chosen setting is then trained
 for 500 epochs on --final-seeds splits and its test ACC and macro-F1 at the best
 validation epoch (and after the last epoch) are reported beside the paper's.
 --alpha-beta A B skips stage 1 and --rank-k R K stage 2, starting from the
@@ -44,7 +44,7 @@ RANK_FACTORS = [0.5, 1, 2, 4]  # stage 2: multiples of the paper's rank
 KS = [5, 10, 20, 40]  # stage 2: the semantic graph's k
 K = 10  # the semantic graph's k in stage 1
 #: stage 3: (dropout, weight decay); the paper's model trains with (0, 5e-4)
-REGULARIZATION = [(0.0, 5e-4), (0.0, 5e-3), (0.5, 5e-4), (0.5, 5e-3)]
+REGULARIZATION = [(p, wd) for p in (0.0, 0.5, 0.8) for wd in (5e-4, 5e-3, 5e-2)]
 
 
 def runs(base, alpha, beta, rank, seeds, epochs, k=K, dropout=0.0, weight_decay=5e-4):
