@@ -53,7 +53,8 @@ def main() -> None:
     beta = setting.beta if args.beta is None else args.beta
     p = setting.p if args.p is None else args.p
 
-    data = load_paper_dataset(args.dataset, args.root, SHARED).to(args.device)
+    data = load_paper_dataset(args.dataset, args.root, SHARED, sparse_features=True)
+    data = data.to(args.device)
     rank = paper_rank(data.num_nodes, p)
     start = time.perf_counter()
     data = SemanticGraph(args.k)(data)
