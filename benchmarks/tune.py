@@ -2,7 +2,7 @@ r"""tsGCN's hyperparameters tuned on validation accuracy only, then tested.
 
     python benchmarks/tune.py --datasets Cora CiteSeer [--seeds 3] [--final-seeds 10]
                               [--no-stage2] [--alpha-beta A B] [--rank-k R K]
-                              [--stage3]
+                              [--stage3 [--dropouts P ...] [--weight-decays WD ...]]
 
 Stage 1: for every (alpha, beta) of the grid, the paper's 2-layer tsGCN (rank
 N // p with the paper's p, k = 10) trains --grid-epochs epochs on --seeds random
@@ -10,8 +10,9 @@ splits and is scored by its mean validation accuracy (at each run's best
 validation epoch). Stage 2 (unless --no-stage2), at the chosen (alpha, beta):
 the rank r in {r/2, r, 2r, 4r}, then at the chosen rank the semantic graph's k
 in {5, 10, 20, 40}, scored the same way. Stage 3 (with --stage3), at the chosen
-(alpha, beta, rank, k): dropout in {0, 0.5, 0.8} (the paper's model has none)
-times weight decay in {5e-4 (the paper's), 5e-3, 5e-2}. The chosen setting is then trained
+(alpha, beta, rank, k): dropout in --dropouts (default {0, 0.5, 0.8}; the paper's
+model has none) times weight decay in --weight-decays (default {5e-4 (the
+paper's), 5e-3, 5e-2}). The chosen setting is then trained
 for 500 epochs on --final-seeds splits and its test ACC and macro-F1 at the best
 validation epoch (and after the last epoch) are reported beside the paper's.
 --alpha-beta A B skips stage 1 and --rank-k R K stage 2, starting from the
@@ -43,8 +44,10 @@ BETAS = [0.1, 0.3, 0.5, 1.0]
 RANK_FACTORS = [0.5, 1, 2, 4]  # stage 2: multiples of the paper's rank
 KS = [5, 10, 20, 40]  # stage 2: the semantic graph's k
 K = 10  # the semantic graph's k in stage 1
-#: stage 3: (dropout, weight decay); the paper's model trains with (0, 5e-4)
-REGULARIZATION = [(p, wd) for p in (0.0, 0.5, 0.8) for wd in (5e-4, 5e-3, 5e-2)]
+#: stage 3's default grid; the paper's model trains with dropout 0, weight decay 5e-4
+DROPOUTS = [0.0, 0.5, 0.8]
+WEIGHT_DECAYS = [5e-4, 5e-3, 5e-2]
+PAPER_REGULARIZATION = (0.0, 5e-4)
 
 
 def runs(base, alpha, beta, rank, seeds, epochs, k=K, dropout=0.0, weight_decay=5e-4):
@@ -85,6 +88,10 @@ def main() -> None:
                         help='skip stage 2: (rank, k) chosen by an earlier stage 2')
     parser.add_argument('--stage3', action='store_true',
                         help='also tune dropout and weight decay')
+    parser.add_argument('--dropouts', nargs='+', type=float, default=DROPOUTS,
+                        help='stage 3: the dropout rates to try')
+    parser.add_argument('--weight-decays', nargs='+', type=float, default=WEIGHT_DECAYS,
+                        help='stage 3: the weight decays to try')
     args = parser.parse_args()
     for name in args.datasets:
         lines = []
@@ -117,12 +124,13 @@ def main() -> None:
             k = max((kk for r, kk in stage2 if r == rank), key=lambda kk: stage2[rank, kk])
             print(f'{name}: stage 2 ' + ', '.join(f'rank {r} k {kk}: {v:.1f}'
                                                   for (r, kk), v in stage2.items()), flush=True)
-        dropout, weight_decay = REGULARIZATION[0]
+        dropout, weight_decay = PAPER_REGULARIZATION
         stage3 = {}
         if args.stage3:
-            if (rank, k) in stage2:
-                stage3[REGULARIZATION[0]] = stage2[rank, k]
-            for p, wd in REGULARIZATION:
+            grid3 = [(p, wd) for p in args.dropouts for wd in args.weight_decays]
+            if (rank, k) in stage2 and PAPER_REGULARIZATION in grid3:
+                stage3[PAPER_REGULARIZATION] = stage2[rank, k]
+            for p, wd in grid3:
                 if (p, wd) not in stage3:
                     stage3[p, wd] = validation(base, alpha, beta, rank, k, args, p, wd)
                 print(f'{name} dropout={p} weight_decay={wd}: val {stage3[p, wd]:.1f}',
@@ -139,7 +147,12 @@ def main() -> None:
               f'weight_decay={weight_decay}; ACC {mean_acc:.1f} F1 {mean_f1:.1f}', flush=True)
         skipped = f' --alpha-beta {alpha:g} {beta:g}' if args.alpha_beta else ''
         skipped += f' --rank-k {rank} {k}' if args.rank_k else ''
-        skipped += ' --stage3' if args.stage3 else ''
+        if args.stage3:
+            skipped += ' --stage3'
+            if args.dropouts != DROPOUTS:
+                skipped += ' --dropouts ' + ' '.join(f'{p:g}' for p in args.dropouts)
+            if args.weight_decays != WEIGHT_DECAYS:
+                skipped += ' --weight-decays ' + ' '.join(f'{wd:g}' for wd in args.weight_decays)
         lines += [f'## {name} ({datetime.date.today()})', '',
                   f'Command: `python benchmarks/tune.py --datasets {name} --seeds {args.seeds} '
                   f'--grid-epochs {args.grid_epochs} --final-seeds {args.final_seeds}'

@@ -3,6 +3,7 @@ import torch
 
 from tests.conftest import CUDA
 from torch_geometric_regcn import TSGCNConv
+from torch_geometric_regcn.linalg import woodbury_apply, woodbury_core
 
 
 def factors(n=30, r=5, dtype=torch.float64, seed=0):
@@ -53,6 +54,36 @@ def test_gradcheck():
         lambda weight, bias: torch.func.functional_call(
             conv, {'lin.weight': weight, 'bias': bias}, (x.detach(), w.detach(), v.detach())),
         params)
+
+
+def test_core_is_kept_for_the_same_factors_and_rebuilt_for_changed_ones():
+    w, v = factors()
+    x = torch.randn(30, 7, dtype=torch.float64)
+    conv = TSGCNConv(7, 4).double()
+    conv(x, w, v)
+    core = conv._core.core
+    torch.testing.assert_close(conv(x, w, v), dense_reference(conv, x, w, v))
+    assert conv._core.core is core  # same, unmodified factors: not refactorised
+    w.mul_(2.0)  # in place: the stored core would now be wrong
+    torch.testing.assert_close(conv(x, w, v), dense_reference(conv, x, w, v))
+    assert conv._core.core is not core
+    w2, v2 = factors(seed=1)  # new tensors
+    torch.testing.assert_close(conv(x, w2, v2), dense_reference(conv, x, w2, v2))
+
+
+def test_woodbury_apply_with_and_without_a_core():
+    w, v = factors()
+    x = torch.randn(30, 3, dtype=torch.float64)
+    expected = torch.linalg.solve(torch.eye(30, dtype=torch.float64) + w @ v.T, x)
+    torch.testing.assert_close(woodbury_apply(x, w, v), expected)
+    torch.testing.assert_close(woodbury_apply(x, w, v, woodbury_core(w, v)), expected)
+
+
+def test_rejects_a_singular_core():
+    w, v = factors(n=30, r=2)
+    v = -w @ torch.linalg.inv(w.T @ w)  # V^T W = -I, so I + V^T W = 0
+    with pytest.raises(ValueError, match='singular'):
+        TSGCNConv(6, 4).double()(torch.randn(30, 6, dtype=torch.float64), w, v)
 
 
 def test_reset_parameters_and_repr():

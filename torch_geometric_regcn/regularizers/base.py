@@ -1,12 +1,14 @@
 r"""The regulariser interface of the regularizer-centred framework."""
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Dict, Hashable, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, Hashable, Optional, Tuple, TypeVar
 
 import torch
 from torch import Tensor
 
 from torch_geometric_regcn.linalg.cg import cg_solve
 from torch_geometric_regcn.linalg.subspace_iteration import spectral_bound
+
+T = TypeVar('T')
 
 SOLVERS = ('closed', 'series', 'cg', 'lowrank')
 PROJECTIONS = ('identity', 'relu')
@@ -24,9 +26,9 @@ class GraphOperators:
     adj: Tensor
     semantic: Optional[Tensor] = None
     lowrank: Optional[Tuple[Tensor, Tensor]] = None
-    derived: Dict[Hashable, Tensor] = field(default_factory=dict, repr=False)
+    derived: Dict[Hashable, Any] = field(default_factory=dict, repr=False)
 
-    def memo(self, key: Hashable, build: Callable[[], Tensor]) -> Tensor:
+    def memo(self, key: Hashable, build: Callable[[], T]) -> T:
         r"""Returns :obj:`build()`, computed on the first call for :obj:`key`."""
         if key not in self.derived:
             self.derived[key] = build()
