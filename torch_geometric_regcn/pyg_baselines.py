@@ -8,15 +8,31 @@ their linear maps, so message passing on an edge list materialises an
 edges, 8,189 features), 11.5 GB on Flickr. Both aggregations are linear, so
 projecting first gives the same output and propagates :math:`F_{out}` columns.
 These classes are the Table 3 baselines of :mod:`torch_geometric_regcn.experiments`;
-they also take sparse node features, since the projection comes first.
+they also take sparse node features, since the projection comes first: all of a
+layer's weights project them in one product, whose backward pass is that of
+:class:`~torch_geometric_regcn.nn.linear.SparseInputMatmul`.
 """
-from typing import Optional, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.parameter import is_lazy
 from torch_geometric.nn import GraphSAGE
 from torch_geometric.nn.conv import ChebConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
+
+from torch_geometric_regcn.nn.linear import SparseInputMatmul
+
+
+def _project(matmul: SparseInputMatmul, x: Tensor,
+             lins: List[torch.nn.Module]) -> List[Tensor]:
+    r"""Each of :obj:`lins` (PyG linear maps without bias) applied to :obj:`x`,
+    in one product; lazy maps not yet initialised go one by one."""
+    if any(is_lazy(lin.weight) for lin in lins):
+        return [lin(x) for lin in lins]
+    weight = torch.cat([lin.weight for lin in lins])
+    return list(matmul(x, weight).split([lin.weight.size(0) for lin in lins], dim=-1))
 
 
 class ProjectFirstChebConv(ChebConv):
@@ -33,15 +49,20 @@ class ProjectFirstChebConv(ChebConv):
     :math:`K-1` of :math:`F_{in}`. Arguments as for
     :class:`~torch_geometric.nn.conv.ChebConv`.
     """
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._matmul = SparseInputMatmul()
+
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None,
                 lambda_max: Optional[Tensor] = None) -> Tensor:
         edge_index, norm = self.__norm__(edge_index, x.size(self.node_dim), edge_weight,
                                          self.normalization, lambda_max, dtype=x.dtype,
                                          batch=batch)
-        out = self.lins[0](x)
-        for k, lin in enumerate(self.lins[1:], start=1):
-            previous = lin(x)  # T_0 of this term
+        projected = _project(self._matmul, x, list(self.lins))
+        out = projected[0]
+        for k in range(1, len(projected)):
+            previous = projected[k]  # T_0 of this term
             current = self.propagate(edge_index, x=previous, norm=norm)  # T_1
             for _ in range(k - 1):
                 following = 2. * self.propagate(edge_index, x=current, norm=norm) - previous
@@ -67,17 +88,22 @@ class ProjectFirstSAGEConv(SAGEConv):
     :math:`\mathbf{W}_1 \mathbf{x}_i + \mathbf{b}`, as in PyG). Other settings
     and bipartite inputs fall back to :class:`SAGEConv`'s own order.
     """
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._matmul = SparseInputMatmul()
+
     def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index: Tensor,
                 size: Optional[Tuple[int, int]] = None) -> Tensor:
         if not isinstance(x, Tensor) or self.project or str(self.aggr) not in (
                 'mean', 'sum', 'add'):
             return super().forward(x, edge_index, size)
-        projected = F.linear(x, self.lin_l.weight)
-        out = self.propagate(edge_index, x=(projected, projected), size=size)
+        projected = _project(self._matmul, x,
+                             [self.lin_l, self.lin_r] if self.root_weight else [self.lin_l])
+        out = self.propagate(edge_index, x=(projected[0], projected[0]), size=size)
         if self.lin_l.bias is not None:
             out = out + self.lin_l.bias
         if self.root_weight:
-            out = out + self.lin_r(x)
+            out = out + projected[1]
         if self.normalize:
             out = F.normalize(out, p=2., dim=-1)
         return out

@@ -35,14 +35,37 @@ class Linear(PyGLinear):
     """
     def __init__(self, in_channels: int, out_channels: int, **kwargs) -> None:
         super().__init__(in_channels, out_channels, **kwargs)
-        self._pattern: Optional[_TransposedPattern] = None
+        self._matmul = SparseInputMatmul()
 
     def forward(self, x: Tensor) -> Tensor:
-        if (x.layout != torch.sparse_csr or x.dim() != 2 or x.requires_grad
-                or not torch.is_grad_enabled() or not self.weight.requires_grad):
+        if not SparseInputMatmul.applies(x, self.weight):
             return F.linear(x, self.weight, self.bias)
-        out = _SparseInputMatmul.apply(x, self._transposed(x), self.weight)
+        out = self._matmul(x, self.weight)
         return out if self.bias is None else out + self.bias
+
+
+class SparseInputMatmul:
+    r"""Computes :math:`\mathbf{X}\mathbf{W}^{\top}` like
+    :func:`torch.nn.functional.linear`; for a sparse CSR :math:`\mathbf{X}`
+    that needs no gradient, the backward pass reuses the sparsity pattern of
+    :math:`\mathbf{X}^{\top}`, built on the first call and kept while
+    :obj:`x`'s index tensors stay the same. The engine of :class:`Linear`, for
+    layers that project the same features with several weights (concatenate
+    them: one sparse product instead of several)."""
+    def __init__(self) -> None:
+        self._pattern: Optional[_TransposedPattern] = None
+
+    @staticmethod
+    def applies(x: Tensor, weight: Tensor) -> bool:
+        r"""Whether :obj:`x`, :obj:`weight` take the sparse path (otherwise it
+        is :func:`torch.nn.functional.linear`)."""
+        return (x.layout == torch.sparse_csr and x.dim() == 2 and not x.requires_grad
+                and torch.is_grad_enabled() and weight.requires_grad)
+
+    def __call__(self, x: Tensor, weight: Tensor) -> Tensor:
+        if not self.applies(x, weight):
+            return F.linear(x, weight)
+        return _SparseInputMatmul.apply(x, self._transposed(x), weight)
 
     def _transposed(self, x: Tensor) -> Tensor:
         r"""The CSR matrix :math:`\mathbf{X}^{\top}`, its pattern reused while
