@@ -2,10 +2,11 @@ r"""tsGCN's hyperparameters tuned on validation accuracy only, then tested.
 
     python benchmarks/tune.py --datasets Cora CiteSeer [--seeds 3] [--final-seeds 10]
                               [--no-stage2] [--alpha-beta A B] [--rank-k R K]
-                              [--stage3 [--dropouts P ...] [--weight-decays WD ...]]
+                              [--stage3 [--dropouts P ...] [--weight-decays WD ...]
+                               | --regularization P WD]
 
 Stage 1: for every (alpha, beta) of the grid, the paper's 2-layer tsGCN (rank
-N // p with the paper's p, k = 10) trains --grid-epochs epochs on --seeds random
+N // p with the paper's p, k = 10, dropout 0, weight decay 5e-4) trains --grid-epochs epochs on --seeds random
 splits and is scored by its mean validation accuracy (at each run's best
 validation epoch). Stage 2 (unless --no-stage2), at the chosen (alpha, beta):
 the rank r in {r/2, r, 2r, 4r}, then at the chosen rank the semantic graph's k
@@ -15,9 +16,11 @@ model has none) times weight decay in --weight-decays (default {5e-4 (the
 paper's), 5e-3, 5e-2}). The chosen setting is then trained
 for 500 epochs on --final-seeds splits and its test ACC and macro-F1 at the best
 validation epoch (and after the last epoch) are reported beside the paper's.
---alpha-beta A B skips stage 1 and --rank-k R K stage 2, starting from the
-choice of an earlier run (recorded in tuning.md). Test labels play no part in
-any choice. Features are the row-normalised sparse CSR matrix, so dropout draws
+--alpha-beta A B skips stage 1, --rank-k R K stage 2 and --regularization P WD
+stage 3, starting from the choice of an earlier run (recorded in tuning.md);
+the stages that do run use them, so e.g. --rank-k and --regularization without
+--alpha-beta tune (alpha, beta) again at a later stage's choice. Test labels
+play no part in any choice. Features are the row-normalised sparse CSR matrix, so dropout draws
 only over stored entries. Appends to benchmarks/results/tuning.md.
 """
 import argparse
@@ -92,44 +95,51 @@ def main() -> None:
                         help='stage 3: the dropout rates to try')
     parser.add_argument('--weight-decays', nargs='+', type=float, default=WEIGHT_DECAYS,
                         help='stage 3: the weight decays to try')
+    parser.add_argument('--regularization', nargs=2, type=float, metavar=('P', 'WD'),
+                        help='dropout and weight decay for every stage, e.g. as chosen by an '
+                             'earlier stage 3 (default: the paper\'s 0 and 5e-4)')
     args = parser.parse_args()
+    if args.stage3 and args.regularization:
+        parser.error('--stage3 tunes dropout and weight decay; drop --regularization')
     for name in args.datasets:
         lines = []
         setting = PAPER_SETTINGS[name]
         start = time.perf_counter()
         base = load_paper_dataset(name, None, SHARED, sparse_features=True)
         base = SemanticGraph(K, progress=False)(base)
-        rank = paper_rank(base.num_nodes, setting.p)
-        grid, k, stage2 = {}, K, {}
+        rank, k = args.rank_k or (paper_rank(base.num_nodes, setting.p), K)
+        dropout, weight_decay = args.regularization or PAPER_REGULARIZATION
+        grid_rank, grid_k, grid_reg = rank, k, (dropout, weight_decay)  # stage 1's setting
+        grid, stage2 = {}, {}
         if args.alpha_beta:
             alpha, beta = args.alpha_beta
         else:
             for alpha in ALPHAS:
                 for beta in BETAS:
-                    grid[alpha, beta] = validation(base, alpha, beta, rank, K, args)
+                    grid[alpha, beta] = validation(base, alpha, beta, rank, k, args, dropout,
+                                                   weight_decay)
                     print(f'{name} alpha={alpha} beta={beta}: val {grid[alpha, beta]:.1f}',
                           flush=True)
             alpha, beta = max(grid, key=grid.get)
-            stage2[rank, K] = grid[alpha, beta]
-        if args.rank_k:
-            rank, k = args.rank_k
-        elif args.stage2:  # the rank at k = K, then k at the chosen rank
+            stage2[rank, k] = grid[alpha, beta]
+        if not args.rank_k and args.stage2:  # the rank at k = K, then k at the chosen rank
             for r in [int(f * rank) for f in RANK_FACTORS]:
                 if 1 <= r < base.num_nodes and (r, k) not in stage2:
-                    stage2[r, k] = validation(base, alpha, beta, r, k, args)
+                    stage2[r, k] = validation(base, alpha, beta, r, k, args, dropout,
+                                              weight_decay)
             rank = max((r for r, _ in stage2), key=lambda r: stage2[r, K])
             for kk in KS:
                 if (rank, kk) not in stage2:
-                    stage2[rank, kk] = validation(base, alpha, beta, rank, kk, args)
+                    stage2[rank, kk] = validation(base, alpha, beta, rank, kk, args, dropout,
+                                                  weight_decay)
             k = max((kk for r, kk in stage2 if r == rank), key=lambda kk: stage2[rank, kk])
             print(f'{name}: stage 2 ' + ', '.join(f'rank {r} k {kk}: {v:.1f}'
                                                   for (r, kk), v in stage2.items()), flush=True)
-        dropout, weight_decay = PAPER_REGULARIZATION
         stage3 = {}
         if args.stage3:
             grid3 = [(p, wd) for p in args.dropouts for wd in args.weight_decays]
-            if (rank, k) in stage2 and PAPER_REGULARIZATION in grid3:
-                stage3[PAPER_REGULARIZATION] = stage2[rank, k]
+            if (rank, k) in stage2 and (dropout, weight_decay) in grid3:
+                stage3[dropout, weight_decay] = stage2[rank, k]
             for p, wd in grid3:
                 if (p, wd) not in stage3:
                     stage3[p, wd] = validation(base, alpha, beta, rank, k, args, p, wd)
@@ -147,6 +157,8 @@ def main() -> None:
               f'weight_decay={weight_decay}; ACC {mean_acc:.1f} F1 {mean_f1:.1f}', flush=True)
         skipped = f' --alpha-beta {alpha:g} {beta:g}' if args.alpha_beta else ''
         skipped += f' --rank-k {rank} {k}' if args.rank_k else ''
+        if args.regularization:
+            skipped += ' --regularization ' + ' '.join(f'{x:g}' for x in args.regularization)
         if args.stage3:
             skipped += ' --stage3'
             if args.dropouts != DROPOUTS:
@@ -166,8 +178,9 @@ def main() -> None:
                       f'{setting.alpha}, beta = {setting.beta}).']
         else:
             lines += [f'Mean validation accuracy (%) over {args.seeds} splits, '
-                      f'{args.grid_epochs} epochs (the paper: alpha = {setting.alpha}, '
-                      f'beta = {setting.beta}):', '',
+                      f'{args.grid_epochs} epochs, rank {grid_rank}, k = {grid_k}, dropout '
+                      f'{grid_reg[0]:g}, weight decay {grid_reg[1]:g} (the paper: alpha = '
+                      f'{setting.alpha}, beta = {setting.beta}):', '',
                       '| alpha \\ beta | ' + ' | '.join(map(str, BETAS)) + ' |',
                       '|---' * (len(BETAS) + 1) + '|']
             lines += [f'| {a} | ' + ' | '.join(f'{grid[a, b]:.1f}' for b in BETAS) + ' |'
@@ -179,6 +192,9 @@ def main() -> None:
             lines += ['', f'Stage 2 at alpha = {alpha}, beta = {beta}, mean validation '
                       'accuracy (%): ' + ', '.join(f'rank {r} k {kk}: {v:.1f}'
                                                    for (r, kk), v in stage2.items()) + '.']
+        if args.regularization:
+            lines += ['', f'Stage 3 skipped: dropout {dropout:g}, weight decay '
+                      f'{weight_decay:g} as chosen on validation by an earlier stage 3.']
         if args.stage3:
             lines += ['', f'Stage 3 at rank {rank}, k = {k}, mean validation accuracy (%): '
                       + ', '.join(f'dropout {p:g} weight decay {wd:g}: {v:.1f}'
