@@ -6,22 +6,25 @@ r"""tsGCN's hyperparameters tuned on validation accuracy only, then tested.
                                | --regularization P WD]
 
 Stage 1: for every (alpha, beta) of the grid, the paper's 2-layer tsGCN (rank
-N // p with the paper's p, k = 10, dropout 0, weight decay 5e-4) trains --grid-epochs epochs on --seeds random
-splits and is scored by its mean validation accuracy (at each run's best
-validation epoch). Stage 2 (unless --no-stage2), at the chosen (alpha, beta):
-the rank r in {r/2, r, 2r, 4r}, then at the chosen rank the semantic graph's k
-in {5, 10, 20, 40}, scored the same way. Stage 3 (with --stage3), at the chosen
-(alpha, beta, rank, k): dropout in --dropouts (default {0, 0.5, 0.8}; the paper's
-model has none) times weight decay in --weight-decays (default {5e-4 (the
-paper's), 5e-3, 5e-2}). The chosen setting is then trained
-for 500 epochs on --final-seeds splits and its test ACC and macro-F1 at the best
-validation epoch (and after the last epoch) are reported beside the paper's.
+N // p with the paper's p, k = 10, dropout 0, weight decay 5e-4) trains
+--grid-epochs epochs on --seeds random splits and is scored by its mean
+validation accuracy (at each run's best validation epoch). Stage 2 (unless
+--no-stage2), at the chosen (alpha, beta): the rank r in {r/2, r, 2r, 4r}, then
+at the chosen rank the semantic graph's k in {5, 10, 20, 40}, scored the same
+way. Stage 3 (with --stage3), at the chosen (alpha, beta, rank, k): dropout in
+--dropouts (default {0, 0.5, 0.8}; the paper's model has none) times weight
+decay in --weight-decays (default {5e-4 (the paper's), 5e-3, 5e-2}). The chosen
+setting is then trained for 500 epochs on --final-seeds splits and its test ACC
+and macro-F1 at the best validation epoch (and after the last epoch) are
+reported beside the paper's.
+
 --alpha-beta A B skips stage 1, --rank-k R K stage 2 and --regularization P WD
 stage 3, starting from the choice of an earlier run (recorded in tuning.md);
 the stages that do run use them, so e.g. --rank-k and --regularization without
 --alpha-beta tune (alpha, beta) again at a later stage's choice. Test labels
-play no part in any choice. Features are the row-normalised sparse CSR matrix, so dropout draws
-only over stored entries. Appends to benchmarks/results/tuning.md.
+play no part in any choice. Features are the row-normalised sparse CSR matrix,
+so dropout draws only over stored entries. Appends to
+benchmarks/results/tuning.md.
 """
 import argparse
 import datetime

@@ -95,3 +95,18 @@ def test_sparse_features_give_the_dense_gradients(layer):
     for got, expected in zip(sparse_grads, dense_grads):
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
     assert conv._matmul._pattern is not None  # the sparse path was taken
+
+
+@pytest.mark.parametrize('layer, pyg_layer', [
+    (lambda: ProjectFirstChebConv(-1, 5, K=3), lambda: ChebConv(12, 5, K=3)),
+    (lambda: ProjectFirstSAGEConv(-1, 5), lambda: SAGEConv(12, 5)),
+])
+def test_lazy_in_channels(layer, pyg_layer):
+    x, ei = graph(seed=4)
+    conv = layer().double()
+    out = conv(x, ei)
+    pyg = pyg_layer().double()
+    torch.nn.init.normal_(pyg.bias if hasattr(pyg, 'lins') else pyg.lin_l.bias)
+    conv.load_state_dict(pyg.state_dict())
+    torch.testing.assert_close(conv(x, ei), pyg(x, ei), rtol=0, atol=1e-12)
+    assert out.shape == (30, 5)

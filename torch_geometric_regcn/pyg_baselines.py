@@ -27,10 +27,12 @@ from torch_geometric_regcn.nn.linear import SparseInputMatmul
 
 def _project(matmul: SparseInputMatmul, x: Tensor,
              lins: List[torch.nn.Module]) -> List[Tensor]:
-    r"""Each of :obj:`lins` (PyG linear maps without bias) applied to :obj:`x`,
-    in one product; lazy maps not yet initialised go one by one."""
-    if any(is_lazy(lin.weight) for lin in lins):
-        return [lin(x) for lin in lins]
+    r""":obj:`x` times the weights of :obj:`lins` (PyG linear maps; their
+    biases are left out), in one product; lazy maps are materialised first, as
+    their own first call would."""
+    for lin in lins:
+        if is_lazy(lin.weight):
+            lin.initialize_parameters(lin, (x,))
     weight = torch.cat([lin.weight for lin in lins])
     return list(matmul(x, weight).split([lin.weight.size(0) for lin in lins], dim=-1))
 
