@@ -1,3 +1,6 @@
+import copy
+import io
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -54,6 +57,20 @@ def test_pattern_is_kept_under_dropout_and_rebuilt_for_a_new_graph():
     ref_weight = lin.weight.detach().clone().requires_grad_()
     F.linear(other, ref_weight).sum().backward()
     torch.testing.assert_close(lin.weight.grad, ref_weight.grad, rtol=0, atol=1e-12)
+
+
+def test_copies_and_pickles_drop_the_pattern():
+    x = sparse_features().to_sparse_csr()
+    lin = Linear(12, 4).double()
+    lin(x).sum().backward()
+    buffer = io.BytesIO()
+    torch.save(lin, buffer)
+    buffer.seek(0)
+    for other in (copy.deepcopy(lin), torch.load(buffer, weights_only=False)):
+        assert other._matmul._pattern is None and lin._matmul._pattern is not None
+        other.zero_grad()
+        other(x).sum().backward()
+        torch.testing.assert_close(other.weight.grad, lin.weight.grad, rtol=0, atol=0)
 
 
 def test_lazy_and_no_grad_paths():

@@ -1,3 +1,6 @@
+import copy
+import io
+
 import pytest
 import torch
 
@@ -69,6 +72,19 @@ def test_core_is_kept_for_the_same_factors_and_rebuilt_for_changed_ones():
     assert conv._core.core is not core
     w2, v2 = factors(seed=1)  # new tensors
     torch.testing.assert_close(conv(x, w2, v2), dense_reference(conv, x, w2, v2))
+
+
+def test_copies_and_pickles_drop_the_cached_core():
+    w, v = factors()
+    x = torch.randn(30, 7, dtype=torch.float64)
+    conv = TSGCNConv(7, 4).double()
+    expected = conv(x, w, v)
+    buffer = io.BytesIO()
+    torch.save(conv, buffer)
+    buffer.seek(0)
+    for other in (copy.deepcopy(conv), torch.load(buffer, weights_only=False)):
+        assert other._core is None and conv._core is not None
+        torch.testing.assert_close(other(x, w, v), expected, rtol=0, atol=0)
 
 
 def test_woodbury_apply_with_and_without_a_core():

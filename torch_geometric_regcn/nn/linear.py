@@ -1,5 +1,5 @@
 r"""A linear map whose backward pass is fast for sparse CSR node features."""
-from typing import NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -54,6 +54,9 @@ class SparseInputMatmul:
     them: one sparse product instead of several)."""
     def __init__(self) -> None:
         self._pattern: Optional[_TransposedPattern] = None
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {'_pattern': None}  # a cache: copies and pickles rebuild it
 
     @staticmethod
     def applies(x: Tensor, weight: Tensor) -> bool:

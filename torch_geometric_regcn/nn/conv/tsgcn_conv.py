@@ -1,6 +1,6 @@
 r"""The tsGCN layer."""
 import weakref
-from typing import NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -87,6 +87,11 @@ class TSGCNConv(torch.nn.Module):
             cached = _CachedCore(weakref.ref(w), weakref.ref(v), versions, woodbury_core(w, v))
             self._core = cached
         return cached.core
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = super().__getstate__().copy()
+        state['_core'] = None  # derived from the inputs; copies and pickles recompute it
+        return state
 
     def __repr__(self) -> str:
         return f'{self.__class__.__name__}({self.in_channels}, {self.out_channels})'
