@@ -142,6 +142,32 @@ def test_tsgcn_lowrank_solver_at_full_rank_is_exact():
     torch.testing.assert_close(out, dense_tsgcn(x, ei, sei, 1.0, 0.4, layer.lin.weight))
 
 
+def test_tsgcn_lowrank_cached_layer_keeps_the_core_until_the_factors_change():
+    x, ei = setup()
+    sei, _ = undirected_graph(seed=5)
+    data = LowRankInverse(1.0, 0.4, rank=10)(Data(x=x, edge_index=ei, semantic_edge_index=sei))
+    w, v = data.lowrank_w, data.lowrank_v
+    layer = conv('tsgcn', alpha=1.0, beta=0.4, solver='lowrank', cached=True)
+
+    def expected():  # (I + W Vᵀ)⁻¹ X Θ / (1 + α + β), dense
+        return torch.linalg.solve(EYE + w @ v.T, x @ layer.lin.weight.T) / 2.4
+
+    def run():
+        return layer(x, ei, semantic_edge_index=sei, lowrank_w=w, lowrank_v=v)
+
+    torch.testing.assert_close(run(), expected())
+    cache = layer._cached_graph.derived['woodbury']
+    core = cache._core
+    torch.testing.assert_close(run(), expected())
+    assert cache._core is core
+    w.mul_(0.5)  # in place: refactorised, not stale
+    torch.testing.assert_close(run(), expected())
+    assert cache._core is not core
+    w.requires_grad_()  # factors that learn: a fresh core, so backward works twice
+    grads = [torch.autograd.grad(run().sum(), w)[0] for _ in range(2)]
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
+
+
 def test_cg_layer_gradcheck():
     x, ei = setup()
     x = x[:, :2].clone().requires_grad_()

@@ -6,7 +6,7 @@ import torch
 
 from tests.conftest import CUDA
 from torch_geometric_regcn import TSGCNConv
-from torch_geometric_regcn.linalg import woodbury_apply, woodbury_core
+from torch_geometric_regcn.linalg import factors_from_eigenpairs, woodbury_apply, woodbury_core
 
 
 def factors(n=30, r=5, dtype=torch.float64, seed=0):
@@ -64,14 +64,29 @@ def test_core_is_kept_for_the_same_factors_and_rebuilt_for_changed_ones():
     x = torch.randn(30, 7, dtype=torch.float64)
     conv = TSGCNConv(7, 4).double()
     conv(x, w, v)
-    core = conv._core.core
+    core = conv._woodbury._core
     torch.testing.assert_close(conv(x, w, v), dense_reference(conv, x, w, v))
-    assert conv._core.core is core  # same, unmodified factors: not refactorised
+    assert conv._woodbury._core is core  # same, unmodified factors: not refactorised
     w.mul_(2.0)  # in place: the stored core would now be wrong
     torch.testing.assert_close(conv(x, w, v), dense_reference(conv, x, w, v))
-    assert conv._core.core is not core
+    assert conv._woodbury._core is not core
+    w.data = factors(seed=2)[0]  # same object and version, new storage
+    torch.testing.assert_close(conv(x, w, v), dense_reference(conv, x, w, v))
     w2, v2 = factors(seed=1)  # new tensors
     torch.testing.assert_close(conv(x, w2, v2), dense_reference(conv, x, w2, v2))
+
+
+def test_inference_mode_bypasses_the_cache():
+    w, v = factors()
+    x = torch.randn(30, 7, dtype=torch.float64)
+    conv = TSGCNConv(7, 4).double()
+    with torch.inference_mode():
+        torch.testing.assert_close(conv(x, w, v), dense_reference(conv, x, w, v))
+        w_inf, v_inf = factors(seed=1)  # inference tensors: no version counter
+        torch.testing.assert_close(conv(x, w_inf, v_inf), dense_reference(conv, x, w_inf, v_inf))
+    assert conv._woodbury._core is None
+    conv(x, w, v).sum().backward()  # no inference tensor was kept for training
+    assert conv.lin.weight.grad is not None
 
 
 def test_copies_and_pickles_drop_the_cached_core():
@@ -83,7 +98,7 @@ def test_copies_and_pickles_drop_the_cached_core():
     torch.save(conv, buffer)
     buffer.seek(0)
     for other in (copy.deepcopy(conv), torch.load(buffer, weights_only=False)):
-        assert other._core is None and conv._core is not None
+        assert other._woodbury._core is None and conv._woodbury._core is not None
         torch.testing.assert_close(other(x, w, v), expected, rtol=0, atol=0)
 
 
@@ -100,6 +115,27 @@ def test_rejects_a_singular_core():
     v = -w @ torch.linalg.inv(w.T @ w)  # V^T W = -I, so I + V^T W = 0
     with pytest.raises(ValueError, match='singular'):
         TSGCNConv(6, 4).double()(torch.randn(30, 6, dtype=torch.float64), w, v)
+
+
+def test_rejects_non_finite_factors():
+    w, v = factors()
+    w[3, 1] = float('nan')
+    with pytest.raises(ValueError, match='NaN or infinite'):
+        TSGCNConv(6, 4).double()(torch.randn(30, 6, dtype=torch.float64), w, v)
+
+
+def test_accepts_a_well_posed_core_close_to_singular_in_float32():
+    # tsGCN's core is I - Λ with 1 - λ >= 1 / (1 + α + β): here α + β = 1e4.
+    # The float32 solve is then accurate to about cond * eps = 1e4 * 6e-8,
+    # so 1e-2 relative is a loose bound that still fails on a wrong inverse.
+    gen = torch.Generator().manual_seed(0)
+    u, _ = torch.linalg.qr(torch.randn(200, 40, dtype=torch.float64, generator=gen))
+    lam = torch.linspace(0.5, 1e4 / (1 + 1e4), 40, dtype=torch.float64)
+    w, v = factors_from_eigenpairs(lam, u)
+    x = torch.randn(200, 3, dtype=torch.float64, generator=gen)
+    expected = torch.linalg.solve(torch.eye(200, dtype=torch.float64) + w @ v.T, x)
+    got = woodbury_apply(x.float(), w.float(), v.float()).double()
+    assert (got - expected).norm() / expected.norm() < 1e-2
 
 
 def test_reset_parameters_and_repr():

@@ -1,6 +1,7 @@
 r"""Low-rank factors of :math:`(\mathbf{I} - \mathbf{S})^{-1}` and their
 application through the Woodbury identity."""
-from typing import NamedTuple, Optional, Tuple
+import weakref
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -32,27 +33,58 @@ def woodbury_core(w: Tensor, v: Tensor) -> WoodburyCore:
     r"""Factorises :math:`\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W}` in
     :math:`O(N r^2 + r^3)` time. It depends on the factors only, so a caller
     that applies the same factors many times (every epoch of a transductive
-    model) computes it once and passes it to :func:`woodbury_apply`."""
+    model) computes it once, e.g. through :class:`WoodburyCache`, and passes it
+    to :func:`woodbury_apply`."""
     vtw = v.T @ w
     lu, pivots, _ = torch.linalg.lu_factor_ex(
         torch.eye(w.size(1), dtype=w.dtype, device=w.device) + vtw)
-    if not torch.compiler.is_compiling():
+    if not torch.compiler.is_compiling() and lu.numel() > 0:
         _check_invertible(lu, vtw)
     return WoodburyCore(lu, pivots)
 
 
 def _check_invertible(lu: Tensor, vtw: Tensor) -> None:
-    if lu.numel() == 0:
-        return
-    if not bool(torch.isfinite(lu).all()):
+    # A pivot of U at the rounding level of the core's entries means a
+    # numerically singular core. For tsGCN's factors the core is I - Λ, whose
+    # smallest pivot is 1 / (1 + α + β): far above this for any usable α + β.
+    threshold = torch.finfo(lu.dtype).eps * (1 + vtw.abs().max())
+    finite, regular = torch.stack([torch.isfinite(lu).all(),
+                                   lu.diagonal().abs().min() > threshold]).tolist()
+    if not finite:
         raise ValueError("the factors 'w' and 'v' contain NaN or infinite values; "
                          'recompute them (e.g. with LowRankInverse)')
-    # U's diagonal; a pivot this small against the entries of I + V^T W means a
-    # condition number beyond 1 / (r * eps): the solve would return noise.
-    eps = torch.finfo(lu.dtype).eps * lu.size(0)
-    if bool(lu.diagonal().abs().min() <= eps * (1 + vtw.abs().max())):
+    if not regular:
         raise ValueError('I + V^T W is singular, so (I + W V^T) has no inverse; recompute '
                          'the factors (e.g. with LowRankInverse) or lower the rank')
+
+
+class WoodburyCache:
+    r"""Keeps the :func:`woodbury_core` of the last factors it was asked for
+    and returns it while the same factors come back: the same tensor objects,
+    unmodified (in place or through :obj:`.data`), on the same device and in
+    the same dtype. Factors that require gradients, inference tensors and
+    calls under :func:`torch.compile` or :func:`torch.inference_mode` are
+    factorised anew on every call. The cache holds weak references only, and
+    copies and pickles of its owner start empty."""
+    def __init__(self) -> None:
+        self._key: Optional[Tuple[Any, ...]] = None
+        self._refs: Optional[Tuple[weakref.ref, weakref.ref]] = None
+        self._core: Optional[WoodburyCore] = None
+
+    def __call__(self, w: Tensor, v: Tensor) -> WoodburyCore:
+        if (w.requires_grad or v.requires_grad or torch.compiler.is_compiling()
+                or torch.is_inference_mode_enabled() or w.is_inference() or v.is_inference()):
+            return woodbury_core(w, v)
+        key = tuple((t._version, t.data_ptr(), t.dtype, t.device, t.shape) for t in (w, v))
+        refs = self._refs
+        if (self._core is None or refs is None or refs[0]() is not w or refs[1]() is not v
+                or self._key != key):
+            self._core = woodbury_core(w, v)
+            self._key, self._refs = key, (weakref.ref(w), weakref.ref(v))
+        return self._core
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {**self.__dict__, '_key': None, '_refs': None, '_core': None}
 
 
 def woodbury_apply(x: Tensor, w: Tensor, v: Tensor,

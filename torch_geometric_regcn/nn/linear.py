@@ -56,7 +56,7 @@ class SparseInputMatmul:
         self._pattern: Optional[_TransposedPattern] = None
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {'_pattern': None}  # a cache: copies and pickles rebuild it
+        return {**self.__dict__, '_pattern': None}  # a cache: copies and pickles rebuild it
 
     @staticmethod
     def applies(x: Tensor, weight: Tensor) -> bool:

@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_regcn.linalg.graph_operator import linear_combination
-from torch_geometric_regcn.linalg.woodbury import woodbury_apply, woodbury_core
+from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
 from torch_geometric_regcn.regularizers.spectral import check_range, check_steps
 
@@ -78,7 +78,7 @@ class TSGCN(Regularizer):
         if graph.lowrank is None:
             raise ValueError("solver='lowrank' needs the factors: pass 'lowrank_w=' and "
                              "'lowrank_v=' (see LowRankInverse)")
-        core = graph.memo('woodbury_core', lambda: woodbury_core(*graph.lowrank))
+        core = graph.memo('woodbury', WoodburyCache)(*graph.lowrank)
         return woodbury_apply(x, *graph.lowrank, core) / (1 + self.alpha + self.beta)
 
     def frequency_response(self, lam: Tensor, lam_x: Optional[Tensor] = None) -> Tensor:

@@ -1,13 +1,10 @@
 r"""The tsGCN layer."""
-import weakref
-from typing import Any, Dict, NamedTuple, Optional, Tuple
-
 import torch
 from torch import Tensor
 from torch_geometric.nn.inits import zeros
 
 from torch_geometric_regcn._validation import check_same_device
-from torch_geometric_regcn.linalg.woodbury import WoodburyCore, woodbury_apply, woodbury_core
+from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.nn.linear import Linear
 
 
@@ -34,9 +31,11 @@ class TSGCNConv(torch.nn.Module):
     :math:`O(N r)` memory; no :math:`N \times N` matrix is ever formed. The
     :math:`r \times r` core :math:`\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W}`
     is factorised (another :math:`O(N r^2)`) once and kept while the same,
-    unmodified factors come back, as in transductive training; factors that
-    require gradients are factorised anew in every call. Apply the activation
-    (ReLU in the paper's hidden layers) outside the layer.
+    unmodified factor tensors come back, as in transductive training (see
+    :class:`~torch_geometric_regcn.linalg.WoodburyCache`: factors that require
+    gradients, or new tensors on every call such as :obj:`w.detach()`, are
+    factorised every time, and so is everything under :func:`torch.compile`).
+    Apply the activation (ReLU in the paper's hidden layers) outside the layer.
 
     Args:
         in_channels (int): Size of each input sample, or :obj:`-1` to derive the
@@ -60,7 +59,7 @@ class TSGCNConv(torch.nn.Module):
             self.bias = torch.nn.Parameter(torch.empty(out_channels))
         else:
             self.register_parameter('bias', None)
-        self._core: Optional[_CachedCore] = None
+        self._woodbury = WoodburyCache()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -71,37 +70,13 @@ class TSGCNConv(torch.nn.Module):
     def forward(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
         if not torch.compiler.is_compiling():
             _check_factors(x, w, v)
-        out = woodbury_apply(self.lin(x), w, v, self._woodbury_core(w, v))
+        out = woodbury_apply(self.lin(x), w, v, self._woodbury(w, v))
         if self.bias is not None:
             out = out + self.bias
         return out
 
-    def _woodbury_core(self, w: Tensor, v: Tensor) -> WoodburyCore:
-        r"""The factorised core for :obj:`(w, v)`, reused while both are the
-        same, unmodified tensors that do not require gradients."""
-        if w.requires_grad or v.requires_grad or torch.compiler.is_compiling():
-            return woodbury_core(w, v)
-        cached, versions = self._core, (w._version, v._version)
-        if (cached is None or cached.w() is not w or cached.v() is not v
-                or cached.versions != versions):
-            cached = _CachedCore(weakref.ref(w), weakref.ref(v), versions, woodbury_core(w, v))
-            self._core = cached
-        return cached.core
-
-    def __getstate__(self) -> Dict[str, Any]:
-        state = super().__getstate__().copy()
-        state['_core'] = None  # derived from the inputs; copies and pickles recompute it
-        return state
-
     def __repr__(self) -> str:
         return f'{self.__class__.__name__}({self.in_channels}, {self.out_channels})'
-
-
-class _CachedCore(NamedTuple):
-    w: 'weakref.ref[Tensor]'  # weak, so the layer keeps no graph alive
-    v: 'weakref.ref[Tensor]'
-    versions: Tuple[int, int]  # in-place changes to w or v bump these
-    core: WoodburyCore
 
 
 def _check_factors(x: Tensor, w: Tensor, v: Tensor) -> None:
