@@ -4,6 +4,7 @@ r"""tsGCN's hyperparameters tuned on validation accuracy only, then tested.
                               [--no-stage2] [--alpha-beta A B] [--rank-k R K]
                               [--stage3 [--dropouts P ...] [--weight-decays WD ...]
                                | --regularization P WD]
+                              [--stage4 [--hiddens H ...] [--lrs LR ...]]
 
 Stage 1: for every (alpha, beta) of the grid, the paper's 2-layer tsGCN (rank
 N // p with the paper's p, k = 10, dropout 0, weight decay 5e-4) trains
@@ -16,7 +17,10 @@ way. Stage 3 (with --stage3), at the chosen (alpha, beta, rank, k): dropout in
 decay in --weight-decays (default {5e-4 (the paper's), 5e-3, 5e-2}). The chosen
 setting is then trained for 500 epochs on --final-seeds splits and its test ACC
 and macro-F1 at the best validation epoch (and after the last epoch) are
-reported beside the paper's.
+reported beside the paper's. Stage 4 (with --stage4), at everything chosen
+before: the two hyperparameters the paper fixes, hidden units in --hiddens
+(default {16, 32 (the paper's), 64, 128}) times Adam's learning rate in --lrs
+(default {5e-3, 1e-2 (the paper's), 5e-2}).
 
 --alpha-beta A B skips stage 1, --rank-k R K stage 2 and --regularization P WD
 stage 3, starting from the choice of an earlier run (recorded in tuning.md);
@@ -54,9 +58,14 @@ K = 10  # the semantic graph's k in stage 1
 DROPOUTS = [0.0, 0.5, 0.8]
 WEIGHT_DECAYS = [5e-4, 5e-3, 5e-2]
 PAPER_REGULARIZATION = (0.0, 5e-4)
+#: stage 4's default grid; the paper's model has 32 hidden units and learns at 1e-2
+HIDDENS = [16, 32, 64, 128]
+LRS = [5e-3, 1e-2, 5e-2]
+PAPER_OPTIMIZATION = (32, 1e-2)
 
 
-def runs(base, alpha, beta, rank, seeds, epochs, k=K, dropout=0.0, weight_decay=5e-4):
+def runs(base, alpha, beta, rank, seeds, epochs, k=K, dropout=0.0, weight_decay=5e-4,
+         hidden=32, lr=1e-2):
     data = base.clone()
     if k != K:  # base holds the stage-1 semantic graph
         del data.semantic_edge_index
@@ -67,15 +76,16 @@ def runs(base, alpha, beta, rank, seeds, epochs, k=K, dropout=0.0, weight_decay=
     for seed in seeds:
         split = paper_split(data.clone(), seed=seed)
         torch.manual_seed(seed)
-        model = TSGCN(split.num_features, 32, num_classes, dropout=dropout)
+        model = TSGCN(split.num_features, hidden, num_classes, dropout=dropout)
         forward = lambda: model(split.x, split.lowrank_w, split.lowrank_v)  # noqa: B023, E731
-        results.append(fit(model, forward, split, epochs, weight_decay=weight_decay))
+        results.append(fit(model, forward, split, epochs, lr=lr, weight_decay=weight_decay))
     return results
 
 
-def validation(base, alpha, beta, rank, k, args, dropout=0.0, weight_decay=5e-4) -> float:
+def validation(base, alpha, beta, rank, k, args, dropout=0.0, weight_decay=5e-4, hidden=32,
+               lr=1e-2) -> float:
     res = runs(base, alpha, beta, rank, range(args.seeds), args.grid_epochs, k, dropout,
-               weight_decay)
+               weight_decay, hidden, lr)
     return 100 * statistics.mean(r.val_accuracy for r in res)
 
 
@@ -101,6 +111,12 @@ def main() -> None:
     parser.add_argument('--regularization', nargs=2, type=float, metavar=('P', 'WD'),
                         help='dropout and weight decay for every stage, e.g. as chosen by an '
                              'earlier stage 3 (default: the paper\'s 0 and 5e-4)')
+    parser.add_argument('--stage4', action='store_true',
+                        help='also tune the hidden units and the learning rate')
+    parser.add_argument('--hiddens', nargs='+', type=int, default=HIDDENS,
+                        help='stage 4: the hidden sizes to try')
+    parser.add_argument('--lrs', nargs='+', type=float, default=LRS,
+                        help='stage 4: the learning rates to try')
     args = parser.parse_args()
     if args.stage3 and args.regularization:
         parser.error('--stage3 tunes dropout and weight decay; drop --regularization')
@@ -149,15 +165,28 @@ def main() -> None:
                 print(f'{name} dropout={p} weight_decay={wd}: val {stage3[p, wd]:.1f}',
                       flush=True)
             dropout, weight_decay = max(stage3, key=stage3.get)
+        hidden, lr = PAPER_OPTIMIZATION
+        stage4 = {}
+        if args.stage4:
+            for h in args.hiddens:
+                for rate in args.lrs:
+                    stage4[h, rate] = (stage3.get((dropout, weight_decay))
+                                       if (h, rate) == PAPER_OPTIMIZATION and stage3 else
+                                       validation(base, alpha, beta, rank, k, args, dropout,
+                                                  weight_decay, h, rate))
+                    print(f'{name} hidden={h} lr={rate}: val {stage4[h, rate]:.1f}',
+                          flush=True)
+            hidden, lr = max(stage4, key=stage4.get)
         final = runs(base, alpha, beta, rank, range(args.final_seeds), 500, k, dropout,
-                     weight_decay)
+                     weight_decay, hidden, lr)
         last = [100 * r.last_accuracy for r in final]
         acc = [100 * r.accuracy for r in final]
         f1 = [100 * r.f1 for r in final]
         paper_acc, paper_f1 = paper('acc', 'tsGCN', name), paper('f1', 'tsGCN', name)
         mean_acc, mean_f1 = statistics.mean(acc), statistics.mean(f1)
         print(f'{name}: chose alpha={alpha} beta={beta} rank={rank} k={k} dropout={dropout} '
-              f'weight_decay={weight_decay}; ACC {mean_acc:.1f} F1 {mean_f1:.1f}', flush=True)
+              f'weight_decay={weight_decay} hidden={hidden} lr={lr}; ACC {mean_acc:.1f} '
+              f'F1 {mean_f1:.1f}', flush=True)
         skipped = f' --alpha-beta {alpha:g} {beta:g}' if args.alpha_beta else ''
         skipped += f' --rank-k {rank} {k}' if args.rank_k else ''
         if args.regularization:
@@ -168,6 +197,12 @@ def main() -> None:
                 skipped += ' --dropouts ' + ' '.join(f'{p:g}' for p in args.dropouts)
             if args.weight_decays != WEIGHT_DECAYS:
                 skipped += ' --weight-decays ' + ' '.join(f'{wd:g}' for wd in args.weight_decays)
+        if args.stage4:
+            skipped += ' --stage4'
+            if args.hiddens != HIDDENS:
+                skipped += ' --hiddens ' + ' '.join(map(str, args.hiddens))
+            if args.lrs != LRS:
+                skipped += ' --lrs ' + ' '.join(f'{rate:g}' for rate in args.lrs)
         lines += [f'## {name} ({datetime.date.today()})', '',
                   f'Command: `python benchmarks/tune.py --datasets {name} --seeds {args.seeds} '
                   f'--grid-epochs {args.grid_epochs} --final-seeds {args.final_seeds}'
@@ -202,8 +237,14 @@ def main() -> None:
             lines += ['', f'Stage 3 at rank {rank}, k = {k}, mean validation accuracy (%): '
                       + ', '.join(f'dropout {p:g} weight decay {wd:g}: {v:.1f}'
                                   for (p, wd), v in stage3.items()) + '.']
+        if args.stage4:
+            lines += ['', f'Stage 4 at dropout {dropout:g}, weight decay {weight_decay:g}, '
+                      'mean validation accuracy (%): '
+                      + ', '.join(f'hidden {h} lr {rate:g}: {v:.1f}'
+                                  for (h, rate), v in stage4.items()) + '.']
         lines += ['', f'Chosen on validation: alpha = {alpha}, beta = {beta}, rank {rank}, '
-                  f'k = {k}, dropout {dropout:g}, weight decay {weight_decay:g}. Test over '
+                  f'k = {k}, dropout {dropout:g}, weight decay {weight_decay:g}, hidden '
+                  f'{hidden}, learning rate {lr:g}. Test over '
                   f'{args.final_seeds} splits, 500 epochs, at the best '
                   f'validation epoch: ACC {mean_acc:.1f} ({statistics.stdev(acc):.1f}) vs the '
                   f'paper\'s {paper_acc} (Δ {mean_acc - paper_acc:+.1f}); macro-F1 '
