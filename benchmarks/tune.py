@@ -180,10 +180,8 @@ def main() -> None:
         if args.stage4:
             for h in args.hiddens:
                 for rate in args.lrs:
-                    stage4[h, rate] = (stage3.get((dropout, weight_decay))
-                                       if (h, rate) == PAPER_OPTIMIZATION and stage3 else
-                                       validation(base, alpha, beta, rank, k, args, dropout,
-                                                  weight_decay, h, rate))
+                    stage4[h, rate] = validation(base, alpha, beta, rank, k, args, dropout,
+                                                 weight_decay, h, rate)
                     print(f'{name} hidden={h} lr={rate}: val {stage4[h, rate]:.1f}',
                           flush=True)
             hidden, lr = max(stage4, key=stage4.get)
