@@ -19,7 +19,7 @@ Recall of the approximate kNN against the exact search is measured on a
 100,000-node sample of the same features (both searches run in full), on 2,000
 random query nodes of the full graph, and on PubMed's real features when
 ``../shared/data`` is there. Nothing is densified: the largest dense tensors
-are ``N x 128`` features and the ``N x 208`` Lanczos basis.
+are ``N x 128`` features and the ``N x 272`` Lanczos basis.
 
 Run from the repository root::
 

@@ -4,6 +4,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 import torch
 
+import torch_geometric_regcn.linalg.lanczos as lanczos
 from torch_geometric_regcn.linalg import (
     block_lanczos,
     combine,
@@ -85,6 +86,42 @@ def test_block_lanczos_survives_an_invariant_krylov_space():
     x = pairs.eigenvectors
     torch.testing.assert_close(x.T @ x, torch.eye(6, dtype=torch.float64), atol=1e-12, rtol=0)
     torch.testing.assert_close(s @ x, 0.5 * x, atol=1e-10, rtol=0)
+
+
+def record_degrees(monkeypatch):
+    degrees, real = [], lanczos.chebyshev_filter
+
+    def recording(operator, lower, upper, degree, top):
+        degrees.append(degree)
+        return real(operator, lower, upper, degree, top)
+
+    monkeypatch.setattr(lanczos, 'chebyshev_filter', recording)
+    return degrees
+
+
+def test_block_lanczos_lowers_the_degree_when_the_residual_stalls(monkeypatch):
+    # float32 cannot reach a relative residual of 1e-12: once rounding is all
+    # that is left the residual stops improving, and every stall of
+    # lanczos.STALL cycles lowers the degree, down to plain block Lanczos (1),
+    # which then runs to max_iter and warns.
+    degrees = record_degrees(monkeypatch)
+    s = operator()
+    with pytest.warns(UserWarning, match='relative residual'):
+        pairs = block_lanczos(s.float(), 8, tol=1e-12, max_iter=80, degree=16,
+                              generator=torch.Generator().manual_seed(0))
+    assert degrees[0] == 16 and degrees[-1] == 1
+    assert all(a > b for a, b in zip(degrees, degrees[1:]))
+    assert not pairs.converged and pairs.iterations == 80
+    # Restarting loses nothing: the pairs are right to float32 accuracy.
+    np.testing.assert_allclose(pairs.eigenvalues.double().numpy(), reference(s, 8, 'LA')[0],
+                               atol=1e-5)
+
+
+def test_block_lanczos_keeps_the_degree_while_the_residual_improves(monkeypatch):
+    degrees = record_degrees(monkeypatch)
+    pairs = block_lanczos(operator(), 8, tol=1e-11, degree=16,
+                          generator=torch.Generator().manual_seed(0))
+    assert pairs.converged and degrees == [16]
 
 
 def test_block_lanczos_solves_small_problems_densely():

@@ -17,6 +17,8 @@ from torch_geometric_regcn.linalg.eigenpairs import (
 )
 from torch_geometric_regcn.linalg.graph_operator import to_csr
 
+STALL = 5  # cycles without progress after which block_lanczos lowers the degree
+
 
 def _orthogonalize(block: Tensor, basis: Tensor) -> Tensor:
     r"""Returns :obj:`block` minus its projection on the orthonormal columns of
@@ -109,7 +111,7 @@ def block_lanczos(
     which: str = 'LA',
     tol: float = 1e-4,
     max_iter: int = 100,
-    degree: int = 16,
+    degree: int = 8,
     block_size: Optional[int] = None,
     basis_size: Optional[int] = None,
     generator: Optional[torch.Generator] = None,
@@ -137,9 +139,13 @@ def block_lanczos(
     :math:`\|\mathbf{S}x_i - \theta_i x_i\| \leq \text{tol} \cdot
     \|\mathbf{S}\|_2` (the spectral norm estimated from the Ritz values) and
     warns with the achieved residual when :obj:`max_iter` cycles are reached
-    first. Cost per cycle: :math:`O(\mathrm{nnz} \cdot \text{degree} \cdot
-    (m - k) + N m^2)` time; memory :math:`O(N m)`. When :math:`m + b \geq N`
-    the problem is small and is solved densely.
+    first. In float32 a steep filter can push the wanted eigenvalues below
+    rounding, relative to the largest one: when the first cycle shows this,
+    or when the residual stops improving for 5 cycles, the degree is lowered
+    (at least halved) and the iteration starts again. Cost per cycle:
+    :math:`O(\mathrm{nnz} \cdot \text{degree} \cdot (m - k) + N m^2)` time;
+    memory :math:`O(N m)`. When :math:`m + b \geq N` the problem is small and
+    is solved densely.
 
     Args:
         operator (torch.Tensor): The symmetric :math:`N \times N` matrix, sparse
@@ -154,11 +160,11 @@ def block_lanczos(
             (default: :obj:`100`)
         degree (int, optional): The filter degree; :obj:`1` is plain block
             Lanczos on :math:`\mathbf{S}` (rounded up to even for
-            :obj:`"LM"`, whose filter is even). (default: :obj:`16`)
+            :obj:`"LM"`, whose filter is even). (default: :obj:`8`)
         block_size (int, optional): The block size :math:`b`.
             (default: :obj:`min(k, 16)`)
         basis_size (int, optional): The basis size :math:`m` before a restart,
-            rounded up to a multiple of :math:`b`. (default: :math:`2k + 4b`)
+            rounded up to a multiple of :math:`b`. (default: :math:`2k + 8b`)
         generator (torch.Generator, optional): The random generator of the
             starting block, for reproducibility. (default: :obj:`None`)
         callback (callable, optional): Called as :obj:`callback(cycle,
@@ -169,7 +175,7 @@ def block_lanczos(
     b = min(k, 16) if block_size is None else block_size
     if b < 1:
         raise ValueError(f"'block_size' must be a positive integer (got {b})")
-    m = b * math.ceil((2 * k + 4 * b if basis_size is None else basis_size) / b)
+    m = b * math.ceil((2 * k + 8 * b if basis_size is None else basis_size) / b)
     if m < k + 2 * b:
         raise ValueError(f"'basis_size' must be at least k + 2 * block_size = {k + 2 * b} "
                          f"(got {m})")
@@ -221,14 +227,22 @@ def block_lanczos(
         vectors, image = ritz @ rotation, image @ rotation
         norm = max(abs(top), abs(bottom), float(values.abs().max()), torch.finfo(dtype).tiny)
         residual = float((image - vectors * values).norm(dim=0).max()) / norm
+        history.append(residual)
         faint = (cycle == 1 and degree > lowest
                  and float(theta[k - 1]) < floor * float(theta[0]))
-        result.update(values=values, vectors=vectors, residual=residual, faint=faint)
+        # A stall: the best residual of the last STALL cycles is not half the
+        # best before them. Rounding has hidden the wanted eigenvalues under
+        # the filter (see above), so it is treated as a faint filter.
+        stalled = (degree > lowest and len(history) > STALL
+                   and min(history[-STALL:]) > 0.5 * min(history[:-STALL]))
+        result.update(values=values, vectors=vectors, residual=residual,
+                      faint=faint or stalled)
         if callback is not None:
             callback(cycles + cycle, residual)
         return residual <= tol or result['faint']
 
     while True:
+        history = []  # residuals of this filter's cycles
         apply = chebyshev_filter(operator, lower, upper, degree, peak)
         cycles += _thick_restart(apply, start(), m, keep, max_iter - cycles, done,
                                  generator)[0]
