@@ -141,8 +141,9 @@ def block_lanczos(
     warns with the achieved residual when :obj:`max_iter` cycles are reached
     first. In float32 a steep filter can push the wanted eigenvalues below
     rounding, relative to the largest one: when the first cycle shows this,
-    or when the residual stops improving for 5 cycles, the degree is lowered
-    (at least halved) and the iteration starts again. Cost per cycle:
+    or when the residual stops improving for 5 cycles while such rounding
+    could explain it, the degree is lowered (at least halved) and the
+    iteration starts again; the best pairs seen are returned. Cost per cycle:
     :math:`O(\mathrm{nnz} \cdot \text{degree} \cdot (m - k) + N m^2)` time;
     memory :math:`O(N m)`. When :math:`m + b \geq N` the problem is small and
     is solved densely.
@@ -212,9 +213,19 @@ def block_lanczos(
     # the largest; below about sqrt(eps) rounding hides the differences
     # between wanted eigenvalues there (float32, one eigenvalue far above the
     # rest, a cut close to the wanted ones). Then the degree is lowered.
-    floor = math.sqrt(torch.finfo(dtype).eps)
+    eps = torch.finfo(dtype).eps
+    floor = math.sqrt(eps)
+    center, half = (upper + lower) / 2, (upper - lower) / 2
 
-    result, cycles = {}, 0
+    def reach(value: float) -> float:  # T_d(ℓ(value)) grows like exp(d * reach)
+        return math.acosh(max(1.0, abs(value - center) / half))
+
+    def shrink(wanted: float) -> float:
+        # The exponent by which the filter shrinks the wanted eigenvalue nearest
+        # the cut relative to the top one, per unit of degree.
+        return max(reach(peak) - reach(wanted), 1e-12)
+
+    result, best, cycles = {}, {'residual': math.inf}, 0
 
     def done(cycle: int, theta: Tensor, ritz: Tensor) -> bool:
         # Rayleigh-Ritz on S. The 'LA' filter is increasing above the cut, so
@@ -231,12 +242,17 @@ def block_lanczos(
         faint = (cycle == 1 and degree > lowest
                  and float(theta[k - 1]) < floor * float(theta[0]))
         # A stall: the best residual of the last STALL cycles is not half the
-        # best before them. Rounding has hidden the wanted eigenvalues under
-        # the filter (see above), so it is treated as a faint filter.
-        stalled = (degree > lowest and len(history) > STALL
+        # best before them, while rounding under this filter (eps, magnified
+        # by how far the filter shrinks the wanted eigenvalues) could be what
+        # limits it. Then it is treated like a faint filter. Slow progress far
+        # above that level is left alone.
+        limit = eps * math.exp(min(degree * shrink(float(values[k - 1])), 700.0))
+        stalled = (degree > lowest and len(history) > STALL and limit > 0.1 * tol
                    and min(history[-STALL:]) > 0.5 * min(history[:-STALL]))
         result.update(values=values, vectors=vectors, residual=residual,
                       faint=faint or stalled)
+        if residual < best['residual']:  # a restart must not lose the best pairs
+            best.update(values=values, vectors=vectors, residual=residual)
         if callback is not None:
             callback(cycles + cycle, residual)
         return residual <= tol or result['faint']
@@ -250,14 +266,11 @@ def block_lanczos(
             break
         # Largest degree whose filter keeps the k-th wanted eigenvalue (now
         # estimated) above the floor, relative to the top; at least halve it.
-        center, half = (upper + lower) / 2, (upper - lower) / 2
-        wanted = abs(float(result['values'][k - 1]) - center) / half
-        reach_top = math.acosh(max(1.0, abs(peak - center) / half))
-        reach_wanted = math.acosh(max(1.0, wanted))
-        fit = math.log(2 / floor) / max(reach_top - reach_wanted, 1e-12)
+        fit = math.log(2 / floor) / shrink(float(result['values'][k - 1]))
         degree = max(lowest, min(degree // 2, int(fit)))
         degree += degree % 2 if which == 'LM' else 0
 
+    result = best
     residual = result['residual']
     converged = residual <= tol
     if not converged:
