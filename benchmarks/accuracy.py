@@ -37,12 +37,12 @@ sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from paper_table3 import DATASETS, paper  # noqa: E402
 
 from torch_geometric_regcn import LowRankInverse, SemanticGraph, paper_rank  # noqa: E402
-from torch_geometric_regcn.datasets import paper_split  # noqa: E402
 from torch_geometric_regcn.experiments import (  # noqa: E402
     METHODS,
     PAPER_SETTINGS,
     fit,
     load_paper_dataset,
+    run_split,
 )
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -77,8 +77,10 @@ def run_dataset(dataset: str, methods, seeds: int, epochs, k: int, device: str,
     except FileNotFoundError as error:
         print(f'skip {dataset}: {error}')
         return
-    if split == 'public' and 'train_mask' not in base:
-        print(f'skip {dataset}: it has no public split (Planetoid datasets only)')
+    try:
+        run_split(base, 0, split)  # a dataset without a public split fails here, not later
+    except ValueError as error:
+        print(f'skip {dataset}: {error}')
         return
     setting = PAPER_SETTINGS[dataset]
     num_classes = int(base.y.max()) + 1
@@ -99,7 +101,7 @@ def run_dataset(dataset: str, methods, seeds: int, epochs, k: int, device: str,
             data = base.clone()
             data.lowrank_w, data.lowrank_v, precompute = factors[key]
         spec = METHODS['tsGCN' if method in VARIANTS else method]
-        data = paper_split(data.clone(), seed=seed) if split == 'random' else data.clone()
+        data = run_split(data, seed, split)
         torch.manual_seed(seed)
         model = spec.build(data, num_classes, setting).to(device)
         result = fit(model, lambda: spec.run(model, data), data,  # noqa: B023

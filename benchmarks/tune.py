@@ -48,8 +48,12 @@ sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from paper_table3 import DATASETS, paper  # noqa: E402
 
 from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph, paper_rank
-from torch_geometric_regcn.datasets import paper_split
-from torch_geometric_regcn.experiments import PAPER_SETTINGS, fit, load_paper_dataset
+from torch_geometric_regcn.experiments import (
+    PAPER_SETTINGS,
+    fit,
+    load_paper_dataset,
+    run_split,
+)
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SHARED = osp.join(REPO, '..', 'shared', 'data')
@@ -70,7 +74,7 @@ PAPER_OPTIMIZATION = (32, 1e-2)
 
 
 def runs(base, alpha, beta, rank, seeds, epochs, k=K, dropout=0.0, weight_decay=5e-4,
-         hidden=32, lr=1e-2, public=False):
+         hidden=32, lr=1e-2, split='random'):
     data = base.clone()
     if k != K:  # base holds the stage-1 semantic graph
         del data.semantic_edge_index
@@ -79,18 +83,18 @@ def runs(base, alpha, beta, rank, seeds, epochs, k=K, dropout=0.0, weight_decay=
     num_classes = int(data.y.max()) + 1
     results = []
     for seed in seeds:
-        split = data.clone() if public else paper_split(data.clone(), seed=seed)
+        run = run_split(data, seed, split)
         torch.manual_seed(seed)
-        model = TSGCN(split.num_features, hidden, num_classes, dropout=dropout)
-        forward = lambda: model(split.x, split.lowrank_w, split.lowrank_v)  # noqa: B023, E731
-        results.append(fit(model, forward, split, epochs, lr=lr, weight_decay=weight_decay))
+        model = TSGCN(run.num_features, hidden, num_classes, dropout=dropout)
+        forward = lambda: model(run.x, run.lowrank_w, run.lowrank_v)  # noqa: B023, E731
+        results.append(fit(model, forward, run, epochs, lr=lr, weight_decay=weight_decay))
     return results
 
 
 def validation(base, alpha, beta, rank, k, args, dropout=0.0, weight_decay=5e-4, hidden=32,
                lr=1e-2) -> float:
     res = runs(base, alpha, beta, rank, range(args.seeds), args.grid_epochs, k, dropout,
-               weight_decay, hidden, lr, args.split == 'public')
+               weight_decay, hidden, lr, args.split)
     return 100 * statistics.mean(r.val_accuracy for r in res)
 
 
@@ -132,8 +136,10 @@ def main() -> None:
         setting = PAPER_SETTINGS[name]
         start = time.perf_counter()
         base = load_paper_dataset(name, None, SHARED, sparse_features=True)
-        if args.split == 'public' and 'train_mask' not in base:
-            parser.error(f'{name} has no public split (Planetoid datasets only)')
+        try:
+            run_split(base, 0, args.split)  # a dataset without a public split fails here
+        except ValueError as error:
+            parser.error(f'{name}: {error}')
         runs_of = 'initialisations on the public split' if args.split == 'public' else 'splits'
         base = SemanticGraph(K, progress=False)(base)
         rank, k = args.rank_k or (paper_rank(base.num_nodes, setting.p), K)
@@ -186,7 +192,7 @@ def main() -> None:
                           flush=True)
             hidden, lr = max(stage4, key=stage4.get)
         final = runs(base, alpha, beta, rank, range(args.final_seeds), 500, k, dropout,
-                     weight_decay, hidden, lr, args.split == 'public')
+                     weight_decay, hidden, lr, args.split)
         last = [100 * r.last_accuracy for r in final]
         acc = [100 * r.accuracy for r in final]
         f1 = [100 * r.f1 for r in final]

@@ -10,7 +10,13 @@ from sklearn.metrics import f1_score
 from tests.conftest import SHARED_DATA
 from torch_geometric_regcn import TSGCN, LowRankInverse
 from torch_geometric_regcn.datasets import contextual_sbm, paper_split
-from torch_geometric_regcn.experiments import PAPER_SETTINGS, fit, macro_f1, offline_root
+from torch_geometric_regcn.experiments import (
+    PAPER_SETTINGS,
+    fit,
+    macro_f1,
+    offline_root,
+    run_split,
+)
 
 
 @pytest.mark.parametrize('seed', range(5))
@@ -38,6 +44,22 @@ def test_paper_split_sizes_and_reproducibility():
     assert not torch.equal(first.test_mask, other.test_mask)
     with pytest.raises(ValueError, match='lower them'):
         paper_split(data.clone(), num_val=1000, num_test=1000)
+
+
+def test_run_split_random_is_the_paper_split_and_public_the_graphs_own():
+    data = contextual_sbm(2000, num_classes=5, seed=0)
+    drawn = run_split(data, 3, 'random')
+    assert torch.equal(drawn.test_mask, paper_split(data.clone(), seed=3).test_mask)
+    assert 'test_mask' not in data  # a copy: the input keeps no masks
+    with pytest.raises(ValueError, match="no fixed public split.*split='random'"):
+        run_split(data, 0, 'public')
+    # With masks of its own the graph keeps them, whatever the seed.
+    for seed in (0, 7):
+        fixed = run_split(drawn, seed, 'public')
+        for part in ('train_mask', 'val_mask', 'test_mask'):
+            assert torch.equal(fixed[part], drawn[part])
+    with pytest.raises(ValueError, match="'random' or 'public'"):
+        run_split(data, 0, 'planetoid')
 
 
 def test_fit_reports_the_test_scores_of_the_best_validation_epoch():

@@ -266,3 +266,24 @@ def load_paper_dataset(name: str, root: Optional[str] = None,
     else:
         data.x = _row_normalized(data.x if dense else data.x.to_dense())
     return data
+
+
+def run_split(data: Data, seed: int, split: str = 'random') -> Data:
+    r"""A copy of :obj:`data` with the masks of one run. :obj:`"random"`: the
+    paper's split drawn with :obj:`seed`
+    (:func:`~torch_geometric_regcn.datasets.paper_split`); :obj:`"public"`:
+    the dataset's own fixed split (Planetoid's public split of Cora, CiteSeer
+    and PubMed has the paper's sizes), the same for every seed, which then
+    varies the initialisation only, as the authors' repetitions on their one
+    split do."""
+    from torch_geometric_regcn.datasets import paper_split
+
+    if split == 'random':
+        return paper_split(data.clone(), seed=seed)
+    if split != 'public':
+        raise ValueError(f"'split' must be 'random' or 'public' (got {split!r})")
+    if not all(f'{part}_mask' in data for part in ('train', 'val', 'test')):
+        raise ValueError("The graph has no fixed public split (train/val/test masks; "
+                         "Planetoid's Cora, CiteSeer and PubMed have one): use "
+                         "split='random'")
+    return data.clone()

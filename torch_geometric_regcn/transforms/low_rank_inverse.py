@@ -122,9 +122,8 @@ class LowRankInverse(BaseTransform):
     exact gain is :math:`1 / (1 - \lambda)`). The eigenpairs come from
     Chebyshev-filtered thick-restart block Lanczos on the sparse
     :math:`\mathbf{S}` (:func:`~torch_geometric_regcn.linalg.block_lanczos`),
-    4.2-4.7x faster than :func:`scipy.sparse.linalg.eigsh` at equal accuracy on
-    PubMed on two CPU cores (``benchmarks/results/eigensolver.md``; the ratio
-    depends on the CPU), or from block subspace iteration
+    faster than :func:`scipy.sparse.linalg.eigsh` at equal accuracy (measured
+    in ``benchmarks/results/eigensolver.md``), or from block subspace iteration
     (:obj:`method="chebyshev"` or the paper's plain :obj:`method="power"`):
     :math:`O(N r)` memory, on the device and in the dtype of :obj:`data.x`,
     reproducible for a given :obj:`seed`.
