@@ -1,7 +1,9 @@
 r"""tsGCN's hyperparameters tuned on validation accuracy only, then tested.
 
     python benchmarks/tune.py --datasets Cora CiteSeer [--seeds 3] [--final-seeds 10]
-                              [--no-stage2] [--alpha-beta A B] [--rank-k R K]
+                              [--alphas A ...] [--betas B ...]
+                              [--no-stage2 | --rank-factors F ... --ks K ...]
+                              [--alpha-beta A B] [--rank-k R K]
                               [--stage3 [--dropouts P ...] [--weight-decays WD ...]
                                | --regularization P WD]
                               [--stage4 [--hiddens H ...] [--lrs LR ...]]
@@ -26,6 +28,10 @@ before: the two hyperparameters the paper fixes, hidden units in --hiddens
 --split public does all of it on Planetoid's fixed public split (Cora,
 CiteSeer, PubMed), its validation nodes choosing and its test nodes testing;
 the seeds then vary the initialisation only.
+
+Each grid can be set from the command line (--alphas, --betas, --rank-factors,
+--ks, --dropouts, ...): where a stage's best lies on its grid's edge, widen the
+grid past that edge and run the stage again.
 
 --alpha-beta A B skips stage 1, --rank-k R K stage 2 and --regularization P WD
 stage 3, starting from the choice of an earlier run (recorded in tuning.md);
@@ -105,8 +111,17 @@ def main() -> None:
     parser.add_argument('--seeds', type=int, default=3)
     parser.add_argument('--grid-epochs', type=int, default=200)
     parser.add_argument('--final-seeds', type=int, default=10)
+    parser.add_argument('--alphas', nargs='+', type=float, default=ALPHAS,
+                        help="stage 1: the alphas to try (widen the grid where its best lies "
+                             "on an edge)")
+    parser.add_argument('--betas', nargs='+', type=float, default=BETAS,
+                        help='stage 1: the betas to try')
     parser.add_argument('--stage2', action=argparse.BooleanOptionalAction, default=True,
                         help='also tune the rank, then k')
+    parser.add_argument('--rank-factors', nargs='+', type=float, default=RANK_FACTORS,
+                        help="stage 2: the ranks to try, as multiples of the paper's")
+    parser.add_argument('--ks', nargs='+', type=int, default=KS,
+                        help="stage 2: the semantic graph's k to try")
     parser.add_argument('--alpha-beta', nargs=2, type=float, metavar=('A', 'B'),
                         help='skip stage 1: (alpha, beta) chosen by an earlier stage 1')
     parser.add_argument('--rank-k', nargs=2, type=int, metavar=('R', 'K'),
@@ -149,8 +164,8 @@ def main() -> None:
         if args.alpha_beta:
             alpha, beta = args.alpha_beta
         else:
-            for alpha in ALPHAS:
-                for beta in BETAS:
+            for alpha in args.alphas:
+                for beta in args.betas:
                     grid[alpha, beta] = validation(base, alpha, beta, rank, k, args, dropout,
                                                    weight_decay)
                     print(f'{name} alpha={alpha} beta={beta}: val {grid[alpha, beta]:.1f}',
@@ -158,12 +173,12 @@ def main() -> None:
             alpha, beta = max(grid, key=grid.get)
             stage2[rank, k] = grid[alpha, beta]
         if not args.rank_k and args.stage2:  # the rank at k = K, then k at the chosen rank
-            for r in [int(f * rank) for f in RANK_FACTORS]:
+            for r in [int(f * rank) for f in args.rank_factors]:
                 if 1 <= r < base.num_nodes and (r, k) not in stage2:
                     stage2[r, k] = validation(base, alpha, beta, r, k, args, dropout,
                                               weight_decay)
             rank = max((r for r, _ in stage2), key=lambda r: stage2[r, K])
-            for kk in KS:
+            for kk in args.ks:
                 if (rank, kk) not in stage2:
                     stage2[rank, kk] = validation(base, alpha, beta, rank, kk, args, dropout,
                                                   weight_decay)
@@ -202,6 +217,14 @@ def main() -> None:
               f'weight_decay={weight_decay} hidden={hidden} lr={lr}; ACC {mean_acc:.1f} '
               f'F1 {mean_f1:.1f}', flush=True)
         skipped = f' --alpha-beta {alpha:g} {beta:g}' if args.alpha_beta else ''
+        if not args.alpha_beta and args.alphas != ALPHAS:
+            skipped += ' --alphas ' + ' '.join(f'{a:g}' for a in args.alphas)
+        if not args.alpha_beta and args.betas != BETAS:
+            skipped += ' --betas ' + ' '.join(f'{b:g}' for b in args.betas)
+        if not args.rank_k and args.stage2 and args.rank_factors != RANK_FACTORS:
+            skipped += ' --rank-factors ' + ' '.join(f'{f:g}' for f in args.rank_factors)
+        if not args.rank_k and args.stage2 and args.ks != KS:
+            skipped += ' --ks ' + ' '.join(map(str, args.ks))
         skipped += f' --rank-k {rank} {k}' if args.rank_k else ''
         if args.regularization:
             skipped += ' --regularization ' + ' '.join(f'{x:g}' for x in args.regularization)
@@ -236,10 +259,10 @@ def main() -> None:
                       f'{args.grid_epochs} epochs, rank {grid_rank}, k = {grid_k}, dropout '
                       f'{grid_reg[0]:g}, weight decay {grid_reg[1]:g} (the paper: alpha = '
                       f'{setting.alpha}, beta = {setting.beta}):', '',
-                      '| alpha \\ beta | ' + ' | '.join(map(str, BETAS)) + ' |',
-                      '|---' * (len(BETAS) + 1) + '|']
-            lines += [f'| {a} | ' + ' | '.join(f'{grid[a, b]:.1f}' for b in BETAS) + ' |'
-                      for a in ALPHAS]
+                      '| alpha \\ beta | ' + ' | '.join(map(str, args.betas)) + ' |',
+                      '|---' * (len(args.betas) + 1) + '|']
+            lines += [f'| {a} | ' + ' | '.join(f'{grid[a, b]:.1f}' for b in args.betas) + ' |'
+                      for a in args.alphas]
         if args.rank_k:
             lines += ['', f'Stage 2 skipped: rank {rank}, k = {k} as chosen on validation by '
                       'an earlier stage 2.']
