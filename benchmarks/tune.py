@@ -214,8 +214,9 @@ def main() -> None:
         paper_acc, paper_f1 = paper('acc', 'tsGCN', name), paper('f1', 'tsGCN', name)
         mean_acc, mean_f1 = statistics.mean(acc), statistics.mean(f1)
         print(f'{name}: chose alpha={alpha} beta={beta} rank={rank} k={k} dropout={dropout} '
-              f'weight_decay={weight_decay} hidden={hidden} lr={lr}; ACC {mean_acc:.1f} '
-              f'F1 {mean_f1:.1f}', flush=True)
+              f'weight_decay={weight_decay} hidden={hidden} lr={lr}; ACC {mean_acc:.2f} '
+              f'F1 {mean_f1:.2f}; test ACC per run: ' + ' '.join(f'{a:.1f}' for a in acc),
+              flush=True)
         skipped = f' --alpha-beta {alpha:g} {beta:g}' if args.alpha_beta else ''
         if not args.alpha_beta and args.alphas != ALPHAS:
             skipped += ' --alphas ' + ' '.join(f'{a:g}' for a in args.alphas)
