@@ -121,7 +121,8 @@ def main() -> None:
     parser.add_argument('--rank-factors', nargs='+', type=float, default=RANK_FACTORS,
                         help="stage 2: the ranks to try, as multiples of the paper's")
     parser.add_argument('--ks', nargs='+', type=int, default=KS,
-                        help="stage 2: the semantic graph's k to try")
+                        help="stage 2: the semantic graph's k to try (k = 10, at which the "
+                             "rank is chosen, always takes part)")
     parser.add_argument('--alpha-beta', nargs=2, type=float, metavar=('A', 'B'),
                         help='skip stage 1: (alpha, beta) chosen by an earlier stage 1')
     parser.add_argument('--rank-k', nargs=2, type=int, metavar=('R', 'K'),
