@@ -97,6 +97,14 @@ def runs(base, alpha, beta, rank, seeds, epochs, k=K, dropout=0.0, weight_decay=
     return results
 
 
+def _flag(name: str, values, default) -> str:
+    r"""The command-line flag that reproduces :obj:`values`, or nothing when
+    they are the :obj:`default` (for the command recorded in tuning.md)."""
+    if not values or values == default:
+        return ''
+    return f' {name} ' + ' '.join(f'{v:g}' for v in values)
+
+
 def validation(base, alpha, beta, rank, k, args, dropout=0.0, weight_decay=5e-4, hidden=32,
                lr=1e-2) -> float:
     res = runs(base, alpha, beta, rank, range(args.seeds), args.grid_epochs, k, dropout,
@@ -219,29 +227,19 @@ def main() -> None:
               f'F1 {mean_f1:.2f}; test ACC per run: ' + ' '.join(f'{a:.1f}' for a in acc),
               flush=True)
         skipped = f' --alpha-beta {alpha:g} {beta:g}' if args.alpha_beta else ''
-        if not args.alpha_beta and args.alphas != ALPHAS:
-            skipped += ' --alphas ' + ' '.join(f'{a:g}' for a in args.alphas)
-        if not args.alpha_beta and args.betas != BETAS:
-            skipped += ' --betas ' + ' '.join(f'{b:g}' for b in args.betas)
-        if not args.rank_k and args.stage2 and args.rank_factors != RANK_FACTORS:
-            skipped += ' --rank-factors ' + ' '.join(f'{f:g}' for f in args.rank_factors)
-        if not args.rank_k and args.stage2 and args.ks != KS:
-            skipped += ' --ks ' + ' '.join(map(str, args.ks))
+        if not args.alpha_beta:
+            skipped += _flag('--alphas', args.alphas, ALPHAS) + _flag('--betas', args.betas, BETAS)
+        if not args.rank_k and args.stage2:
+            skipped += (_flag('--rank-factors', args.rank_factors, RANK_FACTORS)
+                        + _flag('--ks', args.ks, KS))
         skipped += f' --rank-k {rank} {k}' if args.rank_k else ''
-        if args.regularization:
-            skipped += ' --regularization ' + ' '.join(f'{x:g}' for x in args.regularization)
+        skipped += _flag('--regularization', args.regularization, None)
         if args.stage3:
-            skipped += ' --stage3'
-            if args.dropouts != DROPOUTS:
-                skipped += ' --dropouts ' + ' '.join(f'{p:g}' for p in args.dropouts)
-            if args.weight_decays != WEIGHT_DECAYS:
-                skipped += ' --weight-decays ' + ' '.join(f'{wd:g}' for wd in args.weight_decays)
+            skipped += (' --stage3' + _flag('--dropouts', args.dropouts, DROPOUTS)
+                        + _flag('--weight-decays', args.weight_decays, WEIGHT_DECAYS))
         if args.stage4:
-            skipped += ' --stage4'
-            if args.hiddens != HIDDENS:
-                skipped += ' --hiddens ' + ' '.join(map(str, args.hiddens))
-            if args.lrs != LRS:
-                skipped += ' --lrs ' + ' '.join(f'{rate:g}' for rate in args.lrs)
+            skipped += (' --stage4' + _flag('--hiddens', args.hiddens, HIDDENS)
+                        + _flag('--lrs', args.lrs, LRS))
         if args.split == 'public':
             skipped += ' --split public'
         lines += [f'## {name}{" (public split)" if args.split == "public" else ""} '
