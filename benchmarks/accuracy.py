@@ -11,7 +11,7 @@ accuracy and macro-F1 at the best validation epoch. Cells are written to
 so an interrupted run resumes. Then every cell present is summarised in
 ``benchmarks/results/accuracy.md`` next to the paper's figures.
 
-Besides the rows of Table 3 (``torch_geometric_regcn.experiments.METHODS``), the
+Besides the rows of Table 3 (``harness.methods.TABLE3``), the
 ablation of the paper: ``tsGCN-t`` (beta = 0), ``tsGCN-s`` (alpha = 0), and our
 ``tsGCN (LM)`` (which='LM', as the authors' code, against the default 'LA').
 
@@ -27,26 +27,19 @@ import json
 import os
 import os.path as osp
 import statistics
-import sys
 import time
 import warnings
 
 import torch
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from paper_table3 import DATASETS, paper  # noqa: E402
-
-from torch_geometric_regcn import LowRankInverse, SemanticGraph, paper_rank  # noqa: E402
-from torch_geometric_regcn.experiments import (  # noqa: E402
-    METHODS,
-    PAPER_SETTINGS,
-    fit,
-    load_paper_dataset,
-    run_split,
-)
+from harness.data import load_paper_dataset, run_split
+from harness.methods import TABLE3 as METHODS
+from harness.paper import DATASETS, paper
+from harness.training import fit
+from torch_geometric_regcn import LowRankInverse, SemanticGraph, paper_rank
+from torch_geometric_regcn.datasets import PAPER_SETTINGS
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-SHARED = osp.join(REPO, '..', 'shared', 'data')
 OUT = osp.join(REPO, 'benchmarks', 'results', 'accuracy')
 NOTES = osp.join(REPO, 'benchmarks', 'results', 'accuracy_notes.md')
 #: Ablations: (alpha factor, beta factor, which) applied to the paper's setting.
@@ -73,7 +66,7 @@ def run_dataset(dataset: str, methods, seeds: int, epochs, k: int, device: str,
     if not todo:
         return
     try:
-        base = load_paper_dataset(dataset, None, SHARED, sparse_features)
+        base = load_paper_dataset(dataset, None, sparse_features)
     except FileNotFoundError as error:
         print(f'skip {dataset}: {error}')
         return

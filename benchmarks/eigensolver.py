@@ -38,7 +38,8 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 import torch
-from lowrank import (
+
+from benchmarks.lowrank import (
     PeakMeter,
     Report,
     _sort,
@@ -51,7 +52,7 @@ from lowrank import (
     subspace_errors,
     synthetic_graph,
 )
-
+from harness.data import SHARED_DATA
 from torch_geometric_regcn.linalg import extreme_eigenpairs
 from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
 
@@ -108,7 +109,7 @@ def _solve_child(spec):
 
 def build_operators(args, tmp):
     ops = {}
-    data_dir = (REPO / '..' / 'shared' / 'data').resolve()
+    data_dir = Path(SHARED_DATA)
     if (data_dir / 'PubMed').is_dir():
         t0 = time.perf_counter()
         data = load_pubmed(data_dir, tmp)

@@ -49,12 +49,13 @@ import torch_geometric
 from torch_geometric.data import Data
 from torch_geometric.nn import GCNConv
 
+from harness.data import SHARED_DATA
 from torch_geometric_regcn import LowRankInverse, TSGCNConv
 from torch_geometric_regcn.linalg import extreme_eigenpairs
-from torch_geometric_regcn.linalg.subspace_iteration import spectral_bound, subspace_iteration
+from torch_geometric_regcn.linalg.subspace_iteration import subspace_iteration
 from torch_geometric_regcn.linalg.woodbury import factors_from_eigenpairs, woodbury_apply
 from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
-from torch_geometric_regcn.transforms.semantic_graph import knn_graph_cosine
+from torch_geometric_regcn.utils import knn_graph_cosine, spectral_bound
 
 # torch flags its sparse CSR support as beta; this also runs in every spawned child.
 warnings.filterwarnings('ignore', message=r'.*sparse.*beta', category=UserWarning)
@@ -668,7 +669,7 @@ def parse_args(argv=None):
     p.add_argument('--skip-dense', action='store_true',
                    help='skip the dense N x N propagation on PubMed (1.5 GB)')
     p.add_argument('--skip-pubmed', action='store_true')
-    p.add_argument('--data-root', type=Path, default=REPO.parent / 'shared' / 'data',
+    p.add_argument('--data-root', type=Path, default=Path(SHARED_DATA),
                    help='folder holding PubMed/raw')
     p.add_argument('--quick', action='store_true', help='small, fast smoke test')
     p.add_argument('--output', type=Path, default=None,

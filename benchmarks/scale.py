@@ -40,11 +40,12 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from lowrank import PeakMeter, Report, load_pubmed, machine_info, synthetic_graph
 
+from benchmarks.lowrank import PeakMeter, Report, load_pubmed, machine_info, synthetic_graph
+from harness.data import SHARED_DATA
 from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph
-from torch_geometric_regcn.transforms.cosine_knn import exact_knn_cosine, ivf_knn_cosine
 from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
+from torch_geometric_regcn.utils.knn import exact_knn_cosine, ivf_knn_cosine
 
 warnings.filterwarnings('ignore', message=r'.*sparse.*beta', category=UserWarning)
 REPO = Path(__file__).resolve().parents[1]
@@ -109,7 +110,7 @@ def knn_recall_part(args, x_full, device):
     gen = torch.Generator().manual_seed(1)
     sample = x_full[torch.randperm(x_full.size(0), generator=gen)[:args.recall_sample]]
     rows = [recall_row(f'{sample.size(0):,}-node sample of the synthetic features', sample)]
-    data_dir = (REPO / '..' / 'shared' / 'data').resolve()
+    data_dir = Path(SHARED_DATA)
     if (data_dir / 'PubMed').is_dir():
         tmp = Path(tempfile.mkdtemp())
         try:

@@ -29,7 +29,8 @@ import torch
 import torch.nn.functional as F
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-SHARED = osp.join(REPO, '..', 'shared', 'data')
+from harness.data import SHARED_DATA as SHARED  # noqa: E402
+
 ALPHA, BETA, K_NN = 1.0, 0.3, 10  # the paper's PubMed setting
 
 

@@ -45,24 +45,17 @@ import argparse
 import datetime
 import os.path as osp
 import statistics
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from paper_table3 import DATASETS, paper  # noqa: E402
-
+from harness.data import load_paper_dataset, run_split
+from harness.paper import DATASETS, paper
+from harness.training import fit
 from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph, paper_rank
-from torch_geometric_regcn.experiments import (
-    PAPER_SETTINGS,
-    fit,
-    load_paper_dataset,
-    run_split,
-)
+from torch_geometric_regcn.datasets import PAPER_SETTINGS
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-SHARED = osp.join(REPO, '..', 'shared', 'data')
 OUT = osp.join(REPO, 'benchmarks', 'results', 'tuning.md')
 ALPHAS = [0.5, 1.0, 2.0, 5.0]
 BETAS = [0.1, 0.3, 0.5, 1.0]
@@ -159,7 +152,7 @@ def main() -> None:
         lines = []
         setting = PAPER_SETTINGS[name]
         start = time.perf_counter()
-        base = load_paper_dataset(name, None, SHARED, sparse_features=True)
+        base = load_paper_dataset(name, sparse_features=True)
         try:
             run_split(base, 0, args.split)  # a dataset without a public split fails here
         except ValueError as error:

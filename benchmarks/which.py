@@ -17,11 +17,12 @@ import torch
 import torch_geometric.transforms as T
 from torch_geometric.datasets import Planetoid
 
+from harness.data import SHARED_DATA as SHARED
+from harness.training import fit
 from torch_geometric_regcn import TSGCN, LowRankInverse, paper_rank
-from torch_geometric_regcn.experiments import PAPER_SETTINGS, fit
+from torch_geometric_regcn.datasets import PAPER_SETTINGS
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-SHARED = osp.join(REPO, '..', 'shared', 'data')
 
 
 def accuracy(data, seed: int, epochs: int) -> float:

@@ -21,17 +21,16 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from harness.data import load_paper_dataset  # noqa: E402
+from harness.methods import TABLE3 as METHODS  # noqa: E402
+from harness.training import fit  # noqa: E402
 from torch_geometric_regcn import LowRankInverse, SemanticGraph, paper_rank  # noqa: E402
-from torch_geometric_regcn.datasets import paper_split  # noqa: E402
-from torch_geometric_regcn.experiments import (  # noqa: E402
-    METHODS,
-    PAPER_SETTINGS,
-    fit,
-    load_paper_dataset,
+from torch_geometric_regcn.datasets import (
+    PAPER_SETTINGS,  # noqa: E402
+    paper_split,  # noqa: E402
 )
 
 HERE = osp.dirname(osp.abspath(__file__))
-SHARED = osp.join(HERE, '..', '..', 'shared', 'data')
 
 
 def main() -> None:
@@ -40,7 +39,7 @@ def main() -> None:
     parser.add_argument('--epochs', type=int, default=50)
     args = parser.parse_args()
     setting = PAPER_SETTINGS[args.dataset]
-    data = paper_split(load_paper_dataset(args.dataset, None, SHARED, sparse_features=True),
+    data = paper_split(load_paper_dataset(args.dataset, sparse_features=True),
                        seed=0)
     num_classes = int(data.y.max()) + 1
     start = time.perf_counter()

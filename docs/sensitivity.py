@@ -26,12 +26,15 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from harness.data import load_paper_dataset  # noqa: E402
+from harness.training import fit  # noqa: E402
 from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph, paper_rank  # noqa: E402
-from torch_geometric_regcn.datasets import paper_split  # noqa: E402
-from torch_geometric_regcn.experiments import PAPER_SETTINGS, fit, load_paper_dataset  # noqa: E402
+from torch_geometric_regcn.datasets import (
+    PAPER_SETTINGS,  # noqa: E402
+    paper_split,  # noqa: E402
+)
 
 HERE = osp.dirname(osp.abspath(__file__))
-SHARED = osp.join(HERE, '..', '..', 'shared', 'data')
 WEIGHTS = [0.1, 0.5, 1.0, 2.0, 5.0]
 PS = [2**i for i in range(1, 12)]  # 2 ... 2048
 MAX_RANK = 2000
@@ -86,7 +89,7 @@ def main() -> None:
     if args.summary:
         return summary()
     s = PAPER_SETTINGS[args.dataset]
-    base = SemanticGraph(10)(load_paper_dataset(args.dataset, None, SHARED,
+    base = SemanticGraph(10)(load_paper_dataset(args.dataset,
                                                 sparse_features=True))
     n = base.num_nodes
     by_rank = []

@@ -20,17 +20,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from sklearn.manifold import TSNE  # noqa: E402
 
+from harness.data import load_paper_dataset  # noqa: E402
+from harness.methods import TABLE3 as METHODS  # noqa: E402
+from harness.training import fit  # noqa: E402
 from torch_geometric_regcn import LowRankInverse, SemanticGraph, paper_rank  # noqa: E402
-from torch_geometric_regcn.datasets import paper_split  # noqa: E402
-from torch_geometric_regcn.experiments import (  # noqa: E402
-    METHODS,
-    PAPER_SETTINGS,
-    fit,
-    load_paper_dataset,
+from torch_geometric_regcn.datasets import (
+    PAPER_SETTINGS,  # noqa: E402
+    paper_split,  # noqa: E402
 )
 
 HERE = osp.dirname(osp.abspath(__file__))
-SHARED = osp.join(HERE, '..', '..', 'shared', 'data')
 DEFAULT = ['GCN', 'GAT', 'APPNP', 'GNN-HF', 'tsGCN (inv)', 'tsGCN']
 
 
@@ -41,7 +40,7 @@ def main() -> None:
     parser.add_argument('--epochs', type=int, default=200)
     args = parser.parse_args()
     setting = PAPER_SETTINGS[args.dataset]
-    data = paper_split(load_paper_dataset(args.dataset, None, SHARED), seed=0)
+    data = paper_split(load_paper_dataset(args.dataset), seed=0)
     data = SemanticGraph(10)(data)
     data = LowRankInverse(setting.alpha, setting.beta,
                           paper_rank(data.num_nodes, setting.p), k=10)(data)

@@ -1,33 +1,32 @@
 """Any row of the paper's Table 3 on one of its datasets.
 
-    python examples/regularizers.py --dataset Cora --model APPNP [--runs 10]
-                                    [--epochs E] [--root DIR] [--device D]
+    python -m examples.regularizers --dataset Cora --model APPNP [--runs 10]
+                                     [--epochs E] [--root DIR] [--device D]
 
 Models: Chebyshev, GraphSAGE, GAT (PyG's ChebConv, SAGEConv, GATConv), GCN,
 SGC, APPNP, JKNet, DAGNN, GNN-LF, GNN-HF, tsGCN (inv) (RegularizerConv, the
 regulariser chooses the model) and tsGCN (TSGCNConv), each with its original
-paper's defaults (torch_geometric_regcn.experiments.METHODS). Prints one line
+paper's defaults (harness.methods.TABLE3). Prints one line
 per run (random split, seeded by the run index) and ACC / F1 as mean (std).
 """
 import argparse
-import os.path as osp
 import statistics
 import time
 
 import torch
 from tqdm import tqdm
 
+from harness.data import OFFLINE, load_paper_dataset
+from harness.methods import TABLE3
+from harness.training import fit
 from torch_geometric_regcn import LowRankInverse, SemanticGraph, paper_rank
-from torch_geometric_regcn.datasets import paper_split
-from torch_geometric_regcn.experiments import METHODS, PAPER_SETTINGS, fit, load_paper_dataset
-
-SHARED = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), '..', 'shared', 'data')
+from torch_geometric_regcn.datasets import PAPER_SETTINGS, paper_split
 
 
 def prepare(name: str, root, model: str, k: int, device: str):
     """Loads a dataset and precomputes what the method needs; returns the data
     and the precompute time."""
-    data = load_paper_dataset(name, root, SHARED, sparse_features=True).to(device)
+    data = load_paper_dataset(name, root, sparse_features=True).to(device)
     start = time.perf_counter()
     if model.startswith('tsGCN'):
         data = SemanticGraph(k)(data)
@@ -39,7 +38,7 @@ def prepare(name: str, root, model: str, k: int, device: str):
 
 
 def run(name: str, model_name: str, data, seed: int, epochs, device: str):
-    method = METHODS[model_name]
+    method = TABLE3[model_name]
     data = paper_split(data, seed=seed)
     torch.manual_seed(seed)
     model = method.build(data, int(data.y.max()) + 1, PAPER_SETTINGS[name]).to(device)
@@ -50,9 +49,11 @@ def run(name: str, model_name: str, data, seed: int, epochs, device: str):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--dataset', required=True, choices=sorted(PAPER_SETTINGS))
-    parser.add_argument('--model', required=True, choices=list(METHODS))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument('--dataset', required=True, choices=OFFLINE,
+                        help='the datasets whose raw files lie in ../shared/data')
+    parser.add_argument('--model', required=True, choices=list(TABLE3))
     parser.add_argument('--runs', type=int, default=10)
     parser.add_argument('--epochs', type=int, default=None, help="default: the method's")
     parser.add_argument('--root', default=None)
@@ -61,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
 
     data, precompute = prepare(args.dataset, args.root, args.model, args.k, args.device)
-    print(f'{args.model} on {args.dataset} ({METHODS[args.model].note}); '
+    print(f'{args.model} on {args.dataset} ({TABLE3[args.model].note}); '
           f'precompute {precompute:.1f}s')
     accs, f1s = [], []
     for seed in range(args.runs):

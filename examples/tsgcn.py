@@ -1,6 +1,6 @@
 """tsGCN on one of the paper's datasets, with the paper's settings.
 
-    python examples/tsgcn.py --dataset Cora [--runs 10] [--epochs 500] [--root DIR]
+    python -m examples.tsgcn --dataset Cora [--runs 10] [--epochs 500] [--root DIR]
                              [--device cpu] [--k 10] [--alpha A] [--beta B] [--p P]
 
 Prints one line per run (a random split of 20 labelled nodes per class, 500
@@ -11,18 +11,16 @@ accuracy. Without --root, the raw files are copied from ../shared/data into a
 temporary root (no download); with --root, PyG's loaders download as usual.
 """
 import argparse
-import os.path as osp
 import statistics
 import time
 
 import torch
 from tqdm import tqdm
 
+from harness.data import OFFLINE, load_paper_dataset
+from harness.training import fit
 from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph, paper_rank
-from torch_geometric_regcn.datasets import paper_split
-from torch_geometric_regcn.experiments import PAPER_SETTINGS, fit, load_paper_dataset
-
-SHARED = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), '..', 'shared', 'data')
+from torch_geometric_regcn.datasets import PAPER_SETTINGS, paper_split
 
 
 def train(data, run: int, num_classes: int, args):
@@ -34,8 +32,10 @@ def train(data, run: int, num_classes: int, args):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--dataset', required=True, choices=sorted(PAPER_SETTINGS))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument('--dataset', required=True, choices=OFFLINE,
+                        help='the datasets whose raw files lie in ../shared/data')
     parser.add_argument('--runs', type=int, default=10)
     parser.add_argument('--epochs', type=int, default=500)
     parser.add_argument('--root', default=None, help='dataset root (default: a copy of '
@@ -53,7 +53,7 @@ def main() -> None:
     beta = setting.beta if args.beta is None else args.beta
     p = setting.p if args.p is None else args.p
 
-    data = load_paper_dataset(args.dataset, args.root, SHARED, sparse_features=True)
+    data = load_paper_dataset(args.dataset, args.root, sparse_features=True)
     data = data.to(args.device)
     rank = paper_rank(data.num_nodes, p)
     start = time.perf_counter()

@@ -5,7 +5,7 @@ import warnings
 import pytest
 import torch
 
-SHARED_DATA = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), '..', 'shared', 'data')
+from harness.data import SHARED_DATA
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
 
@@ -43,6 +43,26 @@ def dense_normalized_adjacency(edge_index, num_nodes, edge_weight=None):
     a.fill_diagonal_(1.0)
     d = a.sum(1).rsqrt()
     return d[:, None] * a * d[None, :]
+
+
+def brute_force(x, k):
+    """Dense float64 cosine kNN, ties to the lower index, then symmetrised."""
+    x = x.double()
+    xn = x / x.norm(dim=1, keepdim=True).clamp_min(1e-300)
+    sim = xn @ xn.T
+    sim.fill_diagonal_(-float('inf'))
+    edges = set()
+    for i, row in enumerate(sim.tolist()):
+        order = sorted(range(len(row)), key=lambda j: (-row[j], j))[:k]
+        edges |= {(i, j) for j in order} | {(j, i) for j in order}
+    return torch.tensor(sorted(edges)).T
+
+
+def clustered(n=3000, clusters=30, d=16, seed=3):
+    gen = torch.Generator().manual_seed(seed)
+    centers = torch.randn(clusters, d, generator=gen)
+    return centers[torch.randint(0, clusters, (n,), generator=gen)] + \
+        0.6 * torch.randn(n, d, generator=gen)
 
 
 @pytest.fixture(scope='session')

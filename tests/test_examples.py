@@ -1,4 +1,5 @@
-"""A fast smoke run of each example: one small dataset, a few epochs."""
+"""A fast smoke run of each example: one small dataset, a few epochs. The examples
+that use the repository's harness run as modules from the repository root."""
 import os.path as osp
 import subprocess
 import sys
@@ -26,7 +27,7 @@ def test_csbm_example():
 
 @needs_data
 def test_tsgcn_example():
-    out = run('examples/tsgcn.py', '--dataset', 'Cora', '--runs', '2', '--epochs', '5')
+    out = run('-m', 'examples.tsgcn', '--dataset', 'Cora', '--runs', '2', '--epochs', '5')
     assert 'rank=169 (N // 16)' in out
     assert out.count('run ') == 2 and 'ACC: ' in out and 'F1: ' in out
     assert 'precompute' in out and 'training' in out
@@ -35,6 +36,6 @@ def test_tsgcn_example():
 @needs_data
 @pytest.mark.parametrize('model', ['GAT', 'APPNP', 'tsGCN (inv)'])
 def test_regularizers_example(model):
-    out = run('examples/regularizers.py', '--dataset', 'Cora', '--model', model, '--runs', '1',
+    out = run('-m', 'examples.regularizers', '--dataset', 'Cora', '--model', model, '--runs', '1',
               '--epochs', '3')
     assert 'ACC: ' in out and 'F1: ' in out

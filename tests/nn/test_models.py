@@ -41,7 +41,8 @@ def test_projection_follows_the_regularizer():
     model = RegularizerGNN(6, 8, 3, regularizer='jknet').double()  # identity projection
     h = model.convs[0](x, ei)
     torch.testing.assert_close(model(x, ei), model.convs[1](h, ei))
-    assert repr(model) == 'RegularizerGNN(regularizer=JKNet(K=4, beta=1.0), num_layers=2)'
+    assert repr(model) == ('RegularizerGNN(regularizer=JKNetRegularizer(K=4, beta=1.0), '
+                           'num_layers=2)')
     with pytest.raises(ValueError, match="'num_layers'"):
         RegularizerGNN(6, 8, 3, num_layers=0)
 

@@ -74,13 +74,15 @@ def test_dagnn_learns_per_node_retainment_scores():
     x, ei = setup()
     K = 3
     layer = conv('dagnn', K=K)
-    assert isinstance(layer.extra, torch.nn.Linear) and layer.extra.in_features == F_OUT
+    out = layer(x, ei)  # the gate's input size is inferred on the first call
+    gate = layer.regularizer.gate
+    assert isinstance(gate, torch.nn.Module) and gate.weight.shape == (1, F_OUT)
     a, h = dense_adj(ei), x @ layer.lin.weight.T
     hops = torch.stack([torch.matrix_power(a, k) @ h for k in range(K + 1)], dim=1)
-    scores = torch.sigmoid(hops @ layer.extra.weight.T + layer.extra.bias)  # [N, K+1, 1]
-    torch.testing.assert_close(layer(x, ei), (scores * hops).sum(1))
+    scores = torch.sigmoid(hops @ gate.weight.T + gate.bias)  # [N, K+1, 1]
+    torch.testing.assert_close(out, (scores * hops).sum(1))
     layer(x, ei).sum().backward()
-    assert layer.extra.weight.grad is not None
+    assert gate.weight.grad is not None
     # The exact solvers give the regulariser's closed form (I + βL̃)⁻¹.
     exact = conv('dagnn', beta=0.5, solver='closed')
     expected = torch.linalg.solve(EYE + 0.5 * (EYE - a), x @ exact.lin.weight.T)
@@ -222,7 +224,7 @@ def test_lazy_repr_and_errors():
     layer = RegularizerConv(-1, 3, 'appnp', K=5, alpha=0.2)
     out = layer(torch.randn(N, 7), setup()[1])
     assert out.shape == (N, 3) and layer.lin.weight.shape == (3, 7)
-    assert repr(layer) == ("RegularizerConv(-1, 3, regularizer=APPNP(K=5, alpha=0.2), "
+    assert repr(layer) == ("RegularizerConv(-1, 3, regularizer=APPNPRegularizer(K=5, alpha=0.2), "
                            "solver='series')")
     with pytest.raises(ValueError, match='Unknown regularizer'):
         RegularizerConv(3, 3, 'gin')

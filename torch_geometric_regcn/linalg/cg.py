@@ -6,16 +6,7 @@ from typing import Any, Tuple
 import torch
 from torch import Tensor
 
-
-def diagonal(matrix: Tensor) -> Tensor:
-    r"""The diagonal of a dense, COO or CSR matrix."""
-    if matrix.layout == torch.strided:
-        return matrix.diagonal()
-    coo = matrix.to_sparse_coo().coalesce()
-    row, col = coo.indices()
-    out = torch.zeros(matrix.size(0), dtype=matrix.dtype, device=matrix.device)
-    on_diagonal = row == col
-    return out.index_add_(0, row[on_diagonal], coo.values()[on_diagonal])
+from torch_geometric_regcn.utils.sparse import diagonal
 
 
 def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6,

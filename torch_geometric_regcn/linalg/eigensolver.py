@@ -7,11 +7,12 @@ from torch import Tensor
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
 from torch_geometric_regcn.linalg.lanczos import block_lanczos
 from torch_geometric_regcn.linalg.subspace_iteration import subspace_iteration
+from torch_geometric_regcn.utils.deprecation import moved
 
 #: :obj:`"lanczos"`: Chebyshev-filtered thick-restart block Lanczos (fast);
 #: :obj:`"chebyshev"`: Chebyshev-filtered subspace iteration;
 #: :obj:`"power"`: the tsGCN paper's plain subspace (power) iteration.
-METHODS = ('lanczos', 'chebyshev', 'power')
+EIGENSOLVER_METHODS = ('lanczos', 'chebyshev', 'power')
 
 
 def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float = 1e-4,
@@ -27,7 +28,10 @@ def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float =
     if method == 'lanczos':
         return block_lanczos(operator, k, which, tol, max_iter, generator=generator,
                              callback=callback)
-    if method in METHODS:
+    if method in EIGENSOLVER_METHODS:
         return subspace_iteration(operator, k, which, tol, max_iter, method,
                                   generator=generator, callback=callback)
-    raise ValueError(f"'method' must be one of {METHODS} (got {method!r})")
+    raise ValueError(f"'method' must be one of {EIGENSOLVER_METHODS} (got {method!r})")
+
+
+__getattr__ = moved(__name__, {'METHODS': f'{__name__}:EIGENSOLVER_METHODS'})

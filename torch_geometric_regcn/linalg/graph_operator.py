@@ -1,12 +1,12 @@
 r"""Sparse graph operators: the renormalised adjacency and its combinations."""
-import warnings
 from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 from torch_geometric.utils import add_self_loops, remove_self_loops, to_undirected
 
-from torch_geometric_regcn._validation import check_edge_index
+from torch_geometric_regcn.utils.sparse import to_csr
+from torch_geometric_regcn.utils.validation import check_edge_index
 
 Edges = Tuple[Tensor, Tensor]
 
@@ -73,13 +73,3 @@ def combine(operators: Sequence[Edges], coefficients: Sequence[float], num_nodes
     matrix = torch.sparse_coo_tensor(index, value, (num_nodes, num_nodes),
                                      check_invariants=False)
     return to_csr(matrix)
-
-
-def to_csr(matrix: Tensor) -> Tensor:
-    r"""The sparse (COO or CSR) :obj:`matrix` as coalesced CSR, without torch's
-    one-time warning that its CSR support is in beta."""
-    if matrix.layout == torch.sparse_csr:
-        return matrix
-    with warnings.catch_warnings():
-        warnings.filterwarnings('ignore', message='Sparse CSR tensor support is in beta')
-        return matrix.coalesce().to_sparse_csr()

@@ -13,26 +13,11 @@ from torch_geometric_regcn.linalg.eigenpairs import (
     ieee_float32_matmul,
     precision_hint,
 )
+from torch_geometric_regcn.utils.deprecation import moved
+from torch_geometric_regcn.utils.sparse import spectral_bound
 
-METHODS = ('chebyshev', 'power')
-
-
-def spectral_bound(operator: Tensor) -> float:
-    r"""The largest absolute row sum :math:`\|\mathbf{S}\|_\infty`, an upper
-    bound on the spectral radius of :obj:`operator` (dense, COO or CSR)."""
-    if operator.layout == torch.sparse_csr:
-        counts = operator.crow_indices().diff()
-        rows = torch.repeat_interleave(torch.arange(operator.size(0), device=counts.device),
-                                       counts)
-        sums = torch.zeros(operator.size(0), dtype=operator.dtype, device=operator.device)
-        sums.index_add_(0, rows, operator.values().abs())
-    elif operator.layout == torch.sparse_coo:
-        operator = operator.coalesce()
-        sums = torch.zeros(operator.size(0), dtype=operator.dtype, device=operator.device)
-        sums.index_add_(0, operator.indices()[0], operator.values().abs())
-    else:
-        sums = operator.abs().sum(dim=1)
-    return float(sums.max()) if sums.numel() > 0 else 0.0
+#: The iterations of :func:`subspace_iteration`.
+SUBSPACE_METHODS = ('chebyshev', 'power')
 
 
 @ieee_float32_matmul()
@@ -91,8 +76,8 @@ def subspace_iteration(
             residual)` after every iteration. (default: :obj:`None`)
     """
     n = check_problem(operator, k, which, max_iter, degree)
-    if method not in METHODS:
-        raise ValueError(f"'method' must be one of {METHODS} (got {method!r})")
+    if method not in SUBSPACE_METHODS:
+        raise ValueError(f"'method' must be one of {SUBSPACE_METHODS} (got {method!r})")
 
     dtype, device = operator.dtype, operator.device
     bound = max(spectral_bound(operator), torch.finfo(dtype).tiny)
@@ -150,3 +135,6 @@ def subspace_iteration(
             f"method='chebyshev' with a higher 'degree'{precision_hint(operator)}", UserWarning,
             stacklevel=3)
     return EigenPairs(locked_theta, locked, residual, iteration, converged)
+
+
+__getattr__ = moved(__name__, {'METHODS': f'{__name__}:SUBSPACE_METHODS'})

@@ -1,17 +1,26 @@
 r"""The regularisers of the framework, one class each, registered by name."""
-from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
+from torch_geometric_regcn.regularizers.base import Regularizer
+from torch_geometric_regcn.regularizers.graph import GraphOperators
 from torch_geometric_regcn.regularizers.registry import REGISTRY, get, register
 from torch_geometric_regcn.regularizers.spectral import (
-    APPNP,
-    DAGNN,
-    GCN,
-    GNNHF,
-    GNNLF,
-    SGC,
     AffineRegularizer,
-    JKNet,
+    APPNPRegularizer,
+    DAGNNRegularizer,
+    GCNRegularizer,
+    GNNHFRegularizer,
+    GNNLFRegularizer,
+    JKNetRegularizer,
+    SGCRegularizer,
 )
-from torch_geometric_regcn.regularizers.tsgcn import TSGCN
+from torch_geometric_regcn.regularizers.tsgcn import TSGCNRegularizer, tsgcn_adjacency
+from torch_geometric_regcn.utils.deprecation import moved
 
-__all__ = ['APPNP', 'DAGNN', 'GCN', 'GNNHF', 'GNNLF', 'REGISTRY', 'SGC', 'TSGCN',
-           'AffineRegularizer', 'GraphOperators', 'JKNet', 'Regularizer', 'get', 'register']
+__all__ = ['APPNPRegularizer', 'AffineRegularizer', 'DAGNNRegularizer', 'GCNRegularizer',
+           'GNNHFRegularizer', 'GNNLFRegularizer', 'GraphOperators', 'JKNetRegularizer',
+           'REGISTRY', 'Regularizer', 'SGCRegularizer', 'TSGCNRegularizer', 'get', 'register',
+           'tsgcn_adjacency']
+
+# The 0.1 names, which clashed with the networks of the same name.
+__getattr__ = moved(__name__, {
+    old: f'{__name__}:{old}Regularizer'
+    for old in ('GCN', 'SGC', 'APPNP', 'JKNet', 'DAGNN', 'GNNLF', 'GNNHF', 'TSGCN')})

@@ -1,54 +1,17 @@
 r"""The regulariser interface of the regularizer-centred framework."""
-from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Dict, Hashable, Optional, Tuple, TypeVar
+from typing import Any, ClassVar, Dict, FrozenSet, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from torch_geometric_regcn.linalg.cg import cg_solve
-from torch_geometric_regcn.linalg.subspace_iteration import spectral_bound
-
-T = TypeVar('T')
+from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
+from torch_geometric_regcn.utils.sparse import spectral_bound
 
 SOLVERS = ('closed', 'series', 'cg', 'lowrank')
-PROJECTIONS = ('identity', 'relu')
 
 
-@dataclass
-class GraphOperators:
-    r"""What a regulariser may use of a graph, built once per graph:
-    :obj:`adj` is the renormalised adjacency :math:`\hat{\mathbf{A}}` (sparse
-    CSR), :obj:`semantic` that of the semantic graph
-    :math:`\hat{\mathbf{A}}_X` and :obj:`lowrank` the factors of
-    :class:`~torch_geometric_regcn.LowRankInverse`, both for tsGCN only.
-    Operators derived from them (a regulariser's :math:`\mathbf{M}`) are built
-    once per graph through :meth:`memo`, so a cached layer never rebuilds them."""
-    adj: Tensor
-    semantic: Optional[Tensor] = None
-    lowrank: Optional[Tuple[Tensor, Tensor]] = None
-    derived: Dict[Hashable, Any] = field(default_factory=dict, repr=False)
-
-    def memo(self, key: Hashable, build: Callable[[], T]) -> T:
-        r"""Returns :obj:`build()`, computed on the first call for :obj:`key`."""
-        if key not in self.derived:
-            self.derived[key] = build()
-        return self.derived[key]
-
-    @property
-    def num_nodes(self) -> int:
-        return self.adj.size(0)
-
-    def identity(self) -> Tensor:
-        def build() -> Tensor:
-            n = self.num_nodes
-            eye = torch.arange(n, device=self.adj.device)
-            return torch.sparse_coo_tensor(
-                torch.stack([eye, eye]), torch.ones(n, dtype=self.adj.dtype, device=eye.device),
-                (n, n), is_coalesced=True, check_invariants=False)
-        return self.memo('identity', build)
-
-
-class Regularizer:
+class Regularizer(torch.nn.Module):
     r"""Base class of a graph regulariser :math:`\mathcal{L}(\mathbf{H};
     \mathcal{G}) = \mathrm{Tr}(\mathbf{H}^{\top}\mathbf{R}\mathbf{H})` in the
     framework of the `"Beyond Graph Convolutional Network: An Interpretable
@@ -77,13 +40,20 @@ class Regularizer:
     - :obj:`"series"`: a :math:`K`-term truncated series, the rule the paper
       states for the regulariser (:meth:`series`; by default a Neumann series of
       :math:`\mathbf{M}^{-1}`);
-    - :obj:`"lowrank"`: precomputed low-rank factors (tsGCN only).
+    - :obj:`"lowrank"`: precomputed low-rank factors, for a regulariser that
+      implements :meth:`lowrank` (tsGCN).
+
+    A regulariser is a :class:`torch.nn.Module`: its coefficients are saved in
+    its :meth:`state_dict` (as extra state) and any trainable part (DAGNN's
+    gate) is a submodule, so both travel with the layer that holds it.
 
     A new regulariser needs only :meth:`operator`: subclass, return
-    :math:`\mathbf{R}` as a sparse symmetric positive definite matrix built from
+    :math:`\mathbf{M}` as a sparse symmetric positive definite matrix built from
     :obj:`graph.adj`, and :class:`~torch_geometric_regcn.RegularizerConv` trains
-    with it. Override :meth:`numerator`, :meth:`series` and
-    :meth:`frequency_response` to say more.
+    with it. Override :meth:`numerator`, :meth:`series`,
+    :meth:`frequency_response` and :meth:`requires` to say more. Coefficients
+    may be set in :obj:`__init__` before (or without) calling
+    :obj:`super().__init__()`.
 
     Class attributes: :obj:`name` (the registry key), :obj:`projection` (the
     hidden-layer projection it pairs with, :obj:`"relu"` or :obj:`"identity"`;
@@ -98,6 +68,13 @@ class Regularizer:
     decoupled: ClassVar[bool] = False
     #: the number of series terms, for :obj:`solver="series"`
     K: int = 10
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> 'Regularizer':
+        # Set up the module before any __init__ runs, so that a subclass may
+        # assign coefficients first or never call super().__init__().
+        self = super().__new__(cls)
+        torch.nn.Module.__init__(self)
+        return self
 
     def __init__(self, **coefficients: Any) -> None:
         if coefficients:
@@ -117,9 +94,18 @@ class Regularizer:
         r"""Applies :math:`\mathbf{B}` (the identity by default)."""
         return x
 
+    def requires(self, solver: str) -> FrozenSet[str]:
+        r"""What :obj:`solver` reads of the graph, a subset of
+        :obj:`{"adj", "semantic", "lowrank"}` (see
+        :class:`~torch_geometric_regcn.regularizers.GraphOperators`). A layer
+        passes on only these inputs; by default every solver reads the
+        adjacency alone."""
+        return frozenset({'adj'})
+
     def coefficients(self) -> Dict[str, Any]:
         r"""The coefficients, as passed to the constructor."""
-        return {k: v for k, v in vars(self).items() if not k.startswith('_')}
+        return {k: v for k, v in vars(self).items()
+                if not k.startswith('_') and k != 'training'}
 
     def frequency_response(self, lam: Tensor) -> Tensor:
         r"""The gain :math:`g(\lambda)` of the propagation of the default solver
@@ -128,9 +114,23 @@ class Regularizer:
         raise NotImplementedError(f'{type(self).__name__} does not define its frequency '
                                   f'response')
 
-    def module(self, channels: int) -> Optional[torch.nn.Module]:
-        r"""Trainable parameters the propagation needs (none by default)."""
-        return None
+    def reset_parameters(self) -> None:
+        r"""Resets the trainable parts, if any."""
+        for child in self.children():
+            if hasattr(child, 'reset_parameters'):
+                child.reset_parameters()
+
+    # -- state --------------------------------------------------------------------
+    def get_extra_state(self) -> Dict[str, Any]:
+        return self.coefficients()
+
+    def set_extra_state(self, state: Dict[str, Any]) -> None:
+        try:  # the constructor's checks, before anything changes
+            type(self)(**state)
+        except TypeError:  # coefficients that are not constructor arguments
+            pass
+        for key, value in state.items():
+            setattr(self, key, value)
 
     # -- shared machinery ---------------------------------------------------------
     def check_solver(self, solver: Optional[str]) -> str:
@@ -143,12 +143,11 @@ class Regularizer:
         return solver
 
     def propagate(self, x: Tensor, graph: GraphOperators, solver: Optional[str] = None,
-                  tol: float = 1e-6, max_iter: int = 1000,
-                  module: Optional[torch.nn.Module] = None) -> Tensor:
+                  tol: float = 1e-6, max_iter: int = 1000) -> Tensor:
         r"""Computes :math:`\mathbf{R}^{-1}\mathbf{X}` with :obj:`solver`."""
         solver = self.check_solver(solver)
         if solver == 'series':
-            return self.series(x, graph, module)
+            return self.series(x, graph)
         if solver == 'lowrank':
             return self.lowrank(x, graph)
         rhs = self.numerator(x, graph)
@@ -157,8 +156,7 @@ class Regularizer:
             return torch.linalg.solve(matrix.to_dense(), rhs)
         return cg_solve(matrix, rhs, tol, max_iter)
 
-    def series(self, x: Tensor, graph: GraphOperators,
-               module: Optional[torch.nn.Module] = None) -> Tensor:
+    def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
         r"""A :obj:`K`-term Neumann series :math:`\omega \sum_{k<K} (\mathbf{I} -
         \omega\mathbf{M})^k \mathbf{B}\mathbf{X}` with :math:`\omega =
         1 / \|\mathbf{M}\|_\infty`, which converges for any symmetric positive
@@ -171,9 +169,6 @@ class Regularizer:
             term = term - omega * (matrix @ term)
             out = out + term
         return out
-
-    def lowrank(self, x: Tensor, graph: GraphOperators) -> Tensor:
-        raise NotImplementedError
 
     def regularizer_matrix(self, graph: GraphOperators) -> Tensor:
         r"""The dense :math:`\mathbf{R} = \mathbf{B}^{-1}\mathbf{M}` (for
@@ -190,7 +185,6 @@ class Regularizer:
         keyword arguments are those of
         :meth:`~torch_geometric_regcn.RegularizerConv.forward`. Dense in
         :math:`\mathbf{R}`: meant for analysis on small graphs."""
-        from torch_geometric_regcn.regularizers.graph import build_graph
         ops = edge_index if isinstance(edge_index, GraphOperators) else build_graph(
             self, edge_index, h.size(0), dtype=h.dtype, **graph)
         return -(h * h_in).sum() + 0.5 * (h * (self.regularizer_matrix(ops) @ h)).sum()

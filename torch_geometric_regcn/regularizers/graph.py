@@ -1,13 +1,23 @@
-r"""Building the :class:`GraphOperators` a regulariser needs from PyG inputs."""
-from typing import Any, Optional
+r"""The graph operators a regulariser reads, built from PyG inputs on first use."""
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Hashable, Optional, Tuple, TypeVar
 
 import torch
 from torch import Tensor
 from torch_geometric.utils import to_edge_index
 
 from torch_geometric_regcn.linalg.graph_operator import combine, normalized_adjacency
-from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
-from torch_geometric_regcn.transforms.cosine_knn import knn_graph_cosine
+from torch_geometric_regcn.utils.knn import knn_graph_cosine
+from torch_geometric_regcn.utils.sparse import sparse_identity
+
+if TYPE_CHECKING:
+    from torch_geometric_regcn.regularizers.base import Regularizer
+
+T = TypeVar('T')
+
+#: What a solver may read of a graph (see :meth:`Regularizer.requires`):
+#: :obj:`"adj"` the renormalised adjacency, :obj:`"semantic"` the semantic
+#: graph's, :obj:`"lowrank"` precomputed low-rank factors.
+REQUIREMENTS = ('adj', 'semantic', 'lowrank')
 
 
 def _as_edge_index(edge_index: Any, edge_weight: Optional[Tensor]):
@@ -31,25 +41,120 @@ def adjacency(edge_index: Any, num_nodes: int, edge_weight: Optional[Tensor] = N
                    num_nodes)
 
 
-def build_graph(regularizer: Regularizer, edge_index: Any, num_nodes: int,
+class GraphOperators:
+    r"""The operators of one graph that a regulariser reads, each built on
+    first use and then kept (a layer with :obj:`cached=True` keeps the whole
+    object, so nothing is built twice):
+
+    - :attr:`adj`: the renormalised adjacency :math:`\hat{\mathbf{A}}`
+      (sparse CSR) of :obj:`edge_index`;
+    - :meth:`semantic_adjacency`: that of the semantic graph
+      :obj:`semantic_edge_index`, or, without one, of the cosine
+      :math:`k`-NN graph of :obj:`x` (:math:`O(N^2 d)`, built once per
+      :math:`k`);
+    - :attr:`lowrank`: the factors :math:`(\mathbf{W}, \mathbf{V})` of
+      :class:`~torch_geometric_regcn.LowRankInverse`;
+    - :meth:`memo`: any operator derived from them (a regulariser's
+      :math:`\mathbf{M}`, the Woodbury core).
+
+    Args:
+        num_nodes (int): The number of nodes :math:`N`.
+        edge_index (torch.Tensor, optional): Edge indices :obj:`[2, E]` or a
+            :obj:`torch.sparse` adjacency matrix. (default: :obj:`None`)
+        edge_weight (torch.Tensor, optional): Edge weights :obj:`[E]`.
+            (default: :obj:`None`)
+        dtype (torch.dtype, optional): The dtype of the operators.
+            (default: :obj:`torch.float32`)
+        semantic_edge_index (torch.Tensor, optional): The semantic graph.
+            (default: :obj:`None`)
+        x (torch.Tensor, optional): Node features, for a semantic graph built
+            on demand. (default: :obj:`None`)
+        lowrank (tuple, optional): The factors :obj:`(w, v)`.
+            (default: :obj:`None`)
+        progress (bool, optional): Show a progress bar for an on-demand
+            :math:`k`-NN search that takes longer than a second.
+            (default: :obj:`True`)
+        seed (int, optional): The seed of an approximate :math:`k`-NN
+            search's centroids. (default: :obj:`0`)
+    """
+    def __init__(self, num_nodes: int, edge_index: Any = None,
+                 edge_weight: Optional[Tensor] = None, dtype: torch.dtype = torch.float32,
+                 semantic_edge_index: Optional[Tensor] = None, x: Optional[Tensor] = None,
+                 lowrank: Optional[Tuple[Tensor, Tensor]] = None, progress: bool = True,
+                 seed: int = 0) -> None:
+        self.num_nodes = num_nodes
+        self.edge_index, self.edge_weight, self.dtype = edge_index, edge_weight, dtype
+        self.semantic_edge_index, self.x = semantic_edge_index, x
+        self.lowrank = lowrank
+        self.progress, self.seed = progress, seed
+        self.derived: Dict[Hashable, Any] = {}
+
+    def memo(self, key: Hashable, build: Callable[[], T]) -> T:
+        r"""Returns :obj:`build()`, computed on the first call for :obj:`key`."""
+        if key not in self.derived:
+            self.derived[key] = build()
+        return self.derived[key]
+
+    @property
+    def adj(self) -> Tensor:
+        r"""The renormalised adjacency :math:`\hat{\mathbf{A}}` (sparse CSR)."""
+        if self.edge_index is None:
+            raise ValueError("This regulariser needs the graph: pass 'edge_index'")
+        return self.memo('adj', lambda: adjacency(self.edge_index, self.num_nodes,
+                                                  self.edge_weight, self.dtype))
+
+    def semantic_edges(self, k: int) -> Tensor:
+        r"""The semantic graph's :obj:`edge_index`: :obj:`semantic_edge_index`
+        when given, else the symmetrised cosine :obj:`k`-NN graph of :obj:`x`."""
+        if self.semantic_edge_index is not None:
+            return self.semantic_edge_index
+        if self.x is None:
+            raise ValueError("The semantic graph needs node features 'x' or a precomputed "
+                             "'semantic_edge_index' (see SemanticGraph)")
+        return self.memo(('knn', k), lambda: knn_graph_cosine(
+            self.x.detach().to(self.dtype), k, progress=self.progress,
+            generator=torch.Generator().manual_seed(self.seed)))
+
+    def semantic_adjacency(self, k: int = 10) -> Tensor:
+        r"""The renormalised adjacency :math:`\hat{\mathbf{A}}_X` of the
+        semantic graph (sparse CSR); :obj:`k` is used only to build it from
+        :obj:`x`."""
+        key = 'semantic' if self.semantic_edge_index is not None else ('semantic', k)
+        return self.memo(key, lambda: adjacency(self.semantic_edges(k), self.num_nodes, None,
+                                                self.dtype))
+
+    @property
+    def device(self) -> torch.device:
+        r"""The device of the inputs."""
+        for tensor in (self.edge_index, self.semantic_edge_index, self.x, *(self.lowrank or ())):
+            if isinstance(tensor, Tensor):
+                return tensor.device
+        return torch.device('cpu')
+
+    def identity(self) -> Tensor:
+        r"""The identity (sparse COO)."""
+        return self.memo('identity',
+                         lambda: sparse_identity(self.num_nodes, self.dtype, self.device))
+
+
+def build_graph(regularizer: 'Regularizer', edge_index: Any, num_nodes: int,
                 edge_weight: Optional[Tensor] = None, dtype: torch.dtype = torch.float32,
                 semantic_edge_index: Optional[Tensor] = None, x: Optional[Tensor] = None,
-                lowrank_w: Optional[Tensor] = None,
-                lowrank_v: Optional[Tensor] = None) -> GraphOperators:
-    r"""Prepares the operators :obj:`regularizer` uses; the semantic graph only
-    when it asks for one (:obj:`needs_semantic`), from
-    :obj:`semantic_edge_index` or else from the cosine :obj:`k`-NN graph of
-    :obj:`x`."""
-    ops = GraphOperators(adjacency(edge_index, num_nodes, edge_weight, dtype))
-    if getattr(regularizer, 'needs_semantic', False):
-        if semantic_edge_index is None:
-            if x is None:
-                raise ValueError(f"Regularizer '{regularizer.name}' needs a semantic graph: "
-                                 f"pass 'semantic_edge_index=' (see SemanticGraph)")
-            semantic_edge_index = knn_graph_cosine(x.detach(), regularizer.k)
-        ops.semantic = adjacency(semantic_edge_index, num_nodes, None, dtype)
-    if lowrank_w is not None or lowrank_v is not None:
+                lowrank_w: Optional[Tensor] = None, lowrank_v: Optional[Tensor] = None,
+                solver: Optional[str] = None) -> GraphOperators:
+    r"""The :class:`GraphOperators` of :obj:`regularizer` with :obj:`solver`
+    (default: its default solver): only the inputs that solver
+    :meth:`~torch_geometric_regcn.regularizers.Regularizer.requires` are kept,
+    and missing ones raise an error here, before any work."""
+    needs: FrozenSet[str] = regularizer.requires(regularizer.check_solver(solver))
+    lowrank = None
+    if 'lowrank' in needs:
         if lowrank_w is None or lowrank_v is None:
-            raise ValueError("Pass both 'lowrank_w' and 'lowrank_v' (see LowRankInverse)")
-        ops.lowrank = (lowrank_w, lowrank_v)
-    return ops
+            raise ValueError(f"Regularizer '{regularizer.name or type(regularizer).__name__}' "
+                             f"with solver='lowrank' needs the factors: pass both "
+                             f"'lowrank_w=' and 'lowrank_v=' (see LowRankInverse)")
+        lowrank = (lowrank_w, lowrank_v)
+    semantic = 'semantic' in needs
+    return GraphOperators(num_nodes, edge_index, edge_weight, dtype,
+                          semantic_edge_index=semantic_edge_index if semantic else None,
+                          x=x if semantic else None, lowrank=lowrank)

@@ -2,11 +2,21 @@ r"""Regularisers by name."""
 from typing import Any, Dict, Type, Union
 
 from torch_geometric_regcn.regularizers.base import Regularizer
-from torch_geometric_regcn.regularizers.spectral import APPNP, DAGNN, GCN, GNNHF, GNNLF, SGC, JKNet
-from torch_geometric_regcn.regularizers.tsgcn import TSGCN
+from torch_geometric_regcn.regularizers.spectral import (
+    APPNPRegularizer,
+    DAGNNRegularizer,
+    GCNRegularizer,
+    GNNHFRegularizer,
+    GNNLFRegularizer,
+    JKNetRegularizer,
+    SGCRegularizer,
+)
+from torch_geometric_regcn.regularizers.tsgcn import TSGCNRegularizer
 
 REGISTRY: Dict[str, Type[Regularizer]] = {
-    cls.name: cls for cls in (GCN, SGC, APPNP, JKNet, DAGNN, GNNLF, GNNHF, TSGCN)
+    cls.name: cls for cls in (GCNRegularizer, SGCRegularizer, APPNPRegularizer,
+                              JKNetRegularizer, DAGNNRegularizer, GNNLFRegularizer,
+                              GNNHFRegularizer, TSGCNRegularizer)
 }
 
 

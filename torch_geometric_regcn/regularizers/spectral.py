@@ -10,10 +10,11 @@ so that :math:`\mathbf{R} = \mathbf{B}^{-1}\mathbf{M}` and the propagation is
 are Neumann series of :math:`\mathbf{M}^{-1} = m_0^{-1}\sum_k
 (-m_1\hat{\mathbf{A}}/m_0)^k`.
 """
-from typing import Optional, Tuple
+from typing import Tuple
 
 import torch
 from torch import Tensor
+from torch_geometric.nn.dense.linear import Linear
 
 from torch_geometric_regcn.linalg.graph_operator import linear_combination
 from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
@@ -70,8 +71,7 @@ class AffineRegularizer(Regularizer):
         powers = (-m1 / m0 * lam).unsqueeze(-1) ** torch.arange(terms, dtype=lam.dtype)
         return (b0 + b1 * lam) / m0 * powers.sum(-1)
 
-    def series(self, x: Tensor, graph: GraphOperators,
-               module: Optional[torch.nn.Module] = None) -> Tensor:
+    def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
         return self.neumann(x, graph, self.K)
 
     def frequency_response(self, lam: Tensor) -> Tensor:
@@ -81,7 +81,7 @@ class AffineRegularizer(Regularizer):
         return (b0 + b1 * lam) / (m0 + m1 * lam)
 
 
-class GCN(AffineRegularizer):
+class GCNRegularizer(AffineRegularizer):
     r"""GCN (Kipf and Welling, ICLR 2017): :math:`\mathbf{R} = \tilde{\mathbf{L}} =
     \mathbf{I} - \hat{\mathbf{A}}`, rule :math:`\hat{\mathbf{A}}\mathbf{H}
     \mathbf{\Theta}`, the renormalised first-order truncation of
@@ -102,7 +102,7 @@ class GCN(AffineRegularizer):
         return lam
 
 
-class SGC(GCN):
+class SGCRegularizer(GCNRegularizer):
     r"""SGC (Wu et al., ICML 2019): :math:`\mathbf{R} = \tilde{\mathbf{L}}`, rule
     :math:`\hat{\mathbf{A}}^K\mathbf{X}\mathbf{\Theta}`, only :obj:`"series"`.
     Projection: identity.
@@ -117,8 +117,7 @@ class SGC(GCN):
         check_steps(K)
         self.K = K
 
-    def series(self, x: Tensor, graph: GraphOperators,
-               module: Optional[torch.nn.Module] = None) -> Tensor:
+    def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
         for _ in range(self.K):
             x = graph.adj @ x
         return x
@@ -127,7 +126,7 @@ class SGC(GCN):
         return lam**self.K
 
 
-class APPNP(AffineRegularizer):
+class APPNPRegularizer(AffineRegularizer):
     r"""APPNP (Klicpera et al., ICLR 2019): the fixed point of
     :math:`\mathbf{H} \leftarrow (1-\alpha)\hat{\mathbf{A}}\mathbf{H} +
     \alpha\mathbf{H}^{(0)}` minimises the energy with :math:`\mathbf{R} =
@@ -153,8 +152,7 @@ class APPNP(AffineRegularizer):
     def m(self) -> Tuple[float, float]:
         return (1.0 / self.alpha, -(1.0 - self.alpha) / self.alpha)
 
-    def series(self, x: Tensor, graph: GraphOperators,
-               module: Optional[torch.nn.Module] = None) -> Tensor:
+    def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
         h = x
         for _ in range(self.K):
             h = (1.0 - self.alpha) * (graph.adj @ h) + self.alpha * x
@@ -166,7 +164,7 @@ class APPNP(AffineRegularizer):
         return self.alpha * powers.sum(-1) + ratio**self.K
 
 
-class JKNet(AffineRegularizer):
+class JKNetRegularizer(AffineRegularizer):
     r"""JKNet (Xu et al., ICML 2018): :math:`\mathbf{R} = \hat{\mathbf{A}}^{-1}
     (\mathbf{I} + \beta\tilde{\mathbf{L}})`, rule :math:`\sum_{k=1}^{K}\alpha_k
     \hat{\mathbf{A}}^k\mathbf{H}\mathbf{\Theta}` with :math:`\alpha_k =
@@ -190,48 +188,48 @@ class JKNet(AffineRegularizer):
     b = (0.0, 1.0)
 
 
-class DAGNN(AffineRegularizer):
+class DAGNNRegularizer(AffineRegularizer):
     r"""DAGNN (Liu et al., KDD 2020): :math:`\mathbf{R} = \mathbf{I} +
     \beta\tilde{\mathbf{L}}`, rule :math:`\sum_{k=0}^{K} s_k\hat{\mathbf{A}}^k
     \mathbf{H}^{(0)}`, where the per-node retainment scores :math:`s_k =
-    \sigma(\hat{\mathbf{A}}^k\mathbf{H}^{(0)}\mathbf{q})` are learned (the
-    projection vector :math:`\mathbf{q}` lives in the layer). Without them the
-    weights are the Neumann ones :math:`\beta^k/(1+\beta)^{k+1}`, which the
-    frequency response reports. Projection: identity.
+    \sigma(\hat{\mathbf{A}}^k\mathbf{H}^{(0)}\mathbf{q} + b)` are learned by
+    the gate :obj:`gate` (a linear map to one channel, its input size
+    inferred on the first call). With :obj:`adaptive=False` the weights are
+    the Neumann ones :math:`\beta^k/(1+\beta)^{k+1}`, which the frequency
+    response reports. Projection: identity.
 
     Args:
         K (int, optional): Number of hops. (default: :obj:`10`)
         beta (float, optional): :math:`\beta \geq 0`. (default: :obj:`1.0`)
+        adaptive (bool, optional): Learn the retainment scores.
+            (default: :obj:`True`)
     """
     name = 'dagnn'
     decoupled = True
 
-    def __init__(self, K: int = 10, beta: float = 1.0) -> None:
+    def __init__(self, K: int = 10, beta: float = 1.0, adaptive: bool = True) -> None:
         check_steps(K)
         check_range('beta', beta, 0.0, float('inf'))
-        self.K, self.beta = K, beta
+        self.K, self.beta, self.adaptive = K, beta, adaptive
+        self.register_module('gate', Linear(-1, 1) if adaptive else None)
 
     m = property(lambda self: (1.0 + self.beta, -self.beta))
 
-    def module(self, channels: int) -> Optional[torch.nn.Module]:
-        return torch.nn.Linear(channels, 1)
-
-    def series(self, x: Tensor, graph: GraphOperators,
-               module: Optional[torch.nn.Module] = None) -> Tensor:
-        if module is None:  # the Neumann weights of k = 0..K
+    def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
+        if self.gate is None:  # the Neumann weights of k = 0..K
             return self.neumann(x, graph, self.K + 1)
         hops = [x]
         for _ in range(self.K):
             hops.append(graph.adj @ hops[-1])
         stack = torch.stack(hops, dim=1)  # [N, K + 1, F]
-        scores = torch.sigmoid(module(stack))  # [N, K + 1, 1]
+        scores = torch.sigmoid(self.gate(stack))  # [N, K + 1, 1]
         return (scores * stack).sum(dim=1)
 
     def frequency_response(self, lam: Tensor) -> Tensor:
         return self.neumann_response(lam, self.K + 1)
 
 
-class GNNLF(AffineRegularizer):
+class GNNLFRegularizer(AffineRegularizer):
     r"""GNN-LF (Zhu et al., WWW 2021), low-pass: rule
     :math:`\{\mu\mathbf{I} + (1-\mu)\hat{\mathbf{A}} + (1/\alpha - 1)
     (\mathbf{I} - \hat{\mathbf{A}})\}^{-1}\{\mu\mathbf{I} + (1-\mu)\hat{\mathbf{A}}\}
@@ -263,7 +261,7 @@ class GNNLF(AffineRegularizer):
     b = property(lambda self: (self.mu, 1 - self.mu))
 
 
-class GNNHF(AffineRegularizer):
+class GNNHFRegularizer(AffineRegularizer):
     r"""GNN-HF (Zhu et al., WWW 2021), high-pass: rule
     :math:`\{(\beta + 1/\alpha)\mathbf{I} + (1 - \beta - 1/\alpha)\hat{\mathbf{A}}
     \}^{-1}(\mathbf{I} + \beta\tilde{\mathbf{L}})\mathbf{H}\mathbf{\Theta}`, the

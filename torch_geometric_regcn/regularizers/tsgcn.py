@@ -1,24 +1,89 @@
-r"""The tsGCN regulariser: topological and semantic."""
-from typing import Optional
+r"""The tsGCN regulariser: topological and semantic, and its operator
+:math:`\mathbf{S}`."""
+from typing import FrozenSet, Optional
 
 import torch
 from torch import Tensor
 
 from torch_geometric_regcn.linalg.graph_operator import linear_combination
 from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
-from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
-from torch_geometric_regcn.regularizers.spectral import check_range, check_steps
+from torch_geometric_regcn.regularizers.base import Regularizer
+from torch_geometric_regcn.regularizers.graph import GraphOperators
+from torch_geometric_regcn.regularizers.spectral import check_steps
+from torch_geometric_regcn.utils.validation import check_nonnegative
 
 
-class TSGCN(Regularizer):
+def check_tsgcn_coefficients(alpha: float, beta: float, k: int) -> None:
+    r"""The checks of tsGCN's :math:`\alpha`, :math:`\beta` and :math:`k`,
+    shared by the regulariser and :class:`~torch_geometric_regcn.LowRankInverse`."""
+    check_nonnegative('alpha', alpha)
+    check_nonnegative('beta', beta)
+    if alpha == 0 and beta == 0:
+        raise ValueError("'alpha' and 'beta' cannot both be zero: the propagation would be "
+                         "the identity; use a plain MLP instead")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"'k' must be a positive integer (got {k!r})")
+
+
+def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float, k: int = 10) -> Tensor:
+    r"""The operator of tsGCN,
+
+    .. math::
+        \mathbf{S} = \frac{\alpha \hat{\mathbf{A}}_G + \beta \hat{\mathbf{A}}_X}
+        {1 + \alpha + \beta},
+        \qquad
+        \mathbf{I} + \alpha \tilde{\mathbf{L}}_G + \beta \tilde{\mathbf{L}}_X
+        = (1 + \alpha + \beta)(\mathbf{I} - \mathbf{S}),
+
+    as sparse CSR, with :math:`\hat{\mathbf{A}}_G` the renormalised adjacency
+    of the graph and :math:`\hat{\mathbf{A}}_X` that of its semantic graph
+    (given, or the cosine :obj:`k`-NN graph of the features; see
+    :meth:`GraphOperators.semantic_adjacency`). A term whose coefficient is
+    zero is never built. Every tsGCN solver and
+    :class:`~torch_geometric_regcn.LowRankInverse` use this one function."""
+    scale = 1.0 + alpha + beta
+    matrices, coefficients = [], []
+    if alpha > 0:
+        if graph.edge_index is None or _has_no_edges(graph.edge_index):
+            raise ValueError("'edge_index' has no edges, so the topological regulariser "
+                             "vanishes; use alpha=0 for the semantic-only model (tsGCN-s)")
+        matrices.append(graph.adj)
+        coefficients.append(alpha / scale)
+    if beta > 0:
+        if graph.semantic_edge_index is None and graph.x is None:
+            raise ValueError("beta > 0 needs node features 'data.x' or a precomputed "
+                             "'data.semantic_edge_index' (see SemanticGraph); use beta=0 "
+                             "for the topology-only model (tsGCN-t)")
+        matrices.append(graph.semantic_adjacency(k))
+        coefficients.append(beta / scale)
+    return linear_combination(matrices, coefficients)
+
+
+def _has_no_edges(edge_index: Tensor) -> bool:
+    r"""Whether an :obj:`edge_index` tensor or a sparse adjacency is empty."""
+    if edge_index.layout == torch.strided:
+        return edge_index.numel() == 0
+    return edge_index._nnz() == 0
+
+
+class TSGCNRegularizer(Regularizer):
     r"""tsGCN (Wang et al., AAAI 2023): :math:`\mathbf{R} = \mathbf{I} +
-    \alpha\tilde{\mathbf{L}}_G + \beta\tilde{\mathbf{L}}_X`, rule
-    :math:`(\mathbf{I} + \alpha\tilde{\mathbf{L}}_G + \beta\tilde{\mathbf{L}}_X)^{-1}
-    \mathbf{H}\mathbf{\Theta}`, with :math:`\tilde{\mathbf{L}}_X` the Laplacian of
-    the semantic (cosine :obj:`k`-NN) graph. :obj:`"series"` is
-    :math:`(1+\alpha+\beta)^{-1}\sum_{k<K}\mathbf{S}^k` with :math:`\mathbf{S} =
-    (\alpha\hat{\mathbf{A}}_G + \beta\hat{\mathbf{A}}_X)/(1+\alpha+\beta)`;
-    :obj:`"lowrank"` uses the factors of
+    \alpha\tilde{\mathbf{L}}_G + \beta\tilde{\mathbf{L}}_X`, with
+    :math:`\tilde{\mathbf{L}}_X` the Laplacian of the semantic (cosine
+    :obj:`k`-NN) graph. Its propagation is
+
+    .. math::
+        \mathbf{P} = c\,(\mathbf{I} + \alpha\tilde{\mathbf{L}}_G +
+        \beta\tilde{\mathbf{L}}_X)^{-1} = \frac{c}{1 + \alpha + \beta}
+        (\mathbf{I} - \mathbf{S})^{-1}
+
+    (:func:`tsgcn_adjacency`), with :math:`c = 1 + \alpha + \beta` when
+    :obj:`normalize=True`, the convention of
+    :class:`~torch_geometric_regcn.TSGCNConv` (the gain is one where
+    :math:`\mathbf{S}` vanishes), and :math:`c = 1`, the paper's formula
+    and the authors' code, otherwise. :obj:`"series"` is
+    :math:`\frac{c}{1+\alpha+\beta}\sum_{k<K}\mathbf{S}^k`;
+    :obj:`"lowrank"` applies the factors of
     :class:`~torch_geometric_regcn.LowRankInverse`. Projection: ReLU.
 
     Args:
@@ -29,61 +94,67 @@ class TSGCN(Regularizer):
         k (int, optional): Neighbours of the semantic graph, when it is built
             from the features. (default: :obj:`10`)
         K (int, optional): Terms of the :obj:`"series"` solver. (default: :obj:`10`)
+        normalize (bool, optional): Scale the propagation by
+            :math:`1 + \alpha + \beta`. (default: :obj:`False`)
     """
     name = 'tsgcn'
     solvers = ('closed', 'series', 'cg', 'lowrank')
 
-    def __init__(self, alpha: float = 1.0, beta: float = 0.2, k: int = 10,
-                 K: int = 10) -> None:
-        check_range('alpha', alpha, 0.0, float('inf'))
-        check_range('beta', beta, 0.0, float('inf'))
-        if alpha == 0 and beta == 0:
-            raise ValueError("'alpha' and 'beta' cannot both be zero: the propagation would be "
-                             "the identity")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"'k' must be a positive integer (got {k!r})")
+    def __init__(self, alpha: float = 1.0, beta: float = 0.2, k: int = 10, K: int = 10,
+                 normalize: bool = False) -> None:
+        check_tsgcn_coefficients(alpha, beta, k)
         check_steps(K)
         self.alpha, self.beta, self.k, self.K = alpha, beta, k, K
+        self.normalize = normalize
 
     @property
-    def needs_semantic(self) -> bool:
-        return self.beta > 0
+    def gain(self) -> float:
+        r"""The factor :math:`c / (1 + \alpha + \beta)` of
+        :math:`(\mathbf{I} - \mathbf{S})^{-1}` in the propagation."""
+        return 1.0 if self.normalize else 1.0 / (1.0 + self.alpha + self.beta)
 
-    def _combination(self, graph: GraphOperators, identity: float, sign: float) -> Tensor:
-        r""":math:`c\mathbf{I} + s(\alpha\hat{\mathbf{A}}_G + \beta\hat{\mathbf{A}}_X)`."""
-        matrices, coefficients = [graph.adj], [sign * self.alpha]
-        if self.beta > 0:
-            matrices.append(graph.semantic)
-            coefficients.append(sign * self.beta)
-        if identity:
-            matrices.append(graph.identity())
-            coefficients.append(identity)
-        return linear_combination(matrices, coefficients)
+    def requires(self, solver: str) -> FrozenSet[str]:
+        if solver == 'lowrank':
+            return frozenset({'lowrank'})
+        return frozenset({'adj'} if self.alpha > 0 else set()) | frozenset(
+            {'semantic'} if self.beta > 0 else set())
+
+    def adjacency(self, graph: GraphOperators) -> Tensor:
+        r""":math:`\mathbf{S}` of :obj:`graph`, built once per graph."""
+        return graph.memo((self, 'adjacency'),
+                          lambda: tsgcn_adjacency(graph, self.alpha, self.beta, self.k))
 
     def operator(self, graph: GraphOperators) -> Tensor:
-        return self._combination(graph, 1 + self.alpha + self.beta, -1.0)
+        r""":math:`\mathbf{M} = (\mathbf{I} - \mathbf{S}) / \text{gain}`, so
+        that :math:`\mathbf{M}^{-1}` is the propagation."""
+        return linear_combination([graph.identity(), self.adjacency(graph)],
+                                  [1.0 / self.gain, -1.0 / self.gain])
 
-    def series(self, x: Tensor, graph: GraphOperators,
-               module: Optional[torch.nn.Module] = None) -> Tensor:
-        scale = 1 + self.alpha + self.beta
-        adj = graph.memo((self, 'adjacency'), lambda: self._combination(graph, 0.0, 1.0))
-        term = x / scale
+    def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
+        adjacency = self.adjacency(graph)
+        term = self.gain * x
         out = term
         for _ in range(self.K - 1):
-            term = (adj @ term) / scale
+            term = adjacency @ term
             out = out + term
         return out
 
     def lowrank(self, x: Tensor, graph: GraphOperators) -> Tensor:
+        r"""The propagation with the factors of
+        :class:`~torch_geometric_regcn.LowRankInverse`,
+        :math:`\text{gain}\cdot(\mathbf{I} - \mathbf{W}(\mathbf{I}_r +
+        \mathbf{V}^{\top}\mathbf{W})^{-1}\mathbf{V}^{\top})\mathbf{X}`."""
         if graph.lowrank is None:
             raise ValueError("solver='lowrank' needs the factors: pass 'lowrank_w=' and "
                              "'lowrank_v=' (see LowRankInverse)")
         core = graph.memo('woodbury', WoodburyCache)(*graph.lowrank)
-        return woodbury_apply(x, *graph.lowrank, core) / (1 + self.alpha + self.beta)
+        out = woodbury_apply(x, *graph.lowrank, core)
+        return out if self.normalize else out * self.gain
 
     def frequency_response(self, lam: Tensor, lam_x: Optional[Tensor] = None) -> Tensor:
         r"""The gain on a common eigenvector of :math:`\hat{\mathbf{A}}_G` and
         :math:`\hat{\mathbf{A}}_X` with eigenvalues :obj:`lam` and :obj:`lam_x`
         (default: the same)."""
         lam_x = lam if lam_x is None else lam_x
-        return 1.0 / (1 + self.alpha * (1 - lam) + self.beta * (1 - lam_x))
+        scale = 1.0 + self.alpha + self.beta
+        return scale * self.gain / (1 + self.alpha * (1 - lam) + self.beta * (1 - lam_x))

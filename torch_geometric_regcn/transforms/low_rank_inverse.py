@@ -9,13 +9,13 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 from tqdm.auto import tqdm
 
-from torch_geometric_regcn._validation import check_finite, check_nonnegative
 from torch_geometric_regcn.linalg.eigenpairs import WHICH
-from torch_geometric_regcn.linalg.eigensolver import METHODS, extreme_eigenpairs
-from torch_geometric_regcn.linalg.graph_operator import combine, normalized_adjacency
+from torch_geometric_regcn.linalg.eigensolver import EIGENSOLVER_METHODS, extreme_eigenpairs
 from torch_geometric_regcn.linalg.woodbury import factors_from_eigenpairs
+from torch_geometric_regcn.regularizers.graph import GraphOperators
+from torch_geometric_regcn.regularizers.tsgcn import check_tsgcn_coefficients, tsgcn_adjacency
 from torch_geometric_regcn.transforms import factor_cache
-from torch_geometric_regcn.transforms.cosine_knn import knn_graph_cosine
+from torch_geometric_regcn.utils.validation import check_finite
 
 
 def paper_rank(num_nodes: int, p: int) -> int:
@@ -42,16 +42,17 @@ def _target(data: Data) -> Tuple[torch.dtype, torch.device]:
     return dtype, device
 
 
-def tsgcn_operator(data: Data, alpha: float, beta: float, k: int, progress: bool = False,
-                   seed: int = 0) -> Tensor:
+def tsgcn_operator(data: Data, alpha: float, beta: float, k: int = 10,
+                   progress: bool = False, seed: int = 0) -> Tensor:
     r"""The sparse operator :math:`\mathbf{S} = (\alpha \hat{\mathbf{A}}_G +
-    \beta \hat{\mathbf{A}}_X) / (1 + \alpha + \beta)` of a graph, in CSR form.
+    \beta \hat{\mathbf{A}}_X) / (1 + \alpha + \beta)` of a graph
+    (:func:`~torch_geometric_regcn.regularizers.tsgcn_adjacency`), in CSR form,
+    on the device and in the dtype of :obj:`data.x`.
 
     :math:`\hat{\mathbf{A}}_X` is built from :obj:`data.semantic_edge_index`
     when present, else from the cosine :obj:`k`-NN graph of :obj:`data.x`
-    (:func:`~torch_geometric_regcn.transforms.cosine_knn.knn_graph_cosine`,
-    exact or, above 50,000 nodes on CPU, approximate with centroids seeded by
-    :obj:`seed`)."""
+    (:func:`~torch_geometric_regcn.utils.knn_graph_cosine`, exact or, above
+    50,000 nodes on CPU, approximate with centroids seeded by :obj:`seed`)."""
     num_nodes = data.num_nodes
     if not num_nodes:
         raise ValueError('The graph is empty (it has no nodes)')
@@ -59,33 +60,13 @@ def tsgcn_operator(data: Data, alpha: float, beta: float, k: int, progress: bool
     if x is not None:
         check_finite('data.x', x)
     dtype, device = _target(data)
-
-    operators, coefficients = [], []
-    if alpha > 0:
-        edge_index = data.edge_index
-        if edge_index is None or edge_index.numel() == 0:
-            raise ValueError("'data.edge_index' has no edges, so the topological regulariser "
-                             "vanishes; use alpha=0 for the semantic-only model (tsGCN-s)")
-        edge_weight = data.edge_weight if 'edge_weight' in data else None
-        operators.append(normalized_adjacency(edge_index.to(device), num_nodes,
-                                              edge_weight, dtype))
-        coefficients.append(alpha)
-    if beta > 0:
-        semantic = data.semantic_edge_index if 'semantic_edge_index' in data else None
-        if semantic is None:
-            if x is None:
-                raise ValueError("beta > 0 needs node features 'data.x' (or a precomputed "
-                                 "'data.semantic_edge_index'); use beta=0 for the "
-                                 "topology-only model (tsGCN-t)")
-            if not 0 < k < num_nodes:
-                raise ValueError(f"'k' must lie in [1, {num_nodes - 1}] for a graph of "
-                                 f"{num_nodes} nodes (got {k})")
-            semantic = knn_graph_cosine(x.to(dtype), k, progress=progress,
-                                        generator=torch.Generator().manual_seed(seed))
-        operators.append(normalized_adjacency(semantic.to(device), num_nodes, None, dtype))
-        coefficients.append(beta)
-    scale = 1.0 + alpha + beta
-    return combine(operators, [c / scale for c in coefficients], num_nodes)
+    edge_index = data.edge_index.to(device) if data.edge_index is not None else None
+    semantic = data.semantic_edge_index if 'semantic_edge_index' in data else None
+    graph = GraphOperators(num_nodes, edge_index,
+                           data.edge_weight if 'edge_weight' in data else None, dtype,
+                           semantic_edge_index=None if semantic is None else semantic.to(device),
+                           x=x, progress=progress, seed=seed)
+    return tsgcn_adjacency(graph, alpha, beta, k)
 
 
 class LowRankInverse(BaseTransform):
@@ -177,20 +158,14 @@ class LowRankInverse(BaseTransform):
                  tol: float = 1e-4, max_iter: int = 100, method: str = 'lanczos',
                  seed: int = 0, cache_dir: Optional[str] = None,
                  progress: bool = True) -> None:
-        check_nonnegative('alpha', alpha)
-        check_nonnegative('beta', beta)
-        if alpha == 0 and beta == 0:
-            raise ValueError("'alpha' and 'beta' cannot both be zero: the propagation would be "
-                             "the identity; use a plain MLP instead")
+        check_tsgcn_coefficients(alpha, beta, k)
         if isinstance(rank, bool) or not isinstance(rank, int) or rank <= 0:
             raise ValueError(f"'rank' must be a positive integer (got {rank!r}); "
                              f"see paper_rank() for the paper's convention")
-        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            raise ValueError(f"'k' must be a positive integer (got {k!r})")
         if which not in WHICH:
             raise ValueError(f"'which' must be one of {WHICH} (got {which!r})")
-        if method not in METHODS:
-            raise ValueError(f"'method' must be one of {METHODS} (got {method!r})")
+        if method not in EIGENSOLVER_METHODS:
+            raise ValueError(f"'method' must be one of {EIGENSOLVER_METHODS} (got {method!r})")
         if not tol > 0:
             raise ValueError(f"'tol' must be positive (got {tol})")
         self.alpha, self.beta, self.rank, self.k = alpha, beta, rank, k

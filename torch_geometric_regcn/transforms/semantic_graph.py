@@ -5,8 +5,8 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-from torch_geometric_regcn._validation import check_finite
-from torch_geometric_regcn.transforms.cosine_knn import KNN_METHODS, knn_graph_cosine
+from torch_geometric_regcn.utils.knn import KNN_METHODS, knn_graph_cosine
+from torch_geometric_regcn.utils.validation import check_finite
 
 __all__ = ['SemanticGraph', 'knn_graph_cosine']
 

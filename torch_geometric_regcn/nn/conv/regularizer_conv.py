@@ -1,13 +1,14 @@
 r"""One layer for the whole regularizer-centred framework."""
-from typing import Any, Optional, Type, Union
+import warnings
+from typing import Any, Dict, Optional, Type, Union
 
 import torch
 from torch import Tensor
 from torch_geometric.nn.inits import zeros
 
 from torch_geometric_regcn.nn.linear import Linear
-from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
-from torch_geometric_regcn.regularizers.graph import build_graph
+from torch_geometric_regcn.regularizers.base import Regularizer
+from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.regularizers.registry import get
 
 
@@ -75,29 +76,40 @@ class RegularizerConv(torch.nn.Module):
         self.max_iter = max_iter
         self._cached_graph: Optional[GraphOperators] = None
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer='glorot')
-        self.extra = self.regularizer.module(out_channels)
         if bias:
             self.bias = torch.nn.Parameter(torch.empty(out_channels))
         else:
             self.register_parameter('bias', None)
+        self._register_load_state_dict_pre_hook(_upgrade_state_dict, with_module=True)
+        self.register_load_state_dict_post_hook(lambda module, _: module._clear_cache())
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         r"""Resets all learnable parameters of the module and the cache."""
         self.lin.reset_parameters()
-        if self.extra is not None and hasattr(self.extra, 'reset_parameters'):
-            self.extra.reset_parameters()
+        self.regularizer.reset_parameters()
         zeros(self.bias)
+        self._clear_cache()
+
+    def _clear_cache(self) -> None:
         self._cached_graph = None
 
     def graph(self, x: Tensor, edge_index: Any, edge_weight: Optional[Tensor] = None,
               **graph: Optional[Tensor]) -> GraphOperators:
-        r"""The graph operators of this layer's regulariser (cached if
+        r"""The graph operators of this layer's regulariser and solver: only
+        what they :meth:`~torch_geometric_regcn.regularizers.Regularizer.requires`
+        is kept, and each operator is built on first use (and kept if
         :obj:`cached=True`)."""
         if self.cached and self._cached_graph is not None:
             return self._cached_graph
         ops = build_graph(self.regularizer, edge_index, x.size(0), edge_weight, x.dtype,
-                          x=x, **graph)
+                          x=x, solver=self.solver, **graph)
+        if ops.semantic_edge_index is None and ops.x is not None and not self.cached:
+            warnings.warn(
+                f"{self.__class__.__name__} builds the semantic kNN graph from its input "
+                f"features on every call (O(N^2 d), and from hidden features after the "
+                f"first layer); pass 'semantic_edge_index=' (see SemanticGraph) or set "
+                f"cached=True", UserWarning, stacklevel=2)
         if self.cached:
             self._cached_graph = ops
         return ops
@@ -109,7 +121,7 @@ class RegularizerConv(torch.nn.Module):
         graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)
         out = self.regularizer.propagate(self.lin(x), graph, self.solver, self.tol,
-                                         self.max_iter, self.extra)
+                                         self.max_iter)
         if self.bias is not None:
             out = out + self.bias
         return out
@@ -117,3 +129,14 @@ class RegularizerConv(torch.nn.Module):
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.in_channels}, {self.out_channels}, '
                 f'regularizer={self.regularizer}, solver={self.solver!r})')
+
+
+def _upgrade_state_dict(module: RegularizerConv, state_dict: Dict[str, Any], prefix: str,
+                        *args: Any) -> None:
+    r"""Reads a 0.1 checkpoint: DAGNN's gate was the layer's :obj:`extra`
+    submodule, and the coefficients were not saved (the layer keeps its own)."""
+    state_dict.setdefault(prefix + 'regularizer._extra_state',
+                          module.regularizer.get_extra_state())
+    for key in [key for key in state_dict if key.startswith(prefix + 'extra.')]:
+        state_dict[prefix + 'regularizer.gate.' + key[len(prefix + 'extra.'):]] = \
+            state_dict.pop(key)

@@ -3,9 +3,9 @@ import torch
 from torch import Tensor
 from torch_geometric.nn.inits import zeros
 
-from torch_geometric_regcn._validation import check_same_device
 from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.nn.linear import Linear
+from torch_geometric_regcn.utils.validation import check_same_device
 
 
 class TSGCNConv(torch.nn.Module):

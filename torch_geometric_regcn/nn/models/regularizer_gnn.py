@@ -1,4 +1,5 @@
 r"""A network of the regularizer-centred framework for any regulariser."""
+import copy
 from typing import Any, Optional
 
 import torch
@@ -8,6 +9,7 @@ from torch import Tensor
 from torch_geometric_regcn.nn.conv.regularizer_conv import RegularizerConv
 from torch_geometric_regcn.nn.dropout import dropout
 from torch_geometric_regcn.nn.linear import Linear
+from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.registry import get
 
 
@@ -50,17 +52,24 @@ class RegularizerGNN(torch.nn.Module):
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"'num_layers' must be at least 1 (got {num_layers})")
-        self.regularizer = get(regularizer, **coefficients)
+        template = get(regularizer, **coefficients)
         self.dropout = dropout
-        self.decoupled = self.regularizer.decoupled
+        self.decoupled = template.decoupled
         sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         pairs = list(zip(sizes[:-1], sizes[1:]))
         self.lins = torch.nn.ModuleList(
             Linear(a, b, bias=bias, weight_initializer='glorot')
             for a, b in (pairs[:-1] if self.decoupled else []))
+        # Each layer owns its regulariser (a copy), so trainable parts are per layer.
         self.convs = torch.nn.ModuleList(
-            RegularizerConv(a, b, self.regularizer, bias=bias, solver=solver, cached=cached)
-            for a, b in (pairs[-1:] if self.decoupled else pairs))
+            RegularizerConv(a, b, template if i == 0 else copy.deepcopy(template), bias=bias,
+                            solver=solver, cached=cached)
+            for i, (a, b) in enumerate(pairs[-1:] if self.decoupled else pairs))
+
+    @property
+    def regularizer(self) -> Regularizer:
+        r"""The regulariser of the first layer (each layer holds a copy)."""
+        return self.convs[0].regularizer
 
     def reset_parameters(self) -> None:
         r"""Resets all learnable parameters of the module."""

@@ -7,16 +7,11 @@ import pytest
 import torch
 from sklearn.metrics import f1_score
 
+from harness.data import load_paper_dataset, offline_root, run_split
+from harness.training import fit, macro_f1
 from tests.conftest import SHARED_DATA
 from torch_geometric_regcn import TSGCN, LowRankInverse
-from torch_geometric_regcn.datasets import contextual_sbm, paper_split
-from torch_geometric_regcn.experiments import (
-    PAPER_SETTINGS,
-    fit,
-    macro_f1,
-    offline_root,
-    run_split,
-)
+from torch_geometric_regcn.datasets import PAPER_SETTINGS, contextual_sbm, paper_split
 
 
 @pytest.mark.parametrize('seed', range(5))
@@ -88,11 +83,11 @@ def test_paper_settings_cover_the_eight_datasets():
 
 def test_offline_root(tmp_path):
     with pytest.raises(FileNotFoundError, match='no offline copy'):
-        offline_root('CoraFull', SHARED_DATA, str(tmp_path))
+        offline_root('CoraFull', str(tmp_path))
     import os.path as osp
     if not osp.isdir(SHARED_DATA):
         pytest.skip(f'the paper datasets are not at {SHARED_DATA}')
-    offline_root('UAI', SHARED_DATA, str(tmp_path))
+    offline_root('UAI', str(tmp_path))
     assert osp.isfile(tmp_path / 'UAI' / 'raw' / 'uai.zip')
 
 
@@ -103,7 +98,7 @@ def test_keep_freed_memory_keeps_large_freed_blocks_mapped():
     # the resident set size around the free, in a fresh interpreter.
     script = '''
 import sys, torch
-from torch_geometric_regcn.experiments import keep_freed_memory
+from harness.training import keep_freed_memory
 def rss():
     with open('/proc/self/statm') as f:
         return int(f.read().split()[1]) * 4096 / 2**20
@@ -123,9 +118,8 @@ print(before - rss())
 def test_sparse_features_are_the_normalized_dense_ones():
     if not os.path.isdir(os.path.join(SHARED_DATA, 'CiteSeer')):
         pytest.skip(f'CiteSeer is not at {SHARED_DATA}')
-    from torch_geometric_regcn.experiments import load_paper_dataset
-    dense = load_paper_dataset('CiteSeer', shared=SHARED_DATA)
-    sparse = load_paper_dataset('CiteSeer', shared=SHARED_DATA, sparse_features=True)
+    dense = load_paper_dataset('CiteSeer')
+    sparse = load_paper_dataset('CiteSeer', sparse_features=True)
     assert sparse.x.layout == torch.sparse_csr
     # Both are float32 rows scaled by 1/norm (F.normalize and ours): a few ulps.
     torch.testing.assert_close(sparse.x.to_dense(), dense.x, rtol=0, atol=1e-6)

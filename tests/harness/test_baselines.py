@@ -4,7 +4,7 @@ from torch_geometric.nn import GAT, GraphSAGE
 from torch_geometric.nn.conv import ChebConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from torch_geometric_regcn.pyg_baselines import (
+from harness.baselines import (
     Chebyshev,
     ProjectFirstChebConv,
     ProjectFirstGraphSAGE,

@@ -7,7 +7,7 @@ their linear maps, so message passing on an edge list materialises an
 :math:`|\mathcal{E}| \times F_{in}` tensor: 11 GB on BlogCatalog (343k directed
 edges, 8,189 features), 11.5 GB on Flickr. Both aggregations are linear, so
 projecting first gives the same output and propagates :math:`F_{out}` columns.
-These classes are the Table 3 baselines of :mod:`torch_geometric_regcn.experiments`;
+These classes are the Table 3 baselines of :mod:`harness.methods`;
 they also take sparse node features, since the projection comes first: all of a
 layer's weights project them in one product, whose backward pass is that of
 :class:`~torch_geometric_regcn.nn.linear.SparseInputMatmul`.
