@@ -1,8 +1,13 @@
+import re
+
 from setuptools import find_packages, setup
+
+with open('torch_geometric_regcn/version.py', encoding='utf-8') as f:
+    version = re.search(r"__version__ = '(.+)'", f.read()).group(1)
 
 setup(
     name='torch_geometric_regcn',
-    version='0.1.0',
+    version=version,
     description='tsGCN and the regularizer-centred GCN framework (AAAI 2023) for PyTorch Geometric',
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',

@@ -1,6 +1,6 @@
 """Draws the frequency response g(λ) of every registered regulariser.
 
-    python docs/frequency_response.py  # writes docs/frequency_response.png
+    python -m docs.frequency_response  # writes docs/frequency_response.png
 """
 import os.path as osp
 

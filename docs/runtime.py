@@ -1,6 +1,6 @@
 """Runtime of every Table 3 method on PubMed (the paper's Fig. 2a).
 
-    python docs/runtime.py [--dataset PubMed] [--epochs 50]
+    python -m docs.runtime [--dataset PubMed] [--epochs 50]
 
 Each method trains for --epochs epochs (Adam, one forward + backward + an
 evaluation pass per epoch, its paper's hyperparameters) on one random split,
@@ -75,7 +75,7 @@ def main() -> None:
     stem = osp.join(HERE, f'runtime_{args.dataset.lower()}')
     fig.savefig(stem + '.png', dpi=120)
     with open(stem + '.md', 'w') as f:
-        f.write(f'# Runtime on {args.dataset}\n\nCommand: `python docs/runtime.py --dataset '
+        f.write(f'# Runtime on {args.dataset}\n\nCommand: `python -m docs.runtime --dataset '
                 f'{args.dataset} --epochs {args.epochs}` ({torch.get_num_threads()} CPU '
                 'threads), row-normalised features as sparse CSR. Per-epoch time measured '
                 'over the epochs run (forward, backward, step, evaluation); 200 epochs '

@@ -1,8 +1,8 @@
 """Sensitivity of tsGCN to the rank r and to (alpha, beta), as in the paper's
 parameter-sensitivity figures.
 
-    python docs/sensitivity.py [--dataset Cora] [--seeds 3] [--epochs 200] [--ps P ...]
-    python docs/sensitivity.py --summary
+    python -m docs.sensitivity [--dataset Cora] [--seeds 3] [--epochs 200] [--ps P ...]
+    python -m docs.sensitivity --summary
 
 Rank: r = N // p at the paper's (alpha, beta), for p = 2, 4, ..., 2048 (the
 paper's range) where 1 <= r <= 2,000 (larger ranks approach a dense
@@ -126,7 +126,7 @@ def main() -> None:
     fig.tight_layout()
     stem = osp.join(HERE, f'sensitivity_{args.dataset.lower()}')
     fig.savefig(stem + '.png', dpi=120)
-    command = (f'python docs/sensitivity.py --dataset {args.dataset} --seeds {args.seeds} '
+    command = (f'python -m docs.sensitivity --dataset {args.dataset} --seeds {args.seeds} '
                f'--epochs {args.epochs}' + ('' if args.ps == PS else
                                             ' --ps ' + ' '.join(map(str, args.ps))))
     with open(stem + '.md', 'w') as f:

@@ -1,7 +1,7 @@
 """t-SNE of the learned node embeddings of several Table 3 methods on
 BlogCatalog, as in the paper's t-SNE figure.
 
-    python docs/tsne.py [--dataset BlogCatalog] [--methods GCN APPNP ...] [--epochs 200]
+    python -m docs.tsne [--dataset BlogCatalog] [--methods GCN APPNP ...] [--epochs 200]
 
 Each method is trained once (seed 0, its paper's hyperparameters, at most
 --epochs epochs, model selected on validation accuracy); the embedding of a

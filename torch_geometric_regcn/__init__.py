@@ -2,8 +2,7 @@
 from torch_geometric_regcn import regularizers
 from torch_geometric_regcn.nn import TSGCN, RegularizerConv, RegularizerGNN, TSGCNConv
 from torch_geometric_regcn.transforms import LowRankInverse, SemanticGraph, paper_rank
-
-__version__ = '0.1.0'
+from torch_geometric_regcn.version import __version__
 
 __all__ = ['TSGCN', 'LowRankInverse', 'RegularizerConv', 'RegularizerGNN', 'SemanticGraph',
-           'TSGCNConv', 'paper_rank', 'regularizers']
+           'TSGCNConv', '__version__', 'paper_rank', 'regularizers']

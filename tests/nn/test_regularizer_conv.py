@@ -1,10 +1,12 @@
+import warnings
+
 import pytest
 import torch
 from torch_geometric.data import Data
 from torch_geometric.nn import APPNP, GCNConv, SGConv
 
 from tests.conftest import CUDA, dense_normalized_adjacency, undirected_graph
-from torch_geometric_regcn import LowRankInverse, RegularizerConv, SemanticGraph
+from torch_geometric_regcn import LowRankInverse, RegularizerConv, SemanticGraph, TSGCNConv
 from torch_geometric_regcn import regularizers as R
 
 N, F_IN, F_OUT = 30, 5, 4
@@ -120,7 +122,7 @@ def dense_tsgcn(x, ei, sei, alpha, beta, weight):
 def test_tsgcn_equals_dense_inverse(solver):
     x, ei = setup()
     sei, _ = undirected_graph(seed=5)
-    layer = conv('tsgcn', alpha=1.0, beta=0.4, solver=solver, tol=1e-12)
+    layer = conv('tsgcn', alpha=1.0, beta=0.4, solver=solver, tol=1e-12, normalize=False)
     expected = dense_tsgcn(x, ei, sei, 1.0, 0.4, layer.lin.weight)
     torch.testing.assert_close(layer(x, ei, semantic_edge_index=sei), expected, atol=1e-8,
                                rtol=1e-8)
@@ -138,7 +140,7 @@ def test_tsgcn_lowrank_solver_at_full_rank_is_exact():
     sei, _ = undirected_graph(seed=5)
     data = LowRankInverse(1.0, 0.4, rank=N, tol=1e-12)(
         Data(x=x, edge_index=ei, semantic_edge_index=sei))
-    layer = conv('tsgcn', alpha=1.0, beta=0.4, solver='lowrank')
+    layer = conv('tsgcn', alpha=1.0, beta=0.4, solver='lowrank', normalize=False)
     out = layer(x, ei, semantic_edge_index=sei, lowrank_w=data.lowrank_w,
                 lowrank_v=data.lowrank_v)
     torch.testing.assert_close(out, dense_tsgcn(x, ei, sei, 1.0, 0.4, layer.lin.weight))
@@ -149,7 +151,7 @@ def test_tsgcn_lowrank_cached_layer_keeps_the_core_until_the_factors_change():
     sei, _ = undirected_graph(seed=5)
     data = LowRankInverse(1.0, 0.4, rank=10)(Data(x=x, edge_index=ei, semantic_edge_index=sei))
     w, v = data.lowrank_w, data.lowrank_v
-    layer = conv('tsgcn', alpha=1.0, beta=0.4, solver='lowrank', cached=True)
+    layer = conv('tsgcn', alpha=1.0, beta=0.4, solver='lowrank', cached=True, normalize=False)
 
     def expected():  # (I + W Vᵀ)⁻¹ X Θ / (1 + α + β), dense
         return torch.linalg.solve(EYE + w @ v.T, x @ layer.lin.weight.T) / 2.4
@@ -258,3 +260,117 @@ def test_cached_layer_builds_its_system_matrix_once():
     matrix = layer._cached_graph.derived[key]
     torch.testing.assert_close(layer(x, ei), first)
     assert layer._cached_graph.derived[key] is matrix
+
+
+@pytest.mark.parametrize('normalize', [True, False])
+def test_tsgcnconv_equals_the_lowrank_solver_for_the_same_weights(normalize):
+    # One convention: RegularizerConv('tsgcn', solver='lowrank') is TSGCNConv with
+    # scale 1 (normalize=True, the default) or 1 / (1 + α + β) (the authors').
+    x, ei = setup()
+    sei, _ = undirected_graph(seed=5)
+    data = LowRankInverse(1.0, 0.4, rank=12)(Data(x=x, edge_index=ei, semantic_edge_index=sei))
+    w, v = data.lowrank_w, data.lowrank_v
+    layer = conv('tsgcn', alpha=1.0, beta=0.4, solver='lowrank', normalize=normalize)
+    tsgcn = TSGCNConv(F_IN, F_OUT, bias=False, scale=1.0 if normalize else 1 / 2.4).double()
+    tsgcn.lin.weight.data.copy_(layer.lin.weight)
+    torch.testing.assert_close(layer(x, ei, lowrank_w=w, lowrank_v=v), tsgcn(x, w, v),
+                               rtol=0, atol=1e-12)
+    # Both conventions against the dense (I + W Vᵀ)⁻¹ X Θ, scaled.
+    expected = torch.linalg.solve(EYE + w @ v.T, x @ layer.lin.weight.T)
+    torch.testing.assert_close(tsgcn(x, w, v), expected * (1.0 if normalize else 1 / 2.4))
+
+
+@pytest.mark.parametrize('solver', ['closed', 'cg', 'series'])
+def test_tsgcn_default_propagation_is_the_inverse_of_i_minus_s(solver):
+    # S = (α Â_G + β Â_X) / (1 + α + β): the default propagation (I - S)⁻¹ X Θ.
+    x, ei = setup()
+    sei, _ = undirected_graph(seed=5)
+    K = 200 if solver == 'series' else 10  # ||S|| <= 1.4 / 2.4: 200 terms leave ~1e-47
+    layer = conv('tsgcn', alpha=1.0, beta=0.4, solver=solver, tol=1e-12, K=K)
+    s = (dense_adj(ei) + 0.4 * dense_normalized_adjacency(sei, N)) / 2.4
+    expected = torch.linalg.solve(EYE - s, x @ layer.lin.weight.T)
+    torch.testing.assert_close(layer(x, ei, semantic_edge_index=sei), expected, atol=1e-8,
+                               rtol=1e-8)
+
+
+def test_lowrank_solver_builds_no_graph_and_gcn_ignores_the_semantic_graph(monkeypatch):
+    import torch_geometric_regcn.regularizers.graph as graph_module
+
+    def no_knn(*args, **kwargs):
+        raise AssertionError('a kNN graph was built')
+
+    monkeypatch.setattr(graph_module, 'knn_graph_cosine', no_knn)
+    x, ei = setup()
+    data = LowRankInverse(1.0, 0.4, rank=8)(Data(x=x, edge_index=ei,
+                                                 semantic_edge_index=undirected_graph(5)[0]))
+    layer = conv('tsgcn', solver='lowrank', cached=True)
+    for _ in range(3):  # no semantic_edge_index: the kNN fallback must not run
+        layer(x, ei, lowrank_w=data.lowrank_w, lowrank_v=data.lowrank_v)
+    graph = layer._cached_graph
+    assert graph.x is None and 'adj' not in graph.derived and set(graph.derived) == {'woodbury'}
+    with pytest.raises(ValueError, match="needs the factors: pass both 'lowrank_w=' and"):
+        conv('tsgcn', solver='lowrank')(x, ei)  # before any work
+    gcn = conv('gcn', cached=True)
+    gcn(x, ei, semantic_edge_index=ei)
+    assert gcn._cached_graph.semantic_edge_index is None and gcn._cached_graph.x is None
+
+
+def test_tsgcn_without_semantic_graph_warns_once_per_call_site():
+    x, ei = setup()
+    layer = conv('tsgcn', k=3, solver='closed')
+    with pytest.warns(UserWarning, match="pass 'semantic_edge_index='"):
+        layer(x, ei)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        conv('tsgcn', k=3, solver='closed', cached=True)(x, ei)  # cached: built once, quiet
+        conv('tsgcn', beta=0.0, solver='closed')(x, ei)  # no semantic term: nothing built
+
+
+def test_regularizer_state_travels_with_the_layer():
+    x, ei = setup()
+    layer = conv('dagnn', K=3, beta=0.5)
+    layer(x, ei)  # materialises the gate
+    state = layer.state_dict()
+    assert state['regularizer._extra_state'] == {'K': 3, 'beta': 0.5, 'adaptive': True}
+    assert {'regularizer.gate.weight', 'regularizer.gate.bias'} <= set(state)
+    other = conv('dagnn', K=5, beta=2.0)
+    other(x, ei)
+    other.load_state_dict(state)
+    assert (other.regularizer.K, other.regularizer.beta) == (3, 0.5)
+    torch.testing.assert_close(other(x, ei), layer(x, ei))
+    assert layer.float().regularizer.gate.weight.dtype == torch.float32  # moves with .to()
+    # A 0.1 checkpoint: the gate was 'extra', the coefficients were not saved.
+    old = {('extra.' + k[len('regularizer.gate.'):] if k.startswith('regularizer.gate.') else k):
+           v for k, v in state.items() if k != 'regularizer._extra_state'}
+    again = conv('dagnn', K=3, beta=0.5)
+    again(x, ei)
+    again.load_state_dict(old)
+    torch.testing.assert_close(again(x, ei), layer.double()(x, ei))
+    with pytest.raises(ValueError, match="'alpha' must lie in"):  # loaded ones are checked
+        conv('appnp').load_state_dict({**conv('appnp').state_dict(),
+                                       'regularizer._extra_state': {'K': 2, 'alpha': 7.0}})
+
+
+def test_cached_layer_forgets_its_graph_when_coefficients_are_loaded():
+    x, ei = setup()
+    layer = conv('appnp', K=3, alpha=0.5, cached=True)
+    layer(x, ei)
+    reference = conv('appnp', K=4, alpha=0.2)
+    reference.lin.load_state_dict(layer.lin.state_dict())
+    layer.load_state_dict(reference.state_dict())
+    assert layer._cached_graph is None
+    torch.testing.assert_close(layer(x, ei), reference(x, ei))
+
+
+def test_each_layer_of_a_network_owns_its_regularizer():
+    from torch_geometric_regcn import RegularizerGNN
+    model = RegularizerGNN(F_IN, 8, 3, num_layers=3, regularizer='jknet', K=2)
+    regs = [conv.regularizer for conv in model.convs]
+    assert len({id(r) for r in regs}) == 3 and model.regularizer is regs[0]
+    assert all(r.coefficients() == {'K': 2, 'beta': 1.0} for r in regs)
+
+
+def test_extra_is_a_deprecated_name_of_the_gate():
+    layer = conv('dagnn', K=2)
+    with pytest.warns(DeprecationWarning, match="'RegularizerConv.extra' is deprecated"):
+        assert layer.extra is layer.regularizer.gate

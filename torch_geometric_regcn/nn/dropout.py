@@ -9,8 +9,8 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     CSR :obj:`x` (e.g. the bag-of-words features of PyG's
     :class:`~torch_geometric.datasets.AttributedGraphDataset`): only the stored
     entries are dropped and rescaled, which is dense dropout of the same matrix,
-    since a dropped zero stays zero. On BlogCatalog (0.9 % non-zeros) this draws
-    115× fewer random numbers, which dominate a dense epoch on a CPU."""
+    since a dropped zero stays zero. It draws one random number per stored
+    entry instead of one per entry of the dense matrix."""
     if x.layout == torch.strided:
         return F.dropout(x, p, training)
     if not training or p == 0.0:

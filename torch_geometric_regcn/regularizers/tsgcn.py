@@ -70,20 +70,23 @@ class TSGCNRegularizer(Regularizer):
     r"""tsGCN (Wang et al., AAAI 2023): :math:`\mathbf{R} = \mathbf{I} +
     \alpha\tilde{\mathbf{L}}_G + \beta\tilde{\mathbf{L}}_X`, with
     :math:`\tilde{\mathbf{L}}_X` the Laplacian of the semantic (cosine
-    :obj:`k`-NN) graph. Its propagation is
+    :obj:`k`-NN) graph. With :math:`\mathbf{S}` of :func:`tsgcn_adjacency`,
+    :math:`\mathbf{R} = (1 + \alpha + \beta)(\mathbf{I} - \mathbf{S})`, and
+    the propagation is
 
     .. math::
-        \mathbf{P} = c\,(\mathbf{I} + \alpha\tilde{\mathbf{L}}_G +
-        \beta\tilde{\mathbf{L}}_X)^{-1} = \frac{c}{1 + \alpha + \beta}
-        (\mathbf{I} - \mathbf{S})^{-1}
+        \mathbf{P} = (\mathbf{I} - \mathbf{S})^{-1}
+        = (1 + \alpha + \beta)\,\mathbf{R}^{-1}
 
-    (:func:`tsgcn_adjacency`), with :math:`c = 1 + \alpha + \beta` when
-    :obj:`normalize=True`, the convention of
-    :class:`~torch_geometric_regcn.TSGCNConv` (the gain is one where
-    :math:`\mathbf{S}` vanishes), and :math:`c = 1`, the paper's formula
-    and the authors' code, otherwise. :obj:`"series"` is
-    :math:`\frac{c}{1+\alpha+\beta}\sum_{k<K}\mathbf{S}^k`;
-    :obj:`"lowrank"` applies the factors of
+    by default (:obj:`normalize=True`): the library's one convention, shared
+    with :class:`~torch_geometric_regcn.TSGCNConv`, with gain one where
+    :math:`\mathbf{S}` vanishes. :obj:`normalize=False` propagates with
+    :math:`\mathbf{R}^{-1}` itself, the paper's formula and the authors'
+    code. The constant is not absorbed by :math:`\mathbf{\Theta}` under
+    weight decay; the default is the one that scored higher on average over
+    the paper's datasets (``benchmarks/results/scaling.md``).
+    :obj:`"series"` is :math:`\sum_{k<K}\mathbf{S}^k` (times the same
+    constant); :obj:`"lowrank"` applies the factors of
     :class:`~torch_geometric_regcn.LowRankInverse`. Projection: ReLU.
 
     Args:
@@ -94,14 +97,15 @@ class TSGCNRegularizer(Regularizer):
         k (int, optional): Neighbours of the semantic graph, when it is built
             from the features. (default: :obj:`10`)
         K (int, optional): Terms of the :obj:`"series"` solver. (default: :obj:`10`)
-        normalize (bool, optional): Scale the propagation by
-            :math:`1 + \alpha + \beta`. (default: :obj:`False`)
+        normalize (bool, optional): Propagate with :math:`(\mathbf{I} -
+            \mathbf{S})^{-1}`; if :obj:`False`, with :math:`\mathbf{R}^{-1}`.
+            (default: :obj:`True`)
     """
     name = 'tsgcn'
     solvers = ('closed', 'series', 'cg', 'lowrank')
 
     def __init__(self, alpha: float = 1.0, beta: float = 0.2, k: int = 10, K: int = 10,
-                 normalize: bool = False) -> None:
+                 normalize: bool = True) -> None:
         check_tsgcn_coefficients(alpha, beta, k)
         check_steps(K)
         self.alpha, self.beta, self.k, self.K = alpha, beta, k, K
@@ -109,8 +113,9 @@ class TSGCNRegularizer(Regularizer):
 
     @property
     def gain(self) -> float:
-        r"""The factor :math:`c / (1 + \alpha + \beta)` of
-        :math:`(\mathbf{I} - \mathbf{S})^{-1}` in the propagation."""
+        r"""The factor of :math:`(\mathbf{I} - \mathbf{S})^{-1}` in the
+        propagation: one, or :math:`1 / (1 + \alpha + \beta)` without
+        :obj:`normalize`."""
         return 1.0 if self.normalize else 1.0 / (1.0 + self.alpha + self.beta)
 
     def requires(self, solver: str) -> FrozenSet[str]:

@@ -9,6 +9,8 @@ from typing import Any, Dict, Optional
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.version import __version__  # solver changes come with releases
+
 #: Bumped whenever a solver change alters the cached results.
 CACHE_FORMAT = 'regcn-lowrank-1'
 
@@ -17,8 +19,6 @@ def fingerprint(**items: Any) -> str:
     r"""A hex digest of named tensors (dtype, shape and bytes; sparse ones by
     their coalesced indices and values) and plain values (by :func:`repr`).
     :obj:`None` items count too, so a missing tensor differs from any given."""
-    from torch_geometric_regcn import __version__  # solver changes come with releases
-
     digest = hashlib.blake2b(digest_size=20)
     digest.update(f'{CACHE_FORMAT}|{__version__}'.encode())
     for name in sorted(items):

@@ -114,13 +114,10 @@ class LowRankInverse(BaseTransform):
     :obj:`"LA"` is the default because the exact gain :math:`1/(1 - \lambda)`
     departs most from one at the top of the spectrum, whereas a negative
     eigenvalue's gain stays in :math:`(1/2, 1)`, so :obj:`"LA"` gives the best
-    rank-:math:`r` approximation of the inverse. Measured
-    (``benchmarks/results/which.md``, 5 seeds): at the paper's ranks on Cora,
-    CiteSeer and PubMed the dominant eigenvalues are all positive, so both
-    select the same subspace and reach the same test accuracy (Cora 81.4 vs
-    81.3, CiteSeer 71.0 vs 71.0, PubMed 79.4 vs 79.5); they differ only where
-    negative eigenvalues rank among the largest in magnitude, where
-    :obj:`"LA"` is the better approximation.
+    rank-:math:`r` approximation of the inverse. Where the dominant
+    eigenvalues are all positive both select the same subspace; they differ
+    only where negative eigenvalues rank among the largest in magnitude
+    (``benchmarks/results/which.md`` compares them on the citation graphs).
 
     :obj:`beta=0` gives the topology-only model (tsGCN-t, no features needed),
     :obj:`alpha=0` the semantic-only model (tsGCN-s).

@@ -91,6 +91,15 @@ class RegularizerConv(torch.nn.Module):
         zeros(self.bias)
         self._clear_cache()
 
+    @property
+    def extra(self) -> Optional[torch.nn.Module]:
+        r"""Deprecated: the regulariser's trainable part, now
+        :obj:`regularizer.gate` (DAGNN)."""
+        warnings.warn("'RegularizerConv.extra' is deprecated; the trainable part lives in the "
+                      "regulariser (e.g. 'conv.regularizer.gate') and the old name will be "
+                      "removed in 0.3.0", DeprecationWarning, stacklevel=2)
+        return getattr(self.regularizer, 'gate', None)
+
     def _clear_cache(self) -> None:
         self._cached_graph = None
 

@@ -1,4 +1,6 @@
 r"""The tsGCN layer."""
+import math
+
 import torch
 from torch import Tensor
 from torch_geometric.nn.inits import zeros
@@ -15,23 +17,36 @@ class TSGCNConv(torch.nn.Module):
     (AAAI 2023)
 
     .. math::
-        \mathbf{X}^{\prime} = \left(\mathbf{I} - \mathbf{W}(\mathbf{I}_r +
+        \mathbf{X}^{\prime} = s \left(\mathbf{I} - \mathbf{W}(\mathbf{I}_r +
         \mathbf{V}^{\top}\mathbf{W})^{-1}\mathbf{V}^{\top}\right)
         \mathbf{X} \mathbf{\Theta} + \mathbf{b}
-        \approx (1 + \alpha + \beta)(\mathbf{I} + \alpha \tilde{\mathbf{L}}_G +
+        \approx s\,(\mathbf{I} - \mathbf{S})^{-1} \mathbf{X} \mathbf{\Theta}
+        + \mathbf{b}
+        = s\,(1 + \alpha + \beta)(\mathbf{I} + \alpha \tilde{\mathbf{L}}_G +
         \beta \tilde{\mathbf{L}}_X)^{-1} \mathbf{X} \mathbf{\Theta} + \mathbf{b},
 
     the minimiser of :math:`-\mathrm{Tr}(\mathbf{H}^{\top}\mathbf{X}
-    \mathbf{\Theta}) + \frac{1}{2}\mathrm{Tr}(\mathbf{H}^{\top}(\mathbf{I} +
-    \alpha \tilde{\mathbf{L}}_G + \beta \tilde{\mathbf{L}}_X)\mathbf{H})` up to the
-    constant :math:`1 + \alpha + \beta` (which :math:`\mathbf{\Theta}` absorbs).
-    The factors :math:`\mathbf{W}, \mathbf{V} \in \mathbb{R}^{N \times r}` come
-    from :class:`~torch_geometric_regcn.LowRankInverse`. The layer applies them
-    through the Woodbury identity in :math:`O(N r F')` time and
-    :math:`O(N r)` memory; no :math:`N \times N` matrix is ever formed. The
-    :math:`r \times r` core :math:`\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W}`
-    is factorised (another :math:`O(N r^2)`) once and kept while the same,
-    unmodified factor tensors come back, as in transductive training (see
+    \mathbf{\Theta}) + \frac{1}{2}\mathrm{Tr}(\mathbf{H}^{\top}\mathbf{R}
+    \mathbf{H})` with :math:`\mathbf{R} = (\mathbf{I} + \alpha
+    \tilde{\mathbf{L}}_G + \beta \tilde{\mathbf{L}}_X) / (s(1 + \alpha +
+    \beta))`. The factors :math:`\mathbf{W}, \mathbf{V} \in
+    \mathbb{R}^{N \times r}` come from
+    :class:`~torch_geometric_regcn.LowRankInverse`. The default :math:`s = 1`
+    is the library's convention for every tsGCN propagation (see
+    :class:`~torch_geometric_regcn.regularizers.TSGCNRegularizer`, whose
+    :obj:`"lowrank"` solver gives this layer's output for the same weights);
+    :math:`s = 1 / (1 + \alpha + \beta)` is the authors' scaling, the
+    exact :math:`(\mathbf{I} + \alpha \tilde{\mathbf{L}}_G + \beta
+    \tilde{\mathbf{L}}_X)^{-1}`. :math:`\mathbf{\Theta}` does not absorb
+    the constant under weight decay; ``benchmarks/results/scaling.md``
+    compares both.
+
+    The layer applies the factors through the Woodbury identity in
+    :math:`O(N r F')` time and :math:`O(N r)` memory; no :math:`N \times N`
+    matrix is ever formed. The :math:`r \times r` core :math:`\mathbf{I}_r +
+    \mathbf{V}^{\top}\mathbf{W}` is factorised (another :math:`O(N r^2)`)
+    once and kept while the same, unmodified factor tensors come back, as in
+    transductive training (see
     :class:`~torch_geometric_regcn.linalg.WoodburyCache`: factors that require
     gradients, or new tensors on every call such as :obj:`w.detach()`, are
     factorised every time, and so is everything under :func:`torch.compile`).
@@ -43,6 +58,8 @@ class TSGCNConv(torch.nn.Module):
         out_channels (int): Size of each output sample.
         bias (bool, optional): If set to :obj:`False`, the layer will not learn
             an additive bias. (default: :obj:`True`)
+        scale (float, optional): The factor :math:`s` of the propagation.
+            (default: :obj:`1.0`)
 
     Shapes:
         - **input:**
@@ -50,10 +67,15 @@ class TSGCNConv(torch.nn.Module):
           factors :math:`(|\mathcal{V}|, r)` and :math:`(|\mathcal{V}|, r)`
         - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
     """
-    def __init__(self, in_channels: int, out_channels: int, bias: bool = True) -> None:
+    def __init__(self, in_channels: int, out_channels: int, bias: bool = True,
+                 scale: float = 1.0) -> None:
         super().__init__()
+        if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+            raise ValueError(f"'scale' must be a positive number (got {scale!r}); "
+                             f"1 / (1 + alpha + beta) gives the authors' scaling")
         self.in_channels = in_channels
         self.out_channels = out_channels
+        self.scale = float(scale)
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer='glorot')
         if bias:
             self.bias = torch.nn.Parameter(torch.empty(out_channels))
@@ -71,12 +93,15 @@ class TSGCNConv(torch.nn.Module):
         if not torch.compiler.is_compiling():
             _check_factors(x, w, v)
         out = woodbury_apply(self.lin(x), w, v, self._woodbury(w, v))
+        if self.scale != 1.0:
+            out = out * self.scale
         if self.bias is not None:
             out = out + self.bias
         return out
 
     def __repr__(self) -> str:
-        return f'{self.__class__.__name__}({self.in_channels}, {self.out_channels})'
+        scale = f', scale={self.scale:g}' if self.scale != 1.0 else ''
+        return f'{self.__class__.__name__}({self.in_channels}, {self.out_channels}{scale})'
 
 
 def _check_factors(x: Tensor, w: Tensor, v: Tensor) -> None:

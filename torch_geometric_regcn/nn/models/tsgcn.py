@@ -15,8 +15,8 @@ class TSGCN(torch.nn.Module):
     .. math::
         \mathbf{H}^{(l)} = \mathrm{ReLU}\left(\mathbf{P} \mathbf{H}^{(l-1)}
         \mathbf{\Theta}^{(l)}\right), \qquad
-        \mathbf{P} = \mathbf{I} - \mathbf{W}(\mathbf{I}_r +
-        \mathbf{V}^{\top}\mathbf{W})^{-1}\mathbf{V}^{\top},
+        \mathbf{P} = s\left(\mathbf{I} - \mathbf{W}(\mathbf{I}_r +
+        \mathbf{V}^{\top}\mathbf{W})^{-1}\mathbf{V}^{\top}\right),
 
     with no activation after the last layer (apply softmax in the loss). The
     paper's network has two layers, 32 hidden units, no bias and no dropout.
@@ -31,6 +31,9 @@ class TSGCN(torch.nn.Module):
             (default: :obj:`0.0`)
         bias (bool, optional): Whether the layers learn a bias.
             (default: :obj:`False`)
+        scale (float, optional): The factor :math:`s` of every layer's
+            propagation; see :class:`~torch_geometric_regcn.TSGCNConv`.
+            (default: :obj:`1.0`)
 
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F_{in})`,
@@ -38,13 +41,14 @@ class TSGCN(torch.nn.Module):
         - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
     """
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 2, dropout: float = 0.0, bias: bool = False) -> None:
+                 num_layers: int = 2, dropout: float = 0.0, bias: bool = False,
+                 scale: float = 1.0) -> None:
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"'num_layers' must be at least 1 (got {num_layers})")
         sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         self.convs = torch.nn.ModuleList(
-            TSGCNConv(a, b, bias=bias) for a, b in zip(sizes[:-1], sizes[1:]))
+            TSGCNConv(a, b, bias=bias, scale=scale) for a, b in zip(sizes[:-1], sizes[1:]))
         self.dropout = dropout
 
     def reset_parameters(self) -> None:

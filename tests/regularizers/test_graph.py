@@ -1,0 +1,76 @@
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from tests.conftest import dense_normalized_adjacency, undirected_graph
+from torch_geometric_regcn import regularizers as R
+from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
+from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
+from torch_geometric_regcn.utils import knn_graph_cosine
+
+N = 30
+
+
+def test_operators_are_built_on_first_use_and_kept():
+    ei, _ = undirected_graph()
+    graph = GraphOperators(N, ei, dtype=torch.float64)
+    assert graph.derived == {}
+    adj = graph.adj
+    assert graph.adj is adj and set(graph.derived) == {'adj'}
+    torch.testing.assert_close(adj.to_dense(), dense_normalized_adjacency(ei, N))
+    eye = graph.identity()
+    assert graph.identity() is eye and eye.dtype == torch.float64
+    torch.testing.assert_close(eye.to_dense(), torch.eye(N, dtype=torch.float64))
+
+
+def test_semantic_graph_from_features_once_per_k():
+    x = torch.randn(N, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    graph = GraphOperators(N, x=x, dtype=torch.float64)
+    first = graph.semantic_adjacency(3)
+    assert graph.semantic_adjacency(3) is first
+    expected = dense_normalized_adjacency(knn_graph_cosine(x, 3), N)
+    torch.testing.assert_close(first.to_dense(), expected)
+    assert not torch.equal(graph.semantic_adjacency(5).to_dense(), first.to_dense())
+    with pytest.raises(ValueError, match="needs node features 'x' or a precomputed"):
+        GraphOperators(N).semantic_adjacency(3)
+
+
+@pytest.mark.parametrize('alpha, beta', [(1.0, 0.4), (0.0, 0.7), (2.0, 0.0)])
+def test_one_tsgcn_operator_for_the_transform_and_the_regularizer(alpha, beta):
+    # LowRankInverse (through tsgcn_operator) and the regulariser's solvers read
+    # the very same S = (α Â_G + β Â_X) / (1 + α + β), bit for bit.
+    ei, _ = undirected_graph(0)
+    sei, _ = undirected_graph(5)
+    x = torch.randn(N, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    data = Data(x=x, edge_index=ei, semantic_edge_index=sei)
+    reg = R.get('tsgcn', alpha=alpha, beta=beta)
+    from_transform = tsgcn_operator(data, alpha, beta)
+    from_layer = reg.adjacency(build_graph(reg, ei, N, dtype=torch.float64,
+                                           semantic_edge_index=sei))
+    assert torch.equal(from_transform.to_dense(), from_layer.to_dense())
+    expected = (alpha * dense_normalized_adjacency(ei, N)
+                + beta * dense_normalized_adjacency(sei, N)) / (1 + alpha + beta)
+    torch.testing.assert_close(from_layer.to_dense(), expected, rtol=0, atol=1e-15)
+
+
+def test_requirements_per_solver():
+    tsgcn = R.get('tsgcn', alpha=1.0, beta=0.5)
+    assert tsgcn.requires('lowrank') == {'lowrank'}
+    assert tsgcn.requires('cg') == tsgcn.requires('series') == {'adj', 'semantic'}
+    assert R.get('tsgcn', beta=0.0).requires('cg') == {'adj'}
+    assert R.get('tsgcn', alpha=0.0, beta=1.0).requires('closed') == {'semantic'}
+    for name in ('gcn', 'sgc', 'appnp', 'jknet', 'dagnn', 'gnn_lf', 'gnn_hf'):
+        reg = R.get(name)
+        assert all(reg.requires(s) == {'adj'} for s in reg.solvers)
+
+
+def test_build_graph_keeps_only_what_the_solver_reads():
+    ei, _ = undirected_graph()
+    x = torch.randn(N, 3)
+    kwargs = dict(semantic_edge_index=ei, x=x, lowrank_w=x, lowrank_v=x)
+    lowrank = build_graph(R.get('tsgcn'), ei, N, solver='lowrank', **kwargs)
+    assert lowrank.lowrank == (x, x) and lowrank.x is None and lowrank.semantic_edge_index is None
+    exact = build_graph(R.get('tsgcn'), ei, N, solver='cg', **kwargs)
+    assert exact.lowrank is None and exact.x is x and exact.semantic_edge_index is ei
+    gcn = build_graph(R.get('gcn'), ei, N, **kwargs)
+    assert gcn.lowrank is None and gcn.x is None and gcn.semantic_edge_index is None
