@@ -1,15 +1,20 @@
 """The paper's Table 3 side by side: every method x dataset x seed.
 
-    python benchmarks/accuracy.py [--datasets Cora ...] [--methods tsGCN GCN ...]
+Run from the repository root::
+
+    python -m benchmarks.accuracy [--datasets Cora ...] [--methods tsGCN GCN ...]
                                   [--seeds 10] [--epochs E] [--k 10] [--device cuda]
                                   [--split public]
+    python -m benchmarks.accuracy --summary-only   # rewrite accuracy.md, train nothing
 
 Each (dataset, method, seed) cell is one training run on the paper's random
 split (20 labelled nodes per class, 500 validation, 1000 test; seeded), test
-accuracy and macro-F1 at the best validation epoch. Cells are written to
-``benchmarks/results/accuracy/cells/`` as they finish and skipped when present,
-so an interrupted run resumes. Then every cell present is summarised in
-``benchmarks/results/accuracy.md`` next to the paper's figures.
+accuracy and macro-F1 at the best validation epoch. Each cell is appended to
+``benchmarks/results/accuracy.jsonl`` (one JSON object per line) as it
+finishes, and skipped when present, so an interrupted run resumes. Then every
+cell stored is summarised in ``benchmarks/results/accuracy.md`` next to the
+paper's figures, followed by the hand-written
+``benchmarks/results/accuracy_notes.md``.
 
 Besides the rows of Table 3 (``harness.methods.TABLE3``), the
 ablation of the paper: ``tsGCN-t`` (beta = 0), ``tsGCN-s`` (alpha = 0), and our
@@ -22,9 +27,6 @@ repetitions on their one split do; those cells are summarised in a section of
 their own.
 """
 import argparse
-import glob
-import json
-import os
 import os.path as osp
 import statistics
 import time
@@ -35,13 +37,15 @@ import torch
 from harness.data import load_paper_dataset, run_split
 from harness.methods import TABLE3 as METHODS
 from harness.paper import DATASETS, paper
+from harness.report import RESULTS
+from harness.results import ResultStore
 from harness.training import fit
 from torch_geometric_regcn import LowRankInverse, SemanticGraph, paper_rank
 from torch_geometric_regcn.datasets import PAPER_SETTINGS
 
-REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-OUT = osp.join(REPO, 'benchmarks', 'results', 'accuracy')
-NOTES = osp.join(REPO, 'benchmarks', 'results', 'accuracy_notes.md')
+CELLS = osp.join(RESULTS, 'accuracy.jsonl')  #: one line per (dataset, method, seed) cell
+SUMMARY = osp.join(RESULTS, 'accuracy.md')
+NOTES = osp.join(RESULTS, 'accuracy_notes.md')  #: hand-written, appended to the summary
 #: Ablations: (alpha factor, beta factor, which) applied to the paper's setting.
 VARIANTS = {'tsGCN': (1, 1, 'LA'), 'tsGCN-t': (1, 0, 'LA'), 'tsGCN-s': (0, 1, 'LA'),
             'tsGCN (LM)': (1, 1, 'LM')}
@@ -49,20 +53,36 @@ ALL_METHODS = list(METHODS) + [v for v in VARIANTS if v != 'tsGCN']
 
 
 def epochs_of(method: str, epochs) -> int:
+    r"""The epochs of :obj:`method`'s runs: :obj:`epochs`, or its default."""
     return epochs or METHODS['tsGCN' if method in VARIANTS else method].epochs
 
 
-def cell_path(dataset: str, method: str, seed: int, epochs, split: str = 'random') -> str:
+def cell_key(dataset: str, method: str, seed: int, epochs: int, split: str = 'random') -> str:
+    r"""The name of a cell, e.g. ``'Cora__tsGCN_LM__e500__public__3'`` (the
+    file name of its former JSON file, less ``.json``)."""
     safe = method.replace(' ', '_').replace('(', '').replace(')', '')
     tag = '' if split == 'random' else f'__{split}'
-    return osp.join(OUT, 'cells',
-                    f'{dataset}__{safe}__e{epochs_of(method, epochs)}{tag}__{seed}.json')
+    return f'{dataset}__{safe}__e{epochs}{tag}__{seed}'
 
 
-def run_dataset(dataset: str, methods, seeds: int, epochs, k: int, device: str,
-                sparse_features: bool = True, split: str = 'random') -> None:
+def record_key(record: dict) -> str:
+    r"""The name of a stored cell (cells written before ``--split`` existed
+    have no ``split`` field: they are random-split ones)."""
+    return cell_key(record['dataset'], record['method'], record['seed'], record['epochs'],
+                    record.get('split', 'random'))
+
+
+def open_cells(path: str = CELLS) -> ResultStore:
+    r"""The cells stored in :obj:`path`."""
+    return ResultStore(path, key=record_key)
+
+
+def run_dataset(cells: ResultStore, dataset: str, methods, seeds: int, epochs, k: int,
+                device: str, sparse_features: bool = True, split: str = 'random') -> None:
+    r"""Trains the cells of :obj:`dataset` that :obj:`cells` lacks and stores
+    each as it finishes."""
     todo = [(m, s) for m in methods for s in range(seeds)
-            if not osp.exists(cell_path(dataset, m, s, epochs, split))]
+            if cell_key(dataset, m, s, epochs_of(m, epochs), split) not in cells]
     if not todo:
         return
     try:
@@ -107,10 +127,7 @@ def run_dataset(dataset: str, methods, seeds: int, epochs, k: int, device: str,
                       split=split)
         if method in VARIANTS:
             record['precompute_seconds'] = precompute
-        path = cell_path(dataset, method, seed, epochs, split)
-        os.makedirs(osp.dirname(path), exist_ok=True)
-        with open(path, 'w') as f:
-            json.dump(record, f)
+        cells.add(record)
         print(f'{dataset:12s} {method:12s} seed {seed}: ACC {record["acc"]:.1f} '
               f'F1 {record["f1"]:.1f} ({result.seconds:.1f}s)', flush=True)
 
@@ -142,22 +159,24 @@ def _table(rows: list) -> list:
     return lines + ['']
 
 
-def summarize() -> str:
-    cells = [json.load(open(p)) for p in glob.glob(osp.join(OUT, 'cells', '*.json'))]
+def summarize(cells) -> str:
+    r"""The markdown summary of the stored :obj:`cells` (records), with the
+    notes of :obj:`NOTES` after it."""
+    cells = list(cells)
     lines = ['# Table 3 side by side', '',
              'Our ACC and macro-F1 (mean (std) over the seeds run, in %) next to the '
              "paper's; Δ = ours - paper, on the test set at each run's best validation "
              'epoch. "last" is the test ACC after the last epoch instead, which is what the '
              "authors' code reports (on one fixed split, over initialisations). Written by "
-             '`python benchmarks/accuracy.py` from the cells in '
-             '`benchmarks/results/accuracy/cells/`. s/run is the training time per run on the '
+             '`python -m benchmarks.accuracy` from the cells in '
+             '`benchmarks/results/accuracy.jsonl`. s/run is the training time per run on the '
              'CPU described in the notes below, or on the GPU named in brackets.', '']
     for split in ('random', 'public'):
         mine = [c for c in cells if c.get('split', 'random') == split]
         if split == 'public' and mine:
             lines += ["## Planetoid's public split", '',
-                      'The same methods on the one fixed split of Planetoid (`python '
-                      'benchmarks/accuracy.py --split public`), of the paper\'s sizes; the '
+                      'The same methods on the one fixed split of Planetoid (`python -m '
+                      'benchmarks.accuracy --split public`), of the paper\'s sizes; the '
                       'seeds vary the initialisation only, as the authors\' repetitions '
                       'do.', '']
         for dataset in DATASETS:
@@ -172,7 +191,8 @@ def summarize() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog='python -m benchmarks.accuracy',
+                                    description=__doc__.splitlines()[0])
     parser.add_argument('--datasets', nargs='+', default=DATASETS)
     parser.add_argument('--methods', nargs='+', default=ALL_METHODS, choices=ALL_METHODS,
                         metavar='METHOD')
@@ -184,13 +204,17 @@ def main() -> None:
                         help='dense input features (default: sparse CSR, the same matrix)')
     parser.add_argument('--split', choices=['random', 'public'], default='random',
                         help="the paper's random splits, or Planetoid's fixed public split")
+    parser.add_argument('--summary-only', action='store_true',
+                        help='rewrite accuracy.md from the stored cells; train nothing')
     args = parser.parse_args()
     warnings.filterwarnings('ignore', message=r'.*[Ss]parse.*')
-    for dataset in args.datasets:
-        run_dataset(dataset, args.methods, args.seeds, args.epochs, args.k, args.device,
-                    args.sparse_features, args.split)
-    report = summarize()
-    with open(osp.join(REPO, 'benchmarks', 'results', 'accuracy.md'), 'w') as f:
+    cells = open_cells()
+    if not args.summary_only:
+        for dataset in args.datasets:
+            run_dataset(cells, dataset, args.methods, args.seeds, args.epochs, args.k,
+                        args.device, args.sparse_features, args.split)
+    report = summarize(cells)
+    with open(SUMMARY, 'w') as f:
         f.write(report + '\n')
     print(report)
 

@@ -1,7 +1,7 @@
 r"""Eigensolver benchmark: :class:`LowRankInverse`'s solvers against
 ``scipy.sparse.linalg.eigsh`` on the same tsGCN operator :math:`\mathbf{S}`.
 
-Graphs: PubMed (``../shared/data``; alpha 1.0, beta 0.3, k 10) and a synthetic
+Graphs: PubMed (the offline copy; alpha 1.0, beta 0.3, k 10) and a synthetic
 graph of 169,000 nodes and about 2.5M edges (an SBM-like graph, beta 0), rank
 64, largest algebraic eigenvalues. Every run is a fresh spawned process with a
 fixed number of torch and BLAS threads (1, and all cores: what a user gets by
@@ -14,60 +14,47 @@ criterion B, also sin∠ <= 1e-2 (the same subspace; where the gap
 
 Run from the repository root::
 
-    python benchmarks/eigensolver.py            # about 15 min on 2 cores
-    python benchmarks/eigensolver.py --quick    # PubMed only, about 2 min
-    python benchmarks/eigensolver.py --device cuda --threads 16   # ours on the GPU
+    python -m benchmarks.eigensolver            # about 15 min on 2 cores
+    python -m benchmarks.eigensolver --quick    # PubMed only, about 2 min
+    python -m benchmarks.eigensolver --device cuda --threads 16   # ours on the GPU
 
 Writes ``benchmarks/results/eigensolver.md`` (``--device cuda``:
 ``eigensolver_cuda.md``; ``--quick``: the git-ignored
-``benchmarks/results/eigensolver-quick.tmp``). With ``--device cuda`` our
-solver runs on the GPU (its time includes a ``torch.cuda.synchronize()``, its
-peak is the GPU's allocation above the start) while eigsh keeps the CPU.
+``benchmarks/results/eigensolver-quick.tmp``; ``--output``: elsewhere). With
+``--device cuda`` our solver runs on the GPU (its time includes a
+``torch.cuda.synchronize()``, its peak is the GPU's allocation above the
+start) while eigsh keeps the CPU.
 """
 import argparse
 import datetime
 import os
-import shutil
-import sys
+import os.path as osp
 import tempfile
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 import torch
 
-from benchmarks.lowrank import (
-    PeakMeter,
-    Report,
-    _sort,
-    csr_to_scipy,
-    fmt,
-    load_pubmed,
-    machine_info,
-    run_isolated,
-    scipy_to_csr,
-    subspace_errors,
-    synthetic_graph,
-)
-from harness.data import SHARED_DATA
+from harness.eigenpairs import load_eigenpairs, save_eigenpairs, sort_eigenpairs, subspace_errors
+from harness.graphs import csr_to_scipy, has_pubmed, load_pubmed, scipy_to_csr, synthetic_graph
+from harness.measure import PeakMeter, machine_info, run_isolated, warning_messages
+from harness.report import RESULTS, Report, command_line, fmt
 from torch_geometric_regcn.linalg import extreme_eigenpairs
 from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
 
 warnings.filterwarnings('ignore', message=r'.*sparse.*beta', category=UserWarning)
 
-REPO = Path(__file__).resolve().parents[1]
 EIG_TOL, SIN_TOL = 1e-4, 1e-2
 
 
-def _set_threads(threads):
-    for var in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'OPENBLAS_NUM_THREADS'):
-        os.environ[var] = str(threads)  # read by the spawned child's BLAS at import
-
-
-def _solve_child(spec):
+def solve(spec: dict) -> dict:
+    r"""In a spawned process: ``spec['repeats']`` calls of one solver on the
+    operator in ``spec['op_path']``, timed, with their peak memory (on a GPU,
+    the allocation above the start); the eigenpairs go to
+    ``spec['out_path']``."""
     mat = sp.load_npz(spec['op_path']).astype(spec['dtype'])
     rank, tol = spec['rank'], spec['tol']
     times, peaks, out = [], [], {}
@@ -98,26 +85,26 @@ def _solve_child(spec):
             times.append(time.perf_counter() - t0)
             peaks.append((torch.cuda.max_memory_allocated() - gpu_base) / 2**20 if cuda
                          else meter.stop())
-    out['warnings'] = sorted({str(w.message).split(';')[0] for w in caught
-                              if 'beta' not in str(w.message)})
-    vals, vecs = _sort(np.asarray(vals, dtype=np.float64), vecs, 'LA')
-    np.save(spec['out_path'] + '.vals.npy', vals)
-    np.save(spec['out_path'] + '.vecs.npy', vecs)
+    out['warnings'] = warning_messages(caught)
+    save_eigenpairs(spec['out_path'], *sort_eigenpairs(np.asarray(vals, dtype=np.float64),
+                                                       vecs, 'LA'))
     out.update(time=min(times), median=float(np.median(times)), peak_mib=max(peaks))
     return out
 
 
 def build_operators(args, tmp):
+    r"""The operators S of PubMed (when its files are there) and, unless
+    ``--quick``, of the synthetic graph, written to :obj:`tmp`: {name: (path,
+    a note for the report)}."""
     ops = {}
-    data_dir = Path(SHARED_DATA)
-    if (data_dir / 'PubMed').is_dir():
+    if has_pubmed():
         t0 = time.perf_counter()
-        data = load_pubmed(data_dir, tmp)
+        data = load_pubmed()
         op = tsgcn_operator(data, 1.0, 0.3, 10)
         ops['PubMed'] = (op, f'alpha 1.0, beta 0.3, k 10; S built in '
                              f'{time.perf_counter() - t0:.1f} s')
     else:
-        print(f'PubMed is not at {data_dir}: skipped')
+        print('PubMed is not in the offline copy (harness.data.SHARED_DATA): skipped')
     if not args.quick:
         n = args.synthetic_nodes
         data = synthetic_graph(n, avg_degree=args.synthetic_degree)
@@ -127,51 +114,51 @@ def build_operators(args, tmp):
                 'alpha 1.0, beta 0')
     paths = {}
     for name, (op, note) in ops.items():
-        path = tmp / f'{name.replace(" ", "_")}.npz'
+        path = osp.join(tmp, f'{name.replace(" ", "_")}.npz')
         sp.save_npz(path, csr_to_scipy(op))
         paths[name] = (path, note)
     return paths
 
 
 def run_graph(rep, args, name, path, note, tmp):
+    r"""The reference, every solver at every thread count and the verdicts
+    on one graph."""
     mat = sp.load_npz(path)
     rank = args.rank
     repeats = 1 if name.startswith('Synthetic') else args.repeats
     runs = []
 
-    def solve(label, threads, **spec):
+    def run(label, threads, **spec):
         spec.setdefault('repeats', repeats)
-        spec.update(op_path=str(path), rank=spec.get('rank', rank),
-                    out_path=str(tmp / f'{name.replace(" ", "_")}-{len(runs)}'))
+        spec.update(op_path=path, rank=spec.get('rank', rank),
+                    out_path=osp.join(tmp, f'{name.replace(" ", "_")}-{len(runs)}'))
         spec.setdefault('dtype', 'float32')
         print(f'  [{name}] {label}, {threads} thread(s) ...', flush=True)
-        _set_threads(threads)
-        res = run_isolated(threads, _solve_child, spec)
+        res = run_isolated(threads, solve, spec)
         res.update(label=label, threads=threads, spec=spec)
         print(f'    {res.get("time", float("nan")):.2f} s {res.get("error", "")}', flush=True)
         runs.append(res)
         return res
 
-    ref = solve('reference (eigsh float64, tol 1e-10)', 1, solver='eigsh', tol=1e-10,
-                dtype='float64', rank=rank + 1, repeats=1)
+    ref = run('reference (eigsh float64, tol 1e-10)', 1, solver='eigsh', tol=1e-10,
+              dtype='float64', rank=rank + 1, repeats=1)
     if 'error' in ref:
         rep(f'**{name}**: the reference failed ({ref["error"]}); skipped.\n')
         return
-    ref_vals = np.load(ref['spec']['out_path'] + '.vals.npy')
-    ref_vecs = np.load(ref['spec']['out_path'] + '.vecs.npy')
+    ref_vals, ref_vecs = load_eigenpairs(ref['spec']['out_path'])
     for threads in args.threads:
         for tol in args.eigsh_tols:
-            solve(f'eigsh tol={tol:g}', threads, solver='eigsh', tol=tol)
+            run(f'eigsh tol={tol:g}', threads, solver='eigsh', tol=tol)
         on = '' if args.device == 'cpu' else f', {args.device}'
         # on a GPU the first solve also pays for CUDA's start-up: time the second
         again = {'repeats': max(repeats, 2)} if args.device != 'cpu' else {}
         for tol in args.ours_tols:
-            solve(f'ours lanczos tol={tol:g}' + (' (default)' if tol == 1e-4 else '') + on,
-                  threads, solver='lanczos', tol=tol, max_iter=100, device=args.device,
-                  **again)
+            run(f'ours lanczos tol={tol:g}' + (' (default)' if tol == 1e-4 else '') + on,
+                threads, solver='lanczos', tol=tol, max_iter=100, device=args.device,
+                **again)
         if args.chebyshev and not name.startswith('Synthetic'):
-            solve(f'ours chebyshev subspace iteration tol=1e-4{on}', threads,
-                  solver='chebyshev', tol=1e-4, max_iter=100, device=args.device, **again)
+            run(f'ours chebyshev subspace iteration tol=1e-4{on}', threads,
+                solver='chebyshev', tol=1e-4, max_iter=100, device=args.device, **again)
 
     gap = ref_vals[rank - 1] - ref_vals[rank]
     rep(f'**{name}**: N = {mat.shape[0]:,}, nnz(S) = {mat.nnz:,}, {note}; rank {rank}, '
@@ -183,8 +170,7 @@ def run_graph(rep, args, name, path, note, tmp):
         if 'error' in res:
             rows.append([res['label'], res['threads'], 'FAILED: ' + res['error']] + ['-'] * 6)
             continue
-        vals = np.load(res['spec']['out_path'] + '.vals.npy')
-        vecs = np.load(res['spec']['out_path'] + '.vecs.npy')
+        vals, vecs = load_eigenpairs(res['spec']['out_path'])
         res['eig_err'] = float(np.abs(vals[:rank] - ref_vals[:rank]).max())
         res['sin'], _ = subspace_errors(ref_vecs[:, :rank], vecs[:, :rank])
         res['equal'] = res['eig_err'] <= EIG_TOL and res['sin'] <= SIN_TOL
@@ -218,7 +204,8 @@ def run_graph(rep, args, name, path, note, tmp):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p = argparse.ArgumentParser(prog='python -m benchmarks.eigensolver',
+                               description=__doc__.split('\n\n')[0])
     p.add_argument('--quick', action='store_true', help='PubMed only, fewer runs')
     p.add_argument('--rank', type=int, default=64)
     p.add_argument('--threads', type=str, default=f'1,{os.cpu_count()}')
@@ -231,6 +218,9 @@ def main(argv=None):
     p.add_argument('--no-chebyshev', dest='chebyshev', action='store_false',
                    help='leave out the subspace-iteration rows')
     p.add_argument('--device', default='cpu', help="where our solver runs (eigsh: the CPU)")
+    p.add_argument('--output', default=None,
+                   help='markdown output (default: benchmarks/results/eigensolver.md, '
+                        'eigensolver_<device>.md, or eigensolver-quick.tmp with --quick)')
     args = p.parse_args(argv)
     args.threads = sorted({int(t) for t in args.threads.split(',')})
     args.eigsh_tols = [float(t) for t in args.eigsh_tols.split(',')]
@@ -239,14 +229,13 @@ def main(argv=None):
         args.repeats, args.threads = 1, args.threads[:1]
 
     suffix = '' if args.device == 'cpu' else f'_{torch.device(args.device).type}'
-    out = REPO / 'benchmarks' / 'results' / ('eigensolver-quick.tmp' if args.quick
-                                             else f'eigensolver{suffix}.md')
+    out = args.output or osp.join(RESULTS, 'eigensolver-quick.tmp' if args.quick
+                                  else f'eigensolver{suffix}.md')
     rep = Report()
     info = machine_info(args.threads)
     rep('# Eigensolver benchmark: LowRankInverse vs scipy eigsh')
     rep()
-    rep('Command (from the repository root): `python benchmarks/eigensolver.py'
-        + ''.join(f' {a}' for a in (argv if argv is not None else sys.argv[1:])) + '`')
+    rep(f'Command (from the repository root): `{command_line("benchmarks.eigensolver", argv)}`')
     rep()
     gpu = (f" GPU: {torch.cuda.get_device_name(args.device)} (our solver runs there; eigsh "
            "on the CPU)." if args.device != 'cpu' else '')
@@ -263,13 +252,10 @@ def main(argv=None):
         'which="LA", default ncv, a seeded v0. Times are the minimum over the repeats '
         f'({args.repeats} on PubMed, 1 on the synthetic graph), median beside it.')
     rep()
-    tmp = Path(tempfile.mkdtemp(prefix='eigensolver-'))
-    try:
+    with tempfile.TemporaryDirectory(prefix='eigensolver-') as tmp:
         for name, (path, note) in build_operators(args, tmp).items():
             run_graph(rep, args, name, path, note, tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    out.write_text('\n'.join(rep.lines) + '\n')
+    rep.write(out)
     print(f'written to {out}')
 
 

@@ -4,13 +4,16 @@
 #
 #     bash benchmarks/gpu.sh            # OUT=<folder for the results>
 #
-# It expects the paper's datasets at ../shared/data (a link is enough) and the
-# package importable (PYTHONPATH=. works). Each step has its own time limit and
-# a failing step does not stop the next; whatever each step wrote is copied to
-# $OUT: the log of every step (run.log), benchmarks/results/{scale,eigensolver}_cuda.md and
-# the accuracy cells run on the GPU (cells-cuda.tar.gz; unpack it at the
-# repository root). DEVICE, NODES, SYNTH and BUDGET shrink it for a dry run
-# on a machine without a GPU.
+# It expects the paper's datasets where harness.data.SHARED_DATA says (a link
+# is enough); the scripts run as modules (python3 -m benchmarks.X) from the
+# repository root, which puts the package and harness/ on the import path.
+# Each step has its own time limit and a failing step does not stop the next;
+# whatever each step wrote is copied to $OUT: the log of every step (run.log),
+# benchmarks/results/{scale,eigensolver}_cuda.md and accuracy.jsonl, every
+# accuracy cell with those run on the GPU appended (copy it over
+# benchmarks/results/accuracy.jsonl, then `python -m benchmarks.accuracy
+# --summary-only` rewrites accuracy.md). DEVICE, NODES, SYNTH and BUDGET shrink
+# it for a dry run on a machine without a GPU.
 set -u
 OUT=${OUT:-/tmp/gpu-out}
 DEVICE=${DEVICE:-cuda}
@@ -40,20 +43,18 @@ python3 -c 'import torch, torch_geometric, scipy, os; print("torch", torch.__ver
 
 # Fail fast: the device tests and a small end-to-end run gate the long steps.
 step tests 120 python3 -m pytest -q -p no:cacheprovider -k 'cuda or device' tests || exit 1
-step smoke 90 python3 benchmarks/scale.py --device "$DEVICE" --nodes 20000 \
+step smoke 90 python3 -m benchmarks.scale --device "$DEVICE" --nodes 20000 \
   --recall-sample 5000 || exit 1
-step scale 200 python3 benchmarks/scale.py --device "$DEVICE" --nodes "$NODES"
+step scale 200 python3 -m benchmarks.scale --device "$DEVICE" --nodes "$NODES"
 # eigsh's float64 reference alone takes about 100 s on the 169k-node graph
-step eigensolver 240 python3 benchmarks/eigensolver.py --device "$DEVICE" \
+step eigensolver 240 python3 -m benchmarks.eigensolver --device "$DEVICE" \
   --threads "$(nproc)" --repeats 2 --eigsh-tols 1e-5 --no-chebyshev --synthetic-nodes "$SYNTH"
 # Table 3 cells: first 3 seeds of everything missing, then up to 10.
-before=$(mktemp); touch "$before"
-step accuracy3 400 python3 benchmarks/accuracy.py --device "$DEVICE" --seeds 3 \
+step accuracy3 400 python3 -m benchmarks.accuracy --device "$DEVICE" --seeds 3 \
   --datasets PubMed ACM UAI BlogCatalog Flickr CiteSeer
-step accuracy10 400 python3 benchmarks/accuracy.py --device "$DEVICE" --seeds 10 \
+step accuracy10 400 python3 -m benchmarks.accuracy --device "$DEVICE" --seeds 10 \
   --datasets Cora CiteSeer PubMed ACM UAI BlogCatalog Flickr
 
 cp benchmarks/results/*_cuda.md benchmarks/results/*_cuda.tmp "$OUT"/ 2>/dev/null
-find benchmarks/results/accuracy/cells -name '*.json' -newer "$before" -print0 \
-  | tar czf "$OUT/cells-cuda.tar.gz" --null -T -
+cp benchmarks/results/accuracy.jsonl "$OUT"/
 echo "done; $(left)s of the budget left"

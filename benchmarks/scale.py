@@ -17,39 +17,38 @@ resident memory measured above the memory held before it:
 
 Recall of the approximate kNN against the exact search is measured on a
 100,000-node sample of the same features (both searches run in full), on 2,000
-random query nodes of the full graph, and on PubMed's real features when
-``../shared/data`` is there. Nothing is densified: the largest dense tensors
+random query nodes of the full graph, and on PubMed's real features when its
+offline copy is there. Nothing is densified: the largest dense tensors
 are ``N x 128`` features and the ``N x 272`` Lanczos basis.
 
 Run from the repository root::
 
-    python benchmarks/scale.py                    # about 15 min on 2 CPU cores
-    python benchmarks/scale.py --nodes 100000     # a quick look
+    python -m benchmarks.scale                    # about 15 min on 2 CPU cores
+    python -m benchmarks.scale --nodes 100000     # a quick look
 
 Writes ``benchmarks/results/scale.md`` (other sizes: ``scale-<nodes>.tmp``;
-on a GPU, ``scale_cuda.md``).
+on a GPU, ``scale_cuda.md``; ``--output``: elsewhere).
 """
 import argparse
 import datetime
 import os
+import os.path as osp
 import shutil
 import tempfile
 import time
 import warnings
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from benchmarks.lowrank import PeakMeter, Report, load_pubmed, machine_info, synthetic_graph
-from harness.data import SHARED_DATA
+from harness.graphs import has_pubmed, load_pubmed, synthetic_graph
+from harness.measure import MIB, PeakMeter, machine_info
+from harness.report import RESULTS, Report, command_line
 from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph
 from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
 from torch_geometric_regcn.utils.knn import exact_knn_cosine, ivf_knn_cosine
 
 warnings.filterwarnings('ignore', message=r'.*sparse.*beta', category=UserWarning)
-REPO = Path(__file__).resolve().parents[1]
-MIB = 2.0**20
 PEAKS = []  # resident memory (MiB) at each stage's peak
 
 
@@ -107,22 +106,20 @@ def recall_row(label, x):
 
 
 def knn_recall_part(args, x_full, device):
+    r"""Recall rows of a sample of the synthetic features and of PubMed's
+    (when its offline copy is there), both searches run in full."""
     gen = torch.Generator().manual_seed(1)
     sample = x_full[torch.randperm(x_full.size(0), generator=gen)[:args.recall_sample]]
     rows = [recall_row(f'{sample.size(0):,}-node sample of the synthetic features', sample)]
-    data_dir = Path(SHARED_DATA)
-    if (data_dir / 'PubMed').is_dir():
-        tmp = Path(tempfile.mkdtemp())
-        try:
-            x = load_pubmed(data_dir, tmp).x.to(device)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    if has_pubmed():
+        x = load_pubmed().x.to(device)
         rows.append(recall_row('PubMed (19,717 nodes, 500 TF-IDF features)', x))
     return rows
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p = argparse.ArgumentParser(prog='python -m benchmarks.scale',
+                               description=__doc__.split('\n\n')[0])
     p.add_argument('--nodes', type=int, default=1_000_000)
     p.add_argument('--degree', type=int, default=20, help='average degree')
     p.add_argument('--features', type=int, default=128)
@@ -130,19 +127,20 @@ def main(argv=None):
     p.add_argument('--epochs', type=int, default=5)
     p.add_argument('--recall-sample', type=int, default=100_000)
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--output', default=None,
+                   help='markdown output (default: benchmarks/results/scale.md, '
+                        'scale_<device>.md, or scale-<nodes>.tmp for other sizes)')
     args = p.parse_args(argv)
     device = torch.device(args.device)
     suffix = '' if device.type == 'cpu' else f'_{device.type}'
-    out = REPO / 'benchmarks' / 'results' / (
-        f'scale{suffix}.md' if args.nodes == 1_000_000 else f'scale-{args.nodes}{suffix}.tmp')
+    out = args.output or osp.join(RESULTS, f'scale{suffix}.md' if args.nodes == 1_000_000
+                                  else f'scale-{args.nodes}{suffix}.tmp')
 
     rep = Report()
     info = machine_info(torch.get_num_threads())
     rep(f'# tsGCN at {args.nodes:,} nodes on one machine')
     rep()
-    rep('Command (from the repository root): `python benchmarks/scale.py'
-        + ('' if args.nodes == 1_000_000 else f' --nodes {args.nodes}')
-        + f' --device {device.type}`')
+    rep(f'Command (from the repository root): `{command_line("benchmarks.scale", argv)}`')
     rep()
     gpu = torch.cuda.get_device_name(device) if device.type == 'cuda' else 'none'
     rep(f"Machine: {info['cpu']}, {info['cpu_count']} CPUs ({torch.get_num_threads()} torch "
@@ -154,7 +152,7 @@ def main(argv=None):
     rep()
 
     rows = []
-    cache = Path(tempfile.mkdtemp(prefix='regcn-cache-'))
+    cache = tempfile.mkdtemp(prefix='regcn-cache-')
     try:
         with Stage(rows, 'synthetic graph (generation, not part of tsGCN)', device):
             data = synthetic_graph(args.nodes, avg_degree=args.degree,
@@ -244,7 +242,7 @@ def main(argv=None):
         rep.table(['features', 'recall@10', 'exact (s)', 'IVF (s)'], rows_r)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    out.write_text('\n'.join(rep.lines) + '\n')
+    rep.write(out)
     print(f'written to {out}')
 
 

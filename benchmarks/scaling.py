@@ -25,7 +25,6 @@ runs already there are skipped, so an interrupted job resumes. The tables of
 file. Runs on one CPU thread.
 """
 import argparse
-import json
 import os
 import os.path as osp
 import statistics
@@ -33,12 +32,13 @@ import time
 
 import torch
 
-from harness.data import REPO, load_paper_dataset, run_split
+from harness.data import load_paper_dataset, run_split
+from harness.report import RESULTS
+from harness.results import ResultStore
 from harness.training import fit
 from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph, paper_rank
 from torch_geometric_regcn.datasets import PAPER_SETTINGS
 
-RESULTS = osp.join(REPO, 'benchmarks', 'results')
 JSONL = osp.join(RESULTS, 'scaling.jsonl')
 MARKDOWN = osp.join(RESULTS, 'scaling.md')
 DATASETS = ['Cora', 'CiteSeer', 'PubMed', 'ACM', 'BlogCatalog', 'Flickr', 'UAI']
@@ -56,18 +56,14 @@ def build(scaling: str, seed: int, in_channels: int, num_classes: int, alpha: fl
     return TSGCN(in_channels, HIDDEN, num_classes, scale=scale)
 
 
-def done_runs() -> set:
-    r"""The (dataset, scaling, seed) of every run in the JSON lines file."""
-    if not osp.exists(JSONL):
-        return set()
-    with open(JSONL) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return {(r['dataset'], r['scaling'], r['seed']) for r in rows}
+def open_runs() -> ResultStore:
+    r"""The runs stored so far, keyed by dataset, scaling and seed."""
+    return ResultStore(JSONL, key=lambda r: f"{r['dataset']}__{r['scaling']}__{r['seed']}")
 
 
-def run_dataset(name: str, seeds: list, done: set, command: str) -> None:
+def run_dataset(name: str, seeds: list, runs: ResultStore, command: str) -> None:
     todo = [(seed, scaling) for seed in seeds for scaling in SCALINGS
-            if (name, scaling, seed) not in done]
+            if f'{name}__{scaling}__{seed}' not in runs]
     if not todo:
         print(f'{name}: all {len(seeds)} seeds done', flush=True)
         return
@@ -90,9 +86,7 @@ def run_dataset(name: str, seeds: list, done: set, command: str) -> None:
                    last_accuracy=100 * result.last_accuracy, best_epoch=result.best_epoch,
                    val_accuracy=100 * result.val_accuracy, seconds=result.seconds,
                    command=command)
-        with open(JSONL, 'a') as f:
-            f.write(json.dumps(row) + '\n')
-            f.flush()
+        runs.add(row)
         print(f'{name} seed {seed} {scaling}: best-val {row["accuracy"]:.1f} '
               f'last {row["last_accuracy"]:.1f} (epoch {result.best_epoch}, '
               f'{result.seconds:.1f}s)', flush=True)
@@ -111,9 +105,7 @@ def paired(a: list, b: list) -> str:
 
 
 def write_markdown() -> None:
-    with open(JSONL) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    runs = {(r['dataset'], r['scaling'], r['seed']): r for r in rows}
+    runs = {(r['dataset'], r['scaling'], r['seed']): r for r in open_runs()}
     lines = ['# Library against authors\' scaling of tsGCN\'s propagation', '',
              f'Written by `python -m benchmarks.scaling` from '
              f'`benchmarks/results/scaling.jsonl` ({len(runs)} runs). Library: `TSGCN` as '
@@ -189,7 +181,7 @@ def main() -> None:
         command += f' --seeds {args.seeds}'
     start = time.perf_counter()
     for name in args.datasets:
-        run_dataset(name, list(range(args.seeds)), done_runs(), command)
+        run_dataset(name, list(range(args.seeds)), open_runs(), command)
     write_markdown()
     print(f'done in {time.perf_counter() - start:.0f}s; wrote {MARKDOWN}', flush=True)
 

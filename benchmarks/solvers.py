@@ -4,72 +4,49 @@ next to PyG's APPNP(K=10).
 Each method is one layer, ``Linear(500, 32)`` followed by its propagation, with
 the graph operators built once beforehand (``cached=True``), trained on the
 public split: the time is the median of ``--repeats`` forward + backward passes,
-the memory the peak resident set size above the one just before them, each
-method in a fresh process.
+the memory the peak resident set size above the one just before them (freed
+heap memory handed back first, so that it counts what is live), each method
+in a fresh spawned process.
 
-    python benchmarks/solvers.py [--repeats 20] [--rank 64]
+Run from the repository root::
 
-Writes ``benchmarks/results/solvers.md``. Target: ``'cg'`` at residual 1e-6
-within 3x of APPNP(K=10).
+    python -m benchmarks.solvers [--repeats 20] [--rank 64]
+
+Writes ``benchmarks/results/solvers.md`` (``--output``: elsewhere). Target:
+``'cg'`` at residual 1e-6 within 3x of APPNP(K=10).
 """
 import argparse
-import ctypes
-import gc
-import multiprocessing
 import os.path as osp
 import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import warnings
 
 import torch
 import torch.nn.functional as F
+from torch_geometric.nn import APPNP
+from torch_geometric.nn.dense.linear import Linear
 
-REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-from harness.data import SHARED_DATA as SHARED  # noqa: E402
+from harness.graphs import has_pubmed, load_pubmed
+from harness.measure import PeakMeter, run_isolated
+from harness.report import RESULTS, command_line
+from torch_geometric_regcn import LowRankInverse, RegularizerConv, SemanticGraph
 
 ALPHA, BETA, K_NN = 1.0, 0.3, 10  # the paper's PubMed setting
 
 
-def _kib(field: str) -> int:
-    with open('/proc/self/status') as f:
-        for line in f:
-            if line.startswith(field + ':'):
-                return int(line.split()[1])
-    raise KeyError(field)
-
-
-def _reset_peak() -> None:
-    gc.collect()
-    ctypes.CDLL('libc.so.6').malloc_trim(0)  # hand freed memory back, so RSS is what is live
-    with open('/proc/self/clear_refs', 'w') as f:  # resets VmHWM to the current RSS
-        f.write('5')
-
-
-def load_pubmed(rank: int):
-    from torch_geometric.datasets import Planetoid
-
-    from torch_geometric_regcn import LowRankInverse, SemanticGraph
-
-    root = tempfile.mkdtemp()
-    shutil.copytree(osp.join(SHARED, 'PubMed'), osp.join(root, 'PubMed'))
-    data = Planetoid(root, 'PubMed')[0]
-    data = SemanticGraph(K_NN)(data)
+def pubmed_with_factors(rank: int):
+    r"""PubMed with its semantic graph and the rank-:obj:`rank` factors."""
+    data = SemanticGraph(K_NN)(load_pubmed())
     return LowRankInverse(ALPHA, BETA, rank)(data)
 
 
-def measure(method: str, rank: int, repeats: int, queue) -> None:
+def measure(method: str, rank: int, repeats: int):
+    r"""In a spawned process: (method, median forward + backward seconds,
+    peak MiB above the start of the timed passes)."""
     warnings.filterwarnings('ignore', message=r'.*[Ss]parse.*')
-    torch.set_num_threads(torch.get_num_threads())
-    from torch_geometric.nn import APPNP
-    from torch_geometric.nn.dense.linear import Linear
-
-    from torch_geometric_regcn import RegularizerConv
-
-    data = load_pubmed(rank)
+    data = pubmed_with_factors(rank)
     torch.manual_seed(0)
     if method == 'APPNP(K=10)':
         lin, prop = Linear(data.num_features, 32), APPNP(K=10, alpha=0.1, cached=True)
@@ -94,41 +71,45 @@ def measure(method: str, rank: int, repeats: int, queue) -> None:
         F.cross_entropy(forward()[data.train_mask], target).backward()
 
     step()  # builds the cached operators, warms up
-    _reset_peak()
-    rss_before = _kib('VmRSS')
+    meter = PeakMeter(trim=True).start()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
-    queue.put((method, statistics.median(times), (_kib('VmHWM') - rss_before) / 1024))
+    return method, statistics.median(times), meter.stop()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description='tsGCN solvers vs APPNP on PubMed')
+    parser = argparse.ArgumentParser(prog='python -m benchmarks.solvers',
+                                    description='tsGCN solvers vs APPNP on PubMed')
     parser.add_argument('--repeats', type=int, default=20)
     parser.add_argument('--rank', type=int, default=64)
+    parser.add_argument('--output', default=osp.join(RESULTS, 'solvers.md'),
+                        help='markdown output (default: benchmarks/results/solvers.md)')
     args = parser.parse_args()
-    if not osp.isdir(osp.join(SHARED, 'PubMed')):
-        sys.exit(f'PubMed is not at {osp.normpath(SHARED)}: nothing to measure')
+    if not has_pubmed():
+        sys.exit('PubMed is not in the offline copy (harness.data.SHARED_DATA): nothing to '
+                 'measure')
 
     methods = ['APPNP(K=10)', "tsgcn 'cg'", "tsgcn 'series'", "tsgcn 'lowrank'"]
-    ctx = multiprocessing.get_context('spawn')
+    threads = torch.get_num_threads()
     rows = {}
     for method in methods:
-        queue = ctx.Queue()
-        proc = ctx.Process(target=measure, args=(method, args.rank, args.repeats, queue))
-        proc.start()
-        rows[method] = queue.get()[1:]
-        proc.join()
+        result = run_isolated(threads, measure, method, args.rank, args.repeats)
+        if isinstance(result, dict):  # {'error': ...}
+            sys.exit(f"{method}: {result['error']}")
+        rows[method] = result[1:]
         print(f'{method:18s} {rows[method][0] * 1e3:8.1f} ms  {rows[method][1]:7.1f} MiB',
               flush=True)
 
     base = rows['APPNP(K=10)'][0]
+    command = command_line('benchmarks.solvers',
+                           ['--repeats', str(args.repeats), '--rank', str(args.rank)])
     lines = [
         '# tsGCN solvers vs APPNP(K=10) on PubMed', '',
-        f'`python benchmarks/solvers.py --repeats {args.repeats} --rank {args.rank}` on '
-        f'{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, '
+        f'`{command}` on '
+        f'{platform.processor() or platform.machine()}, {threads} threads, '
         f'torch {torch.__version__}.', '',
         'One layer, `Linear(500, 32)` and its propagation, forward + backward on the public '
         f'split; alpha={ALPHA}, beta={BETA}, k={K_NN}; `cg` to relative residual 1e-6 '
@@ -142,8 +123,7 @@ def main() -> None:
     ratio = rows["tsgcn 'cg'"][0] / base
     lines += ['', f"Target `'cg'` within 3x of APPNP(K=10): measured {ratio:.2f}x, "
               f"{'PASS' if ratio <= 3 else 'FAIL'}."]
-    out = osp.join(REPO, 'benchmarks', 'results', 'solvers.md')
-    with open(out, 'w') as f:
+    with open(args.output, 'w') as f:
         f.write('\n'.join(lines) + '\n')
     print('\n'.join(lines))
 

@@ -1,13 +1,15 @@
 r"""tsGCN's hyperparameters tuned on validation accuracy only, then tested.
 
-    python benchmarks/tune.py --datasets Cora CiteSeer [--seeds 3] [--final-seeds 10]
+Run from the repository root::
+
+    python -m benchmarks.tune --datasets Cora CiteSeer [--seeds 3] [--final-seeds 10]
                               [--alphas A ...] [--betas B ...]
                               [--no-stage2 | --rank-factors F ... --ks K ...]
                               [--alpha-beta A B] [--rank-k R K]
                               [--stage3 [--dropouts P ...] [--weight-decays WD ...]
                                | --regularization P WD]
                               [--stage4 [--hiddens H ...] [--lrs LR ...]]
-                              [--split public]
+                              [--split public] [--output FILE]
 
 Stage 1: for every (alpha, beta) of the grid, the paper's 2-layer tsGCN (rank
 N // p with the paper's p, k = 10, dropout 0, weight decay 5e-4) trains
@@ -39,7 +41,7 @@ the stages that do run use them, so e.g. --rank-k and --regularization without
 --alpha-beta tune (alpha, beta) again at a later stage's choice. Test labels
 play no part in any choice. Features are the row-normalised sparse CSR matrix,
 so dropout draws only over stored entries. Appends to
-benchmarks/results/tuning.md.
+benchmarks/results/tuning.md (--output: another file).
 """
 import argparse
 import datetime
@@ -51,12 +53,12 @@ import torch
 
 from harness.data import load_paper_dataset, run_split
 from harness.paper import DATASETS, paper
+from harness.report import RESULTS
 from harness.training import fit
 from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph, paper_rank
 from torch_geometric_regcn.datasets import PAPER_SETTINGS
 
-REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-OUT = osp.join(REPO, 'benchmarks', 'results', 'tuning.md')
+OUT = osp.join(RESULTS, 'tuning.md')
 ALPHAS = [0.5, 1.0, 2.0, 5.0]
 BETAS = [0.1, 0.3, 0.5, 1.0]
 RANK_FACTORS = [0.5, 1, 2, 4]  # stage 2: multiples of the paper's rank
@@ -106,7 +108,8 @@ def validation(base, alpha, beta, rank, k, args, dropout=0.0, weight_decay=5e-4,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog='python -m benchmarks.tune',
+                                    description=__doc__.splitlines()[0])
     parser.add_argument('--datasets', nargs='+', default=['Cora', 'CiteSeer'],
                         choices=[d for d in DATASETS if d != 'CoraFull'])
     parser.add_argument('--seeds', type=int, default=3)
@@ -145,6 +148,9 @@ def main() -> None:
                         help='stage 4: the learning rates to try')
     parser.add_argument('--split', choices=['random', 'public'], default='random',
                         help="the paper's random splits, or Planetoid's fixed public split")
+    parser.add_argument('--output', default=OUT,
+                        help='the markdown file appended to (default: '
+                             'benchmarks/results/tuning.md)')
     args = parser.parse_args()
     if args.stage3 and args.regularization:
         parser.error('--stage3 tunes dropout and weight decay; drop --regularization')
@@ -237,7 +243,7 @@ def main() -> None:
             skipped += ' --split public'
         lines += [f'## {name}{" (public split)" if args.split == "public" else ""} '
                   f'({datetime.date.today()})', '',
-                  f'Command: `python benchmarks/tune.py --datasets {name} --seeds {args.seeds} '
+                  f'Command: `python -m benchmarks.tune --datasets {name} --seeds {args.seeds} '
                   f'--grid-epochs {args.grid_epochs} --final-seeds {args.final_seeds}'
                   f'{"" if args.stage2 else " --no-stage2"}'
                   f'{skipped}`; paper rank '
@@ -284,12 +290,12 @@ def main() -> None:
                   f'{mean_f1:.1f} ({statistics.stdev(f1):.1f}) vs {paper_f1} '
                   f'(Δ {mean_f1 - paper_f1:+.1f}); after the last epoch: ACC '
                   f'{statistics.mean(last):.1f} ({statistics.stdev(last):.1f}).', '']
-        header = '' if osp.exists(OUT) else (
-            "# tsGCN tuned on validation accuracy\n\nWritten by `python benchmarks/tune.py`; "
+        header = '' if osp.exists(args.output) else (
+            "# tsGCN tuned on validation accuracy\n\nWritten by `python -m benchmarks.tune`; "
             'see its docstring for the protocol.\n\n')
-        with open(OUT, 'a') as f:  # one dataset at a time: long runs keep what is done
+        with open(args.output, 'a') as f:  # one dataset at a time: long runs keep what is done
             f.write(header + '\n'.join(lines) + '\n')
-        print(f'appended {name} to {OUT}')
+        print(f'appended {name} to {args.output}')
 
 
 if __name__ == '__main__':

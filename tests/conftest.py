@@ -1,11 +1,9 @@
-import os.path as osp
-import shutil
 import warnings
 
 import pytest
 import torch
 
-from harness.data import SHARED_DATA
+from harness.data import SHARED_DATA, has_offline_copy, offline_root
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
 
@@ -67,15 +65,15 @@ def clustered(n=3000, clusters=30, d=16, seed=3):
 
 @pytest.fixture(scope='session')
 def shared_root(tmp_path_factory):
-    """A writable copy of ../shared/data (PyG writes processed/ next to raw/)."""
-    if not osp.isdir(SHARED_DATA):
-        pytest.skip(f'the paper datasets are not at {osp.normpath(SHARED_DATA)}')
-    root = tmp_path_factory.mktemp('data')
+    """A writable root (PyG writes processed/ next to raw/) into which
+    ``shared_root(name)`` copies dataset `name`'s raw files from
+    ../shared/data, laid out as its loader expects; returns the root."""
+    root = str(tmp_path_factory.mktemp('data'))
 
     def copy(name: str) -> str:
-        if not osp.isdir(osp.join(root, name)):
-            shutil.copytree(osp.join(SHARED_DATA, name), osp.join(root, name))
-        return str(root)
+        if not has_offline_copy(name):
+            pytest.skip(f'{name} is not in {SHARED_DATA}')
+        return offline_root(name, root)
 
     return copy
 

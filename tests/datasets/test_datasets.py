@@ -1,7 +1,6 @@
 import os
 import os.path as osp
 import pickle
-import shutil
 import zipfile
 
 import numpy as np
@@ -9,8 +8,15 @@ import pytest
 import torch
 from torch_geometric.utils import contains_self_loops, is_undirected
 
-from tests.conftest import SHARED_DATA
-from torch_geometric_regcn.datasets import ACM, DATASETS, UAI, load_dataset, paper_split
+from harness.data import SHARED_LAYOUT
+from torch_geometric_regcn.datasets import (
+    ACM,
+    DATASETS,
+    PAPER_SETTINGS,
+    UAI,
+    load_dataset,
+    paper_split,
+)
 from torch_geometric_regcn.datasets.amgcn import AMGCNDataset
 
 # Table 2 of the paper: nodes, classes, features, edges. The paper counts edges as
@@ -37,36 +43,9 @@ LOADED_EDGES = {
     'UAI': 28308,  # 6 self-loop lines in uai.edge
 }
 
-# Where each dataset lies under ../shared/data -> where the loader looks under the root.
-STAGED = {
-    'Cora': ('Cora', 'Cora'),
-    'CiteSeer': ('CiteSeer', 'CiteSeer'),
-    'PubMed': ('PubMed', 'PubMed'),
-    'BlogCatalog': ('blogcatalog', 'blogcatalog'),
-    'Flickr': ('flickr', 'flickr'),
-    'ACM': ('AM-GCN/acm.zip', 'ACM/raw/acm.zip'),
-    'UAI': ('AM-GCN/uai.zip', 'UAI/raw/uai.zip'),
-}
-
-
-def stage(shared_root, name: str) -> str:
-    """Copies dataset `name` into the fixture's writable root and returns the root;
-    the AM-GCN zips go to <root>/<Name>/raw/<zip>."""
-    src, dst = STAGED[name]
-    if not osp.exists(osp.join(SHARED_DATA, src)):
-        pytest.skip(f'{name} is not staged at {osp.normpath(osp.join(SHARED_DATA, src))}')
-    top = src.split('/')[0]
-    root = shared_root(top)
-    if top != src:  # a zip inside AM-GCN/
-        os.makedirs(osp.dirname(osp.join(root, dst)), exist_ok=True)
-        if not osp.exists(osp.join(root, dst)):
-            shutil.copyfile(osp.join(root, src), osp.join(root, dst))
-    return root
-
-
 def raw_entries(name: str, root: str) -> int:
     """Stored adjacency entries in the raw files: what the paper halves."""
-    src, dst = STAGED[name]
+    dst = SHARED_LAYOUT[name][0][1]
     if name in ('Cora', 'CiteSeer', 'PubMed'):
         with open(osp.join(root, dst, 'raw', f'ind.{name.lower()}.graph'), 'rb') as f:
             graph = pickle.load(f, encoding='latin1')
@@ -87,7 +66,7 @@ def load(shared_root):
 
     def get(name: str):
         if name not in cache:
-            root = stage(shared_root, name)
+            root = shared_root(name)
             cache[name] = (load_dataset(name, root), root)
         return cache[name]
 
@@ -219,3 +198,8 @@ def test_corafull_code_path_on_a_synthetic_npz(tmp_path):
     assert data.x.tolist() == (attr.toarray() > 0).astype(np.float32).tolist()
     assert data.y.tolist() == [0, 1, 1, 2, 0]
     assert data.edge_index.tolist() == [[0, 1, 1, 2, 3, 4], [1, 0, 2, 1, 4, 3]]
+
+
+def test_paper_settings_cover_the_eight_datasets():
+    assert sorted(PAPER_SETTINGS) == sorted(DATASETS)
+    assert PAPER_SETTINGS['PubMed'].p == 2048

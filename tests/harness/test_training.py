@@ -11,7 +11,7 @@ from harness.data import load_paper_dataset, offline_root, run_split
 from harness.training import fit, macro_f1
 from tests.conftest import SHARED_DATA
 from torch_geometric_regcn import TSGCN, LowRankInverse
-from torch_geometric_regcn.datasets import PAPER_SETTINGS, contextual_sbm, paper_split
+from torch_geometric_regcn.datasets import contextual_sbm, paper_split
 
 
 @pytest.mark.parametrize('seed', range(5))
@@ -73,12 +73,6 @@ def test_fit_reports_the_test_scores_of_the_best_validation_epoch():
     test_pred, test_y = pred[data.test_mask], data.y[data.test_mask]
     assert result.last_accuracy == float((test_pred == test_y).float().mean())
     assert result.last_f1 == pytest.approx(f1_score(test_y, test_pred, average='macro'))
-
-
-def test_paper_settings_cover_the_eight_datasets():
-    assert sorted(PAPER_SETTINGS) == sorted(['Cora', 'CiteSeer', 'PubMed', 'ACM', 'BlogCatalog',
-                                             'CoraFull', 'Flickr', 'UAI'])
-    assert PAPER_SETTINGS['PubMed'].p == 2048
 
 
 def test_offline_root(tmp_path):

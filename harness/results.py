@@ -1,0 +1,74 @@
+r"""Where a benchmark keeps its per-run results: one JSON-lines file, one
+object per run, appended and flushed as each run finishes, so an interrupted
+benchmark resumes by skipping the runs already stored."""
+import json
+import os
+import os.path as osp
+from typing import Any, Callable, Dict, Iterator, List
+
+Record = Dict[str, Any]
+
+
+class ResultStore:
+    r"""The runs stored in the JSON-lines file :obj:`path`, each identified by
+    ``key(record)``.
+
+    Opening the store reads the file (a missing file is an empty store). A
+    last line without its newline is a run whose writing was interrupted: it
+    is cut off, so the run is done again. Two lines with the same key are an
+    error (a run is stored once).
+
+    Example::
+
+        store = ResultStore('results.jsonl', key=lambda r: f"{r['name']}__{r['seed']}")
+        if 'a__0' not in store:
+            store.add({'name': 'a', 'seed': 0, 'value': 1.5})
+        values = [r['value'] for r in store]
+    """
+
+    def __init__(self, path: str, key: Callable[[Record], str]):
+        self.path, self.key = path, key
+        self._records: Dict[str, Record] = {}
+        if not osp.exists(path):
+            return
+        with open(path, 'rb') as f:
+            data = f.read()
+        end = data.rfind(b'\n') + 1
+        if end < len(data):  # an interrupted write: drop the partial line
+            with open(path, 'r+b') as f:
+                f.truncate(end)
+        for number, line in enumerate(data[:end].decode('utf-8').splitlines(), 1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            k = key(record)
+            if k in self._records:
+                raise ValueError(f'{path}, line {number}: run {k!r} is stored twice')
+            self._records[k] = record
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __iter__(self) -> Iterator[Record]:
+        r"""The records in the order of the file."""
+        return iter(list(self._records.values()))
+
+    def records(self) -> List[Record]:
+        r"""The records in the order of the file."""
+        return list(self._records.values())
+
+    def add(self, record: Record) -> None:
+        r"""Appends :obj:`record` as one line and flushes it to the file.
+        Raises :class:`ValueError` if a run of the same key is stored."""
+        k = self.key(record)
+        if k in self._records:
+            raise ValueError(f'run {k!r} is already stored in {self.path}')
+        line = json.dumps(record) + '\n'
+        os.makedirs(osp.dirname(osp.abspath(self.path)), exist_ok=True)
+        with open(self.path, 'a') as f:
+            f.write(line)
+            f.flush()
+        self._records[k] = record

@@ -1,0 +1,59 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from harness.measure import MIB, THREAD_VARIABLES, PeakMeter, machine_info, run_isolated
+
+LINUX = pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc')
+
+
+@LINUX
+def test_peak_meter_sees_a_transient_allocation():
+    meter = PeakMeter().start()
+    block = np.ones(64 * 2**20 // 8)  # 64 MiB, every page touched
+    del block  # freed before stop(): only the high-water mark remembers it
+    peak = meter.stop()
+    assert meter.exact
+    assert 60 <= peak < 200
+
+
+@LINUX
+def test_peak_meter_does_not_count_what_was_held_before_start():
+    held = np.ones(64 * 2**20 // 8)
+    meter = PeakMeter(trim=True).start()
+    assert meter.base >= held.nbytes
+    assert meter.stop() < 32
+    assert held[0] == 1.0
+
+
+def child_report(name):
+    """Run in a spawned process: what the process sees."""
+    return {'threads': torch.get_num_threads(),
+            'env': {var: os.environ.get(var) for var in THREAD_VARIABLES + (name,)},
+            'pid': os.getpid()}
+
+
+def child_fails():
+    raise RuntimeError('boom')
+
+
+def test_run_isolated_pins_threads_in_a_fresh_process():
+    before = dict(os.environ)
+    got = run_isolated(1, child_report, 'REGCN_TEST_VARIABLE',
+                       env={'REGCN_TEST_VARIABLE': 'set'})
+    assert got['pid'] != os.getpid()
+    assert got['threads'] == 1
+    assert got['env'] == {**{var: '1' for var in THREAD_VARIABLES},
+                          'REGCN_TEST_VARIABLE': 'set'}
+    assert dict(os.environ) == before  # the parent's environment is restored
+    assert run_isolated(1, child_fails) == {'error': 'RuntimeError: boom'}
+
+
+def test_machine_info_describes_this_machine():
+    info = machine_info(3)
+    assert info['threads'] == 3 and info['cpu_count'] == os.cpu_count()
+    assert info['torch'] == torch.__version__ and info['ram_gib'] > 0
+    assert MIB == 2**20

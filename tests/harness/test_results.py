@@ -1,0 +1,70 @@
+import json
+
+import pytest
+
+from harness.results import ResultStore
+
+
+def key(record):
+    return f"{record['name']}__{record['seed']}"
+
+
+RUNS = [{'name': 'a', 'seed': 0, 'acc': 81.25, 'note': 'ü'},
+        {'name': 'a', 'seed': 1, 'acc': 0.1 + 0.2},
+        {'name': 'b', 'seed': 0, 'acc': 1e-300, 'device': 'cuda'}]
+
+
+def test_round_trip_one_json_object_per_line(tmp_path):
+    path = tmp_path / 'sub' / 'runs.jsonl'  # the folder is created on the first add
+    store = ResultStore(str(path), key)
+    assert len(store) == 0 and not path.exists()
+    for run in RUNS:
+        store.add(run)
+    # The file, read independently: one object per line, in the order added.
+    lines = path.read_text(encoding='utf-8').splitlines()
+    assert [json.loads(line) for line in lines] == RUNS
+    again = ResultStore(str(path), key)
+    assert again.records() == RUNS and list(again) == RUNS
+    assert len(again) == 3 and 'a__1' in again and 'b__1' not in again
+
+
+def test_resume_skips_stored_runs_and_appends_the_rest(tmp_path):
+    path = str(tmp_path / 'runs.jsonl')
+    first = ResultStore(path, key)
+    first.add(RUNS[0])
+    resumed = ResultStore(path, key)  # an interrupted benchmark starts again
+    todo = [run for run in RUNS if key(run) not in resumed]
+    assert todo == RUNS[1:]
+    for run in todo:
+        resumed.add(run)
+    assert ResultStore(path, key).records() == RUNS
+
+
+def test_each_add_is_on_disk_before_the_next(tmp_path):
+    path = tmp_path / 'runs.jsonl'
+    store = ResultStore(str(path), key)
+    for count, run in enumerate(RUNS, 1):
+        store.add(run)
+        assert len(path.read_text().splitlines()) == count
+
+
+def test_an_interrupted_last_line_is_dropped(tmp_path):
+    path = tmp_path / 'runs.jsonl'
+    full = ''.join(json.dumps(run) + '\n' for run in RUNS[:2])
+    path.write_text(full + json.dumps(RUNS[2])[:17])  # killed while writing the third
+    store = ResultStore(str(path), key)
+    assert store.records() == RUNS[:2]
+    assert path.read_text() == full  # cut off, so the next line starts cleanly
+    store.add(RUNS[2])
+    assert ResultStore(str(path), key).records() == RUNS
+
+
+def test_a_run_is_stored_once(tmp_path):
+    path = tmp_path / 'runs.jsonl'
+    store = ResultStore(str(path), key)
+    store.add(RUNS[0])
+    with pytest.raises(ValueError, match='already stored'):
+        store.add(dict(RUNS[0], acc=0.0))
+    path.write_text(json.dumps(RUNS[0]) + '\n\n' + json.dumps(RUNS[0]) + '\n')
+    with pytest.raises(ValueError, match='line 3'):
+        ResultStore(str(path), key)

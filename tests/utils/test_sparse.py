@@ -1,0 +1,49 @@
+import pytest
+import torch
+
+from torch_geometric_regcn.utils import (
+    compact_csr,
+    diagonal,
+    sparse_identity,
+    spectral_bound,
+    to_csr,
+)
+
+
+def random_sparse(n=20, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    dense = torch.randn(n, n, dtype=torch.float64, generator=gen)
+    dense[torch.rand(n, n, generator=gen) < 0.7] = 0
+    return dense
+
+
+@pytest.mark.parametrize('layout', ['dense', 'coo', 'csr'])
+def test_diagonal_and_spectral_bound_match_dense(layout):
+    dense = random_sparse()
+    matrix = {'dense': dense, 'coo': dense.to_sparse(), 'csr': dense.to_sparse_csr()}[layout]
+    torch.testing.assert_close(diagonal(matrix), dense.diagonal(), rtol=0, atol=0)
+    assert spectral_bound(matrix) == pytest.approx(float(dense.abs().sum(1).max()), rel=1e-15)
+    assert spectral_bound(matrix) >= float(torch.linalg.eigvals(dense).abs().max())
+
+
+def test_csr_conversions_keep_the_matrix():
+    dense = random_sparse(seed=1)
+    uncoalesced = torch.sparse_coo_tensor(  # a duplicate entry: coalescing sums it
+        torch.cat([dense.to_sparse().indices(), torch.tensor([[0], [0]])], dim=1),
+        torch.cat([dense.to_sparse().values(), torch.tensor([1.5], dtype=torch.float64)]),
+        dense.shape)
+    expected = dense.clone()
+    expected[0, 0] += 1.5
+    csr = to_csr(uncoalesced)
+    assert csr.layout == torch.sparse_csr and to_csr(csr) is csr
+    torch.testing.assert_close(csr.to_dense(), expected, rtol=0, atol=0)
+    compact = compact_csr(uncoalesced)
+    assert compact.crow_indices().dtype == torch.int32
+    torch.testing.assert_close(compact.to_dense(), expected, rtol=0, atol=0)
+    assert compact_csr(dense) is dense
+
+
+def test_sparse_identity():
+    eye = sparse_identity(5, torch.float64)
+    assert eye.is_coalesced() and eye.dtype == torch.float64
+    torch.testing.assert_close(eye.to_dense(), torch.eye(5, dtype=torch.float64))
