@@ -2,7 +2,7 @@ r"""Extreme eigenpairs of a sparse symmetric operator by thick-restart block
 Lanczos with full reorthogonalisation."""
 import math
 import warnings
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -15,7 +15,7 @@ from torch_geometric_regcn.linalg.eigenpairs import (
     precision_hint,
     select,
 )
-from torch_geometric_regcn.linalg.graph_operator import to_csr
+from torch_geometric_regcn.utils.sparse import compact_csr
 
 STALL = 5  # cycles without progress after which block_lanczos lowers the degree
 
@@ -48,19 +48,6 @@ def _orthonormal_block(block: Tensor, basis: Tensor, scale: float,
         q = torch.cat([good, torch.linalg.qr(fresh).Q], dim=1)
         r = q.T @ block
     return q, r
-
-
-def _compact(operator: Tensor) -> Tensor:
-    r"""The operator as CSR with 32-bit indices where they fit, whose sparse
-    products are markedly faster than with 64-bit ones (COO becomes CSR)."""
-    if operator.layout == torch.sparse_coo:
-        operator = to_csr(operator)
-    if (operator.layout == torch.sparse_csr and operator.crow_indices().dtype == torch.int64
-            and operator._nnz() < 2**31 - 1):
-        operator = torch.sparse_csr_tensor(operator.crow_indices().int(),
-                                           operator.col_indices().int(), operator.values(),
-                                           operator.shape, check_invariants=False)
-    return operator
 
 
 def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, size_max: int, keep: int,
@@ -102,6 +89,168 @@ def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, size_max: i
         projected[:keep, :keep] = torch.diag(theta[:keep])
         size = keep + b
     return cycle, theta, ritz
+
+
+class FilterWindow(NamedTuple):
+    r"""Where the Chebyshev filter of :func:`block_lanczos` damps and where it
+    grows, fixed from the Ritz values of one plain Lanczos cycle on
+    :math:`\mathbf{S}`: the filter is at most one on
+    :math:`[\text{lower}, \text{upper}]` and one at :obj:`peak`."""
+    lower: float  #: the lower end of the damped interval
+    upper: float  #: the cut, the upper end of the damped interval
+    peak: float  #: the edge of the spectrum where the filter is normalised
+    top: float  #: the largest Ritz value of the plain cycle
+    bottom: float  #: the smallest Ritz value of the plain cycle
+
+    def reach(self, value: float) -> float:
+        r"""The rate :math:`r` at which the filter grows at :obj:`value`:
+        :math:`T_d(\ell(\text{value}))` grows like :math:`\exp(d \cdot r)`."""
+        center, half = (self.upper + self.lower) / 2, (self.upper - self.lower) / 2
+        return math.acosh(max(1.0, abs(value - center) / half))
+
+    def shrink(self, wanted: float) -> float:
+        r"""The exponent, per unit of degree, by which the filter shrinks the
+        wanted eigenvalue :obj:`wanted` nearest the cut relative to the top one."""
+        return max(self.reach(self.peak) - self.reach(wanted), 1e-12)
+
+
+class RitzPairs(NamedTuple):
+    r"""Rayleigh--Ritz pairs on :math:`\mathbf{S}`."""
+    values: Tensor  #: the :obj:`k` Ritz values, ordered by the selection rule
+    vectors: Tensor  #: the :obj:`k` Ritz vectors
+    residual: float  #: the largest relative residual of a pair
+
+
+class CycleResult(NamedTuple):
+    r"""The outcome of one filtered cycle."""
+    pairs: RitzPairs  #: the Rayleigh--Ritz pairs on :math:`\mathbf{S}`
+    faint: bool  #: whether the filter is too steep for the precision (faint or stalled)
+
+
+class FilterRun(NamedTuple):
+    r"""The outcome of the filtered cycles of one filter degree."""
+    cycles: int  #: the cycles run
+    last: CycleResult  #: the last cycle
+    best: RitzPairs  #: the lowest-residual pairs so far, earlier degrees included
+
+
+def _lowest_degree(which: str) -> int:
+    r"""The lowest filter degree: :obj:`2` for the even :obj:`"LM"` filter."""
+    return 2 if which == 'LM' else 1
+
+
+def _rounding_floor(dtype: torch.dtype) -> float:
+    r"""The fraction of the largest filtered eigenvalue below which rounding
+    hides the differences between the wanted ones: :math:`\sqrt{\epsilon}`."""
+    return math.sqrt(torch.finfo(dtype).eps)
+
+
+def _locate_spectrum(operator: Tensor, k: int, which: str, size_max: int, start: Tensor,
+                     generator: Optional[torch.Generator]) -> FilterWindow:
+    r"""Locates the spectrum of :obj:`operator` with one plain Lanczos cycle
+    from the block :obj:`start` and returns the filter's window. Ritz values
+    interlace the eigenvalues, so :obj:`theta[k]` lies below the
+    :math:`(k+1)`-th largest eigenvalue and :obj:`theta[-1]` above the
+    smallest: the lower end is widened by a margin."""
+    _, theta, _ = _thick_restart(lambda x: operator @ x, start, size_max, 0, 1,
+                                 lambda *_: True, generator)
+    top, bottom = float(theta[0]), float(theta[-1])
+    spread = max(top - bottom, torch.finfo(start.dtype).tiny)
+    if which == 'LA':
+        lower = bottom - 0.1 * spread
+        upper = max(float(theta[k]), lower + 1e-3 * spread)
+        return FilterWindow(lower, upper, top, top, bottom)
+    upper = max(float(theta.abs().sort(descending=True).values[k]), 1e-3 * spread)
+    return FilterWindow(-upper, upper, max(abs(top), abs(bottom)), top, bottom)
+
+
+class _FilteredCycles:
+    r"""Thick-restart block Lanczos on the Chebyshev filter of one degree,
+    with Rayleigh--Ritz on :math:`\mathbf{S}` after each cycle.
+
+    An instance is the test :func:`_thick_restart` calls after each cycle: it
+    records a :class:`CycleResult` (:obj:`last`), the residuals of this
+    degree's cycles (:obj:`history`) and the lowest-residual pairs
+    (:obj:`best`, handed over from earlier degrees, as a restart must not lose
+    the best pairs), and stops the run once the residual reaches :obj:`tol`
+    or the filter is found faint or stalled."""
+
+    def __init__(self, operator: Tensor, k: int, which: str, tol: float, window: FilterWindow,
+                 degree: int, best: Optional[RitzPairs] = None, cycles_before: int = 0,
+                 callback: Optional[Callable[[int, float], None]] = None):
+        self.operator, self.k, self.which, self.tol = operator, k, which, tol
+        self.window, self.degree = window, degree
+        self.cycles_before, self.callback = cycles_before, callback
+        self.history: list[float] = []
+        self.last: Optional[CycleResult] = None
+        self.best = best
+
+    def run(self, start: Tensor, size_max: int, keep: int, max_cycles: int,
+            generator: Optional[torch.Generator]) -> FilterRun:
+        r"""Runs at most :obj:`max_cycles` cycles from the block :obj:`start`."""
+        window = self.window
+        apply = chebyshev_filter(self.operator, window.lower, window.upper, self.degree,
+                                 window.peak)
+        cycles = _thick_restart(apply, start, size_max, keep, max_cycles, self, generator)[0]
+        return FilterRun(cycles, self.last, self.best)
+
+    def rayleigh_ritz(self, ritz: Tensor) -> RitzPairs:
+        r"""The wanted pairs of :math:`\mathbf{S}` in the span of :obj:`ritz`
+        and their largest relative residual. The :obj:`"LA"` filter is
+        increasing above the cut, so the :obj:`k` leading Ritz vectors hold the
+        wanted pairs; the even :obj:`"LM"` filter maps :math:`\lambda` and
+        :math:`-\lambda` alike, so there all kept vectors take part."""
+        k, which, window = self.k, self.which, self.window
+        ritz = ritz[:, :k] if which == 'LA' else ritz
+        image = self.operator @ ritz
+        values, rotation = torch.linalg.eigh(ritz.T @ image)
+        values, rotation = select(values, rotation, k, which)
+        vectors, image = ritz @ rotation, image @ rotation
+        norm = max(abs(window.top), abs(window.bottom), float(values.abs().max()),
+                   torch.finfo(values.dtype).tiny)
+        residual = float((image - vectors * values).norm(dim=0).max()) / norm
+        return RitzPairs(values, vectors, residual)
+
+    def is_faint(self, cycle: int, theta: Tensor, values: Tensor) -> bool:
+        r"""Whether the filter is too steep for the precision. It is faint when
+        the first cycle finds the wanted eigenvalue nearest the cut filtered
+        below :func:`_rounding_floor` of the largest (float32, one eigenvalue
+        far above the rest, a cut close to the wanted ones). It stalls when the
+        best residual of the last :obj:`STALL` cycles is not half the best
+        before them, while rounding under this filter (:math:`\epsilon`,
+        magnified by how far the filter shrinks the wanted eigenvalues) could
+        be what limits it; slow progress far above that level is left alone."""
+        k, degree, history = self.k, self.degree, self.history
+        lowest, eps = _lowest_degree(self.which), torch.finfo(values.dtype).eps
+        faint = (cycle == 1 and degree > lowest
+                 and float(theta[k - 1]) < _rounding_floor(values.dtype) * float(theta[0]))
+        limit = eps * math.exp(min(degree * self.window.shrink(float(values[k - 1])), 700.0))
+        stalled = (degree > lowest and len(history) > STALL and limit > 0.1 * self.tol
+                   and min(history[-STALL:]) > 0.5 * min(history[:-STALL]))
+        return faint or stalled
+
+    def __call__(self, cycle: int, theta: Tensor, ritz: Tensor) -> bool:
+        r"""Takes cycle :obj:`cycle`'s Ritz values :obj:`theta` of the filter
+        and its leading Ritz vectors :obj:`ritz`; returns whether to stop."""
+        pairs = self.rayleigh_ritz(ritz)
+        self.history.append(pairs.residual)
+        self.last = CycleResult(pairs, self.is_faint(cycle, theta, pairs.values))
+        if pairs.residual < (math.inf if self.best is None else self.best.residual):
+            self.best = pairs
+        if self.callback is not None:
+            self.callback(self.cycles_before + cycle, pairs.residual)
+        return pairs.residual <= self.tol or self.last.faint
+
+
+def _lowered_degree(degree: int, which: str, window: FilterWindow, wanted: float,
+                    dtype: torch.dtype) -> int:
+    r"""The degree to restart with after a faint or stalled filter: the
+    largest whose filter keeps the wanted eigenvalue nearest the cut (now
+    estimated as :obj:`wanted`) above :func:`_rounding_floor` relative to the
+    top, at least halved, and even for :obj:`"LM"`."""
+    fit = math.log(2 / _rounding_floor(dtype)) / window.shrink(wanted)
+    degree = max(_lowest_degree(which), min(degree // 2, int(fit)))
+    return degree + (degree % 2 if which == 'LM' else 0)
 
 
 @ieee_float32_matmul()
@@ -181,7 +330,7 @@ def block_lanczos(
         raise ValueError(f"'basis_size' must be at least k + 2 * block_size = {k + 2 * b} "
                          f"(got {m})")
     dtype, device = operator.dtype, operator.device
-    operator = _compact(operator)
+    operator = compact_csr(operator)
 
     if m + b >= n:  # the Krylov basis would span (nearly) everything: solve densely
         dense = operator.to_dense() if operator.layout != torch.strided else operator
@@ -192,90 +341,23 @@ def block_lanczos(
     def start() -> Tensor:
         return torch.randn(n, b, dtype=dtype, device=device, generator=generator)
 
-    # Locate the spectrum with one plain Lanczos cycle. Ritz values interlace
-    # the eigenvalues, so theta[k] lies below the (k+1)-th largest eigenvalue
-    # and theta[-1] above the smallest: widen the lower end by a margin.
-    _, theta, _ = _thick_restart(lambda x: operator @ x, start(), m, 0, 1,
-                                 lambda *_: True, generator)
-    top, bottom = float(theta[0]), float(theta[-1])
-    spread = max(top - bottom, torch.finfo(dtype).tiny)
-    if which == 'LA':
-        lower = bottom - 0.1 * spread
-        upper = max(float(theta[k]), lower + 1e-3 * spread)
-        peak = top
-    else:
-        upper = max(float(theta.abs().sort(descending=True).values[k]), 1e-3 * spread)
-        lower, peak = -upper, max(abs(top), abs(bottom))
-        degree += degree % 2  # an even filter treats both ends alike
-    lowest = 2 if which == 'LM' else 1
+    window = _locate_spectrum(operator, k, which, m, start(), generator)  # plain Lanczos
+    degree += degree % 2 if which == 'LM' else 0  # an even filter treats both ends alike
     keep = m - b * max(1, (m - k) // (2 * b))  # kept Ritz vectors: half the spare room
-    # The filter maps the wanted eigenvalue nearest the cut to a fraction of
-    # the largest; below about sqrt(eps) rounding hides the differences
-    # between wanted eigenvalues there (float32, one eigenvalue far above the
-    # rest, a cut close to the wanted ones). Then the degree is lowered.
-    eps = torch.finfo(dtype).eps
-    floor = math.sqrt(eps)
-    center, half = (upper + lower) / 2, (upper - lower) / 2
-
-    def reach(value: float) -> float:  # T_d(ℓ(value)) grows like exp(d * reach)
-        return math.acosh(max(1.0, abs(value - center) / half))
-
-    def shrink(wanted: float) -> float:
-        # The exponent by which the filter shrinks the wanted eigenvalue nearest
-        # the cut relative to the top one, per unit of degree.
-        return max(reach(peak) - reach(wanted), 1e-12)
-
-    result, best, cycles = {}, {'residual': math.inf}, 0
-
-    def done(cycle: int, theta: Tensor, ritz: Tensor) -> bool:
-        # Rayleigh-Ritz on S. The 'LA' filter is increasing above the cut, so
-        # the k leading Ritz vectors hold the wanted pairs; the even 'LM' filter
-        # maps λ and -λ alike, so there all kept vectors take part.
-        ritz = ritz[:, :k] if which == 'LA' else ritz
-        image = operator @ ritz
-        values, rotation = torch.linalg.eigh(ritz.T @ image)
-        values, rotation = select(values, rotation, k, which)
-        vectors, image = ritz @ rotation, image @ rotation
-        norm = max(abs(top), abs(bottom), float(values.abs().max()), torch.finfo(dtype).tiny)
-        residual = float((image - vectors * values).norm(dim=0).max()) / norm
-        history.append(residual)
-        faint = (cycle == 1 and degree > lowest
-                 and float(theta[k - 1]) < floor * float(theta[0]))
-        # A stall: the best residual of the last STALL cycles is not half the
-        # best before them, while rounding under this filter (eps, magnified
-        # by how far the filter shrinks the wanted eigenvalues) could be what
-        # limits it. Then it is treated like a faint filter. Slow progress far
-        # above that level is left alone.
-        limit = eps * math.exp(min(degree * shrink(float(values[k - 1])), 700.0))
-        stalled = (degree > lowest and len(history) > STALL and limit > 0.1 * tol
-                   and min(history[-STALL:]) > 0.5 * min(history[:-STALL]))
-        result.update(values=values, vectors=vectors, residual=residual,
-                      faint=faint or stalled)
-        if residual < best['residual']:  # a restart must not lose the best pairs
-            best.update(values=values, vectors=vectors, residual=residual)
-        if callback is not None:
-            callback(cycles + cycle, residual)
-        return residual <= tol or result['faint']
-
-    while True:
-        history = []  # residuals of this filter's cycles
-        apply = chebyshev_filter(operator, lower, upper, degree, peak)
-        cycles += _thick_restart(apply, start(), m, keep, max_iter - cycles, done,
-                                 generator)[0]
-        if not result['faint'] or result['residual'] <= tol or cycles >= max_iter:
+    best, cycles = None, 0
+    while True:  # filtered cycles; a faint or stalled filter restarts at a lower degree
+        run = _FilteredCycles(operator, k, which, tol, window, degree, best, cycles,
+                              callback).run(start(), m, keep, max_iter - cycles, generator)
+        cycles, best = cycles + run.cycles, run.best
+        last = run.last.pairs
+        if not run.last.faint or last.residual <= tol or cycles >= max_iter:
             break
-        # Largest degree whose filter keeps the k-th wanted eigenvalue (now
-        # estimated) above the floor, relative to the top; at least halve it.
-        fit = math.log(2 / floor) / shrink(float(result['values'][k - 1]))
-        degree = max(lowest, min(degree // 2, int(fit)))
-        degree += degree % 2 if which == 'LM' else 0
+        degree = _lowered_degree(degree, which, window, float(last.values[k - 1]), dtype)
 
-    result = best
-    residual = result['residual']
-    converged = residual <= tol
+    converged = best.residual <= tol
     if not converged:
         warnings.warn(
             f"Block Lanczos stopped after {cycles} restart cycles with relative residual "
-            f"{residual:.2e} > tol={tol:.0e}; raise 'max_iter', 'basis_size' or 'degree', "
+            f"{best.residual:.2e} > tol={tol:.0e}; raise 'max_iter', 'basis_size' or 'degree', "
             f"or raise 'tol'{precision_hint(operator)}", UserWarning, stacklevel=3)
-    return EigenPairs(result['values'], result['vectors'], residual, cycles, converged)
+    return EigenPairs(best.values, best.vectors, best.residual, cycles, converged)
