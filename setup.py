@@ -19,11 +19,12 @@ setup(
         'torch_geometric>=2.5',
         'numpy',
         'pandas',
+        'scipy',  # PyG's Planetoid and AttributedGraphDataset readers
         'tqdm',
     ],
     extras_require={
-        'test': ['pytest', 'scipy', 'ruff', 'scikit-learn'],
-        'benchmark': ['scipy', 'psutil'],
+        'test': ['pytest', 'ruff', 'scikit-learn'],
+        'benchmark': ['psutil'],
         'docs': ['matplotlib'],
     },
 )

@@ -57,7 +57,9 @@ class TSGCNConv(torch.nn.Module):
             size from the first input(s) to the forward method.
         out_channels (int): Size of each output sample.
         bias (bool, optional): If set to :obj:`False`, the layer will not learn
-            an additive bias. (default: :obj:`True`)
+            an additive bias. (default: :obj:`True`, as PyG's convolutions;
+            the paper's network, :class:`~torch_geometric_regcn.TSGCN`, has
+            none)
         scale (float, optional): The factor :math:`s` of the propagation.
             (default: :obj:`1.0`)
 
