@@ -37,11 +37,10 @@ def train(model: torch.nn.Module, forward: Callable[[], Tensor], data: Data,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument('--nodes', type=int, default=3000)
-    parser.add_argument('--epochs', type=int, default=200)
-    parser.add_argument('--seeds', type=int, default=3)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--nodes', type=int, default=3000, help='(default: %(default)s)')
+    parser.add_argument('--epochs', type=int, default=200, help='(default: %(default)s)')
+    parser.add_argument('--seeds', type=int, default=3, help='(default: %(default)s)')
     args = parser.parse_args()
 
     data = contextual_sbm(args.nodes, num_classes=5, num_features=64, avg_degree=5,

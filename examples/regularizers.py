@@ -4,12 +4,15 @@
                                      [--epochs E] [--root DIR] [--device D]
 
 Models: Chebyshev, GraphSAGE, GAT (PyG's ChebConv, SAGEConv, GATConv), GCN,
-SGC, APPNP, JKNet, DAGNN, GNN-LF, GNN-HF, tsGCN (inv) (RegularizerConv, the
+SGC, APPNP, JKNet, DAGNN, GNN-LF, GNN-HF, tsGCN-inv (RegularizerConv, the
 regulariser chooses the model) and tsGCN (TSGCNConv), each with its original
-paper's defaults (harness.methods.TABLE3). Prints one line
+paper's defaults (harness.methods.TABLE3). Names are matched ignoring case,
+spaces, hyphens and parentheses, so "tsGCN (inv)" needs no quoting as
+tsgcn-inv. Prints one line
 per run (random split, seeded by the run index) and ACC / F1 as mean (std).
 """
 import argparse
+import re
 import statistics
 import time
 
@@ -21,6 +24,14 @@ from harness.methods import TABLE3
 from harness.training import fit
 from torch_geometric_regcn import LowRankInverse, SemanticGraph, paper_rank
 from torch_geometric_regcn.datasets import PAPER_SETTINGS, paper_split
+
+
+def model_name(name: str) -> str:
+    r"""The Table 3 name that :obj:`name` spells, ignoring case, spaces,
+    hyphens and parentheses (:obj:`"tsgcn-inv"` is :obj:`"tsGCN (inv)"`)."""
+    def key(text: str) -> str:
+        return re.sub(r'[^a-z0-9]', '', text.lower())
+    return {key(known): known for known in TABLE3}.get(key(name), name)
 
 
 def prepare(name: str, root, model: str, k: int, device: str):
@@ -49,16 +60,21 @@ def run(name: str, model_name: str, data, seed: int, epochs, device: str):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--dataset', required=True, choices=OFFLINE,
                         help='the datasets whose raw files lie in ../shared/data')
-    parser.add_argument('--model', required=True, choices=list(TABLE3))
-    parser.add_argument('--runs', type=int, default=10)
+    parser.add_argument('--model', required=True, type=model_name, choices=list(TABLE3),
+                        metavar='MODEL', help=f"one of {', '.join(TABLE3)} (tsGCN (inv): "
+                        f"tsgcn-inv; case, spaces and hyphens do not matter)")
+    parser.add_argument('--runs', type=int, default=10,
+                        help='random splits, one per seed (default: %(default)s)')
     parser.add_argument('--epochs', type=int, default=None, help="default: the method's")
-    parser.add_argument('--root', default=None)
-    parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    parser.add_argument('--k', type=int, default=10, help='neighbours of the semantic graph')
+    parser.add_argument('--root', default=None, help='dataset root (default: a copy of '
+                        '../shared/data)')
+    parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
+                        help='(default: %(default)s)')
+    parser.add_argument('--k', type=int, default=10,
+                        help='neighbours of the semantic graph (default: %(default)s)')
     args = parser.parse_args()
 
     data, precompute = prepare(args.dataset, args.root, args.model, args.k, args.device)

@@ -34,8 +34,21 @@ def test_tsgcn_example():
 
 
 @needs_data
-@pytest.mark.parametrize('model', ['GAT', 'APPNP', 'tsGCN (inv)'])
+@pytest.mark.parametrize('model', ['GAT', 'APPNP', 'tsgcn-inv'])
 def test_regularizers_example(model):
     out = run('-m', 'examples.regularizers', '--dataset', 'Cora', '--model', model, '--runs', '1',
               '--epochs', '3')
     assert 'ACC: ' in out and 'F1: ' in out
+
+
+def test_model_names_need_no_shell_quoting():
+    from examples.regularizers import model_name
+    assert model_name('tsgcn-inv') == model_name('TSGCN_INV') == 'tsGCN (inv)'
+    assert model_name('gnn-hf') == 'GNN-HF' and model_name('graphsage') == 'GraphSAGE'
+    assert model_name('tsgcn') == 'tsGCN' and model_name('gin') == 'gin'
+
+
+def test_help_shows_every_default():
+    out = run('-m', 'examples.tsgcn', '--help')
+    assert '(default: 10)' in out and '(default: 500)' in out
+
