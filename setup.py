@@ -1,30 +1,13 @@
-import re
-
-from setuptools import find_packages, setup
-
-with open('torch_geometric_regcn/version.py', encoding='utf-8') as f:
-    version = re.search(r"__version__ = '(.+)'", f.read()).group(1)
+"""Everything but the extras lives in pyproject.toml ([project]); the extras
+are here, their one place (pyproject.toml declares them dynamic)."""
+from setuptools import setup
 
 setup(
-    name='torch_geometric_regcn',
-    version=version,
-    description='tsGCN and the regularizer-centred GCN framework (AAAI 2023) for PyTorch Geometric',
-    long_description=open('README.md', encoding='utf-8').read(),
-    long_description_content_type='text/markdown',
-    license='MIT',
-    python_requires='>=3.9',
-    packages=find_packages(include=['torch_geometric_regcn', 'torch_geometric_regcn.*']),
-    install_requires=[
-        'torch>=2.1',
-        'torch_geometric>=2.5',
-        'numpy',
-        'pandas',
-        'scipy',  # PyG's Planetoid and AttributedGraphDataset readers
-        'tqdm',
-    ],
     extras_require={
-        'test': ['pytest', 'ruff', 'scikit-learn'],
+        # 'test' builds the documentation too (tests/test_docs.py), so CI checks it.
+        'test': ['pytest', 'ruff', 'scikit-learn', 'sphinx>=7', 'myst-parser>=2'],
         'benchmark': ['psutil'],
-        'docs': ['matplotlib'],
+        # The site (python -m sphinx -W -b html docs docs/_build) and the figure scripts.
+        'docs': ['sphinx>=7', 'myst-parser>=2', 'matplotlib'],
     },
 )

@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -132,12 +134,15 @@ def test_block_lanczos_returns_the_best_pairs_across_restarts():
     # The stall restarts Lanczos at cycle 7 of 8 from a random block; the
     # pairs of cycles 1-7 are better than the restart's first cycle.
     s = operator()
-    residuals = []
+    reports = []
     with pytest.warns(UserWarning, match='relative residual'):
         pairs = block_lanczos(s.float(), 8, tol=1e-12, max_iter=8, degree=16,
                               generator=torch.Generator().manual_seed(0),
-                              callback=lambda cycle, residual: residuals.append(residual))
-    assert len(residuals) == 8 and residuals[-1] > 100 * min(residuals)
+                              callback=lambda cycle, residual: reports.append((cycle, residual)))
+    assert reports[0] == (0, math.inf)  # the spectrum located, no pairs yet
+    assert [cycle for cycle, _ in reports[1:]] == list(range(1, 9))
+    residuals = [residual for _, residual in reports[1:]]
+    assert residuals[-1] > 100 * min(residuals)
     assert pairs.residual == min(residuals)
     # float32 rounding plus a residual of ~6e-5 (times ‖S‖ ≤ 1) bound the error.
     np.testing.assert_allclose(pairs.eigenvalues.double().numpy(), reference(s, 8, 'LA')[0],

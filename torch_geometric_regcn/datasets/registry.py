@@ -27,7 +27,7 @@ def load_dataset(name: str, root: str, transform: Optional[Callable] = None,
       features come dense (5,196 x 8,189 float32, about 170 MB) and Flickr's
       as a sparse CSR tensor (7,575 x 12,047, 182,517 nonzeros; dense it
       would take about 365 MB).
-      :class:`~torch_geometric_regcn.transforms.SemanticGraph` accepts sparse
+      :class:`~torch_geometric_regcn.SemanticGraph` accepts sparse
       features; call :obj:`data.x.to_dense()` where a model needs dense ones.
     * :obj:`"ACM"`, :obj:`"UAI"`: :class:`ACM` and :class:`UAI` in
       :obj:`{root}/{ACM,UAI}/`.

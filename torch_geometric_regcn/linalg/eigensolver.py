@@ -18,16 +18,20 @@ EIGENSOLVER_METHODS = ('lanczos', 'chebyshev', 'power')
 def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float = 1e-4,
                        max_iter: int = 100, method: str = 'lanczos',
                        generator: Optional[torch.Generator] = None,
-                       callback: Optional[Callable[[int, float], None]] = None
+                       callback: Optional[Callable[[int, float], None]] = None,
+                       step_callback: Optional[Callable[[int, int, int], None]] = None
                        ) -> EigenPairs:
     r"""The :obj:`k` eigenpairs of the symmetric :obj:`operator` selected by
     :obj:`which`, by :func:`block_lanczos` (:obj:`method="lanczos"`) or
     :func:`subspace_iteration` (:obj:`"chebyshev"`, :obj:`"power"`).
     :obj:`tol` and :obj:`max_iter` keep each solver's meaning (see there);
-    :obj:`callback(iteration, residual)` is called after every iteration."""
+    :obj:`callback(iteration, residual)` is called after every iteration
+    (:func:`block_lanczos` also calls :obj:`callback(0, math.inf)` after
+    locating the spectrum); :obj:`step_callback` goes to :func:`block_lanczos`
+    (see there) and is not called by the other methods."""
     if method == 'lanczos':
         return block_lanczos(operator, k, which, tol, max_iter, generator=generator,
-                             callback=callback)
+                             callback=callback, step_callback=step_callback)
     if method in EIGENSOLVER_METHODS:
         return subspace_iteration(operator, k, which, tol, max_iter, method,
                                   generator=generator, callback=callback)

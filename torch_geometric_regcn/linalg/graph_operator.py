@@ -16,6 +16,7 @@ def normalized_adjacency(
     num_nodes: int,
     edge_weight: Optional[Tensor] = None,
     dtype: torch.dtype = torch.float32,
+    name: str = 'edge_index',
 ) -> Edges:
     r"""Returns the renormalised adjacency
     :math:`\hat{\mathbf{A}} = \hat{\mathbf{D}}^{-1/2} (\mathbf{A} + \mathbf{I})
@@ -36,8 +37,10 @@ def normalized_adjacency(
             :obj:`[E]`. (default: :obj:`None`, all ones)
         dtype (torch.dtype, optional): The dtype of the returned weights, used
             when :obj:`edge_weight` is :obj:`None`. (default: :obj:`torch.float32`)
+        name (str, optional): The name of :obj:`edge_index` in error messages.
+            (default: :obj:`"edge_index"`)
     """
-    check_edge_index(edge_index, num_nodes, edge_weight)
+    check_edge_index(edge_index, num_nodes, edge_weight, name)
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
     edge_index, edge_weight = remove_self_loops(edge_index, edge_weight)

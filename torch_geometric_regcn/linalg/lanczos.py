@@ -18,6 +18,8 @@ from torch_geometric_regcn.linalg.eigenpairs import (
 from torch_geometric_regcn.utils.sparse import compact_csr
 
 STALL = 5  # cycles without progress after which block_lanczos lowers the degree
+#: :obj:`step_callback(cycle, step, steps)` of :func:`block_lanczos`
+StepCallback = Callable[[int, int, int], None]
 
 
 def _orthogonalize(block: Tensor, basis: Tensor) -> Tensor:
@@ -52,13 +54,15 @@ def _orthonormal_block(block: Tensor, basis: Tensor, scale: float,
 
 def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, size_max: int, keep: int,
                    max_cycles: int, done: Callable[[int, Tensor, Tensor], bool],
-                   generator: Optional[torch.Generator]) -> tuple[int, Tensor, Tensor]:
+                   generator: Optional[torch.Generator],
+                   step: Optional[StepCallback] = None) -> tuple[int, Tensor, Tensor]:
     r"""Thick-restart block Lanczos for the largest eigenvalues of the
     symmetric linear map :obj:`apply`, from the block :obj:`start`. After each
     cycle it calls :obj:`done(cycle, theta, ritz)` with all Ritz values (in
     descending order) and the :obj:`keep` leading Ritz vectors, and returns
     :obj:`(cycles, theta, ritz)` once that returns :obj:`True` or after
-    :obj:`max_cycles` cycles."""
+    :obj:`max_cycles` cycles. :obj:`step(cycle, step, steps)`, if given, is
+    called after each of the :obj:`steps` expansions of a cycle."""
     n, b = start.shape
     m = size_max
     basis = start.new_empty(n, m + b)
@@ -66,6 +70,7 @@ def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, size_max: i
     basis[:, :b] = torch.linalg.qr(start).Q
     size, scale = b, 0.0  # columns in the basis; running estimate of the spectral norm
     for cycle in range(1, max_cycles + 1):
+        steps = (m - size) // b + 1
         while True:  # expand by one block: one application of the map
             block, coefficients = _orthogonalize(apply(basis[:, size - b:size]),
                                                  basis[:, :size])
@@ -73,6 +78,8 @@ def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, size_max: i
             scale = max(scale, float(coefficients[size - b:].abs().max()))
             basis[:, size:size + b], _ = _orthonormal_block(block, basis[:, :size], scale,
                                                             generator)
+            if step is not None:
+                step(cycle, steps - (m - size) // b, steps)
             if size == m:
                 break
             size += b
@@ -146,14 +153,17 @@ def _rounding_floor(dtype: torch.dtype) -> float:
 
 
 def _locate_spectrum(operator: Tensor, k: int, which: str, size_max: int, start: Tensor,
-                     generator: Optional[torch.Generator]) -> FilterWindow:
+                     generator: Optional[torch.Generator],
+                     step: Optional[StepCallback] = None) -> FilterWindow:
     r"""Locates the spectrum of :obj:`operator` with one plain Lanczos cycle
     from the block :obj:`start` and returns the filter's window. Ritz values
     interlace the eigenvalues, so :obj:`theta[k]` lies below the
     :math:`(k+1)`-th largest eigenvalue and :obj:`theta[-1]` above the
-    smallest: the lower end is widened by a margin."""
+    smallest: the lower end is widened by a margin. :obj:`step` is called as
+    in :func:`_thick_restart`, with cycle :obj:`0`."""
     _, theta, _ = _thick_restart(lambda x: operator @ x, start, size_max, 0, 1,
-                                 lambda *_: True, generator)
+                                 lambda *_: True, generator,
+                                 None if step is None else lambda _, i, n: step(0, i, n))
     top, bottom = float(theta[0]), float(theta[-1])
     spread = max(top - bottom, torch.finfo(start.dtype).tiny)
     if which == 'LA':
@@ -177,10 +187,12 @@ class _FilteredCycles:
 
     def __init__(self, operator: Tensor, k: int, which: str, tol: float, window: FilterWindow,
                  degree: int, best: Optional[RitzPairs] = None, cycles_before: int = 0,
-                 callback: Optional[Callable[[int, float], None]] = None):
+                 callback: Optional[Callable[[int, float], None]] = None,
+                 step_callback: Optional[StepCallback] = None):
         self.operator, self.k, self.which, self.tol = operator, k, which, tol
         self.window, self.degree = window, degree
         self.cycles_before, self.callback = cycles_before, callback
+        self.step_callback = step_callback
         self.history: list[float] = []
         self.last: Optional[CycleResult] = None
         self.best = best
@@ -191,7 +203,10 @@ class _FilteredCycles:
         window = self.window
         apply = chebyshev_filter(self.operator, window.lower, window.upper, self.degree,
                                  window.peak)
-        cycles = _thick_restart(apply, start, size_max, keep, max_cycles, self, generator)[0]
+        step = self.step_callback
+        cycles = _thick_restart(
+            apply, start, size_max, keep, max_cycles, self, generator,
+            None if step is None else lambda c, i, n: step(self.cycles_before + c, i, n))[0]
         return FilterRun(cycles, self.last, self.best)
 
     def rayleigh_ritz(self, ritz: Tensor) -> RitzPairs:
@@ -265,6 +280,7 @@ def block_lanczos(
     basis_size: Optional[int] = None,
     generator: Optional[torch.Generator] = None,
     callback: Optional[Callable[[int, float], None]] = None,
+    step_callback: Optional[StepCallback] = None,
 ) -> EigenPairs:
     r"""Computes :obj:`k` extreme eigenpairs of the symmetric matrix
     :obj:`operator` :math:`\mathbf{S}` by Chebyshev-filtered thick-restart
@@ -318,7 +334,14 @@ def block_lanczos(
         generator (torch.Generator, optional): The random generator of the
             starting block, for reproducibility. (default: :obj:`None`)
         callback (callable, optional): Called as :obj:`callback(cycle,
-            residual)` after every filtered cycle, e.g. for a progress bar.
+            residual)` after every filtered cycle, e.g. for a progress bar,
+            and as :obj:`callback(0, math.inf)` once the first cycle has
+            located the spectrum. (default: :obj:`None`)
+        step_callback (callable, optional): Called as
+            :obj:`step_callback(cycle, step, steps)` after each block Lanczos
+            step (one application of the filter and the orthogonalisation)
+            of a cycle, :obj:`cycle` :obj:`0` being the one that locates the
+            spectrum; a cycle can take long on a large graph.
             (default: :obj:`None`)
     """
     n = check_problem(operator, k, which, max_iter, degree)
@@ -341,13 +364,16 @@ def block_lanczos(
     def start() -> Tensor:
         return torch.randn(n, b, dtype=dtype, device=device, generator=generator)
 
-    window = _locate_spectrum(operator, k, which, m, start(), generator)  # plain Lanczos
+    window = _locate_spectrum(operator, k, which, m, start(), generator,  # plain Lanczos
+                              step_callback)
+    if callback is not None:  # no pairs yet: a progress report only
+        callback(0, math.inf)
     degree += degree % 2 if which == 'LM' else 0  # an even filter treats both ends alike
     keep = m - b * max(1, (m - k) // (2 * b))  # kept Ritz vectors: half the spare room
     best, cycles = None, 0
     while True:  # filtered cycles; a faint or stalled filter restarts at a lower degree
-        run = _FilteredCycles(operator, k, which, tol, window, degree, best, cycles,
-                              callback).run(start(), m, keep, max_iter - cycles, generator)
+        run = _FilteredCycles(operator, k, which, tol, window, degree, best, cycles, callback,
+                              step_callback).run(start(), m, keep, max_iter - cycles, generator)
         cycles, best = cycles + run.cycles, run.best
         last = run.last.pairs
         if not run.last.faint or last.residual <= tol or cycles >= max_iter:

@@ -1,10 +1,13 @@
 r"""Low-rank factors of :math:`(\mathbf{I} - \mathbf{S})^{-1}` and their
 application through the Woodbury identity."""
+import math
 import weakref
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
+
+from torch_geometric_regcn.utils.compat import is_compiling
 
 
 def factors_from_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> Tuple[Tensor, Tensor]:
@@ -29,30 +32,81 @@ class WoodburyCore(NamedTuple):
     pivots: Tensor
 
 
-def woodbury_core(w: Tensor, v: Tensor) -> WoodburyCore:
+def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False) -> WoodburyCore:
     r"""Factorises :math:`\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W}` in
     :math:`O(N r^2 + r^3)` time. It depends on the factors only, so a caller
     that applies the same factors many times (every epoch of a transductive
     model) computes it once, e.g. through :class:`WoodburyCache`, and passes it
-    to :func:`woodbury_apply`."""
+    to :func:`woodbury_apply`.
+
+    With :obj:`from_eigenpairs=True` the factors must be those of
+    :func:`factors_from_eigenpairs` for one whole graph, as
+    :class:`~torch_geometric_regcn.LowRankInverse` computes them: then
+    :math:`\mathbf{V}^{\top}\mathbf{W} = -\mathbf{\Lambda}` is diagonal,
+    whereas rows of such factors (a subgraph's, as a loader or
+    :meth:`~torch_geometric.data.Data.subgraph` slices them) give
+    off-diagonal entries, and an error is raised (see
+    :func:`eigenpair_tolerance`). Factors that require gradients (being
+    learned) and calls under :func:`torch.compile` are not checked."""
     vtw = v.T @ w
     lu, pivots, _ = torch.linalg.lu_factor_ex(
         torch.eye(w.size(1), dtype=w.dtype, device=w.device) + vtw)
-    if not torch.compiler.is_compiling() and lu.numel() > 0:
-        _check_invertible(lu, vtw)
+    if not is_compiling() and lu.numel() > 0:
+        _check_core(lu, vtw, from_eigenpairs and not (w.requires_grad or v.requires_grad))
     return WoodburyCore(lu, pivots)
 
 
-def _check_invertible(lu: Tensor, vtw: Tensor) -> None:
+def eigenpair_tolerance(dtype: torch.dtype) -> float:
+    r"""The largest off-diagonal entry of :math:`\mathbf{V}^{\top}\mathbf{W}`,
+    relative to the geometric mean of the two diagonal entries in its row and
+    column, that :func:`woodbury_core` accepts from factors of eigenpairs:
+    :math:`10\sqrt{\epsilon}` (:math:`3.5 \cdot 10^{-3}` in float32,
+    :math:`1.5 \cdot 10^{-7}` in float64).
+
+    For factors of eigenpairs :math:`(\lambda_i, \mathbf{u}_i)` the ratio is
+    the cosine between eigenvectors, :math:`|\mathbf{u}_i^{\top}\mathbf{u}_j|
+    / (\|\mathbf{u}_i\| \|\mathbf{u}_j\|)`, whatever the eigenvalues: zero
+    up to the orthogonality of the eigensolver's basis and the rounding of
+    an :math:`N`-term inner product, about :math:`\epsilon\sqrt{N}`, far
+    below this bound for graphs of up to :math:`10^{8}` nodes (also after a
+    cast from float64 to float32, which rounds each entry once). Rows of such
+    vectors (a subgraph's) are no longer orthogonal, by far more than this
+    unless nearly every row is kept."""
+    return 10 * math.sqrt(torch.finfo(dtype).eps)
+
+
+def _relative_off_diagonal(vtw: Tensor) -> Tensor:
+    r"""The largest :math:`|c_{ij}| / \sqrt{|c_{ii}| |c_{jj}|}`, :math:`i \neq j`
+    (zero where :math:`c_{ij} = 0`, infinite where only the diagonal vanishes)."""
+    diagonal = vtw.diagonal()
+    off = (vtw - torch.diag_embed(diagonal)).abs()
+    root = diagonal.abs().sqrt()
+    ratio = off / (root[:, None] * root[None, :])
+    return torch.where(off > 0, ratio, torch.zeros_like(ratio)).max()
+
+
+def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool) -> None:
     # A pivot of U at the rounding level of the core's entries means a
     # numerically singular core. For tsGCN's factors the core is I - Λ, whose
     # smallest pivot is 1 / (1 + α + β): far above this for any usable α + β.
     threshold = torch.finfo(lu.dtype).eps * (1 + vtw.abs().max())
-    finite, regular = torch.stack([torch.isfinite(lu).all(),
-                                   lu.diagonal().abs().min() > threshold]).tolist()
+    stats = [torch.isfinite(lu).all(), lu.diagonal().abs().min() > threshold]
+    if from_eigenpairs:
+        stats.append(_relative_off_diagonal(vtw))
+    finite, regular, *off = torch.stack([t.to(vtw.dtype) for t in stats]).tolist()
     if not finite:
         raise ValueError("the factors 'w' and 'v' contain NaN or infinite values; "
                          'recompute them (e.g. with LowRankInverse)')
+    tolerance = eigenpair_tolerance(vtw.dtype)
+    if off and not off[0] <= tolerance:
+        raise ValueError(
+            f"the factors 'w' and 'v' (data.lowrank_w and data.lowrank_v) are not those of "
+            f"one whole graph: V^T W, diagonal for the factors of LowRankInverse, has "
+            f"off-diagonal entries up to {off[0]:.2g} times the diagonal ones (tolerance "
+            f"{tolerance:.2g}), as when a loader or subgraph() slices the rows of a larger "
+            f"graph's factors. Only transductive use on the full graph is supported: pass "
+            f"the whole graph's 'x' and factors and index the output (e.g. 'out[mask]'), or "
+            f"compute factors for the graph you pass with LowRankInverse")
     if not regular:
         raise ValueError('I + V^T W is singular, so (I + W V^T) has no inverse; recompute '
                          'the factors (e.g. with LowRankInverse) or lower the rank')
@@ -71,15 +125,16 @@ class WoodburyCache:
         self._refs: Optional[Tuple[weakref.ref, weakref.ref]] = None
         self._core: Optional[WoodburyCore] = None
 
-    def __call__(self, w: Tensor, v: Tensor) -> WoodburyCore:
-        if (w.requires_grad or v.requires_grad or torch.compiler.is_compiling()
+    def __call__(self, w: Tensor, v: Tensor, from_eigenpairs: bool = False) -> WoodburyCore:
+        if (w.requires_grad or v.requires_grad or is_compiling()
                 or torch.is_inference_mode_enabled() or w.is_inference() or v.is_inference()):
-            return woodbury_core(w, v)
-        key = tuple((t._version, t.data_ptr(), t.dtype, t.device, t.shape) for t in (w, v))
+            return woodbury_core(w, v, from_eigenpairs)
+        key = (from_eigenpairs, *((t._version, t.data_ptr(), t.dtype, t.device, t.shape)
+                                  for t in (w, v)))
         refs = self._refs
         if (self._core is None or refs is None or refs[0]() is not w or refs[1]() is not v
                 or self._key != key):
-            self._core = woodbury_core(w, v)
+            self._core = woodbury_core(w, v, from_eigenpairs)
             self._key, self._refs = key, (weakref.ref(w), weakref.ref(v))
         return self._core
 

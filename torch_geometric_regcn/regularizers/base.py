@@ -6,6 +6,7 @@ from torch import Tensor
 
 from torch_geometric_regcn.linalg.cg import cg_solve
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
+from torch_geometric_regcn.utils.compat import compiler_disable
 from torch_geometric_regcn.utils.sparse import spectral_bound
 
 SOLVERS = ('closed', 'series', 'cg', 'lowrank')
@@ -144,17 +145,16 @@ class Regularizer(torch.nn.Module):
 
     def propagate(self, x: Tensor, graph: GraphOperators, solver: Optional[str] = None,
                   tol: float = 1e-6, max_iter: int = 1000) -> Tensor:
-        r"""Computes :math:`\mathbf{R}^{-1}\mathbf{X}` with :obj:`solver`."""
+        r"""Computes :math:`\mathbf{R}^{-1}\mathbf{X}` with :obj:`solver`.
+
+        Under :func:`torch.compile`, :obj:`"lowrank"` (dense) is compiled;
+        :obj:`"closed"`, :obj:`"series"` and :obj:`"cg"`, which build sparse
+        operators and loop in Python, run eagerly, as a graph break (so
+        :obj:`fullgraph=True` works with :obj:`"lowrank"` only)."""
         solver = self.check_solver(solver)
-        if solver == 'series':
-            return self.series(x, graph)
         if solver == 'lowrank':
             return self.lowrank(x, graph)
-        rhs = self.numerator(x, graph)
-        matrix = self.cached_operator(graph)
-        if solver == 'closed':  # dense O(N^3): small graphs and tests only
-            return torch.linalg.solve(matrix.to_dense(), rhs)
-        return cg_solve(matrix, rhs, tol, max_iter)
+        return _sparse_propagate(self, x, graph, solver, tol, max_iter)
 
     def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
         r"""A :obj:`K`-term Neumann series :math:`\omega \sum_{k<K} (\mathbf{I} -
@@ -192,3 +192,19 @@ class Regularizer(torch.nn.Module):
     def __repr__(self) -> str:
         args = ', '.join(f'{k}={v}' for k, v in self.coefficients().items())
         return f'{type(self).__name__}({args})'
+
+
+@compiler_disable(reason="Regularizer.propagate runs the solvers 'closed', 'series' and 'cg' "
+                  "eagerly: they build sparse graph operators and loop in Python. Compile "
+                  "without fullgraph=True (a graph break), or use solver='lowrank' (tsGCN) "
+                  "or TSGCNConv, which compile whole")
+def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators, solver: str,
+                      tol: float, max_iter: int) -> Tensor:
+    r""":meth:`Regularizer.propagate` with a solver on the sparse graph, eagerly."""
+    if solver == 'series':
+        return regularizer.series(x, graph)
+    rhs = regularizer.numerator(x, graph)
+    matrix = regularizer.cached_operator(graph)
+    if solver == 'closed':  # dense O(N^3): small graphs and tests only
+        return torch.linalg.solve(matrix.to_dense(), rhs)
+    return cg_solve(matrix, rhs, tol, max_iter)

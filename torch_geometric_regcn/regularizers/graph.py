@@ -30,15 +30,15 @@ def _as_edge_index(edge_index: Any, edge_weight: Optional[Tensor]):
 
 
 def adjacency(edge_index: Any, num_nodes: int, edge_weight: Optional[Tensor] = None,
-              dtype: torch.dtype = torch.float32) -> Tensor:
+              dtype: torch.dtype = torch.float32, name: str = 'edge_index') -> Tensor:
     r"""The renormalised adjacency :math:`\hat{\mathbf{A}}` as sparse CSR, from
     an :obj:`edge_index` (with optional :obj:`edge_weight`) or a
     :obj:`torch.sparse` adjacency matrix."""
     edge_index, edge_weight = _as_edge_index(edge_index, edge_weight)
     if edge_weight is not None:
         edge_weight = edge_weight.to(dtype)
-    return combine([normalized_adjacency(edge_index, num_nodes, edge_weight, dtype)], [1.0],
-                   num_nodes)
+    return combine([normalized_adjacency(edge_index, num_nodes, edge_weight, dtype, name)],
+                   [1.0], num_nodes)
 
 
 class GraphOperators:
@@ -121,7 +121,7 @@ class GraphOperators:
         :obj:`x`."""
         key = 'semantic' if self.semantic_edge_index is not None else ('semantic', k)
         return self.memo(key, lambda: adjacency(self.semantic_edges(k), self.num_nodes, None,
-                                                self.dtype))
+                                                self.dtype, 'semantic_edge_index'))
 
     @property
     def device(self) -> torch.device:

@@ -152,7 +152,7 @@ class TSGCNRegularizer(Regularizer):
         if graph.lowrank is None:
             raise ValueError("solver='lowrank' needs the factors: pass 'lowrank_w=' and "
                              "'lowrank_v=' (see LowRankInverse)")
-        core = graph.memo('woodbury', WoodburyCache)(*graph.lowrank)
+        core = graph.memo('woodbury', WoodburyCache)(*graph.lowrank, from_eigenpairs=True)
         out = woodbury_apply(x, *graph.lowrank, core)
         return out if self.normalize else out * self.gain
 

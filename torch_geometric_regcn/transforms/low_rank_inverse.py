@@ -69,6 +69,82 @@ def tsgcn_operator(data: Data, alpha: float, beta: float, k: int = 10,
     return tsgcn_adjacency(graph, alpha, beta, k)
 
 
+#: The eigensolver's progress bar appears once it has run this many seconds
+#: and is redrawn at most this often (seconds).
+PROGRESS_DELAY, PROGRESS_INTERVAL = 1.0, 0.5
+
+
+class _EigenProgress:
+    r"""The progress bar of :class:`LowRankInverse`'s eigensolver, and the
+    solver's callbacks. At the end of each cycle (or iteration) the
+    percentage is the share of the decades of relative residual, from one (a
+    random start) down to :obj:`tol`, gained so far. Within a filtered Lanczos
+    cycle, which can take long on a large graph, it moves step by step towards
+    an estimate of the cycle's outcome: the previous cycle's gain, or half the
+    way left for the first one. It never goes back, and stops at 99 until the
+    residual reaches :obj:`tol`. The postfix tells the stage (locating the
+    spectrum, then each cycle, its step and the last residual). The bar is
+    drawn through :meth:`tqdm.update`, which honours the delay and the redraw
+    interval and lets :meth:`close` draw the last state and end the line, in
+    a terminal or a file."""
+
+    def __init__(self, tol: float, disable: bool) -> None:
+        self.tol, self.span = tol, math.log(1.0 / tol)
+        self.percent = 0  # shown
+        self.reached, self.gain = 0.0, None  # at the last cycle's end; its gain
+        self.residual: Optional[str] = None  # the last one, formatted
+        self.bar = tqdm(total=100, desc='LowRankInverse eigenpairs', unit='%',
+                        delay=PROGRESS_DELAY, mininterval=PROGRESS_INTERVAL, miniters=0,
+                        disable=disable)
+
+    def __call__(self, iteration: int, residual: float) -> None:
+        if not math.isfinite(residual):  # no pairs yet: the spectrum was located
+            self.bar.set_postfix_str('spectrum located', refresh=False)
+            self.bar.update(0)
+            return
+        if residual <= self.tol:
+            reached = 100.0
+        elif self.span > 0:
+            reached = min(99.0, max(0.0, 100 * math.log(1.0 / residual) / self.span))
+        else:
+            reached = 0.0
+        self.gain = reached - self.reached if reached > self.reached else self.gain
+        self.reached, self.residual = max(self.reached, reached), f'{residual:.1e}'
+        self.bar.set_postfix(iteration=iteration, residual=self.residual, refresh=False)
+        self._advance(self.reached)
+
+    def step(self, cycle: int, step: int, steps: int) -> None:
+        r"""Step :obj:`step` of :obj:`steps` of cycle :obj:`cycle` (:obj:`0`:
+        locating the spectrum)."""
+        if cycle == 0:
+            self.bar.set_postfix_str(f'locating the spectrum, step {step}/{steps}',
+                                     refresh=False)
+            self.bar.update(0)
+            return
+        gain = (100 - self.reached) / 2 if self.gain is None else self.gain
+        target = min(99.0, self.reached + gain)
+        known = {} if self.residual is None else {'residual': self.residual}
+        self.bar.set_postfix(iteration=cycle, step=f'{step}/{steps}', **known, refresh=False)
+        self._advance(self.reached + (target - self.reached) * step / steps)
+
+    def _advance(self, percent: float) -> None:
+        percent = min(100, int(round(percent, 6)))  # whole percents, none lost to rounding
+        self.bar.update(max(0, percent - self.percent))
+        self.percent = max(self.percent, percent)
+
+    def finish(self, converged: bool) -> None:
+        r"""Fills the bar when the solver converged (also when it reported
+        nothing, as the dense solve of a small problem)."""
+        if converged:
+            self._advance(100)
+
+    def __enter__(self) -> '_EigenProgress':
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        self.bar.close()
+
+
 class LowRankInverse(BaseTransform):
     r"""Precomputes the low-rank factors of the tsGCN propagation matrix from
     the `"Beyond Graph Convolutional Network: An Interpretable
@@ -103,8 +179,8 @@ class LowRankInverse(BaseTransform):
     exact gain is :math:`1 / (1 - \lambda)`). The eigenpairs come from
     Chebyshev-filtered thick-restart block Lanczos on the sparse
     :math:`\mathbf{S}` (:func:`~torch_geometric_regcn.linalg.block_lanczos`),
-    faster than :func:`scipy.sparse.linalg.eigsh` at equal accuracy (measured
-    in ``benchmarks/results/eigensolver.md``), or from block subspace iteration
+    compared with :func:`scipy.sparse.linalg.eigsh` at equal accuracy in
+    ``benchmarks/results/eigensolver.md``, or from block subspace iteration
     (:obj:`method="chebyshev"` or the paper's plain :obj:`method="power"`):
     :math:`O(N r)` memory, on the device and in the dtype of :obj:`data.x`,
     reproducible for a given :obj:`seed`.
@@ -121,6 +197,10 @@ class LowRankInverse(BaseTransform):
 
     :obj:`beta=0` gives the topology-only model (tsGCN-t, no features needed),
     :obj:`alpha=0` the semantic-only model (tsGCN-s).
+
+    The factors belong to the whole graph: they serve transductive use on
+    it. A loader or :meth:`~torch_geometric.data.Data.subgraph` slices their
+    rows, which are not the factors of the subgraph; the layers reject them.
 
     Args:
         alpha (float): The weight :math:`\alpha \geq 0` of the topological
@@ -150,6 +230,21 @@ class LowRankInverse(BaseTransform):
         progress (bool, optional): Show progress bars with ETA for the
             semantic kNN and the eigensolver when they take longer than a
             second. (default: :obj:`True`)
+
+    Example:
+        .. code-block:: python
+
+            import torch_geometric.transforms as T
+            from torch_geometric_regcn import LowRankInverse, SemanticGraph, paper_rank
+            from torch_geometric_regcn.datasets import contextual_sbm
+
+            transform = T.Compose([SemanticGraph(k=10), LowRankInverse(
+                alpha=1.0, beta=0.2, rank=paper_rank(1000, 16))])
+            data = transform(contextual_sbm(num_nodes=1000))
+            data.lowrank_w.shape, data.lowrank_v.shape  # [1000, 62] each
+
+        As a dataset's :obj:`pre_transform` the factors are computed once, when
+        the dataset is processed, and saved with it.
     """
     def __init__(self, alpha: float, beta: float, rank: int, k: int = 10, which: str = 'LA',
                  tol: float = 1e-4, max_iter: int = 100, method: str = 'lanczos',
@@ -188,24 +283,11 @@ class LowRankInverse(BaseTransform):
         operator = tsgcn_operator(data, self.alpha, self.beta, self.k, self.progress,
                                   self.seed)
         generator = torch.Generator(operator.device).manual_seed(self.seed)
-        with tqdm(total=100, desc='LowRankInverse eigenpairs', unit='%', delay=1.0,
-                  disable=not self.progress) as bar:
-            first = []  # the first finite residual
-
-            def report(iteration: int, residual: float) -> None:
-                # Progress: the decades of residual gained so far out of those to go.
-                if not math.isfinite(residual):
-                    return
-                if not first:
-                    first.append(max(residual, self.tol))
-                span = math.log(first[0] / self.tol) or 1.0
-                gained = math.log(first[0] / max(residual, self.tol))
-                bar.n = 100 if residual <= self.tol else max(0, min(99, round(100 * gained / span)))
-                bar.set_postfix(residual=f'{residual:.1e}', iteration=iteration)
-
+        with _EigenProgress(self.tol, disable=not self.progress) as progress:
             pairs = extreme_eigenpairs(operator, self.rank, self.which, self.tol,
                                        self.max_iter, self.method, generator=generator,
-                                       callback=report)
+                                       callback=progress, step_callback=progress.step)
+            progress.finish(pairs.converged)
         data.lowrank_w, data.lowrank_v = factors_from_eigenpairs(pairs.eigenvalues,
                                                                  pairs.eigenvectors)
         if path is not None:

@@ -30,7 +30,7 @@ class SemanticGraph(BaseTransform):
     :math:`O(N \cdot \text{block\_size} + N k)` and no :math:`N \times N` matrix
     is formed; time is :math:`O(N^2 d)`. Dense and sparse :obj:`data.x` are
     supported. For large graphs on CPU the approximate search
-    (:func:`~torch_geometric_regcn.transforms.cosine_knn.ivf_knn_cosine`, an
+    (:func:`~torch_geometric_regcn.utils.ivf_knn_cosine`, an
     inverted file index whose number of probed cells is tuned to a recall of
     0.95) cuts the time by the number of cells over the number of probes; its
     recall against the exact search is measured in
@@ -46,6 +46,15 @@ class SemanticGraph(BaseTransform):
         progress (bool, optional): Show a progress bar with ETA when the
             search takes longer than a second. (default: :obj:`True`)
         seed (int, optional): The seed of the IVF centroids. (default: :obj:`0`)
+
+    Example:
+        .. code-block:: python
+
+            from torch_geometric_regcn import SemanticGraph
+            from torch_geometric_regcn.datasets import contextual_sbm
+
+            data = SemanticGraph(k=10)(contextual_sbm(num_nodes=500))
+            data.semantic_edge_index  # [2, E]: symmetric, without self loops
     """
     def __init__(self, k: int, block_size: Optional[int] = None, method: str = 'auto',
                  progress: bool = True, seed: int = 0) -> None:

@@ -23,20 +23,23 @@ def check_nonnegative(name: str, value: float) -> None:
 
 
 def check_edge_index(edge_index: Tensor, num_nodes: int,
-                     edge_weight: Optional[Tensor] = None) -> None:
+                     edge_weight: Optional[Tensor] = None, name: str = 'edge_index') -> None:
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"'edge_index' must have shape [2, num_edges] "
+        raise ValueError(f"'{name}' must have shape [2, num_edges] "
                          f"(got {list(edge_index.shape)})")
     if edge_index.is_floating_point():
-        raise TypeError("'edge_index' must hold integer node indices "
-                        f"(got dtype {edge_index.dtype}); use 'edge_index.long()'")
+        raise TypeError(f"'{name}' must hold integer node indices "
+                        f"(got dtype {edge_index.dtype}); use '{name}.long()'")
     if edge_index.numel() > 0 and (edge_index.min() < 0 or edge_index.max() >= num_nodes):
-        raise ValueError(f"'edge_index' refers to nodes outside [0, {num_nodes - 1}]; "
-                         f"check 'num_nodes' or re-index the graph")
+        fix = "check 'num_nodes' or re-index the graph"
+        if name == 'semantic_edge_index':  # loaders and subgraph() re-index 'edge_index' only
+            fix = (f"was it built for a larger graph? Subgraph utilities and loaders leave "
+                   f"'{name}' as it was; rebuild it for this graph with SemanticGraph")
+        raise ValueError(f"'{name}' refers to nodes outside [0, {num_nodes - 1}]; {fix}")
     if edge_weight is not None:
         if edge_weight.dim() != 1 or edge_weight.numel() != edge_index.size(1):
             raise ValueError(f"'edge_weight' must have shape [{edge_index.size(1)}] to match "
-                             f"'edge_index' (got {list(edge_weight.shape)})")
+                             f"'{name}' (got {list(edge_weight.shape)})")
         check_finite('edge_weight', edge_weight)
         if bool((edge_weight < 0).any()):
             raise ValueError("'edge_weight' must be non-negative: the normalised adjacency "

@@ -32,6 +32,14 @@ class RegularizerConv(torch.nn.Module):
     activation (the projection of the framework, :obj:`regularizer.projection`)
     is applied outside the layer, as in PyG.
 
+    The graph inputs describe one whole graph: use the layer transductively,
+    on the full graph, and index its output rows. Loaders and
+    :meth:`~torch_geometric.data.Data.subgraph` re-index :obj:`edge_index`
+    only; a :obj:`semantic_edge_index` or low-rank factors carried along
+    then belong to another graph, which raises an error where it shows.
+    Under :func:`torch.compile`, the sparse solvers run eagerly, a graph
+    break (see :meth:`~torch_geometric_regcn.regularizers.Regularizer.propagate`).
+
     Args:
         in_channels (int): Size of each input sample, or :obj:`-1` to derive the
             size from the first input(s) to the forward method.
@@ -61,6 +69,23 @@ class RegularizerConv(torch.nn.Module):
           :math:`(|\mathcal{V}|, |\mathcal{V}|)`,
           edge weights :math:`(|\mathcal{E}|)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
+
+    Example:
+        .. code-block:: python
+
+            from torch_geometric_regcn import RegularizerConv, SemanticGraph
+            from torch_geometric_regcn.datasets import contextual_sbm
+
+            data = contextual_sbm(num_nodes=500, num_features=16)
+            conv = RegularizerConv(16, 8, regularizer='appnp', K=10, alpha=0.1)
+            out = conv(data.x, data.edge_index)  # [500, 8]
+
+            # tsGCN, exact up to the tolerance, by conjugate gradient:
+            data = SemanticGraph(k=10)(data)
+            conv = RegularizerConv(16, 8, regularizer='tsgcn', solver='cg',
+                                   alpha=1.0, beta=0.2)
+            out = conv(data.x, data.edge_index,
+                       semantic_edge_index=data.semantic_edge_index)  # [500, 8]
     """
     def __init__(self, in_channels: int, out_channels: int,
                  regularizer: Union[str, Regularizer, Type[Regularizer]] = 'gcn',
@@ -127,6 +152,26 @@ class RegularizerConv(torch.nn.Module):
                 semantic_edge_index: Optional[Tensor] = None,
                 lowrank_w: Optional[Tensor] = None,
                 lowrank_v: Optional[Tensor] = None) -> Tensor:
+        r"""Runs the forward pass of the module. Each graph input is read only
+        if the regulariser and solver need it
+        (:meth:`~torch_geometric_regcn.regularizers.Regularizer.requires`).
+
+        Args:
+            x (torch.Tensor): The node features, shape :obj:`[N, F_in]`.
+            edge_index (torch.Tensor): The edge indices, shape :obj:`[2, E]`,
+                or a :obj:`torch.sparse` adjacency matrix.
+            edge_weight (torch.Tensor, optional): The edge weights, shape
+                :obj:`[E]`. (default: :obj:`None`)
+            semantic_edge_index (torch.Tensor, optional): tsGCN's semantic
+                graph (see :class:`~torch_geometric_regcn.SemanticGraph`);
+                without it, :obj:`"tsgcn"` builds it from :obj:`x`.
+                (default: :obj:`None`)
+            lowrank_w (torch.Tensor, optional): The factor :math:`\mathbf{W}`
+                of :class:`~torch_geometric_regcn.LowRankInverse`, for
+                :obj:`solver="lowrank"`. (default: :obj:`None`)
+            lowrank_v (torch.Tensor, optional): The factor :math:`\mathbf{V}`,
+                for :obj:`solver="lowrank"`. (default: :obj:`None`)
+        """
         graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)
         out = self.regularizer.propagate(self.lin(x), graph, self.solver, self.tol,

@@ -7,6 +7,7 @@ from torch_geometric.nn.inits import zeros
 
 from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.nn.linear import Linear
+from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.validation import check_same_device
 
 
@@ -52,6 +53,13 @@ class TSGCNConv(torch.nn.Module):
     factorised every time, and so is everything under :func:`torch.compile`).
     Apply the activation (ReLU in the paper's hidden layers) outside the layer.
 
+    Only transductive use on the full graph is supported: pass the whole
+    graph's features and factors and index the output rows. Rows of the
+    factors (sliced by a loader or :meth:`~torch_geometric.data.Data.subgraph`)
+    are not the factors of the subgraph; they are detected, as
+    :math:`\mathbf{V}^{\top}\mathbf{W}` is then not diagonal, and rejected
+    (see :func:`~torch_geometric_regcn.linalg.woodbury_core`).
+
     Args:
         in_channels (int): Size of each input sample, or :obj:`-1` to derive the
             size from the first input(s) to the forward method.
@@ -68,6 +76,17 @@ class TSGCNConv(torch.nn.Module):
           node features :math:`(|\mathcal{V}|, F_{in})`,
           factors :math:`(|\mathcal{V}|, r)` and :math:`(|\mathcal{V}|, r)`
         - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
+
+    Example:
+        .. code-block:: python
+
+            from torch_geometric_regcn import LowRankInverse, TSGCNConv
+            from torch_geometric_regcn.datasets import contextual_sbm
+
+            data = contextual_sbm(num_nodes=500, num_features=16)
+            data = LowRankInverse(alpha=1.0, beta=0.2, rank=32)(data)
+            conv = TSGCNConv(16, 8)
+            out = conv(data.x, data.lowrank_w, data.lowrank_v)  # [500, 8]
     """
     def __init__(self, in_channels: int, out_channels: int, bias: bool = True,
                  scale: float = 1.0) -> None:
@@ -92,9 +111,19 @@ class TSGCNConv(torch.nn.Module):
         zeros(self.bias)
 
     def forward(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
-        if not torch.compiler.is_compiling():
+        r"""Runs the forward pass of the module.
+
+        Args:
+            x (torch.Tensor): The node features, shape :obj:`[N, F_in]`.
+            w (torch.Tensor): The factor :math:`\mathbf{W}`, shape
+                :obj:`[N, r]` (:obj:`data.lowrank_w` of
+                :class:`~torch_geometric_regcn.LowRankInverse`).
+            v (torch.Tensor): The factor :math:`\mathbf{V}`, shape
+                :obj:`[N, r]` (:obj:`data.lowrank_v`).
+        """
+        if not is_compiling():
             _check_factors(x, w, v)
-        out = woodbury_apply(self.lin(x), w, v, self._woodbury(w, v))
+        out = woodbury_apply(self.lin(x), w, v, self._woodbury(w, v, from_eigenpairs=True))
         if self.scale != 1.0:
             out = out * self.scale
         if self.bias is not None:

@@ -44,6 +44,17 @@ class RegularizerGNN(torch.nn.Module):
         cached (bool, optional): Cache the graph operators (transductive).
             (default: :obj:`False`)
         **coefficients (optional): The regulariser's coefficients.
+
+    Example:
+        .. code-block:: python
+
+            from torch_geometric_regcn import RegularizerGNN
+            from torch_geometric_regcn.datasets import contextual_sbm
+
+            data = contextual_sbm(num_nodes=500, num_classes=5, num_features=16)
+            model = RegularizerGNN(16, 32, 5, regularizer='gnn_hf', alpha=0.1, beta=1.0,
+                                   dropout=0.5)
+            out = model(data.x, data.edge_index)  # [500, 5], logits
     """
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int = 2, regularizer: Any = 'gcn', dropout: float = 0.0,

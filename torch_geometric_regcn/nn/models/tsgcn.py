@@ -39,6 +39,17 @@ class TSGCN(torch.nn.Module):
         - **input:** node features :math:`(|\mathcal{V}|, F_{in})`,
           factors :math:`(|\mathcal{V}|, r)` and :math:`(|\mathcal{V}|, r)`
         - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
+
+    Example:
+        .. code-block:: python
+
+            from torch_geometric_regcn import TSGCN, LowRankInverse
+            from torch_geometric_regcn.datasets import contextual_sbm
+
+            data = contextual_sbm(num_nodes=500, num_classes=5, num_features=16)
+            data = LowRankInverse(alpha=1.0, beta=0.2, rank=32)(data)
+            model = TSGCN(16, 32, 5)  # the paper's network: two layers, no bias
+            out = model(data.x, data.lowrank_w, data.lowrank_v)  # [500, 5], logits
     """
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int = 2, dropout: float = 0.0, bias: bool = False,
@@ -57,6 +68,8 @@ class TSGCN(torch.nn.Module):
             conv.reset_parameters()
 
     def forward(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
+        r"""Runs the forward pass of the module; the arguments are those of
+        :meth:`TSGCNConv.forward <torch_geometric_regcn.TSGCNConv.forward>`."""
         for i, conv in enumerate(self.convs):
             x = dropout(x, self.dropout, self.training)
             x = conv(x, w, v)

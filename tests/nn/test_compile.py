@@ -1,0 +1,127 @@
+"""torch.compile: every regulariser x solver of RegularizerConv, and TSGCNConv.
+
+Sparse operators and the solvers 'closed', 'series' and 'cg' run eagerly (a
+graph break), so those layers compile without fullgraph=True and refuse it
+with a message that says so; 'lowrank' and TSGCNConv compile whole. Compiled
+results are compared with eager ones in float64, forward and backward: the
+compiled kernels may sum in another order (rounding, ~1e-16 relative), which
+the solves amplify by at most their condition number (below 100 here) and CG,
+run to tol=1e-12, by its stopping point; 1e-9 leaves room for that and fails
+on any wrong propagation, whose error is of order one.
+"""
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounterWithBackend
+from torch_geometric.data import Data
+
+from tests.conftest import undirected_graph
+from torch_geometric_regcn import TSGCN, LowRankInverse, RegularizerConv, TSGCNConv
+from torch_geometric_regcn.regularizers import REGISTRY
+
+N, F_IN, F_OUT = 30, 5, 4
+TOL = dict(rtol=1e-9, atol=1e-10)
+BUILT_IN = ('gcn', 'sgc', 'appnp', 'jknet', 'dagnn', 'gnn_lf', 'gnn_hf', 'tsgcn')
+PAIRS = [(name, solver) for name in BUILT_IN for solver in REGISTRY[name].solvers]
+FULLGRAPH_REFUSED = "solvers 'closed', 'series' and 'cg'.*eagerly.*fullgraph=True"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    # Each layer is a new guard on the same forward code: without a reset the
+    # recompile limit would silently send later layers to eager mode.
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture(scope='module')
+def data():
+    ei, _ = undirected_graph(0, N)
+    x = torch.randn(N, F_IN, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    data = Data(x=x, edge_index=ei, semantic_edge_index=undirected_graph(5, N)[0])
+    return LowRankInverse(1.0, 0.4, rank=8, progress=False)(data)
+
+
+def inputs(data, name, solver):
+    if solver == 'lowrank':
+        return dict(edge_index=data.edge_index, lowrank_w=data.lowrank_w,
+                    lowrank_v=data.lowrank_v)
+    if name == 'tsgcn':
+        return dict(edge_index=data.edge_index, semantic_edge_index=data.semantic_edge_index)
+    return dict(edge_index=data.edge_index)
+
+
+def forward_backward(module, x, **kwargs):
+    """The output and the gradients of a fixed weighting of it with respect to
+    the input and every parameter."""
+    x = x.clone().requires_grad_()
+    out = module(x, **kwargs)
+    weight = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    params = [p for p in module.parameters()  # DAGNN's gate is used by 'series' only
+              if p.requires_grad and not torch.nn.parameter.is_lazy(p)]
+    grads = torch.autograd.grad((out * weight).sum(), [x, *params], allow_unused=True)
+    return [out.detach(), *grads]
+
+
+def assert_same(got, expected):
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        if e is None:  # a parameter the solver does not use
+            assert g is None
+        else:
+            torch.testing.assert_close(g, e, **TOL)
+
+
+def coefficients(name):
+    if name == 'tsgcn':
+        return dict(alpha=1.0, beta=0.4)
+    return dict(K=3) if name in ('sgc', 'jknet', 'dagnn', 'appnp') else {}
+
+
+def test_the_matrix_covers_every_registered_pair():
+    assert set(BUILT_IN) <= set(REGISTRY)
+    assert len(PAIRS) == 21 and ('tsgcn', 'lowrank') in PAIRS
+
+
+@pytest.mark.parametrize('name, solver', PAIRS)
+def test_compiled_layer_equals_eager(data, name, solver):
+    layer = RegularizerConv(F_IN, F_OUT, name, solver=solver, tol=1e-12,
+                            **coefficients(name)).double()
+    torch.nn.init.normal_(layer.bias)
+    kwargs = inputs(data, name, solver)
+    expected = forward_backward(layer, data.x, **kwargs)  # eager (also builds DAGNN's gate)
+    counter = CompileCounterWithBackend('inductor')
+    got = forward_backward(torch.compile(layer, backend=counter), data.x, **kwargs)
+    assert counter.frame_count >= 1  # something was compiled, not all skipped
+    assert_same(got, expected)
+
+    fullgraph = torch.compile(layer, fullgraph=True, backend='eager')
+    if solver == 'lowrank':
+        assert_same(forward_backward(fullgraph, data.x, **kwargs), expected)
+    else:
+        with pytest.raises(torch._dynamo.exc.Unsupported, match=FULLGRAPH_REFUSED):
+            fullgraph(data.x, **kwargs)
+
+
+def test_compiled_cached_layer_with_a_knn_semantic_graph(data):
+    # The kNN graph is built from 'x' inside the eager part and kept by the layer.
+    layer = RegularizerConv(F_IN, F_OUT, 'tsgcn', solver='cg', cached=True, tol=1e-12,
+                            k=3).double()
+    expected = forward_backward(layer, data.x, edge_index=data.edge_index)
+    layer._clear_cache()
+    compiled = torch.compile(layer)
+    for _ in range(2):  # builds, then reuses the cached operators
+        assert_same(forward_backward(compiled, data.x, edge_index=data.edge_index), expected)
+    assert ('knn', 3) in layer._cached_graph.derived
+
+
+def test_compiled_tsgcnconv_and_tsgcn_equal_eager(data):
+    w, v = data.lowrank_w, data.lowrank_v
+    for module in (TSGCNConv(F_IN, F_OUT, scale=0.5).double(),
+                   TSGCN(F_IN, 8, F_OUT, bias=True).double()):
+        expected = forward_backward(module, data.x, w=w, v=v)
+        counter = CompileCounterWithBackend('inductor')
+        got = forward_backward(torch.compile(module, fullgraph=True, backend=counter),
+                               data.x, w=w, v=v)
+        assert counter.frame_count == 1
+        assert_same(got, expected)
