@@ -74,3 +74,13 @@ def test_build_graph_keeps_only_what_the_solver_reads():
     assert exact.lowrank is None and exact.x is x and exact.semantic_edge_index is ei
     gcn = build_graph(R.get('gcn'), ei, N, **kwargs)
     assert gcn.lowrank is None and gcn.x is None and gcn.semantic_edge_index is None
+
+
+def test_requirements_outside_the_known_inputs_are_refused():
+    class Odd(R.GCNRegularizer):
+        def requires(self, solver):
+            return frozenset({'adj', 'hypergraph'})
+
+    ei, _ = undirected_graph()
+    with pytest.raises(ValueError, match=r"names \['hypergraph'\], which no graph input"):
+        build_graph(Odd(), ei, N)

@@ -147,6 +147,10 @@ def build_graph(regularizer: 'Regularizer', edge_index: Any, num_nodes: int,
     :meth:`~torch_geometric_regcn.regularizers.Regularizer.requires` are kept,
     and missing ones raise an error here, before any work."""
     needs: FrozenSet[str] = regularizer.requires(regularizer.check_solver(solver))
+    unknown = sorted(set(needs) - set(REQUIREMENTS))
+    if unknown:
+        raise ValueError(f"{type(regularizer).__name__}.requires() names {unknown}, which no "
+                         f"graph input provides; choose from {REQUIREMENTS}")
     lowrank = None
     if 'lowrank' in needs:
         if lowrank_w is None or lowrank_v is None:
