@@ -1,6 +1,7 @@
 r"""Low-rank factors of :math:`(\mathbf{I} - \mathbf{S})^{-1}` and their
 application through the Woodbury identity."""
 import math
+import warnings
 import weakref
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
@@ -85,15 +86,21 @@ def _relative_off_diagonal(vtw: Tensor) -> Tensor:
     return torch.where(off > 0, ratio, torch.zeros_like(ratio)).max()
 
 
+#: The relative accuracy of the gains below which :func:`woodbury_core` warns.
+GAIN_ACCURACY = 1e-3
+
+
 def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool) -> None:
-    # A pivot of U at the rounding level of the core's entries means a
-    # numerically singular core. For tsGCN's factors the core is I - Λ, whose
-    # smallest pivot is 1 / (1 + α + β): far above this for any usable α + β.
-    threshold = torch.finfo(lu.dtype).eps * (1 + vtw.abs().max())
-    stats = [torch.isfinite(lu).all(), lu.diagonal().abs().min() > threshold]
+    # The smallest pivot of U against the rounding level of the core's entries
+    # bounds the relative accuracy of the largest gain: for tsGCN's factors the
+    # core is I - Λ, whose smallest pivot 1 - λ_max >= 1 / (1 + α + β) is where
+    # rounding cancels. At the rounding level the core is numerically singular.
+    rounding = torch.finfo(lu.dtype).eps * (1 + vtw.abs().max())
+    stats = [torch.isfinite(lu).all(), lu.diagonal().abs().min(), rounding]
     if from_eigenpairs:
         stats.append(_relative_off_diagonal(vtw))
-    finite, regular, *off = torch.stack([t.to(vtw.dtype) for t in stats]).tolist()
+    finite, pivot, rounding, *off = torch.stack(
+        [t.detach().to(vtw.dtype) for t in stats]).tolist()
     if not finite:
         raise ValueError("the factors 'w' and 'v' contain NaN or infinite values; "
                          'recompute them (e.g. with LowRankInverse)')
@@ -107,23 +114,48 @@ def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool) -> None:
             f"graph's factors. Only transductive use on the full graph is supported: pass "
             f"the whole graph's 'x' and factors and index the output (e.g. 'out[mask]'), or "
             f"compute factors for the graph you pass with LowRankInverse")
-    if not regular:
+    error = rounding / pivot if pivot > 0 else math.inf
+    if not error < 1:
         raise ValueError('I + V^T W is singular, so (I + W V^T) has no inverse; recompute '
                          'the factors (e.g. with LowRankInverse) or lower the rank')
+    if error > GAIN_ACCURACY:
+        warnings.warn(
+            f"The Woodbury core I + V^T W has a pivot as small as {pivot:.2g} (1 - lambda "
+            f"for tsGCN's largest eigenvalue lambda), so in {lu.dtype} the largest gain "
+            f"1 / (1 - lambda) is accurate to about {error:.1%} only; compute the factors in "
+            f"float64 (LowRankInverse on data.x.double()) or use a smaller alpha + beta",
+            UserWarning, stacklevel=4)
+
+
+#: Rows of the factors that :class:`WoodburyCache` compares on every call.
+SAMPLED_ROWS = 16
 
 
 class WoodburyCache:
     r"""Keeps the :func:`woodbury_core` of the last factors it was asked for
     and returns it while the same factors come back: the same tensor objects,
-    unmodified (in place or through :obj:`.data`), on the same device and in
-    the same dtype. Factors that require gradients, inference tensors and
-    calls under :func:`torch.compile` or :func:`torch.inference_mode` are
-    factorised anew on every call. The cache holds weak references only, and
-    copies and pickles of its owner start empty."""
+    on the same device and in the same dtype, not modified in place (their
+    version counter) and with the same values in :obj:`SAMPLED_ROWS` evenly
+    spaced rows. The sampled rows catch writes that bypass the version counter
+    (through :obj:`.data` or a NumPy array sharing the memory) when they touch
+    one of these rows, as any rewrite of the whole tensor does; an edit of a
+    few other rows that bypasses PyTorch is not seen, so pass new tensors
+    (e.g. :obj:`w.clone()`) after such an edit. Factors that require
+    gradients, inference tensors and calls under :func:`torch.compile` or
+    :func:`torch.inference_mode` are factorised anew on every call. The cache
+    holds weak references only, and copies and pickles of its owner start
+    empty."""
     def __init__(self) -> None:
         self._key: Optional[Tuple[Any, ...]] = None
         self._refs: Optional[Tuple[weakref.ref, weakref.ref]] = None
         self._core: Optional[WoodburyCore] = None
+        self._sample: Optional[Tensor] = None
+
+    @staticmethod
+    def _sampled(w: Tensor, v: Tensor) -> Tensor:
+        rows = torch.linspace(0, max(w.size(0) - 1, 0), min(SAMPLED_ROWS, w.size(0)),
+                              device=w.device).long()
+        return torch.cat([w[rows], v[rows]], dim=1)
 
     def __call__(self, w: Tensor, v: Tensor, from_eigenpairs: bool = False) -> WoodburyCore:
         if (w.requires_grad or v.requires_grad or is_compiling()
@@ -133,13 +165,14 @@ class WoodburyCache:
                                   for t in (w, v)))
         refs = self._refs
         if (self._core is None or refs is None or refs[0]() is not w or refs[1]() is not v
-                or self._key != key):
+                or self._key != key or not torch.equal(self._sample, self._sampled(w, v))):
             self._core = woodbury_core(w, v, from_eigenpairs)
             self._key, self._refs = key, (weakref.ref(w), weakref.ref(v))
+            self._sample = self._sampled(w, v)
         return self._core
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {**self.__dict__, '_key': None, '_refs': None, '_core': None}
+        return {**self.__dict__, '_key': None, '_refs': None, '_core': None, '_sample': None}
 
 
 def woodbury_apply(x: Tensor, w: Tensor, v: Tensor,

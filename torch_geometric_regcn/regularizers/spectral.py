@@ -10,6 +10,7 @@ so that :math:`\mathbf{R} = \mathbf{B}^{-1}\mathbf{M}` and the propagation is
 are Neumann series of :math:`\mathbf{M}^{-1} = m_0^{-1}\sum_k
 (-m_1\hat{\mathbf{A}}/m_0)^k`.
 """
+import math
 from typing import Tuple
 
 import torch
@@ -18,20 +19,16 @@ from torch_geometric.nn.dense.linear import Linear
 
 from torch_geometric_regcn.linalg.graph_operator import linear_combination
 from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
+from torch_geometric_regcn.utils.validation import check_int, check_real
 
 
 def check_range(name: str, value: float, low: float, high: float, low_open: bool = False,
-                high_open: bool = False) -> None:
-    inside = (low < value if low_open else low <= value) and \
-        (value < high if high_open else value <= high)
-    if not inside:
-        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        raise ValueError(f"'{name}' must lie in {interval} (got {value})")
+                high_open: bool = False) -> float:
+    return check_real(name, value, low, high, low_open, high_open)
 
 
-def check_steps(K: int) -> None:
-    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
-        raise ValueError(f"'K' must be a positive integer (got {K!r})")
+def check_steps(K: int) -> int:
+    return check_int('K', K)
 
 
 class AffineRegularizer(Regularizer):
@@ -114,8 +111,7 @@ class SGCRegularizer(GCNRegularizer):
     projection = 'identity'
 
     def __init__(self, K: int = 2) -> None:
-        check_steps(K)
-        self.K = K
+        self.K = check_steps(K)
 
     def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
         for _ in range(self.K):
@@ -144,9 +140,8 @@ class APPNPRegularizer(AffineRegularizer):
     decoupled = True
 
     def __init__(self, K: int = 10, alpha: float = 0.1) -> None:
-        check_steps(K)
-        check_range('alpha', alpha, 0.0, 1.0, low_open=True)
-        self.K, self.alpha = K, alpha
+        self.K = check_steps(K)
+        self.alpha = check_range('alpha', alpha, 0.0, 1.0, low_open=True)
 
     @property
     def m(self) -> Tuple[float, float]:
@@ -180,9 +175,8 @@ class JKNetRegularizer(AffineRegularizer):
     name = 'jknet'
 
     def __init__(self, K: int = 4, beta: float = 1.0) -> None:
-        check_steps(K)
-        check_range('beta', beta, 0.0, float('inf'))
-        self.K, self.beta = K, beta
+        self.K = check_steps(K)
+        self.beta = check_range('beta', beta, 0.0, math.inf)
 
     m = property(lambda self: (1.0 + self.beta, -self.beta))
     b = (0.0, 1.0)
@@ -208,9 +202,9 @@ class DAGNNRegularizer(AffineRegularizer):
     decoupled = True
 
     def __init__(self, K: int = 10, beta: float = 1.0, adaptive: bool = True) -> None:
-        check_steps(K)
-        check_range('beta', beta, 0.0, float('inf'))
-        self.K, self.beta, self.adaptive = K, beta, adaptive
+        self.K = check_steps(K)
+        self.beta = check_range('beta', beta, 0.0, math.inf)
+        self.adaptive = adaptive
         self.register_module('gate', Linear(-1, 1) if adaptive else None)
 
     m = property(lambda self: (1.0 + self.beta, -self.beta))
@@ -249,13 +243,12 @@ class GNNLFRegularizer(AffineRegularizer):
     default_solver = 'cg'
 
     def __init__(self, alpha: float = 0.1, mu: float = 0.9, K: int = 10) -> None:
-        check_range('alpha', alpha, 0.0, 1.0, low_open=True)
-        check_range('mu', mu, 0.0, 1.0)
+        alpha = check_range('alpha', alpha, 0.0, 1.0, low_open=True)
+        mu = check_range('mu', mu, 0.0, 1.0)
         if not 2 * mu + 2 / alpha > 3:
             raise ValueError(f"GNN-LF needs 2 * mu + 2 / alpha > 3 for a positive definite "
                              f"system (got alpha={alpha}, mu={mu}); lower 'alpha' or raise 'mu'")
-        check_steps(K)
-        self.alpha, self.mu, self.K = alpha, mu, K
+        self.alpha, self.mu, self.K = alpha, mu, check_steps(K)
 
     m = property(lambda self: (self.mu + 1 / self.alpha - 1, 2 - self.mu - 1 / self.alpha))
     b = property(lambda self: (self.mu, 1 - self.mu))
@@ -280,10 +273,9 @@ class GNNHFRegularizer(AffineRegularizer):
     default_solver = 'cg'
 
     def __init__(self, alpha: float = 0.1, beta: float = 1.0, K: int = 10) -> None:
-        check_range('alpha', alpha, 0.0, 1.0, low_open=True)
-        check_range('beta', beta, 0.0, float('inf'))
-        check_steps(K)
-        self.alpha, self.beta, self.K = alpha, beta, K
+        self.alpha = check_range('alpha', alpha, 0.0, 1.0, low_open=True)
+        self.beta = check_range('beta', beta, 0.0, math.inf)
+        self.K = check_steps(K)
 
     m = property(lambda self: (self.beta + 1 / self.alpha, 1 - self.beta - 1 / self.alpha))
     b = property(lambda self: (1 + self.beta, -self.beta))

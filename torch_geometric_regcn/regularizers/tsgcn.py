@@ -1,6 +1,6 @@
 r"""The tsGCN regulariser: topological and semantic, and its operator
 :math:`\mathbf{S}`."""
-from typing import FrozenSet, Optional
+from typing import FrozenSet, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -10,19 +10,18 @@ from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators
 from torch_geometric_regcn.regularizers.spectral import check_steps
-from torch_geometric_regcn.utils.validation import check_nonnegative
+from torch_geometric_regcn.utils.validation import check_int, check_real
 
 
-def check_tsgcn_coefficients(alpha: float, beta: float, k: int) -> None:
+def check_tsgcn_coefficients(alpha: float, beta: float, k: int) -> Tuple[float, float, int]:
     r"""The checks of tsGCN's :math:`\alpha`, :math:`\beta` and :math:`k`,
-    shared by the regulariser and :class:`~torch_geometric_regcn.LowRankInverse`."""
-    check_nonnegative('alpha', alpha)
-    check_nonnegative('beta', beta)
+    shared by the regulariser and :class:`~torch_geometric_regcn.LowRankInverse`;
+    returns them as :obj:`(float, float, int)`."""
+    alpha, beta = check_real('alpha', alpha, 0.0), check_real('beta', beta, 0.0)
     if alpha == 0 and beta == 0:
         raise ValueError("'alpha' and 'beta' cannot both be zero: the propagation would be "
                          "the identity; use a plain MLP instead")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"'k' must be a positive integer (got {k!r})")
+    return alpha, beta, check_int('k', k)
 
 
 def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float, k: int = 10) -> Tensor:
@@ -106,9 +105,8 @@ class TSGCNRegularizer(Regularizer):
 
     def __init__(self, alpha: float = 1.0, beta: float = 0.2, k: int = 10, K: int = 10,
                  normalize: bool = True) -> None:
-        check_tsgcn_coefficients(alpha, beta, k)
-        check_steps(K)
-        self.alpha, self.beta, self.k, self.K = alpha, beta, k, K
+        self.alpha, self.beta, self.k = check_tsgcn_coefficients(alpha, beta, k)
+        self.K = check_steps(K)
         self.normalize = normalize
 
     @property

@@ -2,6 +2,9 @@
 
 Each check raises an error that names the argument and says how to fix it.
 """
+import math
+import numbers
+import operator
 from typing import Optional
 
 import torch
@@ -17,9 +20,47 @@ def check_finite(name: str, tensor: Tensor) -> None:
                          f"(e.g. 'torch.nan_to_num') before calling this transform or layer")
 
 
-def check_nonnegative(name: str, value: float) -> None:
-    if not value >= 0:  # also catches NaN
-        raise ValueError(f"'{name}' must be a non-negative number (got {value})")
+def check_nonnegative(name: str, value: float) -> float:
+    return check_real(name, value, 0.0)
+
+
+def check_real(name: str, value: float, low: float = -math.inf, high: float = math.inf,
+               low_open: bool = False, high_open: bool = False) -> float:
+    r"""Returns :obj:`value` as a finite :class:`float` in the interval
+    :math:`[\text{low}, \text{high}]` (ends open where asked). NumPy scalars are
+    accepted; booleans, tensors, strings, NaN and infinities are
+    not."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"'{name}' must be a real number (got {type(value).__name__} "
+                        f"{value!r})")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"'{name}' must be finite (got {value})")
+    inside = (low < value if low_open else low <= value) and \
+        (value < high if high_open else value <= high)
+    if not inside:
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        raise ValueError(f"'{name}' must lie in {interval} (got {value})")
+    return value
+
+
+def check_int(name: str, value: int, minimum: int = 1) -> int:
+    r"""Returns :obj:`value` as an :class:`int` of at least :obj:`minimum`.
+    NumPy integers and integer scalar tensors are accepted; booleans and
+    floats (even whole ones) raise :class:`ValueError`, other types
+    :class:`TypeError`."""
+    qualifier = 'positive' if minimum == 1 else f'at least {minimum}'
+    if isinstance(value, (bool, numbers.Number)) and not isinstance(value, numbers.Integral) \
+            or isinstance(value, bool):
+        raise ValueError(f"'{name}' must be a {qualifier} integer (got {value!r})")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"'{name}' must be an integer (got {type(value).__name__} "
+                        f"{value!r})") from None
+    if value < minimum:
+        raise ValueError(f"'{name}' must be a {qualifier} integer (got {value})")
+    return value
 
 
 def check_edge_index(edge_index: Tensor, num_nodes: int,
