@@ -217,7 +217,19 @@ def test_cached_reuses_graph_and_reset_clears_it():
     first = layer(x, ei)
     graph = layer._cached_graph
     assert graph is not None
-    torch.testing.assert_close(layer(x, ei[:, :4]), first)  # the cached graph is used
+    torch.testing.assert_close(layer(x, ei.clone()), first)  # an equal graph: the cache
+    assert layer._cached_graph is graph
+    with pytest.raises(ValueError, match="another graph.*'edge_index' differs.*reset_cache"):
+        layer(x, ei[:, :4])  # another graph is an error, not the cached result
+    with pytest.raises(ValueError, match="'num_nodes' differs"):
+        layer(x[:-1], ei[:, :4])
+    ei.add_(0)  # an in-place write, even of the same values, bumps the version
+    with pytest.raises(ValueError, match="'edge_index' was modified in place"):
+        layer(x, ei)
+    layer.reset_cache()
+    fresh = conv('appnp', cached=False)
+    fresh.load_state_dict(layer.state_dict())
+    torch.testing.assert_close(layer(x, ei[:, :4]), fresh(x, ei[:, :4]))
     layer.reset_parameters()
     assert layer._cached_graph is None
 

@@ -182,7 +182,10 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Tensor,
     \mathbf{V}^{\top}\mathbf{X}` in :math:`O(N r f)` time given :obj:`core`
     (from :func:`woodbury_core`; computed here, in another :math:`O(N r^2)`,
     when :obj:`None`) and :math:`O(N r)` memory: only :math:`r \times r` and
-    :math:`r \times f` intermediates are formed."""
+    :math:`r \times f` intermediates are formed. All inputs share one dtype;
+    :func:`torch.autocast` is disabled inside, as the large gains of an
+    ill-conditioned core need the factors' precision."""
     if core is None:
         core = woodbury_core(w, v)
-    return x - w @ torch.linalg.lu_solve(core.lu, core.pivots, v.T @ x)
+    with torch.autocast(x.device.type, enabled=False):
+        return x - w @ torch.linalg.lu_solve(core.lu, core.pivots, v.T @ x)

@@ -6,8 +6,10 @@ from torch import Tensor
 from torch_geometric.utils import to_edge_index
 
 from torch_geometric_regcn.linalg.graph_operator import combine, normalized_adjacency
+from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.knn import knn_graph_cosine
 from torch_geometric_regcn.utils.sparse import sparse_identity
+from torch_geometric_regcn.utils.validation import check_edge_index, check_factors
 
 if TYPE_CHECKING:
     from torch_geometric_regcn.regularizers.base import Regularizer
@@ -27,6 +29,24 @@ def _as_edge_index(edge_index: Any, edge_weight: Optional[Tensor]):
                              "adjacency carries its own weights")
         return to_edge_index(edge_index)
     return edge_index, edge_weight
+
+
+def check_graph_input(edge_index: Any, num_nodes: int,
+                      edge_weight: Optional[Tensor] = None) -> None:
+    r"""Checks an :obj:`edge_index` (with :obj:`edge_weight`) or a
+    :obj:`torch.sparse` adjacency matrix of a graph with :obj:`num_nodes` nodes."""
+    if not isinstance(edge_index, Tensor):
+        raise TypeError(f"'edge_index' must be an edge index tensor [2, num_edges] or a "
+                        f"torch.sparse adjacency matrix (got {type(edge_index).__name__}); "
+                        f"convert a SparseTensor with 'adj_t.to_torch_sparse_csr_tensor()'")
+    if edge_index.layout == torch.strided:
+        check_edge_index(edge_index, num_nodes, edge_weight)
+    elif tuple(edge_index.shape) != (num_nodes, num_nodes):
+        raise ValueError(f"The sparse adjacency 'edge_index' must have shape [{num_nodes}, "
+                         f"{num_nodes}] to match 'x' (got {list(edge_index.shape)})")
+    elif edge_weight is not None:
+        raise ValueError("Pass 'edge_weight' only with an 'edge_index' tensor; a sparse "
+                         "adjacency carries its own weights")
 
 
 def adjacency(edge_index: Any, num_nodes: int, edge_weight: Optional[Tensor] = None,
@@ -157,8 +177,15 @@ def build_graph(regularizer: 'Regularizer', edge_index: Any, num_nodes: int,
             raise ValueError(f"Regularizer '{regularizer.name or type(regularizer).__name__}' "
                              f"with solver='lowrank' needs the factors: pass both "
                              f"'lowrank_w=' and 'lowrank_v=' (see LowRankInverse)")
+        check_factors(lowrank_w, lowrank_v, num_nodes, ('lowrank_w', 'lowrank_v'))
         lowrank = (lowrank_w, lowrank_v)
     semantic = 'semantic' in needs
+    # The graph inputs are checked here, before any work (each is O(E)); under
+    # torch.compile, when the operators are built (the solvers run eagerly).
+    if 'adj' in needs and edge_index is not None and not is_compiling():
+        check_graph_input(edge_index, num_nodes, edge_weight)
+    if semantic and semantic_edge_index is not None and not is_compiling():
+        check_edge_index(semantic_edge_index, num_nodes, name='semantic_edge_index')
     return GraphOperators(num_nodes, edge_index, edge_weight, dtype,
                           semantic_edge_index=semantic_edge_index if semantic else None,
                           x=x if semantic else None, lowrank=lowrank)

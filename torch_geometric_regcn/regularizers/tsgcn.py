@@ -150,8 +150,9 @@ class TSGCNRegularizer(Regularizer):
         if graph.lowrank is None:
             raise ValueError("solver='lowrank' needs the factors: pass 'lowrank_w=' and "
                              "'lowrank_v=' (see LowRankInverse)")
-        core = graph.memo('woodbury', WoodburyCache)(*graph.lowrank, from_eigenpairs=True)
-        out = woodbury_apply(x, *graph.lowrank, core)
+        w, v = graph.lowrank
+        core = graph.memo('woodbury', WoodburyCache)(w, v, from_eigenpairs=True)
+        out = woodbury_apply(x.to(w.dtype), w, v, core).to(x.dtype)
         return out if self.normalize else out * self.gain
 
     def frequency_response(self, lam: Tensor, lam_x: Optional[Tensor] = None) -> Tensor:

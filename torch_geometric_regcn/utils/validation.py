@@ -5,7 +5,7 @@ Each check raises an error that names the argument and says how to fix it.
 import math
 import numbers
 import operator
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -68,7 +68,8 @@ def check_edge_index(edge_index: Tensor, num_nodes: int,
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"'{name}' must have shape [2, num_edges] "
                          f"(got {list(edge_index.shape)})")
-    if edge_index.is_floating_point():
+    if edge_index.is_floating_point() or edge_index.is_complex() \
+            or edge_index.dtype == torch.bool:
         raise TypeError(f"'{name}' must hold integer node indices "
                         f"(got dtype {edge_index.dtype}); use '{name}.long()'")
     if edge_index.numel() > 0 and (edge_index.min() < 0 or edge_index.max() >= num_nodes):
@@ -85,6 +86,50 @@ def check_edge_index(edge_index: Tensor, num_nodes: int,
         if bool((edge_weight < 0).any()):
             raise ValueError("'edge_weight' must be non-negative: the normalised adjacency "
                              "needs non-negative degrees")
+
+
+#: Half-precision inputs are solved in this dtype and cast back.
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def solve_dtype(dtype: torch.dtype) -> torch.dtype:
+    r"""The dtype a solve runs in for inputs of :obj:`dtype`: float32 for
+    half precision (sparse kernels and factorisations need it, and the gains
+    of a propagation need more than three significant digits), else
+    :obj:`dtype` itself."""
+    return torch.float32 if dtype in HALF_DTYPES else dtype
+
+
+def check_node_features(x: Tensor, name: str = 'x') -> None:
+    r"""A floating-point node feature matrix :obj:`[N, F]` without NaN or
+    infinite values (the finiteness check reads the whole tensor once)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"'{name}' must be a tensor of node features [num_nodes, channels] "
+                        f"(got {type(x).__name__})")
+    if x.dim() != 2:
+        raise ValueError(f"'{name}' must be a node feature matrix of shape "
+                         f"[num_nodes, channels] (got shape {list(x.shape)}); use "
+                         f"'{name}.view(-1, 1)' for a single feature")
+    if not x.is_floating_point():
+        raise TypeError(f"'{name}' must be floating point (got {x.dtype}); use '{name}.float()'")
+    check_finite(name, x)
+
+
+def check_factors(w: Tensor, v: Tensor, num_nodes: int,
+                  names: Tuple[str, str] = ('w', 'v')) -> None:
+    r"""Low-rank factors :obj:`[N, r]` of one graph with :obj:`num_nodes` nodes, in
+    float32 or float64 (see :class:`~torch_geometric_regcn.LowRankInverse`)."""
+    a, b = names
+    if w.dim() != 2 or w.shape != v.shape:
+        raise ValueError(f"'{a}' and '{b}' must both have shape [num_nodes, rank] "
+                         f"(got {list(w.shape)} and {list(v.shape)})")
+    if w.size(0) != num_nodes:
+        raise ValueError(f"'{a}' and '{b}' have {w.size(0)} rows but 'x' has {num_nodes} "
+                         f"nodes; recompute the factors with LowRankInverse for this graph")
+    if w.dtype != v.dtype or w.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"'{a}' and '{b}' must both be float32 or float64 (got {w.dtype} and "
+                        f"{v.dtype}); LowRankInverse computes them in float32 for "
+                        f"half-precision features")
 
 
 def check_same_device(**tensors: Tensor) -> None:

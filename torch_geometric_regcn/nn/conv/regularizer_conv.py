@@ -1,15 +1,22 @@
 r"""One layer for the whole regularizer-centred framework."""
 import warnings
-from typing import Any, Dict, Optional, Type, Union
+from typing import Any, Dict, Optional, Tuple, Type, Union
 
 import torch
 from torch import Tensor
 from torch_geometric.nn.inits import zeros
 
+from torch_geometric_regcn.linalg.cg import check_arguments
 from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.regularizers.registry import get
+from torch_geometric_regcn.utils.compat import is_compiling
+from torch_geometric_regcn.utils.validation import (
+    check_factors,
+    check_node_features,
+    solve_dtype,
+)
 
 
 class RegularizerConv(torch.nn.Module):
@@ -94,12 +101,14 @@ class RegularizerConv(torch.nn.Module):
         super().__init__()
         self.in_channels = in_channels
         self.out_channels = out_channels
+        check_arguments(tol, max_iter)
         self.regularizer = get(regularizer, **coefficients)
         self.solver = self.regularizer.check_solver(solver)
         self.cached = cached
-        self.tol = tol
-        self.max_iter = max_iter
+        self.tol = float(tol)
+        self.max_iter = int(max_iter)
         self._cached_graph: Optional[GraphOperators] = None
+        self._cached_inputs: Dict[str, Tuple[Any, int]] = {}
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer='glorot')
         if bias:
             self.bias = torch.nn.Parameter(torch.empty(out_channels))
@@ -125,8 +134,32 @@ class RegularizerConv(torch.nn.Module):
                       "removed in 0.3.0", DeprecationWarning, stacklevel=2)
         return getattr(self.regularizer, 'gate', None)
 
+    def reset_cache(self) -> None:
+        r"""Forgets the graph cached by :obj:`cached=True`, so the next call
+        may pass another graph."""
+        self._clear_cache()
+
     def _clear_cache(self) -> None:
         self._cached_graph = None
+        self._cached_inputs = {}
+
+    def _check_cached_inputs(self, num_nodes: int, inputs: Dict[str, Any]) -> None:
+        # The same objects, not modified in place, are the cached graph; other
+        # tensors must be equal to them (one O(E) comparison per call).
+        for name, value in {'num_nodes': num_nodes, **inputs}.items():
+            cached, version = self._cached_inputs[name]
+            if value is cached:
+                if getattr(value, '_version', 0) == version:
+                    continue
+                change = 'was modified in place'
+            elif _same_value(cached, value):
+                continue
+            else:
+                change = 'differs from the cached one'
+            raise ValueError(
+                f"{self.__class__.__name__}(cached=True) was called on another graph than "
+                f"the one it cached: '{name}' {change}. Call 'reset_cache()' before "
+                f"switching graphs, or use cached=False (inductive or mini-batch training)")
 
     def graph(self, x: Tensor, edge_index: Any, edge_weight: Optional[Tensor] = None,
               **graph: Optional[Tensor]) -> GraphOperators:
@@ -134,10 +167,23 @@ class RegularizerConv(torch.nn.Module):
         what they :meth:`~torch_geometric_regcn.regularizers.Regularizer.requires`
         is kept, and each operator is built on first use (and kept if
         :obj:`cached=True`)."""
-        if self.cached and self._cached_graph is not None:
-            return self._cached_graph
-        ops = build_graph(self.regularizer, edge_index, x.size(0), edge_weight, x.dtype,
-                          x=x, solver=self.solver, **graph)
+        # The factors are not part of the cached graph: they may be learned or
+        # edited, and the Woodbury cache follows them.
+        inputs = {'edge_index': edge_index, 'edge_weight': edge_weight,
+                  **{k: v for k, v in graph.items() if not k.startswith('lowrank_')}}
+        ops = self._cached_graph
+        if self.cached and ops is not None:
+            self._check_cached_inputs(x.size(0), inputs)
+            if ops.lowrank is not None:
+                w, v = graph.get('lowrank_w'), graph.get('lowrank_v')
+                if w is None or v is None:
+                    raise ValueError("solver='lowrank' needs the factors on every call: pass "
+                                     "both 'lowrank_w=' and 'lowrank_v='")
+                check_factors(w, v, x.size(0), ('lowrank_w', 'lowrank_v'))
+                ops.lowrank = (w, v)
+            return ops
+        ops = build_graph(self.regularizer, edge_index, x.size(0), edge_weight,
+                          solve_dtype(x.dtype), x=x, solver=self.solver, **graph)
         if ops.semantic_edge_index is None and ops.x is not None and not self.cached:
             warnings.warn(
                 f"{self.__class__.__name__} builds the semantic kNN graph from its input "
@@ -146,6 +192,8 @@ class RegularizerConv(torch.nn.Module):
                 f"cached=True", UserWarning, stacklevel=2)
         if self.cached:
             self._cached_graph = ops
+            self._cached_inputs = {name: (value, getattr(value, '_version', 0)) for name, value
+                                   in {'num_nodes': x.size(0), **inputs}.items()}
         return ops
 
     def forward(self, x: Tensor, edge_index: Any, edge_weight: Optional[Tensor] = None,
@@ -172,10 +220,13 @@ class RegularizerConv(torch.nn.Module):
             lowrank_v (torch.Tensor, optional): The factor :math:`\mathbf{V}`,
                 for :obj:`solver="lowrank"`. (default: :obj:`None`)
         """
+        if not is_compiling():
+            check_node_features(x)
         graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)
-        out = self.regularizer.propagate(self.lin(x), graph, self.solver, self.tol,
-                                         self.max_iter)
+        h = self.lin(x)
+        out = self.regularizer.propagate(h.to(solve_dtype(h.dtype)), graph, self.solver,
+                                         self.tol, self.max_iter).to(h.dtype)
         if self.bias is not None:
             out = out + self.bias
         return out
@@ -183,6 +234,17 @@ class RegularizerConv(torch.nn.Module):
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.in_channels}, {self.out_channels}, '
                 f'regularizer={self.regularizer}, solver={self.solver!r})')
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        return a is b or (not isinstance(a, Tensor) and not isinstance(b, Tensor) and a == b)
+    if (a.layout, a.shape, a.dtype, a.device) != (b.layout, b.shape, b.dtype, b.device):
+        return False
+    if a.layout != torch.strided:
+        a, b = a.to_sparse_coo().coalesce(), b.to_sparse_coo().coalesce()
+        return torch.equal(a.indices(), b.indices()) and torch.equal(a.values(), b.values())
+    return torch.equal(a, b)
 
 
 def _upgrade_state_dict(module: RegularizerConv, state_dict: Dict[str, Any], prefix: str,

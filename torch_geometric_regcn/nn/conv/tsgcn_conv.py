@@ -8,7 +8,11 @@ from torch_geometric.nn.inits import zeros
 from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.utils.compat import is_compiling
-from torch_geometric_regcn.utils.validation import check_same_device
+from torch_geometric_regcn.utils.validation import (
+    check_factors,
+    check_node_features,
+    check_same_device,
+)
 
 
 class TSGCNConv(torch.nn.Module):
@@ -52,6 +56,12 @@ class TSGCNConv(torch.nn.Module):
     gradients, or new tensors on every call such as :obj:`w.detach()`, are
     factorised every time, and so is everything under :func:`torch.compile`).
     Apply the activation (ReLU in the paper's hidden layers) outside the layer.
+
+    The propagation runs in the dtype of the factors (float32 or float64) and
+    the output has the dtype of :math:`\mathbf{X}\mathbf{\Theta}`: half-precision
+    features (or :func:`torch.autocast`) are propagated in float32 and cast
+    back. Features with NaN or infinite values raise an error (outside
+    :func:`torch.compile`).
 
     Only transductive use on the full graph is supported: pass the whole
     graph's features and factors and index the output rows. Rows of the
@@ -123,7 +133,9 @@ class TSGCNConv(torch.nn.Module):
         """
         if not is_compiling():
             _check_factors(x, w, v)
-        out = woodbury_apply(self.lin(x), w, v, self._woodbury(w, v, from_eigenpairs=True))
+        h = self.lin(x)
+        core = self._woodbury(w, v, from_eigenpairs=True)
+        out = woodbury_apply(h.to(w.dtype), w, v, core).to(h.dtype)
         if self.scale != 1.0:
             out = out * self.scale
         if self.bias is not None:
@@ -137,12 +149,5 @@ class TSGCNConv(torch.nn.Module):
 
 def _check_factors(x: Tensor, w: Tensor, v: Tensor) -> None:
     check_same_device(x=x, w=w, v=v)
-    if x.dim() != 2:
-        raise ValueError(f"'x' must be a node feature matrix of shape [num_nodes, channels] "
-                         f"(got {list(x.shape)})")
-    if w.dim() != 2 or w.shape != v.shape:
-        raise ValueError(f"'w' and 'v' must both have shape [num_nodes, rank] "
-                         f"(got {list(w.shape)} and {list(v.shape)})")
-    if w.size(0) != x.size(0):
-        raise ValueError(f"'w' and 'v' have {w.size(0)} rows but 'x' has {x.size(0)} nodes; "
-                         f"recompute the factors with LowRankInverse for this graph")
+    check_node_features(x)
+    check_factors(w, v, x.size(0))
