@@ -7,6 +7,8 @@ from typing import Iterator, NamedTuple
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.utils.validation import check_finite, check_int, check_real
+
 WHICH = ('LA', 'LM')
 
 
@@ -27,19 +29,23 @@ def select(theta: Tensor, vectors: Tensor, count: int, which: str) -> tuple[Tens
     return theta[order], vectors[:, order]
 
 
-def check_problem(operator: Tensor, k: int, which: str, max_iter: int, degree: int) -> int:
-    r"""Validates the arguments shared by the eigensolvers; returns :math:`N`."""
+def check_problem(operator: Tensor, k: int, which: str, max_iter: int, degree: int,
+                  tol: float = 1e-4) -> int:
+    r"""Validates the arguments shared by the eigensolvers (a finite square
+    operator, :math:`1 \leq k \leq N`, positive integer counts); returns
+    :math:`N`."""
     n = operator.size(0)
     if operator.dim() != 2 or operator.size(1) != n:
         raise ValueError(f"'operator' must be a square matrix (got {list(operator.shape)})")
+    k = check_int('k', k, minimum=0)
     if not 0 < k <= n:
         raise ValueError(f"'k' must lie in [1, {n}] (got {k})")
     if which not in WHICH:
         raise ValueError(f"'which' must be one of {WHICH} (got {which!r})")
-    if max_iter < 1:
-        raise ValueError(f"'max_iter' must be a positive integer (got {max_iter})")
-    if degree < 1:
-        raise ValueError(f"'degree' must be a positive integer (got {degree})")
+    check_real('tol', tol, 0.0, low_open=True)
+    check_int('max_iter', max_iter)
+    check_int('degree', degree)
+    check_finite('operator', operator)
     return n
 
 

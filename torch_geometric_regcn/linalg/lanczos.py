@@ -344,7 +344,7 @@ def block_lanczos(
             spectrum; a cycle can take long on a large graph.
             (default: :obj:`None`)
     """
-    n = check_problem(operator, k, which, max_iter, degree)
+    n = check_problem(operator, k, which, max_iter, degree, tol)
     b = min(k, 16) if block_size is None else block_size
     if b < 1:
         raise ValueError(f"'block_size' must be a positive integer (got {b})")

@@ -75,7 +75,7 @@ def subspace_iteration(
         callback (callable, optional): Called as :obj:`callback(iteration,
             residual)` after every iteration. (default: :obj:`None`)
     """
-    n = check_problem(operator, k, which, max_iter, degree)
+    n = check_problem(operator, k, which, max_iter, degree, tol)
     if method not in SUBSPACE_METHODS:
         raise ValueError(f"'method' must be one of {SUBSPACE_METHODS} (got {method!r})")
 

@@ -37,6 +37,10 @@ class Linear(PyGLinear):
         self._matmul = SparseInputMatmul()
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.in_channels > 0 and x.dim() > 0 and x.size(-1) != self.in_channels:
+            raise ValueError(f"The input has {x.size(-1)} channels but the layer was built for "
+                             f"in_channels={self.in_channels}; pass in_channels=-1 to infer "
+                             f"it from the first input")
         if not SparseInputMatmul.applies(x, self.weight):
             return F.linear(x, self.weight, self.bias)
         out = self._matmul(x, self.weight)

@@ -1,4 +1,5 @@
 r"""Regularisers by name."""
+import inspect
 from typing import Any, Dict, Type, Union
 
 from torch_geometric_regcn.regularizers.base import Regularizer
@@ -39,8 +40,26 @@ def get(regularizer: Union[str, Regularizer, Type[Regularizer]], **coefficients:
                              f"regularizer instance; set them on the instance instead")
         return regularizer
     if isinstance(regularizer, type) and issubclass(regularizer, Regularizer):
-        return regularizer(**coefficients)
+        return _construct(regularizer, coefficients)
+    if not isinstance(regularizer, str):
+        raise TypeError(f"'regularizer' must be a name, a Regularizer subclass or an "
+                        f"instance (got {type(regularizer).__name__} {regularizer!r}); choose "
+                        f"a name from {sorted(REGISTRY)}")
     if regularizer not in REGISTRY:
         raise ValueError(f"Unknown regularizer {regularizer!r}; choose one of "
                          f"{sorted(REGISTRY)} or pass a Regularizer subclass")
-    return REGISTRY[regularizer](**coefficients)
+    return _construct(REGISTRY[regularizer], coefficients)
+
+
+def _construct(cls: Type[Regularizer], coefficients: Dict[str, Any]) -> Regularizer:
+    # Unknown coefficients are named with the accepted ones, before construction.
+    try:
+        inspect.signature(cls).bind(**coefficients)
+    except TypeError:
+        accepted = [name for name, p in inspect.signature(cls).parameters.items()
+                    if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        unknown = sorted(set(coefficients) - set(accepted))
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no coefficient(s) {unknown}; it accepts "
+                            f"{accepted}") from None
+    return cls(**coefficients)

@@ -6,7 +6,7 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_regcn.utils.knn import KNN_METHODS, knn_graph_cosine
-from torch_geometric_regcn.utils.validation import check_finite
+from torch_geometric_regcn.utils.validation import check_int, check_node_features
 
 __all__ = ['SemanticGraph', 'knn_graph_cosine']
 
@@ -58,21 +58,23 @@ class SemanticGraph(BaseTransform):
     """
     def __init__(self, k: int, block_size: Optional[int] = None, method: str = 'auto',
                  progress: bool = True, seed: int = 0) -> None:
-        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            raise ValueError(f"'k' must be a positive integer (got {k!r})")
-        if block_size is not None and block_size <= 0:
-            raise ValueError(f"'block_size' must be a positive integer (got {block_size!r})")
+        k = check_int('k', k)
+        block_size = None if block_size is None else check_int('block_size', block_size)
+        seed = check_int('seed', seed, minimum=0)
         if method not in KNN_METHODS:
             raise ValueError(f"'method' must be one of {KNN_METHODS} (got {method!r})")
         self.k, self.block_size, self.method = k, block_size, method
         self.progress, self.seed = progress, seed
 
     def forward(self, data: Data) -> Data:
-        if data.x is None:
+        x = data.x
+        if x is None:
             raise ValueError("SemanticGraph needs node features 'data.x'")
-        check_finite('data.x', data.x)
+        if not x.is_floating_point():  # counts or 0/1 bag-of-words features
+            x = x.to(torch.get_default_dtype())
+        check_node_features(x, 'data.x')
         generator = torch.Generator().manual_seed(self.seed)
-        data.semantic_edge_index = knn_graph_cosine(data.x, self.k, self.block_size,
+        data.semantic_edge_index = knn_graph_cosine(x, self.k, self.block_size,
                                                     self.method, self.progress, generator)
         return data
 

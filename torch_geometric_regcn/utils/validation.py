@@ -49,17 +49,17 @@ def check_int(name: str, value: int, minimum: int = 1) -> int:
     NumPy integers and integer scalar tensors are accepted; booleans and
     floats (even whole ones) raise :class:`ValueError`, other types
     :class:`TypeError`."""
-    qualifier = 'positive' if minimum == 1 else f'at least {minimum}'
-    if isinstance(value, (bool, numbers.Number)) and not isinstance(value, numbers.Integral) \
-            or isinstance(value, bool):
-        raise ValueError(f"'{name}' must be a {qualifier} integer (got {value!r})")
+    qualifier = {1: 'a positive', 0: 'a non-negative'}.get(minimum, f'an at least {minimum}')
+    if isinstance(value, bool) or (isinstance(value, numbers.Number)
+                                   and not isinstance(value, numbers.Integral)):
+        raise ValueError(f"'{name}' must be {qualifier} integer (got {value!r})")
     try:
         value = operator.index(value)
     except TypeError:
         raise TypeError(f"'{name}' must be an integer (got {type(value).__name__} "
                         f"{value!r})") from None
     if value < minimum:
-        raise ValueError(f"'{name}' must be a {qualifier} integer (got {value})")
+        raise ValueError(f"'{name}' must be {qualifier} integer (got {value})")
     return value
 
 
@@ -130,6 +130,19 @@ def check_factors(w: Tensor, v: Tensor, num_nodes: int,
         raise TypeError(f"'{a}' and '{b}' must both be float32 or float64 (got {w.dtype} and "
                         f"{v.dtype}); LowRankInverse computes them in float32 for "
                         f"half-precision features")
+
+
+def check_channels(**channels: int) -> Tuple[int, ...]:
+    r"""Returns layer sizes as :class:`int`: each positive, and those named
+    :obj:`in_channels` may also be :obj:`-1` (inferred on the first call)."""
+    sizes = []
+    for name, value in channels.items():
+        value = check_int(name, value, minimum=-1 if name == 'in_channels' else 1)
+        if value == 0 or value < -1:
+            raise ValueError(f"'{name}' must be a positive integer or -1 to infer it from "
+                             f"the first input (got {value})")
+        sizes.append(value)
+    return tuple(sizes)
 
 
 def check_same_device(**tensors: Tensor) -> None:

@@ -13,6 +13,7 @@ from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.regularizers.registry import get
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.validation import (
+    check_channels,
     check_factors,
     check_node_features,
     solve_dtype,
@@ -99,6 +100,8 @@ class RegularizerConv(torch.nn.Module):
                  bias: bool = True, solver: Optional[str] = None, cached: bool = False,
                  tol: float = 1e-6, max_iter: int = 1000, **coefficients: Any) -> None:
         super().__init__()
+        in_channels, out_channels = check_channels(in_channels=in_channels,
+                                                   out_channels=out_channels)
         self.in_channels = in_channels
         self.out_channels = out_channels
         check_arguments(tol, max_iter)

@@ -9,6 +9,7 @@ from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.validation import (
+    check_channels,
     check_factors,
     check_node_features,
     check_same_device,
@@ -104,6 +105,8 @@ class TSGCNConv(torch.nn.Module):
         if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
             raise ValueError(f"'scale' must be a positive number (got {scale!r}); "
                              f"1 / (1 + alpha + beta) gives the authors' scaling")
+        in_channels, out_channels = check_channels(in_channels=in_channels,
+                                                   out_channels=out_channels)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.scale = float(scale)

@@ -11,6 +11,7 @@ from torch_geometric_regcn.nn.dropout import dropout
 from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.registry import get
+from torch_geometric_regcn.utils.validation import check_channels, check_int, check_real
 
 
 class RegularizerGNN(torch.nn.Module):
@@ -43,6 +44,10 @@ class RegularizerGNN(torch.nn.Module):
         solver (str, optional): The solver of every layer. (default: :obj:`None`)
         cached (bool, optional): Cache the graph operators (transductive).
             (default: :obj:`False`)
+        tol (float, optional): Relative residual of :obj:`"cg"`.
+            (default: :obj:`1e-6`)
+        max_iter (int, optional): Iteration cap of :obj:`"cg"`.
+            (default: :obj:`1000`)
         **coefficients (optional): The regulariser's coefficients.
 
     Example:
@@ -59,12 +64,13 @@ class RegularizerGNN(torch.nn.Module):
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int = 2, regularizer: Any = 'gcn', dropout: float = 0.0,
                  bias: bool = True, solver: Optional[str] = None, cached: bool = False,
-                 **coefficients: Any) -> None:
+                 tol: float = 1e-6, max_iter: int = 1000, **coefficients: Any) -> None:
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"'num_layers' must be at least 1 (got {num_layers})")
+        num_layers = check_int('num_layers', num_layers)
+        in_channels, hidden_channels, out_channels = check_channels(
+            in_channels=in_channels, hidden_channels=hidden_channels, out_channels=out_channels)
         template = get(regularizer, **coefficients)
-        self.dropout = dropout
+        self.dropout = check_real('dropout', dropout, 0.0, 1.0, high_open=True)
         self.decoupled = template.decoupled
         sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         pairs = list(zip(sizes[:-1], sizes[1:]))
@@ -74,7 +80,7 @@ class RegularizerGNN(torch.nn.Module):
         # Each layer owns its regulariser (a copy), so trainable parts are per layer.
         self.convs = torch.nn.ModuleList(
             RegularizerConv(a, b, template if i == 0 else copy.deepcopy(template), bias=bias,
-                            solver=solver, cached=cached)
+                            solver=solver, cached=cached, tol=tol, max_iter=max_iter)
             for i, (a, b) in enumerate(pairs[-1:] if self.decoupled else pairs))
 
     @property

@@ -4,6 +4,7 @@ from torch import Tensor
 
 from torch_geometric_regcn.nn.conv import TSGCNConv
 from torch_geometric_regcn.nn.dropout import dropout
+from torch_geometric_regcn.utils.validation import check_channels, check_int, check_real
 
 
 class TSGCN(torch.nn.Module):
@@ -55,12 +56,13 @@ class TSGCN(torch.nn.Module):
                  num_layers: int = 2, dropout: float = 0.0, bias: bool = False,
                  scale: float = 1.0) -> None:
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"'num_layers' must be at least 1 (got {num_layers})")
+        num_layers = check_int('num_layers', num_layers)
+        in_channels, hidden_channels, out_channels = check_channels(
+            in_channels=in_channels, hidden_channels=hidden_channels, out_channels=out_channels)
         sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         self.convs = torch.nn.ModuleList(
             TSGCNConv(a, b, bias=bias, scale=scale) for a, b in zip(sizes[:-1], sizes[1:]))
-        self.dropout = dropout
+        self.dropout = check_real('dropout', dropout, 0.0, 1.0, high_open=True)
 
     def reset_parameters(self) -> None:
         r"""Resets all learnable parameters of the module."""
