@@ -73,8 +73,10 @@ def load_paper_dataset(name: str, root: Optional[str] = None, sparse_features: b
     on UAI (binary rows with about 685 ones of 4,973) the unnormalised tsGCN
     collapses to 12-19 % test accuracy (seeds 0 and 1) and GCN drops from 56 %
     to 42 %. Without :obj:`root`, the raw files are copied from :obj:`shared`
-    into a temporary root that is removed once the graph is in memory, so
-    nothing downloads and nothing is left behind."""
+    into a temporary root that is removed once the graph is in memory, or
+    when copying or loading fails or is interrupted, so nothing downloads and
+    nothing is left behind (``tests/reliability/test_datasets.py`` checks
+    it)."""
     if root is None:
         with tempfile.TemporaryDirectory(prefix='regcn-data-') as tmp:
             return load_paper_dataset(name, offline_root(name, tmp, shared), sparse_features)

@@ -1,12 +1,23 @@
 r"""The ACM and UAI attributed graphs in the format of the AM-GCN repository."""
+import os
 import os.path as osp
 import zipfile
-from typing import Callable, Optional
+from typing import Callable, Optional, Type, Union
 
 import numpy as np
 import torch
 from torch_geometric.data import Data, InMemoryDataset
+from torch_geometric.data.data import BaseData
+from torch_geometric.io import fs
 from torch_geometric.utils import remove_self_loops, to_undirected
+
+from torch_geometric_regcn.datasets._checks import (
+    as_root,
+    check_callable,
+    load_error,
+    safe_torch_load,
+    vet_processed,
+)
 
 AMGCN_URL = 'https://github.com/zhumeiqiBUPT/AM-GCN'
 
@@ -86,17 +97,65 @@ class AMGCNDataset(InMemoryDataset):
     Subclasses set :obj:`name` (the folder under :obj:`root`),
     :obj:`zip_name`, :obj:`prefix` (the folder inside the zip) and
     :obj:`edge_file` (the edge list inside :obj:`prefix`).
+
+    Processed files are only read with :obj:`torch.load(weights_only=True)`,
+    which refuses to unpickle code. PyG 2.8.1 itself reads
+    :obj:`processed/pre_transform.pt` and :obj:`pre_filter.pt` with
+    :obj:`weights_only=False` and retries :obj:`processed/data.pt` so when a
+    class is refused, so a file planted in :obj:`root` could run code. Here
+    these three files are checked first: one that does not load safely is
+    not opened, a warning names it, and the dataset is processed
+    again from the raw zip file, which overwrites it. A :obj:`pre_transform`
+    that stores objects of its own classes therefore needs them allowlisted
+    with :obj:`torch.serialization.add_safe_globals`. Only point :obj:`root`
+    at folders you trust all the same.
     """
     name: str
     zip_name: str
     prefix: str
     edge_file: str
 
-    def __init__(self, root: str, transform: Optional[Callable] = None,
+    def __init__(self, root: Union[str, os.PathLike], transform: Optional[Callable] = None,
                  pre_transform: Optional[Callable] = None,
                  force_reload: bool = False) -> None:
+        root = osp.expanduser(fs.normpath(as_root(root)))  # as PyG does
+        check_callable('transform', transform)
+        check_callable('pre_transform', pre_transform)
+        # Before PyG opens any processed file (some with weights_only=False):
+        names = self.processed_file_names
+        names = [names] if isinstance(names, str) else list(names)
+        force_reload = vet_processed(osp.join(root, self.name, 'processed'), names,
+                                     bool(force_reload))
         super().__init__(root, transform, pre_transform, force_reload=force_reload)
         self.load(self.processed_paths[0])
+
+    def load(self, path: str, data_cls: Type[BaseData] = Data) -> None:
+        r"""Loads the processed dataset from :obj:`path` with
+        :obj:`torch.load(weights_only=True)` and, unlike
+        :meth:`InMemoryDataset.load`, never retries with
+        :obj:`weights_only=False`."""
+        try:
+            out = safe_torch_load(path)
+        except Exception as e:
+            raise RuntimeError(
+                f"'{path}' does not load with torch.load(weights_only=True) "
+                f"({load_error(e)}). It is not loaded otherwise, as it could run code. If your "
+                f"pre_transform stores objects of your own classes, allowlist them with "
+                f"torch.serialization.add_safe_globals([...]); otherwise delete the file or "
+                f"pass force_reload=True to process the dataset again") from None
+        if isinstance(out, tuple) and len(out) == 3:
+            data, slices, data_cls = out
+        elif isinstance(out, tuple) and len(out) == 2:
+            data, slices = out
+        else:
+            data = slices = None
+        if not (isinstance(data, (dict, BaseData)) and isinstance(slices, (dict, type(None)))
+                and isinstance(data_cls, type) and issubclass(data_cls, BaseData)):
+            raise RuntimeError(f"'{path}' is not a processed dataset (got "
+                               f"{type(out).__name__}); delete it or pass force_reload=True "
+                               f"to process the dataset again")
+        self.slices = slices
+        self.data = data_cls.from_dict(data) if isinstance(data, dict) else data
 
     @property
     def raw_dir(self) -> str:
@@ -145,8 +204,11 @@ class ACM(AMGCNDataset):
     and has none, so nothing is lost.
 
     Args:
-        root (str): Root directory; the zip file lies in
-            :obj:`{root}/ACM/raw/`.
+        root (str or os.PathLike): Root directory; the zip file lies in
+            :obj:`{root}/ACM/raw/`. Processed files found there are only
+            loaded with :obj:`torch.load(weights_only=True)` (see
+            :class:`AMGCNDataset`); still, only point :obj:`root` at folders
+            you trust.
         transform (callable, optional): A function/transform that takes in a
             :class:`~torch_geometric.data.Data` object and returns a
             transformed version, applied on every access.
@@ -179,8 +241,11 @@ class UAI(AMGCNDataset):
     paper counts 56,622 / 2 = 28,311.
 
     Args:
-        root (str): Root directory; the zip file lies in
-            :obj:`{root}/UAI/raw/`.
+        root (str or os.PathLike): Root directory; the zip file lies in
+            :obj:`{root}/UAI/raw/`. Processed files found there are only
+            loaded with :obj:`torch.load(weights_only=True)` (see
+            :class:`AMGCNDataset`); still, only point :obj:`root` at folders
+            you trust.
         transform (callable, optional): A function/transform that takes in a
             :class:`~torch_geometric.data.Data` object and returns a
             transformed version, applied on every access.

@@ -4,6 +4,8 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, to_undirected
 
+from torch_geometric_regcn.datasets._checks import as_count, as_seed, check_real
+
 
 def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: int = 64,
                    avg_degree: float = 8.0, homophily: float = 0.8, signal: float = 1.0,
@@ -27,12 +29,23 @@ def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: in
         signal (float, optional): The norm of the class means relative to the
             noise; smaller is harder. (default: :obj:`1.0`)
         seed (int, optional): The random seed. (default: :obj:`0`)
+
+    Counts and the seed may be NumPy integers; a :obj:`bool`, a
+    non-integer count or a value out of range raises an error that names the
+    argument.
     """
-    if num_classes < 2 or num_nodes < num_classes:
-        raise ValueError(f"need 2 <= num_classes <= num_nodes (got {num_classes} classes, "
-                         f"{num_nodes} nodes)")
-    if not 0.0 <= homophily <= 1.0:
-        raise ValueError(f"'homophily' must lie in [0, 1] (got {homophily})")
+    num_nodes = as_count('num_nodes', num_nodes, minimum=1)
+    num_classes = as_count('num_classes', num_classes, minimum=2)
+    if num_classes > num_nodes:
+        raise ValueError(f"'num_classes' must not exceed 'num_nodes' (got {num_classes} "
+                         f"classes for {num_nodes} nodes); lower 'num_classes' or raise "
+                         f"'num_nodes'")
+    num_features = as_count('num_features', num_features, minimum=1)
+    check_real('avg_degree', avg_degree, low=0.0)
+    check_real('homophily', homophily, low=0.0, high=1.0)
+    check_real('signal', signal, low=0.0)
+    avg_degree, homophily, signal = float(avg_degree), float(homophily), float(signal)
+    seed = as_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     y = torch.arange(num_nodes) % num_classes
     y = y[torch.randperm(num_nodes, generator=gen)]

@@ -1,16 +1,36 @@
 r"""One entry point to the eight datasets of the tsGCN paper."""
-from typing import Callable, Optional
+import difflib
+import os
+import os.path as osp
+from typing import Callable, Optional, Union
 
 from torch_geometric.data import InMemoryDataset
-from torch_geometric.datasets import AttributedGraphDataset, CoraFull, Planetoid
+from torch_geometric.datasets import (
+    AttributedGraphDataset,
+    CitationFull,
+    CoraFull,
+    Planetoid,
+)
+from torch_geometric.io import fs
 
+from torch_geometric_regcn.datasets._checks import as_root, check_callable, vet_processed
 from torch_geometric_regcn.datasets.amgcn import ACM, UAI
 
 #: The names :func:`load_dataset` knows, in the order of the paper's Table 2.
 DATASETS = ('Cora', 'CiteSeer', 'PubMed', 'ACM', 'BlogCatalog', 'CoraFull', 'Flickr', 'UAI')
 
+# The folder below the root and the processed data file of PyG's loaders (PyG 2.8.1).
+_PYG_PROCESSED = {
+    'Cora': ('Cora', 'data.pt'),
+    'CiteSeer': ('CiteSeer', 'data.pt'),
+    'PubMed': ('PubMed', 'data.pt'),
+    'CoraFull': ('cora', 'data_undirected.pt'),
+    'BlogCatalog': ('blogcatalog', 'data.pt'),
+    'Flickr': ('flickr', 'data.pt'),
+}
 
-def load_dataset(name: str, root: str, transform: Optional[Callable] = None,
+
+def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[Callable] = None,
                  pre_transform: Optional[Callable] = None) -> InMemoryDataset:
     r"""Returns one of the datasets of the tsGCN paper (Table 2) by name
     (case-insensitive, so :obj:`"Citeseer"` and :obj:`"pubmed"` work too):
@@ -47,9 +67,27 @@ def load_dataset(name: str, root: str, transform: Optional[Callable] = None,
     AttributedGraphDataset needs :obj:`scipy` and :obj:`pandas`, ACM and
     UAI need :obj:`pandas`.
 
+    Processed files are never unpickled with :obj:`weights_only=False` by
+    this function: PyG 2.8.1 reads :obj:`processed/pre_transform.pt` and
+    :obj:`pre_filter.pt` that way and retries :obj:`processed/*.pt` so when
+    :obj:`torch.load(weights_only=True)` refuses a class, so a file planted
+    in :obj:`root` could run code. The dataset's processed data file and
+    these two are therefore checked with :obj:`torch.load(weights_only=True)`
+    (memory-mapped) before the loader opens them; one that fails is not opened,
+    a warning names it, and the dataset is processed again from its raw
+    files, which overwrites it. A :obj:`pre_transform` that stores objects of
+    its own classes needs them allowlisted with
+    :obj:`torch.serialization.add_safe_globals`.
+
     Args:
         name (str): The dataset, one of :obj:`DATASETS`.
-        root (str): Root directory; the dataset's folder is created below it.
+        root (str or os.PathLike): Root directory; the dataset's folder is
+            created below it. For Planetoid, CoraFull and
+            AttributedGraphDataset it is PyG that reads the files there
+            (ACM and UAI only load them with :obj:`weights_only=True`); the
+            check above guards the processed files, not the raw ones those
+            loaders parse, or a file replaced while they run: only point
+            :obj:`root` at folders you trust.
         transform (callable, optional): A function/transform applied to the
             :class:`~torch_geometric.data.Data` object on every access.
             (default: :obj:`None`)
@@ -57,19 +95,38 @@ def load_dataset(name: str, root: str, transform: Optional[Callable] = None,
             before the processed data is saved to disk. (default: :obj:`None`)
     """
     if not isinstance(name, str):
-        raise ValueError(f"'name' must be a string, one of {list(DATASETS)} (got {name!r})")
-    canonical = {known.lower(): known for known in DATASETS}.get(name.lower())
+        raise TypeError(f"'name' must be a string, one of {list(DATASETS)} (got "
+                        f"{type(name).__name__} {name!r})")
+    lowered = {known.lower(): known for known in DATASETS}
+    canonical = lowered.get(name.lower())
     if canonical is None:
+        close = difflib.get_close_matches(name.lower(), list(lowered), n=1)
+        hint = f"; did you mean '{lowered[close[0]]}'?" if close else ''
         raise ValueError(f"unknown dataset '{name}'; known (case-insensitive): "
-                         f"{', '.join(DATASETS)}")
+                         f"{', '.join(DATASETS)}{hint}")
+    root = as_root(root)
+    check_callable('transform', transform)
+    check_callable('pre_transform', pre_transform)
+    if canonical in ('ACM', 'UAI'):  # they check their processed files themselves
+        cls = ACM if canonical == 'ACM' else UAI
+        return cls(root, transform=transform, pre_transform=pre_transform)
+
+    # PyG's loaders: check their processed folder before they open it.
+    folder, file = _PYG_PROCESSED[canonical]
+    processed_dir = osp.join(osp.expanduser(fs.normpath(root)), folder, 'processed')
+    force_reload = vet_processed(processed_dir, [file], force_reload=False)
     if canonical in ('Cora', 'CiteSeer', 'PubMed'):
         # Planetoid names its folder after the string as given: pass the exact spelling.
-        return Planetoid(root, canonical, transform=transform, pre_transform=pre_transform)
+        return Planetoid(root, canonical, transform=transform, pre_transform=pre_transform,
+                         force_reload=force_reload)
     if canonical == 'CoraFull':
-        return CoraFull(root, transform=transform, pre_transform=pre_transform)
-    if canonical in ('BlogCatalog', 'Flickr'):
-        # Not torch_geometric.datasets.Flickr, which is GraphSAINT's 89,250-node graph.
-        return AttributedGraphDataset(root, canonical, transform=transform,
-                                      pre_transform=pre_transform)
-    cls = ACM if canonical == 'ACM' else UAI
-    return cls(root, transform=transform, pre_transform=pre_transform)
+        if not force_reload:
+            return CoraFull(root, transform=transform, pre_transform=pre_transform)
+        # CoraFull takes no force_reload; its base class, which it calls with 'cora', does.
+        dataset = CoraFull.__new__(CoraFull)
+        CitationFull.__init__(dataset, root, 'cora', transform=transform,
+                              pre_transform=pre_transform, force_reload=True)
+        return dataset
+    # Not torch_geometric.datasets.Flickr, which is GraphSAINT's 89,250-node graph.
+    return AttributedGraphDataset(root, canonical, transform=transform,
+                                  pre_transform=pre_transform, force_reload=force_reload)
