@@ -115,8 +115,8 @@ def test_paper_rank():
 @pytest.mark.parametrize('kwargs, message', [
     (dict(alpha=1.0, beta=0.1, rank=0), "'rank' must be a positive"),
     (dict(alpha=1.0, beta=0.1, rank=2.5), "'rank' must be a positive"),
-    (dict(alpha=-1.0, beta=0.1, rank=2), "'alpha' must be a non-negative"),
-    (dict(alpha=1.0, beta=-0.1, rank=2), "'beta' must be a non-negative"),
+    (dict(alpha=-1.0, beta=0.1, rank=2), r"'alpha' must lie in \[0"),
+    (dict(alpha=1.0, beta=-0.1, rank=2), r"'beta' must lie in \[0"),
     (dict(alpha=0.0, beta=0.0, rank=2), 'cannot both be zero'),
     (dict(alpha=1.0, beta=0.1, rank=2, k=0), "'k' must be a positive"),
     (dict(alpha=1.0, beta=0.1, rank=2, which='SA'), "'which'"),
@@ -244,3 +244,74 @@ def test_an_unreadable_cache_file_is_recomputed(tmp_path):
     with pytest.warns(UserWarning, match='unreadable cache file'):
         again = transform(graph(n=300))
     assert torch.equal(again.lowrank_w, first.lowrank_w)
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(max_iter=0), "'max_iter' must be a positive integer"),
+    (dict(max_iter=-3), "'max_iter' must be a positive integer"),
+    (dict(max_iter=2.5), "'max_iter' must be a positive integer"),
+    (dict(max_iter=True), "'max_iter' must be a positive integer"),
+    (dict(max_iter='100'), "'max_iter' must be an integer"),
+    (dict(rank=True), "'rank' must be a positive integer"),
+    (dict(rank=np.float64(3.0)), "'rank' must be a positive integer"),
+    (dict(k=True), "'k' must be a positive integer"),
+    (dict(k=np.int64(0)), "'k' must be a positive integer"),
+    (dict(seed=1.5), "'seed' must be an integer"),
+    (dict(seed=False), "'seed' must be an integer"),
+    (dict(seed=2 ** 64), "'seed' must be an integer"),
+    (dict(tol=0.0), "'tol' must be a finite positive number"),
+    (dict(tol=-1e-4), "'tol' must be a finite positive number"),
+    (dict(tol=float('inf')), "'tol' must be a finite positive number"),
+    (dict(tol=float('nan')), "'tol' must be a finite positive number"),
+    (dict(tol=True), "'tol' must be a real number"),
+    (dict(tol='1e-4'), "'tol' must be a real number"),
+])
+def test_rejects_bad_integer_and_tolerance_arguments(kwargs, message):
+    kwargs = {'alpha': 1.0, 'beta': 0.1, 'rank': 2, **kwargs}
+    with pytest.raises((TypeError, ValueError), match=message):
+        LowRankInverse(**kwargs)
+
+
+def test_accepts_numpy_scalars():
+    data = graph(n=300)
+    del data.semantic_edge_index
+    numpy = LowRankInverse(1.0, 0.4, rank=np.int64(5), k=np.int32(4), max_iter=np.int64(50),
+                           seed=np.uint8(3), tol=np.float64(1e-6), progress=False)
+    plain = LowRankInverse(1.0, 0.4, rank=5, k=4, max_iter=50, seed=3, tol=1e-6,
+                           progress=False)
+    for name in ('rank', 'k', 'max_iter', 'seed', 'tol'):
+        assert type(getattr(numpy, name)) is type(getattr(plain, name))
+    # The same arguments give the same cache key and the same factors.
+    assert numpy._fingerprint(data) == plain._fingerprint(data)
+    assert torch.equal(numpy(data.clone()).lowrank_w, plain(data.clone()).lowrank_w)
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize('semantic', [True, False])
+def test_half_precision_features_give_float32_factors(tmp_path, monkeypatch, dtype, semantic):
+    import torch_geometric_regcn.transforms.low_rank_inverse as module
+    data = graph(n=300)
+    if not semantic:  # the semantic kNN graph is built from the features
+        del data.semantic_edge_index
+    data.x = data.x.to(dtype)
+    as_float = data.clone()
+    as_float.x = data.x.float()
+    transform = LowRankInverse(1.0, 0.4, rank=6, progress=False, cache_dir=str(tmp_path))
+    out = transform(data.clone())
+    assert out.x.dtype == dtype  # the features are left as they were
+    assert out.lowrank_w.dtype == out.lowrank_v.dtype == torch.float32
+    expected = LowRankInverse(1.0, 0.4, rank=6, progress=False)(as_float)
+    assert torch.equal(out.lowrank_w, expected.lowrank_w)
+    assert torch.equal(out.lowrank_v, expected.lowrank_v)
+    # The cache key names the dtype computed in, float32, and the entry reloads.
+    monkeypatch.setattr(module.factor_cache, 'fingerprint',
+                        lambda **items: f"{items['dtype']}")
+    assert transform._fingerprint(data) == 'torch.float32'
+    monkeypatch.undo()
+
+    def fail(*args, **kwargs):
+        raise AssertionError('the cache should have been used')
+
+    monkeypatch.setattr(module, 'extreme_eigenpairs', fail)
+    again = transform(data.clone())
+    assert torch.equal(again.lowrank_w, out.lowrank_w)

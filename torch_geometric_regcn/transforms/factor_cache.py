@@ -1,10 +1,19 @@
-r"""An on-disk cache of precomputed tensors, keyed by a hash of their inputs."""
+r"""An on-disk cache of precomputed tensors, keyed by a hash of their inputs.
+
+A cache file holds the tensors, a few plain values (:obj:`meta`) and a
+checksum over both. :func:`load` trusts none of it: a file that cannot be
+read, lacks the checksum (an older format), fails it, or holds other names,
+shapes, dtypes or non-finite values than expected is reported by a warning
+that names the file and the problem, and counts as a miss, so the caller
+recomputes and overwrites it. :func:`save` writes atomically.
+"""
 import hashlib
+import math
 import os
 import os.path as osp
 import tempfile
 import warnings
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -14,13 +23,11 @@ from torch_geometric_regcn.version import __version__  # solver changes come wit
 #: Bumped whenever a solver change alters the cached results.
 CACHE_FORMAT = 'regcn-lowrank-1'
 
+#: The layout of a cache file (the tensors, :obj:`meta` and a checksum).
+FILE_FORMAT = 'regcn-cache-2'
 
-def fingerprint(**items: Any) -> str:
-    r"""A hex digest of named tensors (dtype, shape and bytes; sparse ones by
-    their coalesced indices and values) and plain values (by :func:`repr`).
-    :obj:`None` items count too, so a missing tensor differs from any given."""
-    digest = hashlib.blake2b(digest_size=20)
-    digest.update(f'{CACHE_FORMAT}|{__version__}'.encode())
+
+def _update(digest: Any, items: Mapping[str, Any]) -> None:
     for name in sorted(items):
         value = items[name]
         digest.update(f'|{name}='.encode())
@@ -38,30 +45,125 @@ def fingerprint(**items: Any) -> str:
                 digest.update(tensor.reshape(-1).view(torch.uint8).numpy().data)
         else:
             digest.update(repr(value).encode())
+
+
+def fingerprint(**items: Any) -> str:
+    r"""A hex digest of named tensors (dtype, shape and bytes; sparse ones by
+    their coalesced indices and values) and plain values (by :func:`repr`).
+    :obj:`None` items count too, so a missing tensor differs from any given."""
+    digest = hashlib.blake2b(digest_size=20)
+    digest.update(f'{CACHE_FORMAT}|{__version__}'.encode())
+    _update(digest, items)
     return digest.hexdigest()
 
 
-def load(path: str) -> Optional[Dict[str, Tensor]]:
-    r"""The tensors saved at :obj:`path`, or :obj:`None` when there are none
-    or the file cannot be read (it is then recomputed and overwritten)."""
-    if not osp.isfile(path):
-        return None
+def checksum(tensors: Mapping[str, Tensor], meta: Mapping[str, Any]) -> str:
+    r"""The blake2b digest of a cache file's payload: the names, dtypes,
+    shapes and bytes of :obj:`tensors` and the names and :func:`repr` of the
+    :obj:`meta` values."""
+    digest = hashlib.blake2b(digest_size=32)
+    digest.update(FILE_FORMAT.encode())
+    _update(digest, {f'tensor:{name}': t for name, t in tensors.items()})
+    _update(digest, {f'meta:{name}': value for name, value in meta.items()})
+    return digest.hexdigest()
+
+
+class Entry(NamedTuple):
+    r"""The content of a valid cache file."""
+    tensors: Dict[str, Tensor]  #: by name, on the CPU
+    meta: Dict[str, Any]  #: plain values saved with them
+
+
+def _problems(payload: Any, shapes: Optional[Mapping[str, Sequence[int]]],
+              dtype: Optional[torch.dtype], meta: Sequence[str]) -> List[str]:
+    r"""What is wrong with a loaded payload (nothing: an empty list)."""
+    if not isinstance(payload, dict):
+        return [f'it holds a {type(payload).__name__}, not a cache entry']
+    if 'checksum' not in payload:
+        return ['it has no checksum (an older format, or not a cache file)']
+    if payload.get('format') != FILE_FORMAT:
+        return [f"its format is {payload.get('format')!r}, not {FILE_FORMAT!r}"]
+    tensors, values = payload.get('tensors'), payload.get('meta')
+    if (not isinstance(tensors, dict) or not isinstance(values, dict)
+            or not all(isinstance(t, Tensor) for t in tensors.values())):
+        return ['its tensors or values are malformed']
+    if payload['checksum'] != checksum(tensors, values):
+        return ['checksum mismatch (the file is damaged)']
+    problems = []
+    if shapes is not None:
+        problems += [f"missing '{name}'" for name in shapes if name not in tensors]
+        problems += [f"unexpected '{name}'" for name in tensors if name not in shapes]
+        for name, shape in shapes.items():
+            if name in tensors and tuple(tensors[name].shape) != tuple(shape):
+                problems.append(f"'{name}' has shape {list(tensors[name].shape)}, "
+                                f"expected {list(shape)}")
+    for name, tensor in tensors.items():
+        if dtype is not None and tensor.dtype != dtype:
+            problems.append(f"'{name}' has dtype {tensor.dtype}, expected {dtype}")
+        elif tensor.is_floating_point() and not bool(tensor.isfinite().all()):
+            problems.append(f"'{name}' contains NaN or infinite values")
+    for name in meta:
+        value = values.get(name)
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or math.isnan(value)):
+            problems.append(f"the value '{name}' is missing or not a number (got {value!r})")
+    return problems
+
+
+def load(path: str, shapes: Optional[Mapping[str, Sequence[int]]] = None,
+         dtype: Optional[torch.dtype] = None, meta: Sequence[str] = ()) -> Optional[Entry]:
+    r"""The content of the cache file at :obj:`path`, or :obj:`None` when there
+    is none or it is not valid. A file is valid when it can be read (with
+    :obj:`weights_only=True`), is in the current format and passes its
+    checksum, and, where given, holds exactly the tensors named in
+    :obj:`shapes` with these shapes, of :obj:`dtype`, finite, and the numbers
+    named in :obj:`meta`. An invalid file is reported by a warning that names
+    it and what is wrong; the caller recomputes it and overwrites it.
+
+    Args:
+        path (str): The cache file.
+        shapes (Mapping[str, Sequence[int]], optional): The expected tensors
+            and their shapes. (default: :obj:`None`, any)
+        dtype (torch.dtype, optional): The expected dtype of every tensor.
+            (default: :obj:`None`, any)
+        meta (Sequence[str], optional): The names of the numbers expected
+            among the saved values. (default: :obj:`()`)
+    """
     try:
-        return torch.load(path, map_location='cpu', weights_only=True)
+        payload = torch.load(path, map_location='cpu', weights_only=True)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None  # none (yet, or removed since): a miss; a failing save will tell
     except Exception as error:  # noqa: BLE001 - a damaged cache entry is a miss
-        warnings.warn(f"Ignoring the unreadable cache file '{path}' ({error}); recomputing",
-                      UserWarning, stacklevel=2)
+        warnings.warn(f"Ignoring the unreadable cache file '{path}' ({error}); recomputing "
+                      f"and overwriting it", UserWarning, stacklevel=2)
         return None
+    problems = _problems(payload, shapes, dtype, meta)
+    if problems:
+        warnings.warn(f"Ignoring the cache file '{path}': {'; '.join(problems)}; recomputing "
+                      f"and overwriting it", UserWarning, stacklevel=2)
+        return None
+    return Entry(payload['tensors'], payload['meta'])
 
 
-def save(path: str, tensors: Dict[str, Tensor]) -> None:
-    r"""Saves :obj:`tensors` atomically (write to a temporary file, then rename),
-    so a crash or a concurrent run never leaves a half-written file."""
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=osp.dirname(osp.abspath(path)), suffix='.tmp')
+def save(path: str, tensors: Dict[str, Tensor], meta: Optional[Dict[str, Any]] = None) -> None:
+    r"""Saves :obj:`tensors` and the plain values :obj:`meta` (numbers,
+    strings) with their :func:`checksum`, atomically (write to a temporary
+    file, then rename), so a crash or a concurrent run never leaves a
+    half-written file. Raises :class:`OSError` when the file cannot be
+    written."""
+    tensors = {name: t.detach().cpu().contiguous() for name, t in tensors.items()}
+    meta = dict(meta or {})
+    payload = {'format': FILE_FORMAT, 'tensors': tensors, 'meta': meta,
+               'checksum': checksum(tensors, meta)}
+    folder = osp.dirname(osp.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=folder, prefix=osp.basename(path) + '.', suffix='.tmp')
     os.close(handle)
     try:
-        torch.save({name: t.detach().cpu() for name, t in tensors.items()}, tmp)
+        try:
+            torch.save(payload, tmp)
+        except RuntimeError as error:  # torch's writer reports a full disk so
+            raise OSError(f"could not write '{tmp}' ({error})") from error
         os.replace(tmp, path)
     finally:
         if osp.exists(tmp):

@@ -1,7 +1,10 @@
 r"""Low-rank factors of the tsGCN propagation matrix."""
+import copy
 import math
+import os
 import os.path as osp
-from typing import Optional, Tuple
+import warnings
+from typing import Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -15,7 +18,7 @@ from torch_geometric_regcn.linalg.woodbury import factors_from_eigenpairs
 from torch_geometric_regcn.regularizers.graph import GraphOperators
 from torch_geometric_regcn.regularizers.tsgcn import check_tsgcn_coefficients, tsgcn_adjacency
 from torch_geometric_regcn.transforms import factor_cache
-from torch_geometric_regcn.utils.validation import check_finite
+from torch_geometric_regcn.utils.validation import check_finite, check_int, check_real
 
 
 def paper_rank(num_nodes: int, p: int) -> int:
@@ -67,6 +70,41 @@ def tsgcn_operator(data: Data, alpha: float, beta: float, k: int = 10,
                            semantic_edge_index=None if semantic is None else semantic.to(device),
                            x=x, progress=progress, seed=seed)
     return tsgcn_adjacency(graph, alpha, beta, k)
+
+
+def _compute_dtype(data: Data) -> torch.dtype:
+    r"""The dtype :class:`LowRankInverse` computes and stores the factors in:
+    that of :obj:`data.x` (or the default one), raised to :obj:`torch.float32`
+    from a half-precision one (:obj:`float16`, :obj:`bfloat16`), in which the
+    eigensolver cannot run and the gains :math:`1 / (1 - \lambda)` would keep
+    about three significant digits."""
+    dtype = _target(data)[0]
+    return torch.float32 if torch.finfo(dtype).bits < 32 else dtype
+
+
+def _check_cache_dir(cache_dir: Union[str, 'os.PathLike[str]']) -> str:
+    r"""Checks that :obj:`cache_dir` is a writable folder, creating it if
+    needed, and returns it as a string."""
+    try:
+        cache_dir = os.fspath(cache_dir)
+    except TypeError:
+        raise ValueError(f"'cache_dir' must be a folder path or None (got "
+                         f"{cache_dir!r})") from None
+    path = osp.expanduser(cache_dir)
+    if osp.exists(path) and not osp.isdir(path):
+        raise ValueError(f"'cache_dir' must be a folder, but '{path}' is a file; pass "
+                         f"another path, or cache_dir=None not to cache the factors")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"'cache_dir' '{path}' cannot be created ({error}); pass a "
+                         f"writable folder, or cache_dir=None not to cache the factors"
+                         ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"'cache_dir' '{path}' is not writable; pass a writable folder "
+                         f"(or fix its permissions), or cache_dir=None not to cache the "
+                         f"factors")
+    return cache_dir
 
 
 #: The eigensolver's progress bar appears once it has run this many seconds
@@ -183,7 +221,11 @@ class LowRankInverse(BaseTransform):
     ``benchmarks/results/eigensolver.md``, or from block subspace iteration
     (:obj:`method="chebyshev"` or the paper's plain :obj:`method="power"`):
     :math:`O(N r)` memory, on the device and in the dtype of :obj:`data.x`,
-    reproducible for a given :obj:`seed`.
+    reproducible for a given :obj:`seed`. Half-precision features
+    (:obj:`float16`, :obj:`bfloat16`) are an exception: the factors are then
+    computed and stored in :obj:`float32` (the features stay as they are),
+    since the gains :math:`1/(1 - \lambda)` need more than the three
+    significant digits of half precision.
 
     :obj:`which="LA"` (the default) keeps the largest algebraic eigenvalues,
     :obj:`which="LM"` those largest in magnitude, as the authors' code does.
@@ -212,10 +254,10 @@ class LowRankInverse(BaseTransform):
         k (int, optional): Neighbours per node of the semantic graph, used when
             :obj:`data.semantic_edge_index` is absent. (default: :obj:`10`)
         which (str, optional): :obj:`"LA"` or :obj:`"LM"`. (default: :obj:`"LA"`)
-        tol (float, optional): The relative eigen-residual to reach.
-            (default: :obj:`1e-4`)
+        tol (float, optional): The relative eigen-residual to reach, finite
+            and positive. (default: :obj:`1e-4`)
         max_iter (int, optional): The maximum number of Lanczos restart
-            cycles (or subspace iterations). (default: :obj:`100`)
+            cycles (or subspace iterations), positive. (default: :obj:`100`)
         method (str, optional): :obj:`"lanczos"` (filtered block Lanczos),
             :obj:`"chebyshev"` (filtered subspace iteration) or :obj:`"power"`
             (the paper's plain subspace iteration). (default: :obj:`"lanczos"`)
@@ -224,9 +266,19 @@ class LowRankInverse(BaseTransform):
         cache_dir (str, optional): A folder where the factors are saved,
             keyed by a hash of the graph (:obj:`edge_index`,
             :obj:`edge_weight`, :obj:`semantic_edge_index` or :obj:`x`), its
-            size, dtype and device type, and every argument above, so a rerun
-            on the same input loads them instead of recomputing.
-            (default: :obj:`None`, no cache)
+            size, the dtype computed in and the device type, and every
+            argument above, so a rerun on the same input loads them instead
+            of recomputing. It is created if needed; a path that is a file,
+            cannot be created or is not writable is rejected here, before any
+            work. A file is saved atomically with a checksum and the residual
+            reached; one that is unreadable, of an older format, fails its
+            checksum, or holds other names, shapes or dtypes or non-finite
+            values is reported by a warning, recomputed and overwritten.
+            Factors that did not reach :obj:`tol` warn again, with their
+            residual, each time they are loaded. Where saving fails, a
+            warning says why and the factors are returned uncached.
+            Integer arguments may be NumPy integers; they are keyed as Python
+            ones. (default: :obj:`None`, no cache)
         progress (bool, optional): Show progress bars with ETA for the
             semantic kNN and the eigensolver when they take longer than a
             second. (default: :obj:`True`)
@@ -250,16 +302,30 @@ class LowRankInverse(BaseTransform):
                  tol: float = 1e-4, max_iter: int = 100, method: str = 'lanczos',
                  seed: int = 0, cache_dir: Optional[str] = None,
                  progress: bool = True) -> None:
-        check_tsgcn_coefficients(alpha, beta, k)
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank <= 0:
-            raise ValueError(f"'rank' must be a positive integer (got {rank!r}); "
-                             f"see paper_rank() for the paper's convention")
+        alpha, beta, k = check_tsgcn_coefficients(alpha, beta, k)
+        try:
+            rank = check_int('rank', rank)
+        except ValueError as error:
+            raise ValueError(f"{error}; see paper_rank() for the paper's convention") from None
         if which not in WHICH:
             raise ValueError(f"'which' must be one of {WHICH} (got {which!r})")
         if method not in EIGENSOLVER_METHODS:
             raise ValueError(f"'method' must be one of {EIGENSOLVER_METHODS} (got {method!r})")
-        if not tol > 0:
-            raise ValueError(f"'tol' must be positive (got {tol})")
+        try:
+            tol = check_real('tol', tol, 0.0, low_open=True)
+        except ValueError:
+            raise ValueError(f"'tol' must be a finite positive number (got {tol!r}), "
+                             f"e.g. 1e-4") from None
+        max_iter = check_int('max_iter', max_iter)
+        try:
+            seed = check_int('seed', seed, minimum=-2 ** 63)
+            if seed >= 2 ** 64:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"'seed' must be an integer in [-2**63, 2**64), as "
+                             f"torch.Generator.manual_seed accepts (got {seed!r})") from None
+        if cache_dir is not None:
+            cache_dir = _check_cache_dir(cache_dir)
         self.alpha, self.beta, self.rank, self.k = alpha, beta, rank, k
         self.which, self.tol, self.max_iter, self.method, self.seed = (
             which, tol, max_iter, method, seed)
@@ -270,17 +336,30 @@ class LowRankInverse(BaseTransform):
         if num_nodes and self.rank > num_nodes:
             raise ValueError(f"'rank' must not exceed the number of nodes {num_nodes} "
                              f"(got {self.rank})")
-        dtype, device = _target(data)
+        dtype, device = _compute_dtype(data), _target(data)[1]
         path = None
         if self.cache_dir is not None:
             path = osp.join(osp.expanduser(self.cache_dir),
                             f'lowrank-{self._fingerprint(data)}.pt')
-            cached = factor_cache.load(path)
+            shape = (num_nodes, self.rank)
+            cached = factor_cache.load(path, {'lowrank_w': shape, 'lowrank_v': shape}, dtype,
+                                       meta=('residual', 'tol'))
             if cached is not None:
-                data.lowrank_w = cached['lowrank_w'].to(device, dtype)
-                data.lowrank_v = cached['lowrank_v'].to(device, dtype)
+                residual, tol = cached.meta['residual'], cached.meta['tol']
+                if residual > tol:
+                    warnings.warn(
+                        f"LowRankInverse factors loaded from the cache file '{path}' did not "
+                        f"converge: relative residual {residual:.2e} > tol={tol:g}; raise "
+                        f"'max_iter' (or 'tol') to compute them anew", UserWarning,
+                        stacklevel=2)
+                data.lowrank_w = cached.tensors['lowrank_w'].to(device)
+                data.lowrank_v = cached.tensors['lowrank_v'].to(device)
                 return data
-        operator = tsgcn_operator(data, self.alpha, self.beta, self.k, self.progress,
+        source = data
+        if data.x is not None and data.x.is_floating_point() and data.x.dtype != dtype:
+            source = copy.copy(data)  # a half-precision data.x, computed in float32
+            source.x = data.x.to(dtype)
+        operator = tsgcn_operator(source, self.alpha, self.beta, self.k, self.progress,
                                   self.seed)
         generator = torch.Generator(operator.device).manual_seed(self.seed)
         with _EigenProgress(self.tol, disable=not self.progress) as progress:
@@ -291,20 +370,26 @@ class LowRankInverse(BaseTransform):
         data.lowrank_w, data.lowrank_v = factors_from_eigenpairs(pairs.eigenvalues,
                                                                  pairs.eigenvectors)
         if path is not None:
-            factor_cache.save(path, {'lowrank_w': data.lowrank_w,
-                                     'lowrank_v': data.lowrank_v})
+            try:
+                factor_cache.save(path, {'lowrank_w': data.lowrank_w,
+                                         'lowrank_v': data.lowrank_v},
+                                  {'residual': float(pairs.residual), 'tol': self.tol})
+            except OSError as error:
+                warnings.warn(
+                    f"LowRankInverse could not save the factors to the cache ({error}); "
+                    f"returning them uncached; check that 'cache_dir' ('{self.cache_dir}') "
+                    f"is a writable folder with free space", UserWarning, stacklevel=2)
         return data
 
     def _fingerprint(self, data: Data) -> str:
-        dtype, device = _target(data)
         semantic = data.semantic_edge_index if 'semantic_edge_index' in data else None
         return factor_cache.fingerprint(
             num_nodes=data.num_nodes, edge_index=data.edge_index,
             edge_weight=data.edge_weight if 'edge_weight' in data else None,
             semantic_edge_index=semantic,
             x=data.x if semantic is None and self.beta > 0 else None,
-            dtype=str(dtype), device=device.type, alpha=self.alpha, beta=self.beta,
-            rank=self.rank, k=self.k, which=self.which, tol=self.tol,
+            dtype=str(_compute_dtype(data)), device=_target(data)[1].type, alpha=self.alpha,
+            beta=self.beta, rank=self.rank, k=self.k, which=self.which, tol=self.tol,
             max_iter=self.max_iter, method=self.method, seed=self.seed)
 
     def __repr__(self) -> str:

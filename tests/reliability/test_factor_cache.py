@@ -1,0 +1,288 @@
+"""The factor cache of LowRankInverse: nothing silent, nothing lost (issue 19).
+
+A damaged, foreign or outdated cache file is never trusted: it is reported
+by name and recomputed. Unconverged factors warn again when reloaded. An
+unusable ``cache_dir`` fails before any work, and a save that fails at the
+end keeps the computed factors. Concurrent runs never read a torn file.
+"""
+import multiprocessing
+import os
+import warnings
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+import torch_geometric_regcn.transforms.low_rank_inverse as module
+from torch_geometric_regcn import LowRankInverse
+from torch_geometric_regcn.transforms import factor_cache
+
+N, RANK = 300, 6
+
+
+def graph(seed: int = 0) -> Data:
+    gen = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, N, (2, 3 * N), generator=gen)
+    semantic = torch.randint(0, N, (2, 2 * N), generator=gen)
+    x = torch.randn(N, 8, dtype=torch.float64, generator=gen)
+    return Data(x=x, edge_index=edge_index, semantic_edge_index=semantic, num_nodes=N)
+
+
+def transform(cache_dir, **kwargs) -> LowRankInverse:
+    return LowRankInverse(1.0, 0.4, rank=RANK, progress=False, cache_dir=str(cache_dir),
+                          **kwargs)
+
+
+def cache_file(tmp_path):
+    (path,) = tmp_path.glob('lowrank-*.pt')
+    return path
+
+
+def forbid_solving(monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError('the cache should have been used')
+
+    monkeypatch.setattr(module, 'extreme_eigenpairs', fail)
+
+
+def cache_warnings(record):
+    return [str(w.message) for w in record
+            if 'cache' in str(w.message) or 'residual' in str(w.message)]
+
+
+@pytest.fixture
+def cached(tmp_path):
+    """The reference factors (computed without a cache) and the path of a
+    cache entry holding them."""
+    reference = LowRankInverse(1.0, 0.4, rank=RANK, progress=False)(graph())
+    transform(tmp_path)(graph())
+    return reference, str(cache_file(tmp_path))
+
+
+def recomputes(tmp_path, reference, match):
+    """Runs the transform on the damaged entry: it must warn (naming the file
+    and the problem) and return, and save, factors equal to the reference."""
+    path = str(cache_file(tmp_path))
+    with pytest.warns(UserWarning, match=match) as record:
+        out = transform(tmp_path)(graph())
+    assert any(path in str(w.message) for w in record), 'the warning must name the file'
+    assert torch.equal(out.lowrank_w, reference.lowrank_w)
+    assert torch.equal(out.lowrank_v, reference.lowrank_v)
+    # The entry was overwritten with valid factors: the next run loads them silently.
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter('always')
+        again = transform(tmp_path)(graph())
+    assert cache_warnings(record) == []
+    assert torch.equal(again.lowrank_w, reference.lowrank_w)
+
+
+# 1. A cache file is validated before it is used. ---------------------------
+
+@pytest.mark.parametrize('damage, match', [
+    (lambda w, v: {'lowrank_w': w[:10], 'lowrank_v': v[:10]}, r'shape \[10, 6\].*\[300, 6\]'),
+    (lambda w, v: {'lowrank_w': w[:, :3], 'lowrank_v': v}, r'shape \[300, 3\].*\[300, 6\]'),
+    (lambda w, v: {'lowrank_w': w.float(), 'lowrank_v': v.float()}, 'dtype torch.float32'),
+    (lambda w, v: {'lowrank_w': w.index_fill(0, torch.tensor([4]), float('nan')),
+                   'lowrank_v': v}, 'NaN or infinite'),
+    (lambda w, v: {'lowrank_w': w, 'lowrank_v': v.index_fill(1, torch.tensor([0]),
+                                                              float('inf'))},
+     'NaN or infinite'),
+    (lambda w, v: {'lowrank_w': w}, "missing 'lowrank_v'"),
+    (lambda w, v: {'lowrank_w': w, 'lowrank_v': v, 'other': v}, "unexpected 'other'"),
+])
+def test_invalid_factors_are_recomputed(tmp_path, cached, damage, match):
+    reference, path = cached
+    factor_cache.save(path, damage(reference.lowrank_w, reference.lowrank_v))
+    recomputes(tmp_path, reference, match)
+
+
+def test_old_format_without_checksum_is_recomputed(tmp_path, cached):
+    reference, path = cached
+    # What the cache wrote before it kept a checksum: the bare tensors.
+    torch.save({'lowrank_w': reference.lowrank_w, 'lowrank_v': reference.lowrank_v}, path)
+    recomputes(tmp_path, reference, 'no checksum')
+
+
+def test_a_flipped_byte_is_detected_by_the_checksum(tmp_path, cached):
+    reference, path = cached
+    content = bytearray(open(path, 'rb').read())
+    start = content.find(reference.lowrank_w.numpy().tobytes()[:64])
+    assert start >= 0, 'the factors are stored uncompressed'
+    content[start + 1000] ^= 0x10  # one bit of one float64 of lowrank_w
+    open(path, 'wb').write(bytes(content))
+    recomputes(tmp_path, reference, 'checksum mismatch')
+
+
+@pytest.mark.parametrize('payload', [
+    [1, 2, 3],
+    {'format': 'something else'},
+    {'lowrank_w': 'not a tensor', 'lowrank_v': None},
+])
+def test_foreign_content_is_recomputed(tmp_path, cached, payload):
+    reference, path = cached
+    torch.save(payload, path)
+    recomputes(tmp_path, reference, 'Ignoring the cache file')
+
+
+def test_an_unreadable_file_is_recomputed(tmp_path, cached):
+    reference, path = cached
+    with open(path, 'wb') as f:
+        f.write(b'not a torch file')
+    recomputes(tmp_path, reference, 'unreadable cache file')
+
+
+def test_loading_uses_weights_only(tmp_path, cached, monkeypatch):
+    calls = []
+    load = torch.load
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get('weights_only'))
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(torch, 'load', spy)
+    transform(tmp_path)(graph())
+    assert calls == [True]
+
+
+def test_saving_is_atomic(tmp_path, monkeypatch):
+    # A crash while writing leaves neither a partial entry nor a temporary file.
+    def crash(obj, f, *args, **kwargs):
+        with open(f, 'wb') as handle:
+            handle.write(b'partial')
+        raise OSError('disk full')
+
+    monkeypatch.setattr(torch, 'save', crash)
+    with pytest.warns(UserWarning, match='could not save the factors'):
+        transform(tmp_path)(graph())
+    assert list(tmp_path.iterdir()) == []
+
+
+# 2. Unconverged factors warn again when loaded. ----------------------------
+
+def test_unconverged_factors_warn_again_when_reloaded(tmp_path, monkeypatch):
+    unconverged = transform(tmp_path, tol=1e-10, max_iter=1)
+    with pytest.warns(UserWarning, match='relative residual'):
+        first = unconverged(graph())
+    forbid_solving(monkeypatch)
+    with pytest.warns(UserWarning, match=r"loaded from the cache file .*lowrank-.*\.pt.*"
+                                         r"residual \d\.\d\de-\d+ > tol=1e-10.*'max_iter'"):
+        again = unconverged(graph())
+    assert torch.equal(again.lowrank_w, first.lowrank_w)
+
+
+def test_converged_factors_reload_silently(tmp_path, monkeypatch):
+    transform(tmp_path)(graph())
+    forbid_solving(monkeypatch)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter('always')
+        transform(tmp_path)(graph())
+    assert cache_warnings(record) == []
+
+
+# 3. An unusable cache_dir fails early; a failed save loses nothing. ---------
+
+def test_cache_dir_that_is_a_file_is_rejected(tmp_path):
+    path = tmp_path / 'factors'
+    path.write_text('')
+    with pytest.raises(ValueError, match="'cache_dir'.*is a file"):
+        LowRankInverse(1.0, 0.4, rank=RANK, cache_dir=str(path))
+
+
+def test_cache_dir_that_cannot_be_created_is_rejected(tmp_path):
+    (tmp_path / 'file').write_text('')
+    with pytest.raises(ValueError, match="'cache_dir'.*cannot be created"):
+        LowRankInverse(1.0, 0.4, rank=RANK, cache_dir=str(tmp_path / 'file' / 'cache'))
+
+
+def test_cache_dir_that_is_not_writable_is_rejected(tmp_path, monkeypatch):
+    access = os.access
+    monkeypatch.setattr(os, 'access', lambda path, mode, *args, **kwargs:
+                        False if str(path) == str(tmp_path) else access(path, mode))
+    with pytest.raises(ValueError, match="'cache_dir'.*is not writable"):
+        LowRankInverse(1.0, 0.4, rank=RANK, cache_dir=str(tmp_path))
+
+
+def test_cache_dir_is_created(tmp_path):
+    LowRankInverse(1.0, 0.4, rank=RANK, cache_dir=str(tmp_path / 'a' / 'b'))
+    assert (tmp_path / 'a' / 'b').is_dir()
+
+
+def test_a_cache_dir_removed_before_saving_keeps_the_factors(tmp_path):
+    reference = LowRankInverse(1.0, 0.4, rank=RANK, progress=False)(graph())
+    cache_dir = tmp_path / 'cache'
+    late = transform(cache_dir)
+    cache_dir.rmdir()
+    cache_dir.write_text('')  # the folder became a file between __init__ and the save
+    with pytest.warns(UserWarning, match=r'could not save the factors to the cache '
+                                         r'\(.*\); returning them uncached'):
+        out = late(graph())
+    assert torch.equal(out.lowrank_w, reference.lowrank_w)
+    assert torch.equal(out.lowrank_v, reference.lowrank_v)
+
+
+def test_a_failing_save_keeps_the_factors(tmp_path, monkeypatch):
+    reference = LowRankInverse(1.0, 0.4, rank=RANK, progress=False)(graph())
+
+    def fail(*args, **kwargs):
+        raise OSError(28, 'No space left on device')
+
+    monkeypatch.setattr(factor_cache, 'save', fail)
+    with pytest.warns(UserWarning, match='No space left on device.*returning them uncached'):
+        out = transform(tmp_path)(graph())
+    assert torch.equal(out.lowrank_w, reference.lowrank_w)
+
+
+# 4. Concurrent runs never read a torn file. ---------------------------------
+
+ROUNDS, LOADS = 3, 4
+
+
+def _concurrent_worker(cache_dir, barrier, queue):
+    torch.set_num_threads(1)
+    from torch_geometric_regcn.datasets import contextual_sbm
+    data = contextual_sbm(num_nodes=300, num_features=16)
+    results = []
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter('always')
+        for seed in range(ROUNDS):  # each round a new key, computed by all at once
+            barrier.wait()
+            run = LowRankInverse(1.0, 0.3, rank=8, seed=seed, progress=False,
+                                 cache_dir=cache_dir)
+            for _ in range(LOADS):  # the first computes (or loads), then load at once
+                out = run(data.clone())
+                # As NumPy arrays, which pickle by value (torch would share tensors
+                # through file descriptors, which a finished process no longer serves).
+                results.append((seed, out.lowrank_w.numpy(), out.lowrank_v.numpy()))
+    messages = [str(w.message) for w in record if 'Sparse' not in str(w.message)]
+    queue.put((results, messages))
+
+
+def test_concurrent_processes_never_read_a_torn_file(tmp_path):
+    from torch_geometric_regcn.datasets import contextual_sbm
+    data = contextual_sbm(num_nodes=300, num_features=16)
+    reference = {seed: LowRankInverse(1.0, 0.3, rank=8, seed=seed, progress=False)(data.clone())
+                 for seed in range(ROUNDS)}
+    context = multiprocessing.get_context('spawn')
+    barrier, queue = context.Barrier(3), context.Queue()
+    workers = [context.Process(target=_concurrent_worker,
+                               args=(str(tmp_path), barrier, queue)) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    try:
+        outcomes = [queue.get(timeout=120) for _ in workers]
+    finally:
+        for worker in workers:
+            worker.join(timeout=30)
+            if worker.is_alive():
+                worker.kill()
+    assert all(worker.exitcode == 0 for worker in workers)
+    for results, messages in outcomes:
+        assert messages == []
+        assert len(results) == ROUNDS * LOADS
+        for seed, w, v in results:
+            torch.testing.assert_close(torch.from_numpy(w), reference[seed].lowrank_w,
+                                       rtol=0, atol=1e-6)
+            torch.testing.assert_close(torch.from_numpy(v), reference[seed].lowrank_v,
+                                       rtol=0, atol=1e-6)
+    assert len(list(tmp_path.glob('lowrank-*.pt'))) == ROUNDS
+    assert list(tmp_path.glob('*.tmp')) == []
