@@ -61,8 +61,10 @@ def eigenpair_tolerance(dtype: torch.dtype) -> float:
     r"""The largest off-diagonal entry of :math:`\mathbf{V}^{\top}\mathbf{W}`,
     relative to the geometric mean of the two diagonal entries in its row and
     column, that :func:`woodbury_core` accepts from factors of eigenpairs:
-    :math:`10\sqrt{\epsilon}` (:math:`3.5 \cdot 10^{-3}` in float32,
-    :math:`1.5 \cdot 10^{-7}` in float64).
+    :math:`10\sqrt{\epsilon}` with :math:`\epsilon` that of float32 or of
+    :obj:`dtype`, whichever is coarser (:math:`3.5 \cdot 10^{-3}` in float32
+    and float64), so factors computed in float32 and then cast to float64
+    (:obj:`data.double()`) pass.
 
     For factors of eigenpairs :math:`(\lambda_i, \mathbf{u}_i)` the ratio is
     the cosine between eigenvectors, :math:`|\mathbf{u}_i^{\top}\mathbf{u}_j|
@@ -73,7 +75,7 @@ def eigenpair_tolerance(dtype: torch.dtype) -> float:
     cast from float64 to float32, which rounds each entry once). Rows of such
     vectors (a subgraph's) are no longer orthogonal, by far more than this
     unless nearly every row is kept."""
-    return 10 * math.sqrt(torch.finfo(dtype).eps)
+    return 10 * math.sqrt(max(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps))
 
 
 def _relative_off_diagonal(vtw: Tensor) -> Tensor:
@@ -116,15 +118,37 @@ def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool) -> None:
             f"compute factors for the graph you pass with LowRankInverse")
     error = rounding / pivot if pivot > 0 else math.inf
     if not error < 1:
-        raise ValueError('I + V^T W is singular, so (I + W V^T) has no inverse; recompute '
-                         'the factors (e.g. with LowRankInverse) or lower the rank')
+        raise ValueError(
+            f"I + V^T W is numerically singular in {lu.dtype} (smallest pivot {pivot:.2g}, "
+            f"rounding level {rounding:.2g}), so (I + W V^T) has no inverse; recompute the "
+            f"factors (LowRankInverse) in float64 or with a smaller alpha + beta, or lower "
+            f"the rank")
+    warn_if_imprecise(error, pivot, lu.dtype, stacklevel=5)
+
+
+def gain_precision(eigenvalues: Tensor) -> Tuple[float, float]:
+    r"""For the factors of :func:`factors_from_eigenpairs`, whose core is
+    :math:`\mathbf{I} - \mathbf{\Lambda}`: the relative rounding error of the
+    largest gain :math:`1 / (1 - \lambda)`, about :math:`\epsilon (1 +
+    \max|\lambda|) / \min(1 - \lambda)` in the dtype of :obj:`eigenvalues`,
+    and that smallest pivot :math:`\min(1 - \lambda)`."""
+    pivot, largest = torch.stack([(1 - eigenvalues).min(),
+                                  eigenvalues.abs().max()]).tolist()
+    rounding = torch.finfo(eigenvalues.dtype).eps * (1 + largest)
+    return (rounding / pivot if pivot > 0 else math.inf), pivot
+
+
+def warn_if_imprecise(error: float, pivot: float, dtype: torch.dtype,
+                      stacklevel: int = 2) -> None:
+    r"""Warns when rounding leaves the largest gain of the factors less
+    accurate than :obj:`GAIN_ACCURACY` (see :func:`gain_precision`)."""
     if error > GAIN_ACCURACY:
         warnings.warn(
             f"The Woodbury core I + V^T W has a pivot as small as {pivot:.2g} (1 - lambda "
-            f"for tsGCN's largest eigenvalue lambda), so in {lu.dtype} the largest gain "
+            f"for tsGCN's largest eigenvalue lambda), so in {dtype} the largest gain "
             f"1 / (1 - lambda) is accurate to about {error:.1%} only; compute the factors in "
             f"float64 (LowRankInverse on data.x.double()) or use a smaller alpha + beta",
-            UserWarning, stacklevel=4)
+            UserWarning, stacklevel=stacklevel + 1)
 
 
 #: Rows of the factors that :class:`WoodburyCache` compares on every call.

@@ -14,7 +14,11 @@ from tqdm.auto import tqdm
 
 from torch_geometric_regcn.linalg.eigenpairs import WHICH
 from torch_geometric_regcn.linalg.eigensolver import EIGENSOLVER_METHODS, extreme_eigenpairs
-from torch_geometric_regcn.linalg.woodbury import factors_from_eigenpairs
+from torch_geometric_regcn.linalg.woodbury import (
+    factors_from_eigenpairs,
+    gain_precision,
+    warn_if_imprecise,
+)
 from torch_geometric_regcn.regularizers.graph import GraphOperators
 from torch_geometric_regcn.regularizers.tsgcn import check_tsgcn_coefficients, tsgcn_adjacency
 from torch_geometric_regcn.transforms import factor_cache
@@ -367,6 +371,9 @@ class LowRankInverse(BaseTransform):
                                        self.max_iter, self.method, generator=generator,
                                        callback=progress, step_callback=progress.step)
             progress.finish(pairs.converged)
+        if pairs.eigenvalues.numel():
+            warn_if_imprecise(*gain_precision(pairs.eigenvalues), pairs.eigenvalues.dtype,
+                              stacklevel=3)
         data.lowrank_w, data.lowrank_v = factors_from_eigenpairs(pairs.eigenvalues,
                                                                  pairs.eigenvectors)
         if path is not None:
