@@ -11,13 +11,12 @@ from torch_geometric.data.data import BaseData
 from torch_geometric.io import fs
 from torch_geometric.utils import remove_self_loops, to_undirected
 
-from torch_geometric_regcn.datasets._checks import (
-    as_root,
-    check_callable,
+from torch_geometric_regcn.datasets.processed_files import (
     load_error,
     safe_torch_load,
     vet_processed,
 )
+from torch_geometric_regcn.utils.validation import as_root, check_callable
 
 AMGCN_URL = 'https://github.com/zhumeiqiBUPT/AM-GCN'
 

@@ -4,7 +4,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, to_undirected
 
-from torch_geometric_regcn.datasets._checks import as_count, as_seed, check_real
+from torch_geometric_regcn.utils.validation import check_int, check_real
 
 
 def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: int = 64,
@@ -34,18 +34,17 @@ def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: in
     non-integer count or a value out of range raises an error that names the
     argument.
     """
-    num_nodes = as_count('num_nodes', num_nodes, minimum=1)
-    num_classes = as_count('num_classes', num_classes, minimum=2)
+    num_nodes = check_int('num_nodes', num_nodes)
+    num_classes = check_int('num_classes', num_classes, minimum=2)
     if num_classes > num_nodes:
         raise ValueError(f"'num_classes' must not exceed 'num_nodes' (got {num_classes} "
                          f"classes for {num_nodes} nodes); lower 'num_classes' or raise "
                          f"'num_nodes'")
-    num_features = as_count('num_features', num_features, minimum=1)
-    check_real('avg_degree', avg_degree, low=0.0)
-    check_real('homophily', homophily, low=0.0, high=1.0)
-    check_real('signal', signal, low=0.0)
-    avg_degree, homophily, signal = float(avg_degree), float(homophily), float(signal)
-    seed = as_seed(seed)
+    num_features = check_int('num_features', num_features)
+    avg_degree = check_real('avg_degree', avg_degree, 0.0)
+    homophily = check_real('homophily', homophily, 0.0, 1.0)
+    signal = check_real('signal', signal, 0.0)
+    seed = check_int('seed', seed, minimum=-2**63)
     gen = torch.Generator().manual_seed(seed)
     y = torch.arange(num_nodes) % num_classes
     y = y[torch.randperm(num_nodes, generator=gen)]

@@ -13,8 +13,9 @@ from torch_geometric.datasets import (
 )
 from torch_geometric.io import fs
 
-from torch_geometric_regcn.datasets._checks import as_root, check_callable, vet_processed
 from torch_geometric_regcn.datasets.amgcn import ACM, UAI
+from torch_geometric_regcn.datasets.processed_files import vet_processed
+from torch_geometric_regcn.utils.validation import as_root, check_callable
 
 #: The names :func:`load_dataset` knows, in the order of the paper's Table 2.
 DATASETS = ('Cora', 'CiteSeer', 'PubMed', 'ACM', 'BlogCatalog', 'CoraFull', 'Flickr', 'UAI')

@@ -3,7 +3,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from torch_geometric_regcn.datasets._checks import as_count, as_seed
+from torch_geometric_regcn.utils.validation import check_int
 
 
 def _labels(data: Data) -> Tensor:
@@ -59,10 +59,10 @@ def paper_split(data: Data, num_train_per_class: int = 20, num_val: int = 500,
     :obj:`num_val + num_test` beyond the nodes left after training raise an
     error that names the argument; :obj:`data` is then left unchanged.
     """
-    num_train_per_class = as_count('num_train_per_class', num_train_per_class, minimum=1)
-    num_val = as_count('num_val', num_val)
-    num_test = as_count('num_test', num_test)
-    seed = as_seed(seed)
+    num_train_per_class = check_int('num_train_per_class', num_train_per_class)
+    num_val = check_int('num_val', num_val, minimum=0)
+    num_test = check_int('num_test', num_test, minimum=0)
+    seed = check_int('seed', seed, minimum=-2**63)
     y = _labels(data)
     n = y.numel()
     if num_val + num_test > n:

@@ -5,7 +5,8 @@ Each check raises an error that names the argument and says how to fix it.
 import math
 import numbers
 import operator
-from typing import Optional, Tuple
+import os
+from typing import Any, Callable, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -151,3 +152,26 @@ def check_same_device(**tensors: Tensor) -> None:
         listing = ', '.join(f"'{n}' on {d}" for n, d in devices.items())
         raise ValueError(f"Expected all tensors on one device, got {listing}; "
                          f"move them with '.to(device)'")
+
+
+def as_root(root: Any, name: str = 'root') -> str:
+    r"""Returns the dataset folder :obj:`root` (a :obj:`str` or
+    :class:`os.PathLike`) as a :obj:`str`."""
+    if isinstance(root, (bytes, bytearray)) or not isinstance(root, (str, os.PathLike)):
+        raise TypeError(f"'{name}' must be a folder path, a str or os.PathLike such as "
+                        f"pathlib.Path (got {type(root).__name__} {root!r})")
+    root = os.fspath(root)
+    if not isinstance(root, str):
+        raise TypeError(f"'{name}' must name a folder as text, not bytes (got {root!r}); "
+                        f"decode it with os.fsdecode")
+    if not root:
+        raise ValueError(f"'{name}' must not be empty; pass a folder such as 'data' "
+                         f"(the dataset's folder is made below it)")
+    return root
+
+
+def check_callable(name: str, value: Optional[Callable]) -> None:
+    r"""Checks that :obj:`value` is :obj:`None` or callable."""
+    if value is not None and not callable(value):
+        raise TypeError(f"'{name}' must be None or callable, e.g. a transform of "
+                        f"torch_geometric.transforms (got {type(value).__name__} {value!r})")

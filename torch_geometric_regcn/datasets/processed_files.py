@@ -1,0 +1,69 @@
+r"""The safe reading of a dataset's processed files: only what
+:obj:`torch.load(weights_only=True)` accepts is ever opened."""
+import os.path as osp
+import re
+import warnings
+import zipfile
+from typing import Any, List, Sequence, Tuple
+
+import torch
+
+
+def safe_torch_load(path: str, mmap: bool = False, map_location: Any = None) -> Any:
+    r"""Loads :obj:`path` with :obj:`torch.load(weights_only=True)` and no
+    fallback: an object of a class that is not allowlisted, or any code the
+    file would run, raises an error instead of being unpickled."""
+    mmap = mmap and zipfile.is_zipfile(path)  # mmap needs torch.save's zip format
+    return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+
+
+def load_error(e: Exception) -> str:
+    r"""The gist of why :func:`safe_torch_load` failed, without PyTorch's
+    advice to retry with :obj:`weights_only=False`."""
+    text = str(e)
+    match = re.search(r'WeightsUnpickler error: *([^\n]*)', text)
+    if match is not None:
+        return match.group(1).split('. Please use')[0].rstrip('. ')
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else type(e).__name__
+
+
+#: The files PyG's Dataset opens in processed/ besides the processed data itself.
+PYG_RECORDS = ('pre_transform.pt', 'pre_filter.pt')
+
+
+def unsafe_files(folder: str, names: Sequence[str]) -> List[Tuple[str, str]]:
+    r"""Returns :obj:`(path, reason)` for every file :obj:`names` in
+    :obj:`folder` that :obj:`torch.load(weights_only=True)` refuses or cannot
+    read. The tensors are memory-mapped, not read."""
+    found = []
+    for name in names:
+        path = osp.join(folder, name)
+        if osp.isfile(path):
+            try:
+                safe_torch_load(path, mmap=True, map_location='cpu')
+            except Exception as e:  # refused or unreadable: either way, process again
+                found.append((path, load_error(e)))
+    return found
+
+
+def vet_processed(folder: str, processed_names: Sequence[str], force_reload: bool) -> bool:
+    r"""Returns the :obj:`force_reload` to pass to a dataset whose processed
+    files :obj:`processed_names` lie in :obj:`folder`: :obj:`True` (with a
+    warning per file) when one of them, or PyG's :obj:`pre_transform.pt` or
+    :obj:`pre_filter.pt` there, does not load with
+    :obj:`torch.load(weights_only=True)`. The dataset is then processed again
+    from its raw files, which overwrites the file before PyG, which unpickles
+    some of these files with :obj:`weights_only=False`, opens it."""
+    if force_reload:
+        return True
+    bad = unsafe_files(folder, [*processed_names, *PYG_RECORDS])
+    for path, reason in bad:
+        warnings.warn(
+            f"'{path}' does not load with torch.load(weights_only=True) ({reason}), so it is "
+            f"not opened: the dataset is processed again from its raw files. A file that was "
+            f"planted in the dataset folder could otherwise run code; if your pre_transform "
+            f"stores objects of your own classes, allowlist them with "
+            f"torch.serialization.add_safe_globals([...]) so this is not repeated",
+            UserWarning, stacklevel=3)
+    return bool(bad)
