@@ -37,6 +37,11 @@ def nan_at(x):
     return x
 
 
+def huge():
+    a = torch.rand(4 * N, 4 * N, generator=torch.Generator().manual_seed(0))
+    return ((a + a.T) * 1e37).to_sparse_csr()
+
+
 def sparse(d, size):
     return torch.sparse_coo_tensor(d.edge_index, torch.ones(d.edge_index.size(1)), size)
 
@@ -150,6 +155,13 @@ LAYER_INPUTS = [
      r"'operator' contains NaN"),
     ('subspace-nan', lambda d: subspace_iteration(torch.full((N, N), math.inf), 3),
      ValueError, r"'operator' contains NaN or infinite"),
+    # Finite entries whose products overflow float32 (LAPACK's eigh used to fail).
+    ('lanczos-overflow', lambda d: block_lanczos(huge(), 3, max_iter=3), ValueError,
+     r"products with 'operator' overflowed torch.float32.*float64"),
+    ('chebyshev-overflow', lambda d: subspace_iteration(huge(), 3, max_iter=3), ValueError,
+     r"products with 'operator' overflowed"),
+    ('power-overflow', lambda d: subspace_iteration(huge(), 3, max_iter=3, method='power'),
+     ValueError, r"products with 'operator' overflowed"),
 ]
 
 

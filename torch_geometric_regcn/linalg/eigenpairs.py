@@ -2,7 +2,7 @@ r"""The result type, the selection rule and the numerical setting shared by
 the eigensolvers."""
 import os
 from contextlib import contextmanager
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, Tuple
 
 import torch
 from torch import Tensor
@@ -47,6 +47,18 @@ def check_problem(operator: Tensor, k: int, which: str, max_iter: int, degree: i
     check_int('degree', degree)
     check_finite('operator', operator)
     return n
+
+
+def small_eigh(matrix: Tensor) -> Tuple[Tensor, Tensor]:
+    r""":func:`torch.linalg.eigh` of a small projected matrix of an
+    eigensolver, which must be finite: products with an operator whose
+    entries overflow its dtype raise a :class:`ValueError` that says so,
+    instead of LAPACK's non-convergence or NaN eigenpairs."""
+    if not bool(torch.isfinite(matrix).all()):
+        raise ValueError(f"The eigensolver's products with 'operator' overflowed "
+                         f"{matrix.dtype} (NaN or infinite values): its entries are too large "
+                         f"for this dtype; scale the operator down or solve in float64")
+    return torch.linalg.eigh(matrix)
 
 
 @contextmanager

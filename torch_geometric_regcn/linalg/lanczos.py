@@ -14,6 +14,7 @@ from torch_geometric_regcn.linalg.eigenpairs import (
     ieee_float32_matmul,
     precision_hint,
     select,
+    small_eigh,
 )
 from torch_geometric_regcn.utils.sparse import compact_csr
 
@@ -83,7 +84,7 @@ def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, size_max: i
             if size == m:
                 break
             size += b
-        theta, rotation = torch.linalg.eigh(torch.triu(projected) + torch.triu(projected, 1).T)
+        theta, rotation = small_eigh(torch.triu(projected) + torch.triu(projected, 1).T)
         theta, rotation = theta.flip(0), rotation.flip(1)
         ritz = basis[:, :m] @ rotation[:, :keep] if keep else basis[:, :0]
         if done(cycle, theta, ritz) or cycle == max_cycles:
@@ -218,7 +219,7 @@ class _FilteredCycles:
         k, which, window = self.k, self.which, self.window
         ritz = ritz[:, :k] if which == 'LA' else ritz
         image = self.operator @ ritz
-        values, rotation = torch.linalg.eigh(ritz.T @ image)
+        values, rotation = small_eigh(ritz.T @ image)
         values, rotation = select(values, rotation, k, which)
         vectors, image = ritz @ rotation, image @ rotation
         norm = max(abs(window.top), abs(window.bottom), float(values.abs().max()),
@@ -357,7 +358,7 @@ def block_lanczos(
 
     if m + b >= n:  # the Krylov basis would span (nearly) everything: solve densely
         dense = operator.to_dense() if operator.layout != torch.strided else operator
-        theta, vectors = torch.linalg.eigh((dense + dense.T) / 2)
+        theta, vectors = small_eigh((dense + dense.T) / 2)
         theta, vectors = select(theta, vectors, k, which)
         return EigenPairs(theta, vectors, 0.0, 0, True)
 

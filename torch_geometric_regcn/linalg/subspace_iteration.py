@@ -12,6 +12,7 @@ from torch_geometric_regcn.linalg.eigenpairs import (
     check_problem,
     ieee_float32_matmul,
     precision_hint,
+    small_eigh,
 )
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.sparse import spectral_bound
@@ -94,7 +95,7 @@ def subspace_iteration(
         iteration += 1
         image = operator @ basis
         gram = basis.T @ image
-        theta, rotation = torch.linalg.eigh((gram + gram.T) / 2)
+        theta, rotation = small_eigh((gram + gram.T) / 2)
         order = key(theta).argsort(descending=True)
         theta, rotation = theta[order], rotation[:, order]
         ritz, ritz_image = basis @ rotation, image @ rotation
