@@ -3,7 +3,7 @@ implicit backward pass."""
 import math
 import numbers
 import warnings
-from typing import Any, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -11,16 +11,21 @@ from torch import Tensor
 from torch_geometric_regcn.utils.sparse import diagonal
 from torch_geometric_regcn.utils.validation import check_finite
 
+#: Computes :obj:`matrix @ x` (see :func:`conjugate_gradient`).
+MatMul = Callable[[Tensor, Tensor], Tensor]
 
-def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6,
-                       max_iter: int = 1000) -> Tuple[Tensor, float, int]:
+
+def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 1000,
+                       matmul: Optional[MatMul] = None) -> Tuple[Tensor, float, int]:
     r"""Solves :math:`\mathbf{M} \mathbf{Y} = \mathbf{B}` column by column with
     Jacobi-preconditioned conjugate gradient, all columns at once.
 
     Stops when every column has :math:`\|\mathbf{B} - \mathbf{M}\mathbf{Y}\| \leq
     \text{tol} \cdot \|\mathbf{B}\|`. Each iteration costs one sparse matmul,
     :math:`O(\mathrm{nnz} \cdot F)`. Returns the solution, the largest relative
-    residual reached and the number of iterations.
+    residual reached and the number of iterations. :obj:`matmul(matrix, p)`,
+    if given, computes the products (e.g. through a layer's
+    :meth:`~torch_geometric.nn.conv.MessagePassing.propagate`).
 
     Raises :class:`ValueError` when :obj:`matrix` or :obj:`rhs` holds NaN or
     infinite values, when the diagonal of :obj:`matrix` is not positive, and
@@ -53,7 +58,7 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6,
     residual, iteration = float(relative.max()) if b.numel() else 0.0, 0
     while residual > tol and iteration < max_iter:
         iteration += 1
-        mp = matrix @ p
+        mp = matrix @ p if matmul is None else matmul(matrix, p)
         curvature = (p * mp).sum(dim=0)
         # Columns still above tol need p^T M p > 0 (converged ones may underflow).
         breakdown = ((curvature <= 0) & (relative > tol)).any()
@@ -88,8 +93,9 @@ def check_arguments(tol: float, max_iter: int) -> None:
         raise ValueError(f"'max_iter' must be a positive integer (got {max_iter!r})")
 
 
-def _solve(matrix: Tensor, rhs: Tensor, tol: float, max_iter: int) -> Tensor:
-    y, residual, iteration = conjugate_gradient(matrix, rhs, tol, max_iter)
+def _solve(matrix: Tensor, rhs: Tensor, tol: float, max_iter: int,
+           matmul: Optional[MatMul]) -> Tensor:
+    y, residual, iteration = conjugate_gradient(matrix, rhs, tol, max_iter, matmul)
     if residual > tol:
         warnings.warn(
             f"Conjugate gradient stopped after {iteration} iterations with relative residual "
@@ -100,41 +106,67 @@ def _solve(matrix: Tensor, rhs: Tensor, tol: float, max_iter: int) -> Tensor:
 
 class _CGSolve(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, matrix: Tensor, rhs: Tensor, tol: float, max_iter: int) -> Tensor:
-        ctx.matrix, ctx.tol, ctx.max_iter = matrix, tol, max_iter
-        return _solve(matrix, rhs, tol, max_iter)
+    def forward(ctx: Any, matrix: Tensor, rhs: Tensor, tol: float, max_iter: int,
+                matmul: Optional[MatMul], *params: Tensor) -> Tensor:
+        ctx.matrix, ctx.tol, ctx.max_iter, ctx.matmul = matrix, tol, max_iter, matmul
+        y = _solve(matrix, rhs, tol, max_iter, matmul)
+        if params:
+            ctx.save_for_backward(y, *params)
+        return y
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> Tuple[None, Tensor, None, None]:
-        # Y = M⁻¹ B with M symmetric, so dL/dB = M⁻¹ dL/dY: one more solve.
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
+        # Y = M⁻¹ B with M symmetric, so dL/dB = G = M⁻¹ dL/dY: one more solve.
         # A column of the upstream gradient with a NaN or an infinity makes the
-        # whole column of M⁻¹ dL/dY NaN, as the exact inverse would.
+        # whole column of G NaN, as the exact inverse would.
         finite = grad.isfinite().all(dim=0)
         if bool(finite.all()):
-            return None, _solve(ctx.matrix, grad, ctx.tol, ctx.max_iter), None, None
-        warnings.warn(f"cg_solve received a non-finite gradient in {int((~finite).sum())} of "
-                      f"{finite.numel()} columns; their gradient is NaN (the loss or a layer "
-                      f"above produced NaN or infinity)", RuntimeWarning, stacklevel=2)
-        out = torch.full_like(grad, math.nan)
-        if bool(finite.any()):
-            out[:, finite] = _solve(ctx.matrix, grad[:, finite], ctx.tol, ctx.max_iter)
-        return None, out, None, None
+            solved = _solve(ctx.matrix, grad, ctx.tol, ctx.max_iter, ctx.matmul)
+        else:
+            warnings.warn(f"cg_solve received a non-finite gradient in {int((~finite).sum())} "
+                          f"of {finite.numel()} columns; their gradient is NaN (the loss or a "
+                          f"layer above produced NaN or infinity)", RuntimeWarning, stacklevel=2)
+            solved = torch.full_like(grad, math.nan)
+            if bool(finite.any()):
+                solved[:, finite] = _solve(ctx.matrix, grad[:, finite], ctx.tol, ctx.max_iter,
+                                           ctx.matmul)
+        params = ctx.saved_tensors[1:] if ctx.saved_tensors else ()
+        wanted = [p for p, need in zip(params, ctx.needs_input_grad[5:]) if need]
+        grads: Tuple[Optional[Tensor], ...] = (None,) * len(params)
+        if wanted:
+            # Implicit differentiation: dL/dθ = -Gᵀ (∂M/∂θ) Y, by autograd through
+            # one more product M(θ) Y.
+            y = ctx.saved_tensors[0]
+            with torch.enable_grad():
+                product = ctx.matmul(ctx.matrix, y.detach())
+                found = iter(torch.autograd.grad(product, wanted, -solved, allow_unused=True))
+            grads = tuple(next(found) if need else None
+                          for need in ctx.needs_input_grad[5:])
+        return (None, solved, None, None, None, *grads)
 
 
-def cg_solve(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 1000) -> Tensor:
+def cg_solve(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 1000,
+             matmul: Optional[MatMul] = None, params: Sequence[Tensor] = ()) -> Tensor:
     r"""Returns :math:`\mathbf{M}^{-1} \mathbf{B}` for a symmetric positive
     definite (typically sparse) :math:`\mathbf{M}` by conjugate gradient.
 
     The backward pass is implicit: the gradient with respect to
-    :math:`\mathbf{B}` is :math:`\mathbf{M}^{-1}` times the output gradient,
-    one more solve with the same matrix, so memory does not grow with the
-    number of iterations. :math:`\mathbf{M}` receives no gradient. Warns with the
+    :math:`\mathbf{B}` is :math:`\mathbf{G} = \mathbf{M}^{-1}` times the
+    output gradient, one more solve with the same matrix, so memory does not
+    grow with the number of iterations. :obj:`matrix` itself receives no
+    gradient; tensors :obj:`params` on which the product :obj:`matmul(matrix,
+    Y)` depends (learned coefficients, an explainer's edge mask) receive
+    :math:`-\mathbf{G}^{\top} (\partial \mathbf{M} / \partial \theta)
+    \mathbf{Y}`, by autograd through one more product. Warns with the
     achieved residual when :obj:`max_iter` is reached before :obj:`tol`.
 
     Non-finite input raises :class:`ValueError` (see
     :func:`conjugate_gradient`); a non-finite output gradient gives NaN in
     the affected columns of the input gradient, with a
     :class:`RuntimeWarning`, never zeros."""
+    if params and matmul is None:
+        raise ValueError("'params' need 'matmul': the product through which they act")
     if rhs.dim() == 1:
-        return _CGSolve.apply(matrix, rhs.unsqueeze(-1), tol, max_iter).squeeze(-1)
-    return _CGSolve.apply(matrix, rhs, tol, max_iter)
+        return _CGSolve.apply(matrix, rhs.unsqueeze(-1), tol, max_iter, matmul,
+                              *params).squeeze(-1)
+    return _CGSolve.apply(matrix, rhs, tol, max_iter, matmul, *params)

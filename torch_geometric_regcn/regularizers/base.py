@@ -166,7 +166,7 @@ class Regularizer(torch.nn.Module):
         term = omega * self.numerator(x, graph)
         out = term
         for _ in range(self.K - 1):
-            term = term - omega * (matrix @ term)
+            term = term - omega * graph.matmul(matrix, term)
             out = out + term
         return out
 
@@ -207,4 +207,4 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
     matrix = regularizer.cached_operator(graph)
     if solver == 'closed':  # dense O(N^3): small graphs and tests only
         return torch.linalg.solve(matrix.to_dense(), rhs)
-    return cg_solve(matrix, rhs, tol, max_iter)
+    return cg_solve(matrix, rhs, tol, max_iter, graph.propagate, graph.propagate_params)

@@ -3,6 +3,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Hashable, Opti
 
 import torch
 from torch import Tensor
+from torch_geometric.typing import WITH_TORCH_SPARSE, SparseTensor
 from torch_geometric.utils import to_edge_index
 
 from torch_geometric_regcn.linalg.graph_operator import combine, normalized_adjacency
@@ -22,8 +23,15 @@ T = TypeVar('T')
 REQUIREMENTS = ('adj', 'semantic', 'lowrank')
 
 
+def is_sparse_tensor(edge_index: Any) -> bool:
+    r"""Whether :obj:`edge_index` is a :class:`torch_sparse.SparseTensor`
+    (only possible where torch-sparse is installed)."""
+    return WITH_TORCH_SPARSE and isinstance(edge_index, SparseTensor)
+
+
 def _as_edge_index(edge_index: Any, edge_weight: Optional[Tensor]):
-    if isinstance(edge_index, Tensor) and edge_index.layout != torch.strided:
+    if is_sparse_tensor(edge_index) or (isinstance(edge_index, Tensor)
+                                        and edge_index.layout != torch.strided):
         if edge_weight is not None:
             raise ValueError("Pass 'edge_weight' only with an 'edge_index' tensor; a sparse "
                              "adjacency carries its own weights")
@@ -33,12 +41,22 @@ def _as_edge_index(edge_index: Any, edge_weight: Optional[Tensor]):
 
 def check_graph_input(edge_index: Any, num_nodes: int,
                       edge_weight: Optional[Tensor] = None) -> None:
-    r"""Checks an :obj:`edge_index` (with :obj:`edge_weight`) or a
-    :obj:`torch.sparse` adjacency matrix of a graph with :obj:`num_nodes` nodes."""
+    r"""Checks an :obj:`edge_index` (with :obj:`edge_weight`), a
+    :obj:`torch.sparse` adjacency matrix or a :class:`torch_sparse.SparseTensor`
+    of a graph with :obj:`num_nodes` nodes."""
+    if is_sparse_tensor(edge_index):
+        sizes = (edge_index.size(0), edge_index.size(1))
+        if sizes != (num_nodes, num_nodes):
+            raise ValueError(f"The SparseTensor 'edge_index' must have shape [{num_nodes}, "
+                             f"{num_nodes}] to match 'x' (got {list(sizes)})")
+        if edge_weight is not None:
+            raise ValueError("Pass 'edge_weight' only with an 'edge_index' tensor; a sparse "
+                             "adjacency carries its own weights")
+        return
     if not isinstance(edge_index, Tensor):
-        raise TypeError(f"'edge_index' must be an edge index tensor [2, num_edges] or a "
-                        f"torch.sparse adjacency matrix (got {type(edge_index).__name__}); "
-                        f"convert a SparseTensor with 'adj_t.to_torch_sparse_csr_tensor()'")
+        raise TypeError(f"'edge_index' must be an edge index tensor [2, num_edges], a "
+                        f"torch.sparse adjacency matrix or a torch_sparse.SparseTensor (got "
+                        f"{type(edge_index).__name__})")
     if edge_index.layout == torch.strided:
         check_edge_index(edge_index, num_nodes, edge_weight)
     elif tuple(edge_index.shape) != (num_nodes, num_nodes):
@@ -75,7 +93,11 @@ class GraphOperators:
     - :attr:`lowrank`: the factors :math:`(\mathbf{W}, \mathbf{V})` of
       :class:`~torch_geometric_regcn.LowRankInverse`;
     - :meth:`memo`: any operator derived from them (a regulariser's
-      :math:`\mathbf{M}`, the Woodbury core).
+      :math:`\mathbf{M}`, the Woodbury core);
+    - :meth:`matmul`: the product of one of these sparse operators with
+      node features, through the layer's
+      :meth:`~torch_geometric.nn.conv.MessagePassing.propagate` when a layer
+      set :attr:`propagate` (so PyG's hooks and explainers see it).
 
     Args:
         num_nodes (int): The number of nodes :math:`N`.
@@ -108,6 +130,18 @@ class GraphOperators:
         self.lowrank = lowrank
         self.progress, self.seed = progress, seed
         self.derived: Dict[Hashable, Any] = {}
+        #: :obj:`propagate(matrix, x)`, set by a layer: every sparse product
+        #: of a solver goes through it. :obj:`None`: a plain sparse matmul.
+        self.propagate: Optional[Callable[[Tensor, Tensor], Tensor]] = None
+        #: Tensors on which :attr:`propagate` depends and that want gradients
+        #: through implicit solves (an explainer's edge mask).
+        self.propagate_params: Tuple[Tensor, ...] = ()
+
+    def matmul(self, matrix: Tensor, x: Tensor) -> Tensor:
+        r"""The product :math:`\mathbf{A}\mathbf{X}` of a sparse operator
+        :obj:`matrix` of this graph with node features :obj:`x`, through
+        :attr:`propagate` when set."""
+        return matrix @ x if self.propagate is None else self.propagate(matrix, x)
 
     def memo(self, key: Hashable, build: Callable[[], T]) -> T:
         r"""Returns :obj:`build()`, computed on the first call for :obj:`key`."""

@@ -50,7 +50,7 @@ class AffineRegularizer(Regularizer):
 
     def numerator(self, x: Tensor, graph: GraphOperators) -> Tensor:
         b0, b1 = self.b
-        return b0 * x + b1 * (graph.adj @ x) if b1 else b0 * x
+        return b0 * x + b1 * graph.matmul(graph.adj, x) if b1 else b0 * x
 
     def neumann(self, x: Tensor, graph: GraphOperators, terms: int) -> Tensor:
         r""":math:`m_0^{-1}\sum_{k<\text{terms}} (-m_1\hat{\mathbf{A}}/m_0)^k
@@ -59,7 +59,7 @@ class AffineRegularizer(Regularizer):
         term = self.numerator(x, graph) / m0
         out = term
         for _ in range(terms - 1):
-            term = (-m1 / m0) * (graph.adj @ term)
+            term = (-m1 / m0) * graph.matmul(graph.adj, term)
             out = out + term
         return out
 
@@ -115,7 +115,7 @@ class SGCRegularizer(GCNRegularizer):
 
     def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
         for _ in range(self.K):
-            x = graph.adj @ x
+            x = graph.matmul(graph.adj, x)
         return x
 
     def frequency_response(self, lam: Tensor) -> Tensor:
@@ -150,7 +150,7 @@ class APPNPRegularizer(AffineRegularizer):
     def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
         h = x
         for _ in range(self.K):
-            h = (1.0 - self.alpha) * (graph.adj @ h) + self.alpha * x
+            h = (1.0 - self.alpha) * graph.matmul(graph.adj, h) + self.alpha * x
         return h
 
     def frequency_response(self, lam: Tensor) -> Tensor:
@@ -214,7 +214,7 @@ class DAGNNRegularizer(AffineRegularizer):
             return self.neumann(x, graph, self.K + 1)
         hops = [x]
         for _ in range(self.K):
-            hops.append(graph.adj @ hops[-1])
+            hops.append(graph.matmul(graph.adj, hops[-1]))
         stack = torch.stack(hops, dim=1)  # [N, K + 1, F]
         scores = torch.sigmoid(self.gate(stack))  # [N, K + 1, 1]
         return (scores * stack).sum(dim=1)

@@ -138,7 +138,7 @@ class TSGCNRegularizer(Regularizer):
         term = self.gain * x
         out = term
         for _ in range(self.K - 1):
-            term = adjacency @ term
+            term = graph.matmul(adjacency, term)
             out = out + term
         return out
 

@@ -1,10 +1,13 @@
 r"""One layer for the whole regularizer-centred framework."""
+import functools
 import warnings
 from typing import Any, Dict, Optional, Tuple, Type, Union
 
 import torch
 from torch import Tensor
+from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.inits import zeros
+from torch_geometric.utils import to_edge_index
 
 from torch_geometric_regcn.linalg.cg import check_arguments
 from torch_geometric_regcn.nn.linear import Linear
@@ -20,7 +23,7 @@ from torch_geometric_regcn.utils.validation import (
 )
 
 
-class RegularizerConv(torch.nn.Module):
+class RegularizerConv(MessagePassing):
     r"""The graph convolution of the regularizer-centred framework from the
     `"Beyond Graph Convolutional Network: An Interpretable Regularizer-centered
     Optimization Framework" <https://arxiv.org/abs/2301.04318>`_ paper
@@ -48,6 +51,19 @@ class RegularizerConv(torch.nn.Module):
     Under :func:`torch.compile`, the sparse solvers run eagerly, a graph
     break (see :meth:`~torch_geometric_regcn.regularizers.Regularizer.propagate`).
 
+    The layer is a :class:`~torch_geometric.nn.conv.MessagePassing`: every
+    product of a solver with a sparse graph operator (:math:`\hat{\mathbf{A}}`,
+    :math:`\mathbf{M}`) goes through :meth:`propagate` (fused as a sparse
+    matrix product, :meth:`message_and_aggregate`), so PyG's propagate and
+    message hooks fire and :class:`~torch_geometric.explain.Explainer`
+    algorithms such as :class:`~torch_geometric.explain.algorithm.GNNExplainer`
+    apply their edge masks with the :obj:`"series"` and :obj:`"cg"` solvers
+    (through the implicit backward pass of conjugate gradient too). An edge's
+    mask scales the operator's entries between its two nodes; as the
+    operators are symmetric, the two directions of an edge share the mean of
+    their masks. :obj:`"closed"` (dense) and :obj:`"lowrank"` (factors) have
+    no edges to mask.
+
     Args:
         in_channels (int): Size of each input sample, or :obj:`-1` to derive the
             size from the first input(s) to the forward method.
@@ -74,7 +90,10 @@ class RegularizerConv(torch.nn.Module):
         - **input:**
           node features :math:`(|\mathcal{V}|, F_{in})`,
           edge indices :math:`(2, |\mathcal{E}|)` or a sparse adjacency
-          :math:`(|\mathcal{V}|, |\mathcal{V}|)`,
+          :math:`(|\mathcal{V}|, |\mathcal{V}|)` (:obj:`torch.sparse` or
+          :class:`torch_sparse.SparseTensor`, as PyG's :obj:`adj_t`; the
+          layer symmetrises the graph, so either orientation gives the same
+          result),
           edge weights :math:`(|\mathcal{E}|)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
 
@@ -112,6 +131,7 @@ class RegularizerConv(torch.nn.Module):
         self.max_iter = int(max_iter)
         self._cached_graph: Optional[GraphOperators] = None
         self._cached_inputs: Dict[str, Tuple[Any, int]] = {}
+        self._masking: Optional[EdgeMasking] = None  # while a product is explained
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer='glorot')
         if bias:
             self.bias = torch.nn.Parameter(torch.empty(out_channels))
@@ -123,6 +143,7 @@ class RegularizerConv(torch.nn.Module):
 
     def reset_parameters(self) -> None:
         r"""Resets all learnable parameters of the module and the cache."""
+        super().reset_parameters()
         self.lin.reset_parameters()
         self.regularizer.reset_parameters()
         zeros(self.bias)
@@ -227,6 +248,17 @@ class RegularizerConv(torch.nn.Module):
             check_node_features(x)
         graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)
+        graph.propagate = self._propagate_matrix
+        if self.explain:
+            if not (isinstance(edge_index, Tensor) and edge_index.layout == torch.strided):
+                raise ValueError("Explaining a RegularizerConv needs 'edge_index' as an edge "
+                                 "index tensor (the edge mask refers to its columns)")
+            # The solvers' backward passes may run after the explainer has
+            # cleared its masks: they keep the masking of this call.
+            masking = EdgeMasking(self._edge_mask, self._apply_sigmoid, edge_index)
+            graph.propagate = functools.partial(self._propagate_matrix, masking=masking)
+            if self._edge_mask.requires_grad:
+                graph.propagate_params = (self._edge_mask,)
         h = self.lin(x)
         out = self.regularizer.propagate(h.to(solve_dtype(h.dtype)), graph, self.solver,
                                          self.tol, self.max_iter).to(h.dtype)
@@ -234,9 +266,86 @@ class RegularizerConv(torch.nn.Module):
             out = out + self.bias
         return out
 
+    def _propagate_matrix(self, matrix: Tensor, x: Tensor,
+                          masking: Optional['EdgeMasking'] = None) -> Tensor:
+        # One product of a solver with a sparse graph operator of this layer's
+        # graph, as a message passing step (adj_t = matrix: it is symmetric).
+        # A dense operator (a user's regulariser may return one) has no edges.
+        if matrix.layout == torch.strided:
+            return matrix @ x
+        if masking is not None and not self.explain:  # masks cleared since the forward
+            return masking.apply(matrix, x)
+        self._masking = (masking, matrix) if masking is not None else None
+        try:
+            return self.propagate(matrix, x=x, edge_weight=None)
+        finally:
+            self._masking = None
+
+    def message(self, x_j: Tensor, edge_weight: Tensor) -> Tensor:
+        return edge_weight.view(-1, 1) * x_j
+
+    def message_and_aggregate(self, adj_t: Tensor, x: Tensor) -> Tensor:
+        return adj_t @ x
+
+    def explain_message(self, inputs: Tensor, dim_size: Optional[int]) -> Tensor:
+        r"""Scales the messages of an operator's entries by the explainer's
+        edge mask (see :class:`EdgeMasking`)."""
+        if self._masking is None:
+            raise ValueError("RegularizerConv was set to explain without an edge mask; use "
+                             "torch_geometric.explain.Explainer (or set_masks)")
+        masking, matrix = self._masking
+        return inputs * masking.weights(matrix).view(-1, 1).to(inputs.dtype)
+
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.in_channels}, {self.out_channels}, '
                 f'regularizer={self.regularizer}, solver={self.solver!r})')
+
+
+class EdgeMasking:
+    r"""An explainer's edge mask on the operators of one graph: entry
+    :math:`(i, j)` of an operator is scaled by the mean of the masks of the
+    edges :math:`j \to i` and :math:`i \to j` present in :obj:`edge_index`
+    (one if neither is: self loops, semantic edges), so symmetric operators
+    stay symmetric and conjugate gradient applies."""
+    def __init__(self, mask: Tensor, apply_sigmoid: bool, edge_index: Tensor) -> None:
+        self.mask, self.apply_sigmoid, self.edge_index = mask, apply_sigmoid, edge_index
+        self._ids: Dict[int, Tuple[Tensor, Tensor, Tensor]] = {}
+
+    def weights(self, matrix: Tensor) -> Tensor:
+        r"""One weight per stored entry of :obj:`matrix`, in the order of
+        :func:`~torch_geometric.utils.to_edge_index`."""
+        forward, backward = self._edge_ids(matrix)
+        mask = self.mask.sigmoid() if self.apply_sigmoid else self.mask
+        count = (forward >= 0).to(mask.dtype) + (backward >= 0).to(mask.dtype)
+        total = (torch.where(forward >= 0, mask[forward.clamp_min(0)], 0.0)
+                 + torch.where(backward >= 0, mask[backward.clamp_min(0)], 0.0))
+        return torch.where(count > 0, total / count.clamp_min(1), 1.0)
+
+    def apply(self, matrix: Tensor, x: Tensor) -> Tensor:
+        r"""The masked product, without message passing."""
+        (row, col), values = to_edge_index(matrix)
+        messages = (values * self.weights(matrix).to(values.dtype)).view(-1, 1) * x[col]
+        return torch.zeros_like(x).index_add_(0, row, messages)
+
+    def _edge_ids(self, matrix: Tensor) -> Tuple[Tensor, Tensor]:
+        # The index of the edge j -> i and of the edge i -> j of each entry
+        # (i, j) (-1 where absent), once per operator.
+        key = id(matrix)
+        if key not in self._ids or self._ids[key][0] is not matrix:
+            n, edge_index = matrix.size(0), self.edge_index
+            (row, col), _ = to_edge_index(matrix)
+            keys = edge_index[1] * n + edge_index[0]  # target * n + source
+            order = keys.argsort()
+            ordered = keys[order]
+
+            def lookup(query: Tensor) -> Tensor:
+                if ordered.numel() == 0:
+                    return torch.full_like(query, -1)
+                pos = torch.searchsorted(ordered, query).clamp_max(ordered.numel() - 1)
+                return torch.where(ordered[pos] == query, order[pos], -1)
+
+            self._ids[key] = (matrix, lookup(row * n + col), lookup(col * n + row))
+        return self._ids[key][1:]
 
 
 def _same_value(a: Any, b: Any) -> bool:

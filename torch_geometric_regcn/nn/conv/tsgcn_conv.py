@@ -64,6 +64,14 @@ class TSGCNConv(torch.nn.Module):
     back. Features with NaN or infinite values raise an error (outside
     :func:`torch.compile`).
 
+    Unlike :class:`~torch_geometric_regcn.RegularizerConv`, the layer is a
+    plain :class:`torch.nn.Module`, not a
+    :class:`~torch_geometric.nn.conv.MessagePassing`: it reads no edges, only
+    dense :math:`N \times r` factors, as PyG's dense layers
+    (:class:`~torch_geometric.nn.dense.DenseGCNConv`) read a dense adjacency.
+    :obj:`RegularizerConv('tsgcn', solver='cg')` gives the same propagation
+    through message passing.
+
     Only transductive use on the full graph is supported: pass the whole
     graph's features and factors and index the output rows. Rows of the
     factors (sliced by a loader or :meth:`~torch_geometric.data.Data.subgraph`)
