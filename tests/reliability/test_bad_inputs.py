@@ -42,6 +42,15 @@ def huge():
     return ((a + a.T) * 1e37).to_sparse_csr()
 
 
+def sliced64(d):
+    # Float64 factors with 3 of 60 rows dropped: V^T W is off-diagonal by ~1e-2.
+    data = LowRankInverse(1.0, 0.2, rank=8, progress=False)(
+        Data(x=d.x.double(), edge_index=d.edge_index))
+    keep = torch.ones(N, dtype=torch.bool)
+    keep[[3, 17, 41]] = False
+    return data.x[keep], data.lowrank_w[keep], data.lowrank_v[keep]
+
+
 def sparse(d, size):
     return torch.sparse_coo_tensor(d.edge_index, torch.ones(d.edge_index.size(1)), size)
 
@@ -119,6 +128,16 @@ LAYER_INPUTS = [
     ('tsgcnconv-sliced', lambda d: TSGCNConv(F, 3)(d.x[:40], d.lowrank_w[:40],
                                                     d.lowrank_v[:40]),
      ValueError, r"not those of one whole graph"),
+    ('tsgcnconv-sliced-float64', lambda d: TSGCNConv(F, 3).double()(*sliced64(d)), ValueError,
+     r"not those of one whole graph"),
+    ('conv-ew-list', lambda d: RegularizerConv(F, 3)(d.x, d.edge_index, [1.0] * 3), TypeError,
+     r"'edge_weight' must be a tensor"),
+    ('conv-factors-list', lambda d: RegularizerConv(F, 3, 'tsgcn', solver='lowrank')(
+        d.x, d.edge_index, lowrank_w=d.lowrank_w.tolist(), lowrank_v=d.lowrank_v),
+     TypeError, r"'lowrank_w' and 'lowrank_v' must be tensors"),
+    ('conv-adj-values-nan', lambda d: RegularizerConv(F, 3)(d.x, torch.sparse_coo_tensor(
+        d.edge_index, torch.full((d.edge_index.size(1),), math.nan), (N, N))), ValueError,
+     r"'edge_index.values\(\)' contains NaN"),
     ('tsgcn-x-1d', lambda d: TSGCN(F, 8, 3)(d.x[:, 0], d.lowrank_w, d.lowrank_v),
      ValueError, r"'x' must be a node feature matrix"),
     ('gnn-x-int', lambda d: RegularizerGNN(F, 8, 3)(d.x.long(), d.edge_index), TypeError,
@@ -176,6 +195,12 @@ def test_bad_input_is_named(graph, call, error, match):
 BAD_ARGUMENTS = [
     ('conv-tol-zero', lambda: RegularizerConv(F, 3, tol=0), ValueError, r"'tol' must be"),
     ('conv-tol-nan', lambda: RegularizerConv(F, 3, tol=math.nan), ValueError, r"'tol' must"),
+    ('conv-tol-str', lambda: RegularizerConv(F, 3, tol='1e-6'), TypeError,
+     r"'tol' must be a real number"),
+    ('lowrank-cache-dir-int', lambda: LowRankInverse(1.0, 0.2, rank=4, cache_dir=123), TypeError,
+     r"'cache_dir' must be a folder path"),
+    ('lowrank-cache-dir-bytes', lambda: LowRankInverse(1.0, 0.2, rank=4, cache_dir=b'/tmp'),
+     TypeError, r"'cache_dir' must be a folder path"),
     ('conv-max-iter-zero', lambda: RegularizerConv(F, 3, max_iter=0), ValueError,
      r"'max_iter' must be a positive integer"),
     ('conv-max-iter-float', lambda: RegularizerConv(F, 3, max_iter=2.5), ValueError,
@@ -199,7 +224,7 @@ BAD_ARGUMENTS = [
     ('tsgcn-beta-nan', lambda: RegularizerConv(F, 3, 'tsgcn', beta=math.nan), ValueError,
      r"'beta' must be finite"),
     ('tsgcn-alpha-negative', lambda: RegularizerConv(F, 3, 'tsgcn', alpha=-1.0), ValueError,
-     r"'alpha' must lie in"),
+     r"'alpha' must be non-negative"),
     ('tsgcn-alpha-str', lambda: RegularizerConv(F, 3, 'tsgcn', alpha='1'), TypeError,
      r"'alpha' must be a real number"),
     ('tsgcn-both-zero', lambda: RegularizerConv(F, 3, 'tsgcn', alpha=0.0, beta=0.0),
@@ -232,7 +257,7 @@ BAD_ARGUMENTS = [
     ('tsgcn-model-layers', lambda: TSGCN(F, 8, 3, num_layers=1.0), ValueError,
      r"'num_layers' must be a positive integer"),
     ('tsgcnconv-scale', lambda: TSGCNConv(F, 3, scale=math.inf), ValueError,
-     r"'scale' must be a positive number"),
+     r"'scale' must be finite"),
     ('semantic-k', lambda: SemanticGraph(0), ValueError, r"'k' must be a positive integer"),
     ('semantic-k-float', lambda: SemanticGraph(2.0), ValueError,
      r"'k' must be a positive integer"),
@@ -256,12 +281,12 @@ BAD_ARGUMENTS = [
     ('get-instance-coefficients', lambda: regularizers.get(
         regularizers.APPNPRegularizer(), K=3), ValueError, r"were given with a regularizer"),
     ('cg-tol', lambda: cg_solve(torch.eye(3), torch.ones(3), tol=-1.0), ValueError,
-     r"'tol' must be a positive finite number"),
+     r"'tol' must be positive"),
     ('cg-max-iter', lambda: cg_solve(torch.eye(3), torch.ones(3), max_iter=0), ValueError,
      r"'max_iter' must be a positive integer"),
     ('lanczos-k', lambda: block_lanczos(torch.eye(5), 6), ValueError, r"'k' must lie in"),
     ('lanczos-tol', lambda: block_lanczos(torch.eye(5), 2, tol=0.0), ValueError,
-     r"'tol' must lie in"),
+     r"'tol' must be positive"),
     ('subspace-max-iter', lambda: subspace_iteration(torch.eye(5), 2, max_iter=0), ValueError,
      r"'max_iter' must be a positive integer"),
 ]
@@ -283,6 +308,8 @@ NUMPY_INTEGERS = [
                                                 k=i(4)), ('semantic',)),
     ('gnn', lambda i: RegularizerGNN(i(F), i(8), i(3), num_layers=i(2)), ()),
     ('tsgcn', lambda i: TSGCN(i(F), i(8), i(3), num_layers=i(2)), ('lowrank',)),
+    ('tsgcn-scale', lambda i: TSGCN(F, 8, 3, scale=np.float32(0.5) if i is not int else 0.5),
+     ('lowrank',)),
 ]
 
 

@@ -147,14 +147,28 @@ def test_factors_edited_after_the_first_forward_are_seen(graph, edit):
 
 
 @pytest.mark.parametrize('model', ['conv', 'gnn'])
-def test_cached_layer_refuses_another_graph(graph, model):
+@pytest.mark.parametrize('layout', ['edge_index', 'coo', 'csr'])
+def test_cached_layer_refuses_another_graph(graph, model, layout):
+    def adjacency(edge_index):
+        if layout == 'edge_index':
+            return edge_index
+        adj = torch.sparse_coo_tensor(edge_index, torch.ones(edge_index.size(1)), (N, N))
+        return adj.coalesce() if layout == 'coo' else adj.to_sparse_csr()
+
     layer = (RegularizerConv(F, 3, 'appnp', cached=True) if model == 'conv'
              else RegularizerGNN(F, 8, 3, regularizer='appnp', cached=True))
-    layer(graph.x, graph.edge_index)
-    other = graph.edge_index[:, graph.edge_index[0] != 0]  # node 0 loses its edges
+    adj = adjacency(graph.edge_index)
+    first = layer(graph.x, adj)
+    torch.testing.assert_close(layer(graph.x, adj), first)  # the same graph, again
+    if layout == 'edge_index':  # the same graph in another integer dtype
+        torch.testing.assert_close(layer(graph.x, adj.int()), first)
+    keep = (graph.edge_index != 0).all(dim=0)  # node 0 loses its edges
+    other = adjacency(graph.edge_index[:, keep])
     with pytest.raises(ValueError, match=r"cached=True\) was called on another graph.*"
                                          r"reset_cache"):
         layer(graph.x, other)
+    layer.reset_cache()
+    assert not torch.allclose(layer(graph.x, other), first)
 
 
 @pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
@@ -171,6 +185,17 @@ def test_half_precision_is_solved_in_float32(graph, regularizer, solver, dtype):
     # bits; the solve itself runs in float32.
     tolerance = 3e-2 if dtype == torch.bfloat16 else 4e-3
     assert float((out.float() - expected).norm() / expected.norm()) < tolerance
+
+
+@pytest.mark.parametrize('regularizer, solver', SOLVERS)
+def test_autocast_is_solved_in_float32(graph, regularizer, solver):
+    conv = RegularizerConv(F, 3, regularizer, solver=solver)
+    kwargs = layer_inputs(graph, regularizer, solver)
+    expected = conv(graph.x, graph.edge_index, **kwargs)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        out = conv(graph.x, graph.edge_index, **kwargs)
+    # bfloat16 only in X Θ (8 bits): a few 1e-3 relative.
+    assert float((out.float() - expected).norm() / expected.norm()) < 3e-2
 
 
 @pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])

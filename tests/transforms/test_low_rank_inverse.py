@@ -115,8 +115,8 @@ def test_paper_rank():
 @pytest.mark.parametrize('kwargs, message', [
     (dict(alpha=1.0, beta=0.1, rank=0), "'rank' must be a positive"),
     (dict(alpha=1.0, beta=0.1, rank=2.5), "'rank' must be a positive"),
-    (dict(alpha=-1.0, beta=0.1, rank=2), r"'alpha' must lie in \[0"),
-    (dict(alpha=1.0, beta=-0.1, rank=2), r"'beta' must lie in \[0"),
+    (dict(alpha=-1.0, beta=0.1, rank=2), r"'alpha' must be non-negative"),
+    (dict(alpha=1.0, beta=-0.1, rank=2), r"'beta' must be non-negative"),
     (dict(alpha=0.0, beta=0.0, rank=2), 'cannot both be zero'),
     (dict(alpha=1.0, beta=0.1, rank=2, k=0), "'k' must be a positive"),
     (dict(alpha=1.0, beta=0.1, rank=2, which='SA'), "'which'"),

@@ -1,7 +1,6 @@
 r"""Conjugate gradient for sparse symmetric positive definite systems, with an
 implicit backward pass."""
 import math
-import numbers
 import warnings
 from typing import Any, Callable, Optional, Sequence, Tuple
 
@@ -9,7 +8,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_regcn.utils.sparse import diagonal
-from torch_geometric_regcn.utils.validation import check_finite
+from torch_geometric_regcn.utils.validation import check_finite, check_int, check_real
 
 #: Computes :obj:`matrix @ x` (see :func:`conjugate_gradient`).
 MatMul = Callable[[Tensor, Tensor], Tensor]
@@ -86,11 +85,8 @@ def check_arguments(tol: float, max_iter: int) -> None:
     r"""Validates the stopping rule of :func:`conjugate_gradient`: a finite
     positive :obj:`tol` and a positive integer :obj:`max_iter` (NumPy integers
     accepted)."""
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) \
-            or not (math.isfinite(tol) and tol > 0):
-        raise ValueError(f"'tol' must be a positive finite number (got {tol!r})")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
-        raise ValueError(f"'max_iter' must be a positive integer (got {max_iter!r})")
+    check_real('tol', tol, 0.0, low_open=True)
+    check_int('max_iter', max_iter)
 
 
 def _solve(matrix: Tensor, rhs: Tensor, tol: float, max_iter: int,

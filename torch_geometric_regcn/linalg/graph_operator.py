@@ -17,6 +17,7 @@ def normalized_adjacency(
     edge_weight: Optional[Tensor] = None,
     dtype: torch.dtype = torch.float32,
     name: str = 'edge_index',
+    weight_name: str = 'edge_weight',
 ) -> Edges:
     r"""Returns the renormalised adjacency
     :math:`\hat{\mathbf{A}} = \hat{\mathbf{D}}^{-1/2} (\mathbf{A} + \mathbf{I})
@@ -39,8 +40,10 @@ def normalized_adjacency(
             when :obj:`edge_weight` is :obj:`None`. (default: :obj:`torch.float32`)
         name (str, optional): The name of :obj:`edge_index` in error messages.
             (default: :obj:`"edge_index"`)
+        weight_name (str, optional): The name of :obj:`edge_weight` in error
+            messages. (default: :obj:`"edge_weight"`)
     """
-    check_edge_index(edge_index, num_nodes, edge_weight, name)
+    check_edge_index(edge_index, num_nodes, edge_weight, name, weight_name)
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
     edge_index, edge_weight = remove_self_loops(edge_index, edge_weight)

@@ -53,7 +53,8 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False) -> Woodbu
     lu, pivots, _ = torch.linalg.lu_factor_ex(
         torch.eye(w.size(1), dtype=w.dtype, device=w.device) + vtw)
     if not is_compiling() and lu.numel() > 0:
-        _check_core(lu, vtw, from_eigenpairs and not (w.requires_grad or v.requires_grad))
+        check = from_eigenpairs and not (w.requires_grad or v.requires_grad)
+        _check_core(lu, vtw, check, _computed_dtype(w, v) if check else w.dtype)
     return WoodburyCore(lu, pivots)
 
 
@@ -61,10 +62,10 @@ def eigenpair_tolerance(dtype: torch.dtype) -> float:
     r"""The largest off-diagonal entry of :math:`\mathbf{V}^{\top}\mathbf{W}`,
     relative to the geometric mean of the two diagonal entries in its row and
     column, that :func:`woodbury_core` accepts from factors of eigenpairs:
-    :math:`10\sqrt{\epsilon}` with :math:`\epsilon` that of float32 or of
-    :obj:`dtype`, whichever is coarser (:math:`3.5 \cdot 10^{-3}` in float32
-    and float64), so factors computed in float32 and then cast to float64
-    (:obj:`data.double()`) pass.
+    :math:`10\sqrt{\epsilon}` (:math:`3.5 \cdot 10^{-3}` in float32,
+    :math:`1.5 \cdot 10^{-7}` in float64). :func:`woodbury_core` applies the
+    float32 bound to float64 factors that are exact casts of float32 ones
+    (:obj:`data.double()` after a float32 :class:`LowRankInverse`).
 
     For factors of eigenpairs :math:`(\lambda_i, \mathbf{u}_i)` the ratio is
     the cosine between eigenvectors, :math:`|\mathbf{u}_i^{\top}\mathbf{u}_j|
@@ -75,7 +76,7 @@ def eigenpair_tolerance(dtype: torch.dtype) -> float:
     cast from float64 to float32, which rounds each entry once). Rows of such
     vectors (a subgraph's) are no longer orthogonal, by far more than this
     unless nearly every row is kept."""
-    return 10 * math.sqrt(max(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps))
+    return 10 * math.sqrt(torch.finfo(dtype).eps)
 
 
 def _relative_off_diagonal(vtw: Tensor) -> Tensor:
@@ -92,7 +93,15 @@ def _relative_off_diagonal(vtw: Tensor) -> Tensor:
 GAIN_ACCURACY = 1e-3
 
 
-def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool) -> None:
+def _computed_dtype(w: Tensor, v: Tensor) -> torch.dtype:
+    # float64 factors that float32 holds exactly were computed in float32.
+    if w.dtype == torch.float64 and all(torch.equal(t, t.float().double()) for t in (w, v)):
+        return torch.float32
+    return w.dtype
+
+
+def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool,
+                computed: torch.dtype) -> None:
     # The smallest pivot of U against the rounding level of the core's entries
     # bounds the relative accuracy of the largest gain: for tsGCN's factors the
     # core is I - Λ, whose smallest pivot 1 - λ_max >= 1 / (1 + α + β) is where
@@ -106,7 +115,7 @@ def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool) -> None:
     if not finite:
         raise ValueError("the factors 'w' and 'v' contain NaN or infinite values; "
                          'recompute them (e.g. with LowRankInverse)')
-    tolerance = eigenpair_tolerance(vtw.dtype)
+    tolerance = eigenpair_tolerance(computed)
     if off and not off[0] <= tolerance:
         raise ValueError(
             f"the factors 'w' and 'v' (data.lowrank_w and data.lowrank_v) are not those of "

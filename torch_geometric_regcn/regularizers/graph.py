@@ -72,10 +72,14 @@ def adjacency(edge_index: Any, num_nodes: int, edge_weight: Optional[Tensor] = N
     r"""The renormalised adjacency :math:`\hat{\mathbf{A}}` as sparse CSR, from
     an :obj:`edge_index` (with optional :obj:`edge_weight`) or a
     :obj:`torch.sparse` adjacency matrix."""
+    weight_name = 'edge_weight'
+    if is_sparse_tensor(edge_index) or edge_index.layout != torch.strided:
+        weight_name = f'{name}.values()'
     edge_index, edge_weight = _as_edge_index(edge_index, edge_weight)
     if edge_weight is not None:
         edge_weight = edge_weight.to(dtype)
-    return combine([normalized_adjacency(edge_index, num_nodes, edge_weight, dtype, name)],
+    return combine([normalized_adjacency(edge_index, num_nodes, edge_weight, dtype, name,
+                                         weight_name)],
                    [1.0], num_nodes)
 
 

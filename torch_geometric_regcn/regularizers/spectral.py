@@ -22,15 +22,6 @@ from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
 from torch_geometric_regcn.utils.validation import check_int, check_real
 
 
-def check_range(name: str, value: float, low: float, high: float, low_open: bool = False,
-                high_open: bool = False) -> float:
-    return check_real(name, value, low, high, low_open, high_open)
-
-
-def check_steps(K: int) -> int:
-    return check_int('K', K)
-
-
 class AffineRegularizer(Regularizer):
     r"""A regulariser :math:`\mathbf{R} = (b_0\mathbf{I} + b_1\hat{\mathbf{A}})^{-1}
     (m_0\mathbf{I} + m_1\hat{\mathbf{A}})`; subclasses set :obj:`m` and :obj:`b`."""
@@ -111,7 +102,7 @@ class SGCRegularizer(GCNRegularizer):
     projection = 'identity'
 
     def __init__(self, K: int = 2) -> None:
-        self.K = check_steps(K)
+        self.K = check_int('K', K)
 
     def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
         for _ in range(self.K):
@@ -140,8 +131,8 @@ class APPNPRegularizer(AffineRegularizer):
     decoupled = True
 
     def __init__(self, K: int = 10, alpha: float = 0.1) -> None:
-        self.K = check_steps(K)
-        self.alpha = check_range('alpha', alpha, 0.0, 1.0, low_open=True)
+        self.K = check_int('K', K)
+        self.alpha = check_real('alpha', alpha, 0.0, 1.0, low_open=True)
 
     @property
     def m(self) -> Tuple[float, float]:
@@ -175,8 +166,8 @@ class JKNetRegularizer(AffineRegularizer):
     name = 'jknet'
 
     def __init__(self, K: int = 4, beta: float = 1.0) -> None:
-        self.K = check_steps(K)
-        self.beta = check_range('beta', beta, 0.0, math.inf)
+        self.K = check_int('K', K)
+        self.beta = check_real('beta', beta, 0.0, math.inf)
 
     m = property(lambda self: (1.0 + self.beta, -self.beta))
     b = (0.0, 1.0)
@@ -202,8 +193,8 @@ class DAGNNRegularizer(AffineRegularizer):
     decoupled = True
 
     def __init__(self, K: int = 10, beta: float = 1.0, adaptive: bool = True) -> None:
-        self.K = check_steps(K)
-        self.beta = check_range('beta', beta, 0.0, math.inf)
+        self.K = check_int('K', K)
+        self.beta = check_real('beta', beta, 0.0, math.inf)
         self.adaptive = adaptive
         self.register_module('gate', Linear(-1, 1) if adaptive else None)
 
@@ -243,12 +234,12 @@ class GNNLFRegularizer(AffineRegularizer):
     default_solver = 'cg'
 
     def __init__(self, alpha: float = 0.1, mu: float = 0.9, K: int = 10) -> None:
-        alpha = check_range('alpha', alpha, 0.0, 1.0, low_open=True)
-        mu = check_range('mu', mu, 0.0, 1.0)
+        alpha = check_real('alpha', alpha, 0.0, 1.0, low_open=True)
+        mu = check_real('mu', mu, 0.0, 1.0)
         if not 2 * mu + 2 / alpha > 3:
             raise ValueError(f"GNN-LF needs 2 * mu + 2 / alpha > 3 for a positive definite "
                              f"system (got alpha={alpha}, mu={mu}); lower 'alpha' or raise 'mu'")
-        self.alpha, self.mu, self.K = alpha, mu, check_steps(K)
+        self.alpha, self.mu, self.K = alpha, mu, check_int('K', K)
 
     m = property(lambda self: (self.mu + 1 / self.alpha - 1, 2 - self.mu - 1 / self.alpha))
     b = property(lambda self: (self.mu, 1 - self.mu))
@@ -273,9 +264,9 @@ class GNNHFRegularizer(AffineRegularizer):
     default_solver = 'cg'
 
     def __init__(self, alpha: float = 0.1, beta: float = 1.0, K: int = 10) -> None:
-        self.alpha = check_range('alpha', alpha, 0.0, 1.0, low_open=True)
-        self.beta = check_range('beta', beta, 0.0, math.inf)
-        self.K = check_steps(K)
+        self.alpha = check_real('alpha', alpha, 0.0, 1.0, low_open=True)
+        self.beta = check_real('beta', beta, 0.0, math.inf)
+        self.K = check_int('K', K)
 
     m = property(lambda self: (self.beta + 1 / self.alpha, 1 - self.beta - 1 / self.alpha))
     b = property(lambda self: (1 + self.beta, -self.beta))

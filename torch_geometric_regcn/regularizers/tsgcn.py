@@ -9,7 +9,6 @@ from torch_geometric_regcn.linalg.graph_operator import linear_combination
 from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators
-from torch_geometric_regcn.regularizers.spectral import check_steps
 from torch_geometric_regcn.utils.validation import check_int, check_real
 
 
@@ -106,7 +105,7 @@ class TSGCNRegularizer(Regularizer):
     def __init__(self, alpha: float = 1.0, beta: float = 0.2, k: int = 10, K: int = 10,
                  normalize: bool = True) -> None:
         self.alpha, self.beta, self.k = check_tsgcn_coefficients(alpha, beta, k)
-        self.K = check_steps(K)
+        self.K = check_int('K', K)
         self.normalize = normalize
 
     @property

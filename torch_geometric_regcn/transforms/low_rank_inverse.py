@@ -22,7 +22,13 @@ from torch_geometric_regcn.linalg.woodbury import (
 from torch_geometric_regcn.regularizers.graph import GraphOperators
 from torch_geometric_regcn.regularizers.tsgcn import check_tsgcn_coefficients, tsgcn_adjacency
 from torch_geometric_regcn.transforms import factor_cache
-from torch_geometric_regcn.utils.validation import check_finite, check_int, check_real
+from torch_geometric_regcn.utils.validation import (
+    as_root,
+    check_finite,
+    check_int,
+    check_real,
+    solve_dtype,
+)
 
 
 def paper_rank(num_nodes: int, p: int) -> int:
@@ -82,18 +88,13 @@ def _compute_dtype(data: Data) -> torch.dtype:
     from a half-precision one (:obj:`float16`, :obj:`bfloat16`), in which the
     eigensolver cannot run and the gains :math:`1 / (1 - \lambda)` would keep
     about three significant digits."""
-    dtype = _target(data)[0]
-    return torch.float32 if torch.finfo(dtype).bits < 32 else dtype
+    return solve_dtype(_target(data)[0])
 
 
 def _check_cache_dir(cache_dir: Union[str, 'os.PathLike[str]']) -> str:
     r"""Checks that :obj:`cache_dir` is a writable folder, creating it if
     needed, and returns it as a string."""
-    try:
-        cache_dir = os.fspath(cache_dir)
-    except TypeError:
-        raise ValueError(f"'cache_dir' must be a folder path or None (got "
-                         f"{cache_dir!r})") from None
+    cache_dir = as_root(cache_dir, 'cache_dir')
     path = osp.expanduser(cache_dir)
     if osp.exists(path) and not osp.isdir(path):
         raise ValueError(f"'cache_dir' must be a folder, but '{path}' is a file; pass "

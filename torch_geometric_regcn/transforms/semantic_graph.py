@@ -60,7 +60,7 @@ class SemanticGraph(BaseTransform):
                  progress: bool = True, seed: int = 0) -> None:
         k = check_int('k', k)
         block_size = None if block_size is None else check_int('block_size', block_size)
-        seed = check_int('seed', seed, minimum=0)
+        seed = check_int('seed', seed, minimum=-2**63)
         if method not in KNN_METHODS:
             raise ValueError(f"'method' must be one of {KNN_METHODS} (got {method!r})")
         self.k, self.block_size, self.method = k, block_size, method

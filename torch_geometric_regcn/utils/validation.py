@@ -21,10 +21,6 @@ def check_finite(name: str, tensor: Tensor) -> None:
                          f"(e.g. 'torch.nan_to_num') before calling this transform or layer")
 
 
-def check_nonnegative(name: str, value: float) -> float:
-    return check_real(name, value, 0.0)
-
-
 def check_real(name: str, value: float, low: float = -math.inf, high: float = math.inf,
                low_open: bool = False, high_open: bool = False) -> float:
     r"""Returns :obj:`value` as a finite :class:`float` in the interval
@@ -40,8 +36,13 @@ def check_real(name: str, value: float, low: float = -math.inf, high: float = ma
     inside = (low < value if low_open else low <= value) and \
         (value < high if high_open else value <= high)
     if not inside:
-        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        raise ValueError(f"'{name}' must lie in {interval} (got {value})")
+        if high == math.inf and low == 0:
+            rule = 'be positive' if low_open else 'be non-negative'
+        elif high == math.inf:
+            rule = f"be {'larger than' if low_open else 'at least'} {low}"
+        else:
+            rule = f"lie in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        raise ValueError(f"'{name}' must {rule} (got {value})")
     return value
 
 
@@ -65,7 +66,11 @@ def check_int(name: str, value: int, minimum: int = 1) -> int:
 
 
 def check_edge_index(edge_index: Tensor, num_nodes: int,
-                     edge_weight: Optional[Tensor] = None, name: str = 'edge_index') -> None:
+                     edge_weight: Optional[Tensor] = None, name: str = 'edge_index',
+                     weight_name: str = 'edge_weight') -> None:
+    if not isinstance(edge_index, Tensor):
+        raise TypeError(f"'{name}' must be a tensor [2, num_edges] (got "
+                        f"{type(edge_index).__name__})")
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"'{name}' must have shape [2, num_edges] "
                          f"(got {list(edge_index.shape)})")
@@ -80,13 +85,16 @@ def check_edge_index(edge_index: Tensor, num_nodes: int,
                    f"'{name}' as it was; rebuild it for this graph with SemanticGraph")
         raise ValueError(f"'{name}' refers to nodes outside [0, {num_nodes - 1}]; {fix}")
     if edge_weight is not None:
+        if not isinstance(edge_weight, Tensor):
+            raise TypeError(f"'{weight_name}' must be a tensor [num_edges] (got "
+                            f"{type(edge_weight).__name__})")
         if edge_weight.dim() != 1 or edge_weight.numel() != edge_index.size(1):
-            raise ValueError(f"'edge_weight' must have shape [{edge_index.size(1)}] to match "
+            raise ValueError(f"'{weight_name}' must have shape [{edge_index.size(1)}] to match "
                              f"'{name}' (got {list(edge_weight.shape)})")
-        check_finite('edge_weight', edge_weight)
+        check_finite(weight_name, edge_weight)
         if bool((edge_weight < 0).any()):
-            raise ValueError("'edge_weight' must be non-negative: the normalised adjacency "
-                             "needs non-negative degrees")
+            raise ValueError(f"'{weight_name}' must be non-negative: the normalised adjacency "
+                             f"needs non-negative degrees")
 
 
 #: Half-precision inputs are solved in this dtype and cast back.
@@ -101,9 +109,10 @@ def solve_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in HALF_DTYPES else dtype
 
 
-def check_node_features(x: Tensor, name: str = 'x') -> None:
-    r"""A floating-point node feature matrix :obj:`[N, F]` without NaN or
-    infinite values (the finiteness check reads the whole tensor once)."""
+def check_node_features(x: Tensor, name: str = 'x', finite: bool = True) -> None:
+    r"""A floating-point node feature matrix :obj:`[N, F]`, without NaN or
+    infinite values if :obj:`finite` (which reads the whole tensor once;
+    layers instead check their projection, see :func:`check_projection`)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"'{name}' must be a tensor of node features [num_nodes, channels] "
                         f"(got {type(x).__name__})")
@@ -113,7 +122,20 @@ def check_node_features(x: Tensor, name: str = 'x') -> None:
                          f"'{name}.view(-1, 1)' for a single feature")
     if not x.is_floating_point():
         raise TypeError(f"'{name}' must be floating point (got {x.dtype}); use '{name}.float()'")
-    check_finite(name, x)
+    if finite:
+        check_finite(name, x)
+
+
+def check_projection(h: Tensor, x: Tensor, name: str = 'x') -> None:
+    r"""Raises the error of :func:`check_finite` for :obj:`x` when its
+    projection :obj:`h` (:math:`\mathbf{X}\mathbf{\Theta}`, which carries any
+    NaN or infinity of :obj:`x` and has fewer columns) is not finite; a
+    non-finite :obj:`x` is named, else the layer's weights are."""
+    if not bool(h.isfinite().all()):
+        check_finite(name, x)
+        raise ValueError(f"The projection of '{name}' by the layer's weights holds NaN or "
+                         f"infinite values although '{name}' is finite: the weights diverged "
+                         f"(lower the learning rate) or overflow {h.dtype}")
 
 
 def check_factors(w: Tensor, v: Tensor, num_nodes: int,
@@ -121,6 +143,9 @@ def check_factors(w: Tensor, v: Tensor, num_nodes: int,
     r"""Low-rank factors :obj:`[N, r]` of one graph with :obj:`num_nodes` nodes, in
     float32 or float64 (see :class:`~torch_geometric_regcn.LowRankInverse`)."""
     a, b = names
+    if not (isinstance(w, Tensor) and isinstance(v, Tensor)):
+        raise TypeError(f"'{a}' and '{b}' must be tensors [num_nodes, rank] (got "
+                        f"{type(w).__name__} and {type(v).__name__})")
     if w.dim() != 2 or w.shape != v.shape:
         raise ValueError(f"'{a}' and '{b}' must both have shape [num_nodes, rank] "
                          f"(got {list(w.shape)} and {list(v.shape)})")

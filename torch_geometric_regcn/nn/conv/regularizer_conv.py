@@ -19,6 +19,7 @@ from torch_geometric_regcn.utils.validation import (
     check_channels,
     check_factors,
     check_node_features,
+    check_projection,
     solve_dtype,
 )
 
@@ -130,7 +131,8 @@ class RegularizerConv(MessagePassing):
         self.tol = float(tol)
         self.max_iter = int(max_iter)
         self._cached_graph: Optional[GraphOperators] = None
-        self._cached_inputs: Dict[str, Tuple[Any, int]] = {}
+        self._cached_inputs: Dict[str, Any] = {}
+        self._cached_versions: Optional[Dict[str, int]] = None
         self._masking: Optional[EdgeMasking] = None  # while a product is explained
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer='glorot')
         if bias:
@@ -165,15 +167,16 @@ class RegularizerConv(MessagePassing):
 
     def _clear_cache(self) -> None:
         self._cached_graph = None
-        self._cached_inputs = {}
+        self._cached_inputs, self._cached_versions = {}, None
 
     def _check_cached_inputs(self, num_nodes: int, inputs: Dict[str, Any]) -> None:
         # The same objects, not modified in place, are the cached graph; other
         # tensors must be equal to them (one O(E) comparison per call).
         for name, value in {'num_nodes': num_nodes, **inputs}.items():
-            cached, version = self._cached_inputs[name]
+            cached = self._cached_inputs[name]
             if value is cached:
-                if getattr(value, '_version', 0) == version:
+                versions = self._cached_versions
+                if versions is None or getattr(value, '_version', 0) == versions[name]:
                     continue
                 change = 'was modified in place'
             elif _same_value(cached, value):
@@ -216,8 +219,8 @@ class RegularizerConv(MessagePassing):
                 f"cached=True", UserWarning, stacklevel=2)
         if self.cached:
             self._cached_graph = ops
-            self._cached_inputs = {name: (value, getattr(value, '_version', 0)) for name, value
-                                   in {'num_nodes': x.size(0), **inputs}.items()}
+            self._cached_inputs = {'num_nodes': x.size(0), **inputs}
+            self._cached_versions = None
         return ops
 
     def forward(self, x: Tensor, edge_index: Any, edge_weight: Optional[Tensor] = None,
@@ -245,7 +248,7 @@ class RegularizerConv(MessagePassing):
                 for :obj:`solver="lowrank"`. (default: :obj:`None`)
         """
         if not is_compiling():
-            check_node_features(x)
+            check_node_features(x, finite=False)
         graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)
         graph.propagate = self._propagate_matrix
@@ -260,8 +263,15 @@ class RegularizerConv(MessagePassing):
             if self._edge_mask.requires_grad:
                 graph.propagate_params = (self._edge_mask,)
         h = self.lin(x)
-        out = self.regularizer.propagate(h.to(solve_dtype(h.dtype)), graph, self.solver,
-                                         self.tol, self.max_iter).to(h.dtype)
+        if not is_compiling():
+            check_projection(h, x)
+        # The solvers run in float32 or above, also under torch.autocast.
+        with torch.autocast(h.device.type, enabled=False):
+            out = self.regularizer.propagate(h.to(solve_dtype(h.dtype)), graph, self.solver,
+                                             self.tol, self.max_iter).to(h.dtype)
+        if self.cached and self._cached_versions is None:  # after building: coalescing
+            self._cached_versions = {name: getattr(value, '_version', 0)  # bumps versions
+                                     for name, value in self._cached_inputs.items()}
         if self.bias is not None:
             out = out + self.bias
         return out
@@ -351,8 +361,10 @@ class EdgeMasking:
 def _same_value(a: Any, b: Any) -> bool:
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
         return a is b or (not isinstance(a, Tensor) and not isinstance(b, Tensor) and a == b)
-    if (a.layout, a.shape, a.dtype, a.device) != (b.layout, b.shape, b.dtype, b.device):
+    if (a.layout, a.shape) != (b.layout, b.shape) or a.is_floating_point() != \
+            b.is_floating_point():
         return False
+    b = b.to(a.device, a.dtype)
     if a.layout != torch.strided:
         a, b = a.to_sparse_coo().coalesce(), b.to_sparse_coo().coalesce()
         return torch.equal(a.indices(), b.indices()) and torch.equal(a.values(), b.values())

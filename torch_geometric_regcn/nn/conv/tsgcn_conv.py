@@ -1,5 +1,4 @@
 r"""The tsGCN layer."""
-import math
 
 import torch
 from torch import Tensor
@@ -12,6 +11,8 @@ from torch_geometric_regcn.utils.validation import (
     check_channels,
     check_factors,
     check_node_features,
+    check_projection,
+    check_real,
     check_same_device,
 )
 
@@ -110,9 +111,7 @@ class TSGCNConv(torch.nn.Module):
     def __init__(self, in_channels: int, out_channels: int, bias: bool = True,
                  scale: float = 1.0) -> None:
         super().__init__()
-        if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-            raise ValueError(f"'scale' must be a positive number (got {scale!r}); "
-                             f"1 / (1 + alpha + beta) gives the authors' scaling")
+        scale = check_real('scale', scale, 0.0, low_open=True)
         in_channels, out_channels = check_channels(in_channels=in_channels,
                                                    out_channels=out_channels)
         self.in_channels = in_channels
@@ -145,6 +144,8 @@ class TSGCNConv(torch.nn.Module):
         if not is_compiling():
             _check_factors(x, w, v)
         h = self.lin(x)
+        if not is_compiling():
+            check_projection(h, x)
         core = self._woodbury(w, v, from_eigenpairs=True)
         out = woodbury_apply(h.to(w.dtype), w, v, core).to(h.dtype)
         if self.scale != 1.0:
@@ -160,5 +161,5 @@ class TSGCNConv(torch.nn.Module):
 
 def _check_factors(x: Tensor, w: Tensor, v: Tensor) -> None:
     check_same_device(x=x, w=w, v=v)
-    check_node_features(x)
+    check_node_features(x, finite=False)
     check_factors(w, v, x.size(0))

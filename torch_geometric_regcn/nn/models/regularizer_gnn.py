@@ -93,6 +93,11 @@ class RegularizerGNN(torch.nn.Module):
         for module in [*self.lins, *self.convs]:
             module.reset_parameters()
 
+    def reset_cache(self) -> None:
+        r"""Forgets the graph cached by :obj:`cached=True` in every layer."""
+        for conv in self.convs:
+            conv.reset_cache()
+
     def forward(self, x: Tensor, edge_index: Any, **kwargs: Any) -> Tensor:
         r"""Keyword arguments go to every
         :meth:`~torch_geometric_regcn.RegularizerConv.forward`."""
