@@ -1,5 +1,5 @@
 r"""The regulariser interface of the regularizer-centred framework."""
-from typing import Any, ClassVar, Dict, FrozenSet, Optional, Tuple
+from typing import Any, ClassVar, Dict, FrozenSet, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -69,6 +69,10 @@ class Regularizer(torch.nn.Module):
     decoupled: ClassVar[bool] = False
     #: the number of series terms, for :obj:`solver="series"`
     K: int = 10
+    #: the coefficients :meth:`learn` can make trainable, with their range:
+    #: :obj:`"positive"` (:math:`(0, \infty)`, through softplus) or
+    #: :obj:`"unit"` (:math:`(0, 1)`, through the logistic sigmoid)
+    learnable: ClassVar[Dict[str, str]] = {}
 
     def __new__(cls, *args: Any, **kwargs: Any) -> 'Regularizer':
         # Set up the module before any __init__ runs, so that a subclass may
@@ -88,7 +92,10 @@ class Regularizer(torch.nn.Module):
         raise NotImplementedError(f'{type(self).__name__} must implement operator(graph)')
 
     def cached_operator(self, graph: GraphOperators) -> Tensor:
-        r""":meth:`operator`, built once per graph."""
+        r""":meth:`operator`, built once per graph (on every call while
+        coefficients are learned)."""
+        if self.learned:
+            return self.operator(graph)
         return graph.memo((self, 'operator'), lambda: self.operator(graph))
 
     def numerator(self, x: Tensor, graph: GraphOperators) -> Tensor:
@@ -104,9 +111,68 @@ class Regularizer(torch.nn.Module):
         return frozenset({'adj'})
 
     def coefficients(self) -> Dict[str, Any]:
-        r"""The coefficients, as passed to the constructor."""
+        r"""The fixed coefficients, as passed to the constructor (learned ones
+        are parameters, see :meth:`learn`)."""
         return {k: v for k, v in vars(self).items()
                 if not k.startswith('_') and k != 'training'}
+
+    # -- learned coefficients -----------------------------------------------------
+    def learn(self, *names: str) -> 'Regularizer':
+        r"""Makes the coefficients :obj:`names` trainable, from their current
+        values. Each is a function of an unconstrained parameter
+        :obj:`raw_<name>` that keeps it in its range (:attr:`learnable`):
+        softplus for positive coefficients, the logistic sigmoid for those in
+        :math:`(0, 1)`. The solvers :obj:`"closed"`, :obj:`"series"` and
+        :obj:`"cg"` differentiate through them; :obj:`"cg"` by implicit
+        differentiation, :math:`\partial \mathbf{Y} / \partial \theta =
+        -\mathbf{M}^{-1} (\partial \mathbf{M} / \partial \theta) \mathbf{Y}`,
+        at the cost of one more product with :math:`\mathbf{M}` in the
+        backward pass (see :func:`~torch_geometric_regcn.linalg.cg_solve`).
+        Returns the regulariser."""
+        learned = self.__dict__.setdefault('_learned', {})
+        for name in names:
+            if name not in self.learnable:
+                raise ValueError(f"{type(self).__name__} cannot learn {name!r}; it can learn "
+                                 f"{sorted(self.learnable)}")
+            if name in learned:
+                continue
+            kind, value = self.learnable[name], float(getattr(self, name))
+            if not (value > 0 and (kind == 'positive' or value < 1)):
+                interval = '(0, inf)' if kind == 'positive' else '(0, 1)'
+                raise ValueError(f"'{name}' = {value} cannot be learned: start it inside "
+                                 f"{interval}, where its reparametrisation is defined")
+            value_t = torch.tensor(value, dtype=torch.float64)
+            raw = (value_t + torch.log(-torch.expm1(-value_t)) if kind == 'positive'
+                   else torch.logit(value_t))  # the inverse of softplus or sigmoid
+            delattr(self, name)
+            self.register_parameter(f'raw_{name}',
+                                    torch.nn.Parameter(raw.to(torch.get_default_dtype())))
+            learned[name] = kind
+        return self
+
+    @property
+    def learned(self) -> Tuple[str, ...]:
+        r"""The names of the learned coefficients."""
+        return tuple(self.__dict__.get('_learned', ()))
+
+    def learned_parameters(self) -> Tuple[Tensor, ...]:
+        r"""The unconstrained parameters of the learned coefficients."""
+        return tuple(self._parameters[f'raw_{name}'] for name in self.learned)
+
+    def __getattr__(self, name: str) -> Any:
+        learned = self.__dict__.get('_learned')
+        if learned and name in learned:
+            raw = self._parameters[f'raw_{name}']
+            return (torch.nn.functional.softplus(raw) if learned[name] == 'positive'
+                    else torch.sigmoid(raw))
+        return super().__getattr__(name)
+
+    def operator_terms(self, graph: GraphOperators) -> List[Tuple[Any, Optional[Tensor]]]:
+        r""":math:`\mathbf{M} = \sum_k c_k \mathbf{A}_k` as pairs :obj:`(c_k,
+        A_k)` of coefficients (tensors where learned) and sparse operators that
+        do not depend on them (:obj:`None` for the identity), for regularisers
+        that :meth:`learn`. By default :obj:`[(1, operator(graph))]`."""
+        return [(1.0, self.operator(graph))]
 
     def frequency_response(self, lam: Tensor) -> Tensor:
         r"""The gain :math:`g(\lambda)` of the propagation of the default solver
@@ -131,7 +197,8 @@ class Regularizer(torch.nn.Module):
         except TypeError:  # coefficients that are not constructor arguments
             pass
         for key, value in state.items():
-            setattr(self, key, value)
+            if key not in self.learned:  # a learned one loads as its parameter
+                setattr(self, key, value)
 
     # -- shared machinery ---------------------------------------------------------
     def check_solver(self, solver: Optional[str]) -> str:
@@ -190,8 +257,9 @@ class Regularizer(torch.nn.Module):
         return -(h * h_in).sum() + 0.5 * (h * (self.regularizer_matrix(ops) @ h)).sum()
 
     def __repr__(self) -> str:
-        args = ', '.join(f'{k}={v}' for k, v in self.coefficients().items())
-        return f'{type(self).__name__}({args})'
+        args = [f'{k}={v}' for k, v in self.coefficients().items()]
+        args += [f'{name}=learned({float(getattr(self, name)):.4g})' for name in self.learned]
+        return f'{type(self).__name__}({", ".join(args)})'
 
 
 @compiler_disable(reason="Regularizer.propagate runs the solvers 'closed', 'series' and 'cg' "
@@ -204,7 +272,31 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
     if solver == 'series':
         return regularizer.series(x, graph)
     rhs = regularizer.numerator(x, graph)
+    if regularizer.learned:
+        return _learned_solve(regularizer, rhs, graph, solver, tol, max_iter)
     matrix = regularizer.cached_operator(graph)
     if solver == 'closed':  # dense O(N^3): small graphs and tests only
         return torch.linalg.solve(matrix.to_dense(), rhs)
     return cg_solve(matrix, rhs, tol, max_iter, graph.propagate, graph.propagate_params)
+
+
+def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators, solver: str,
+                   tol: float, max_iter: int) -> Tensor:
+    r"""The solve of a regulariser with learned coefficients: :math:`\mathbf{M}`
+    from its :meth:`~Regularizer.operator_terms`, rebuilt on every call."""
+    def product(_: Tensor, y: Tensor) -> Tensor:  # M(θ) y, differentiable in θ
+        out = None
+        for c, matrix in regularizer.operator_terms(graph):
+            term = c * (y if matrix is None else graph.matmul(matrix, y))
+            out = term if out is None else out + term
+        return out
+
+    if solver == 'closed':
+        eye = torch.eye(graph.num_nodes, dtype=rhs.dtype, device=rhs.device)
+        dense = sum(c * (eye if m is None else m.to_dense())
+                    for c, m in regularizer.operator_terms(graph))
+        return torch.linalg.solve(dense, rhs)
+    with torch.no_grad():  # the values of M now, for the preconditioner
+        matrix = regularizer.operator(graph)
+    params = regularizer.learned_parameters() + graph.propagate_params
+    return cg_solve(matrix, rhs, tol, max_iter, product, params)

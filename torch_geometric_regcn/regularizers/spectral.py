@@ -11,7 +11,7 @@ are Neumann series of :math:`\mathbf{M}^{-1} = m_0^{-1}\sum_k
 (-m_1\hat{\mathbf{A}}/m_0)^k`.
 """
 import math
-from typing import Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -38,6 +38,10 @@ class AffineRegularizer(Regularizer):
 
     def operator(self, graph: GraphOperators) -> Tensor:
         return linear_combination([graph.identity(), graph.adj], self.m)
+
+    def operator_terms(self, graph: GraphOperators) -> List[Tuple[Any, Optional[Tensor]]]:
+        m0, m1 = self.m
+        return [(m0, None), (m1, graph.adj)]
 
     def numerator(self, x: Tensor, graph: GraphOperators) -> Tensor:
         b0, b1 = self.b
@@ -129,6 +133,7 @@ class APPNPRegularizer(AffineRegularizer):
     """
     name = 'appnp'
     decoupled = True
+    learnable = {'alpha': 'unit'}
 
     def __init__(self, K: int = 10, alpha: float = 0.1) -> None:
         self.K = check_int('K', K)
@@ -164,6 +169,7 @@ class JKNetRegularizer(AffineRegularizer):
         beta (float, optional): :math:`\beta \geq 0`. (default: :obj:`1.0`)
     """
     name = 'jknet'
+    learnable = {'beta': 'positive'}
 
     def __init__(self, K: int = 4, beta: float = 1.0) -> None:
         self.K = check_int('K', K)

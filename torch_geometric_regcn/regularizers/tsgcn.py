@@ -1,6 +1,6 @@
 r"""The tsGCN regulariser: topological and semantic, and its operator
 :math:`\mathbf{S}`."""
-from typing import FrozenSet, Optional, Tuple
+from typing import Any, FrozenSet, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -101,6 +101,7 @@ class TSGCNRegularizer(Regularizer):
     """
     name = 'tsgcn'
     solvers = ('closed', 'series', 'cg', 'lowrank')
+    learnable = {'alpha': 'positive', 'beta': 'positive'}
 
     def __init__(self, alpha: float = 1.0, beta: float = 0.2, k: int = 10, K: int = 10,
                  normalize: bool = True) -> None:
@@ -123,8 +124,22 @@ class TSGCNRegularizer(Regularizer):
 
     def adjacency(self, graph: GraphOperators) -> Tensor:
         r""":math:`\mathbf{S}` of :obj:`graph`, built once per graph."""
+        if self.learned:  # changes with every step
+            return tsgcn_adjacency(graph, self.alpha, self.beta, self.k)
         return graph.memo((self, 'adjacency'),
                           lambda: tsgcn_adjacency(graph, self.alpha, self.beta, self.k))
+
+    def operator_terms(self, graph: GraphOperators) -> List[Tuple[Any, Optional[Tensor]]]:
+        r""":math:`\mathbf{M} = (\mathbf{I} - \mathbf{S}) / \text{gain}` as
+        :math:`\mathbf{I}`, :math:`\hat{\mathbf{A}}_G` and
+        :math:`\hat{\mathbf{A}}_X` with coefficients in :math:`\alpha, \beta`."""
+        scale, gain = 1.0 + self.alpha + self.beta, self.gain
+        terms: List[Tuple[Any, Optional[Tensor]]] = [(1.0 / gain, None)]
+        if 'alpha' in self.learned or self.alpha > 0:
+            terms.append((-self.alpha / (scale * gain), graph.adj))
+        if 'beta' in self.learned or self.beta > 0:
+            terms.append((-self.beta / (scale * gain), graph.semantic_adjacency(self.k)))
+        return terms
 
     def operator(self, graph: GraphOperators) -> Tensor:
         r""":math:`\mathbf{M} = (\mathbf{I} - \mathbf{S}) / \text{gain}`, so
@@ -133,11 +148,20 @@ class TSGCNRegularizer(Regularizer):
                                   [1.0 / self.gain, -1.0 / self.gain])
 
     def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
-        adjacency = self.adjacency(graph)
+        if self.learned:  # S y from its parts, differentiable in alpha and beta
+            gain, parts = self.gain, self.operator_terms(graph)[1:]
+
+            def step(y: Tensor) -> Tensor:
+                return sum(-c * gain * graph.matmul(m, y) for c, m in parts)
+        else:
+            adjacency = self.adjacency(graph)
+
+            def step(y: Tensor) -> Tensor:
+                return graph.matmul(adjacency, y)
         term = self.gain * x
         out = term
         for _ in range(self.K - 1):
-            term = graph.matmul(adjacency, term)
+            term = step(term)
             out = out + term
         return out
 
@@ -146,6 +170,9 @@ class TSGCNRegularizer(Regularizer):
         :class:`~torch_geometric_regcn.LowRankInverse`,
         :math:`\text{gain}\cdot(\mathbf{I} - \mathbf{W}(\mathbf{I}_r +
         \mathbf{V}^{\top}\mathbf{W})^{-1}\mathbf{V}^{\top})\mathbf{X}`."""
+        if self.learned:
+            raise ValueError(f"solver='lowrank' cannot learn {list(self.learned)}: the factors "
+                             f"are computed for fixed alpha and beta; use solver='cg'")
         if graph.lowrank is None:
             raise ValueError("solver='lowrank' needs the factors: pass 'lowrank_w=' and "
                              "'lowrank_v=' (see LowRankInverse)")

@@ -1,7 +1,7 @@
 r"""One layer for the whole regularizer-centred framework."""
 import functools
 import warnings
-from typing import Any, Dict, Optional, Tuple, Type, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Type, Union
 
 import torch
 from torch import Tensor
@@ -84,6 +84,11 @@ class RegularizerConv(MessagePassing):
             (default: :obj:`1e-6`)
         max_iter (int, optional): Iteration cap of :obj:`"cg"`.
             (default: :obj:`1000`)
+        learn (Sequence[str], optional): Coefficients to learn, from their
+            given values, e.g. :obj:`("alpha", "beta")` for :obj:`"tsgcn"`
+            (see :meth:`~torch_geometric_regcn.regularizers.Regularizer.learn`;
+            not with :obj:`solver="lowrank"`, whose factors are precomputed).
+            (default: :obj:`()`)
         **coefficients (optional): The regulariser's coefficients, e.g.
             :obj:`K=10, alpha=0.1` for :obj:`"appnp"`.
 
@@ -118,8 +123,9 @@ class RegularizerConv(MessagePassing):
     def __init__(self, in_channels: int, out_channels: int,
                  regularizer: Union[str, Regularizer, Type[Regularizer]] = 'gcn',
                  bias: bool = True, solver: Optional[str] = None, cached: bool = False,
-                 tol: float = 1e-6, max_iter: int = 1000, **coefficients: Any) -> None:
-        super().__init__()
+                 tol: float = 1e-6, max_iter: int = 1000, learn: Sequence[str] = (),
+                 **coefficients: Any) -> None:
+        super().__init__(aggr='add')
         in_channels, out_channels = check_channels(in_channels=in_channels,
                                                    out_channels=out_channels)
         self.in_channels = in_channels
@@ -127,6 +133,12 @@ class RegularizerConv(MessagePassing):
         check_arguments(tol, max_iter)
         self.regularizer = get(regularizer, **coefficients)
         self.solver = self.regularizer.check_solver(solver)
+        learn = (learn,) if isinstance(learn, str) else tuple(learn)
+        if learn and self.solver == 'lowrank':
+            raise ValueError("'learn' needs solver 'cg', 'series' or 'closed' (got "
+                             "solver='lowrank', whose factors are computed for fixed "
+                             "coefficients)")
+        self.regularizer.learn(*learn)
         self.cached = cached
         self.tol = float(tol)
         self.max_iter = int(max_iter)

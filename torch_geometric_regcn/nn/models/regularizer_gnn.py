@@ -1,6 +1,6 @@
 r"""A network of the regularizer-centred framework for any regulariser."""
 import copy
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +48,8 @@ class RegularizerGNN(torch.nn.Module):
             (default: :obj:`1e-6`)
         max_iter (int, optional): Iteration cap of :obj:`"cg"`.
             (default: :obj:`1000`)
+        learn (Sequence[str], optional): Coefficients each layer learns (see
+            :class:`~torch_geometric_regcn.RegularizerConv`). (default: :obj:`()`)
         **coefficients (optional): The regulariser's coefficients.
 
     Example:
@@ -64,7 +66,8 @@ class RegularizerGNN(torch.nn.Module):
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int = 2, regularizer: Any = 'gcn', dropout: float = 0.0,
                  bias: bool = True, solver: Optional[str] = None, cached: bool = False,
-                 tol: float = 1e-6, max_iter: int = 1000, **coefficients: Any) -> None:
+                 tol: float = 1e-6, max_iter: int = 1000, learn: Sequence[str] = (),
+                 **coefficients: Any) -> None:
         super().__init__()
         num_layers = check_int('num_layers', num_layers)
         in_channels, hidden_channels, out_channels = check_channels(
@@ -80,7 +83,8 @@ class RegularizerGNN(torch.nn.Module):
         # Each layer owns its regulariser (a copy), so trainable parts are per layer.
         self.convs = torch.nn.ModuleList(
             RegularizerConv(a, b, template if i == 0 else copy.deepcopy(template), bias=bias,
-                            solver=solver, cached=cached, tol=tol, max_iter=max_iter)
+                            solver=solver, cached=cached, tol=tol, max_iter=max_iter,
+                            learn=learn)
             for i, (a, b) in enumerate(pairs[-1:] if self.decoupled else pairs))
 
     @property
