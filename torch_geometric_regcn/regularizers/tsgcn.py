@@ -119,8 +119,9 @@ class TSGCNRegularizer(Regularizer):
     def requires(self, solver: str) -> FrozenSet[str]:
         if solver == 'lowrank':
             return frozenset({'lowrank'})
-        return frozenset({'adj'} if self.alpha > 0 else set()) | frozenset(
-            {'semantic'} if self.beta > 0 else set())
+        learned = self.learned  # a learned coefficient may reach zero only by underflow
+        return frozenset({'adj'} if 'alpha' in learned or self.alpha > 0 else set()) | frozenset(
+            {'semantic'} if 'beta' in learned or self.beta > 0 else set())
 
     def adjacency(self, graph: GraphOperators) -> Tensor:
         r""":math:`\mathbf{S}` of :obj:`graph`, built once per graph."""
