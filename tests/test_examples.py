@@ -25,6 +25,13 @@ def test_csbm_example():
     assert 'tsGCN  test accuracy' in out and 'GCN    test accuracy' in out
 
 
+@pytest.mark.parametrize('solver', ['series', 'cg'])
+def test_explain_example(solver):
+    out = run('examples/explain.py', '--nodes', '200', '--epochs', '10', '--explainer-epochs',
+              '5', '--solver', solver)
+    assert f'APPNP ({solver}) test accuracy' in out and 'edges can change its prediction' in out
+
+
 @needs_data
 def test_tsgcn_example():
     out = run('-m', 'examples.tsgcn', '--dataset', 'Cora', '--runs', '2', '--epochs', '5')
