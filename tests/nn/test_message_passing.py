@@ -164,3 +164,19 @@ def test_gnn_explainer_returns_an_edge_mask(regularizer, solver):
     assert mask[~other].max() > 0
     assert mask[other].abs().max() == 0
     assert not model.convs[0].explain  # the explainer cleaned up
+
+
+@pytest.mark.parametrize('cached', [False, True])
+def test_copies_and_pickles_rebuild_the_cache(cached):
+    import copy
+    import io
+    x, edge_index = two_components()
+    conv = layer('tsgcn', 'cg', cached=cached, learn=('alpha',))
+    kwargs = {'semantic_edge_index': edge_index.flip(0)}
+    expected = conv(x, edge_index, **kwargs)
+    buffer = io.BytesIO()
+    torch.save(conv, buffer)
+    buffer.seek(0)
+    for other in (copy.deepcopy(conv), torch.load(buffer, weights_only=False)):
+        assert other._cached_graph is None
+        torch.testing.assert_close(other(x, edge_index, **kwargs), expected)

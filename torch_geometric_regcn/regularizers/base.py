@@ -258,7 +258,8 @@ class Regularizer(torch.nn.Module):
 
     def __repr__(self) -> str:
         args = [f'{k}={v}' for k, v in self.coefficients().items()]
-        args += [f'{name}=learned({float(getattr(self, name)):.4g})' for name in self.learned]
+        args += [f'{name}=learned({float(getattr(self, name).detach()):.4g})'
+                 for name in self.learned]
         return f'{type(self).__name__}({", ".join(args)})'
 
 

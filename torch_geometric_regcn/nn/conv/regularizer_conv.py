@@ -152,7 +152,7 @@ class RegularizerConv(MessagePassing):
         else:
             self.register_parameter('bias', None)
         self._register_load_state_dict_pre_hook(_upgrade_state_dict, with_module=True)
-        self.register_load_state_dict_post_hook(lambda module, _: module._clear_cache())
+        self.register_load_state_dict_post_hook(_clear_cache_after_loading)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -171,6 +171,14 @@ class RegularizerConv(MessagePassing):
                       "regulariser (e.g. 'conv.regularizer.gate') and the old name will be "
                       "removed in 0.3.0", DeprecationWarning, stacklevel=2)
         return getattr(self.regularizer, 'gate', None)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # The cached graph (sparse CSR operators, which cannot be copied) is a
+        # cache: copies and pickles rebuild it.
+        state = dict(super().__getstate__())
+        state.update(_cached_graph=None, _cached_inputs={}, _cached_versions=None,
+                     _masking=None)
+        return state
 
     def reset_cache(self) -> None:
         r"""Forgets the graph cached by :obj:`cached=True`, so the next call
@@ -381,6 +389,10 @@ def _same_value(a: Any, b: Any) -> bool:
         a, b = a.to_sparse_coo().coalesce(), b.to_sparse_coo().coalesce()
         return torch.equal(a.indices(), b.indices()) and torch.equal(a.values(), b.values())
     return torch.equal(a, b)
+
+
+def _clear_cache_after_loading(module: RegularizerConv, incompatible_keys: Any) -> None:
+    module._clear_cache()  # new coefficients may change the operators
 
 
 def _upgrade_state_dict(module: RegularizerConv, state_dict: Dict[str, Any], prefix: str,
