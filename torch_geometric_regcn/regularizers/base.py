@@ -83,8 +83,8 @@ class Regularizer(torch.nn.Module):
 
     def __init__(self, **coefficients: Any) -> None:
         if coefficients:
-            raise TypeError(f"{type(self).__name__} takes no coefficients "
-                            f"(got {sorted(coefficients)})")
+            raise TypeError(f"{type(self).__name__} got unknown coefficient(s) "
+                            f"{sorted(coefficients)}")
 
     # -- what a regulariser is --------------------------------------------------
     def operator(self, graph: GraphOperators) -> Tensor:
