@@ -3,7 +3,7 @@ training nodes, test scores at the best validation epoch, and the paper's
 metrics."""
 import ctypes
 import time
-from typing import Callable, NamedTuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -57,14 +57,22 @@ class FitResult(NamedTuple):
 
 def fit(model: torch.nn.Module, forward: Callable[[], Tensor], data: Data, epochs: int = 500,
         lr: float = 0.01, weight_decay: float = 5e-4,
-        on_epoch: Callable[[int], None] = lambda epoch: None) -> FitResult:
+        on_epoch: Callable[[int], None] = lambda epoch: None,
+        param_groups: Optional[Sequence[Dict[str, Any]]] = None) -> FitResult:
     r"""Trains :obj:`model` with Adam and cross-entropy on :obj:`data.train_mask`
     and returns the test accuracy and macro-F1 at the epoch of best validation
     accuracy (the later epoch on ties), and those after the last epoch, which
     is what the authors' code reports. :obj:`forward` returns the logits of
-    all nodes. Calls :func:`keep_freed_memory` first."""
+    all nodes. Calls :func:`keep_freed_memory` first.
+
+    :obj:`param_groups`, if given, are Adam parameter groups of their own
+    (dicts with :obj:`"params"` and the options they override, e.g.
+    :obj:`{"params": coefficients, "weight_decay": 0.0}`); the parameters of
+    :obj:`model` that no group lists form the first group, with :obj:`lr`
+    and :obj:`weight_decay`."""
     keep_freed_memory()
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = torch.optim.Adam(_param_groups(model, param_groups), lr=lr,
+                                 weight_decay=weight_decay)
     best = FitResult(0.0, 0.0, -1.0, -1, 0.0)
     start = time.perf_counter()
     for epoch in range(epochs):
@@ -85,6 +93,21 @@ def fit(model: torch.nn.Module, forward: Callable[[], Tensor], data: Data, epoch
         return best
     last_accuracy, last_f1 = _test_scores(pred, data)
     return best._replace(last_accuracy=last_accuracy, last_f1=last_f1)
+
+
+def _param_groups(model: torch.nn.Module,
+                  groups: Optional[Sequence[Dict[str, Any]]]) -> List[Dict[str, Any]]:
+    r"""The Adam parameter groups of :func:`fit`: the parameters of
+    :obj:`model` outside :obj:`groups`, then :obj:`groups`."""
+    if groups is None:
+        return [{'params': list(model.parameters())}]
+    own = []
+    for group in groups:
+        params = group['params']
+        own.append({**group, 'params': [params] if isinstance(params, Tensor) else list(params)})
+    listed = {id(p) for group in own for p in group['params']}
+    rest = [p for p in model.parameters() if id(p) not in listed]
+    return ([{'params': rest}] if rest else []) + own
 
 
 def _test_scores(pred: Tensor, data: Data) -> tuple[float, float]:

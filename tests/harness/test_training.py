@@ -117,3 +117,35 @@ def test_sparse_features_are_the_normalized_dense_ones():
     assert sparse.x.layout == torch.sparse_csr
     # Both are float32 rows scaled by 1/norm (F.normalize and ours): a few ulps.
     torch.testing.assert_close(sparse.x.to_dense(), dense.x, rtol=0, atol=1e-6)
+
+
+class _Decayed(torch.nn.Module):
+    r"""A linear model with a scalar that takes part with zero effect: its
+    gradient is zero, so only weight decay moves it."""
+    def __init__(self, in_channels: int, out_channels: int):
+        super().__init__()
+        self.lin = torch.nn.Linear(in_channels, out_channels)
+        self.scalar = torch.nn.Parameter(torch.tensor(2.0))
+
+    def forward(self, x):
+        return self.lin(x) + 0.0 * self.scalar
+
+
+def test_fit_param_groups_set_their_own_options_and_default_is_unchanged():
+    data = paper_split(contextual_sbm(1800, seed=1), seed=0)
+    runs = {}
+    for name, groups in [('default', None), ('none', 'empty'), ('own', 'scalar')]:
+        torch.manual_seed(0)
+        model = _Decayed(data.num_features, 5)
+        param_groups = {None: None, 'empty': [],
+                        'scalar': [{'params': model.scalar, 'weight_decay': 0.0}]}[groups]
+        result = fit(model, lambda m=model: m(data.x), data, epochs=10, weight_decay=5e-2,
+                     param_groups=param_groups)
+        runs[name] = (model, result)
+    # Weight decay pulls the unused scalar to zero, except in its own group without it.
+    assert runs['default'][0].scalar.item() < 1.95
+    assert runs['own'][0].scalar.item() == 2.0
+    # The rest of the model trains as without groups; an empty list changes nothing.
+    for name in ('none', 'own'):
+        torch.testing.assert_close(runs[name][0].lin.weight, runs['default'][0].lin.weight)
+        assert runs[name][1].accuracy == runs['default'][1].accuracy
