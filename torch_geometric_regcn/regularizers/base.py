@@ -7,7 +7,7 @@ from torch import Tensor
 from torch_geometric_regcn.linalg.cg import cg_solve
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.utils.compat import compiler_disable
-from torch_geometric_regcn.utils.sparse import spectral_bound
+from torch_geometric_regcn.utils.sparse import diagonal, spectral_bound
 
 SOLVERS = ('closed', 'series', 'cg', 'lowrank')
 
@@ -297,7 +297,12 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
         dense = sum(c * (eye if m is None else m.to_dense())
                     for c, m in regularizer.operator_terms(graph))
         return torch.linalg.solve(dense, rhs)
-    with torch.no_grad():  # the values of M now, for the preconditioner
-        matrix = regularizer.operator(graph)
+    with torch.no_grad():  # diag(M) now, for the preconditioner (CG's products are product())
+        diag = torch.zeros(graph.num_nodes, dtype=rhs.dtype, device=rhs.device)
+        for c, m in regularizer.operator_terms(graph):
+            c = c.detach() if isinstance(c, Tensor) else c
+            diag += c if m is None else c * graph.memo(('diagonal', id(m)), lambda m=m: diagonal(m))
+        index = torch.arange(graph.num_nodes, device=rhs.device).expand(2, -1)
+        matrix = torch.sparse_coo_tensor(index, diag, (graph.num_nodes,) * 2).to_sparse_csr()
     params = regularizer.learned_parameters() + graph.propagate_params
     return cg_solve(matrix, rhs, tol, max_iter, product, params)
