@@ -1,4 +1,4 @@
 from torch_geometric_regcn.nn.conv import RegularizerConv, TSGCNConv
-from torch_geometric_regcn.nn.models import TSGCN, RegularizerGNN
+from torch_geometric_regcn.nn.models import TSGCN, MiniBatchTSGCN, RegularizerGNN
 
-__all__ = ['TSGCN', 'RegularizerConv', 'RegularizerGNN', 'TSGCNConv']
+__all__ = ['TSGCN', 'MiniBatchTSGCN', 'RegularizerConv', 'RegularizerGNN', 'TSGCNConv']

@@ -1,0 +1,366 @@
+"""MiniBatchTSGCN: exact rows of TSGCN given fresh summaries (float64), the
+gradient it leaves out, both ways of keeping the summaries, loaders, devices
+and the argument checks."""
+import inspect
+import re
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_geometric.data import Data
+from torch_geometric.loader import NodeLoader
+from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+
+from tests.conftest import CUDA, messy_graph
+from torch_geometric_regcn import TSGCN, LowRankInverse, MiniBatchTSGCN
+from torch_geometric_regcn.nn.models.tsgcn_minibatch import _gather, _rows
+
+N, F_IN, HIDDEN, CLASSES, RANK = 60, 7, 6, 3, 10
+
+
+def graph(seed=0, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(seed)
+    data = Data(x=torch.randn(N, F_IN, dtype=dtype, generator=gen),
+                edge_index=messy_graph(N, num_edges=3 * N, seed=seed), num_nodes=N,
+                semantic_edge_index=messy_graph(N, num_edges=2 * N, seed=seed + 100),
+                y=torch.randint(0, CLASSES, (N,), generator=gen))
+    return LowRankInverse(1.0, 0.3, rank=RANK, progress=False)(data)
+
+
+def pair(num_layers=2, bias=False, scale=1.0, summary='refresh', dropout=0.0, seed=0):
+    r"""A MiniBatchTSGCN and a TSGCN with the same random (non-zero bias) weights."""
+    torch.manual_seed(seed)
+    model = MiniBatchTSGCN(F_IN, HIDDEN, CLASSES, num_layers, dropout, bias, scale,
+                           summary).double()
+    for p in model.parameters():
+        torch.nn.init.normal_(p, std=0.7)
+    ref = TSGCN(F_IN, HIDDEN, CLASSES, num_layers, dropout, bias, scale).double()
+    ref.load_state_dict(model.state_dict())
+    return model, ref
+
+
+@pytest.mark.parametrize('summary', ['refresh', 'history'])
+@pytest.mark.parametrize('num_layers, bias, scale', [(1, False, 1.0), (2, False, 1.0),
+                                                     (2, True, 1 / 2.3), (3, True, 0.8)])
+def test_full_batch_with_fresh_summaries_equals_tsgcn(summary, num_layers, bias, scale):
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, ref = pair(num_layers, bias, scale, summary)
+    expected = ref(x, w, v)
+    model.refresh(x, w, v, batch_size=17)  # chunks that do not divide N
+    model.eval()
+    torch.testing.assert_close(model(x, w, v), expected, rtol=0, atol=1e-10)
+    torch.testing.assert_close(model.inference(x, w, v, batch_size=13), expected,
+                               rtol=0, atol=1e-10)
+    batch = torch.randperm(N)[:25]
+    torch.testing.assert_close(model(x[batch], w[batch], v[batch], batch), expected[batch],
+                               rtol=0, atol=1e-10)
+    torch.testing.assert_close(model.inference(x, w, v, index=batch, batch_size=7),
+                               expected[batch], rtol=0, atol=1e-10)
+    model.train()  # training mode, dropout 0: the same rows (mode B writes them)
+    torch.testing.assert_close(model(x[batch], w[batch], v[batch], batch), expected[batch],
+                               rtol=0, atol=1e-10)
+
+
+def test_state_dict_is_tsgcns_and_buffers_are_not_saved():
+    model, ref = pair(bias=True, summary='history')
+    assert model.state_dict().keys() == ref.state_dict().keys()
+    data = graph()
+    model.refresh(data.x, data.lowrank_w, data.lowrank_v)
+    assert model.state_dict().keys() == ref.state_dict().keys()
+    assert model.summary_1.shape == (RANK, HIDDEN) and model.history_1.shape == (N, HIDDEN)
+    model.reset_parameters()
+    assert model.summary_0 is None and model.history_1 is None and model.core_lu is None
+    assert repr(model) == "MiniBatchTSGCN(7, 3, num_layers=2, summary='history')"
+
+
+def test_gradients_leave_out_the_path_through_the_summary():
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, ref = pair(bias=True)
+    model.refresh(x, w, v)
+    batch = torch.arange(0, N, 3)
+    F.cross_entropy(model(x[batch], w[batch], v[batch]), data.y[batch]).backward()
+    F.cross_entropy(ref(x, w, v)[batch], data.y[batch]).backward()
+    first, last = model.convs
+    # The last layer's gradients are exact given fresh summaries.
+    torch.testing.assert_close(last.lin.weight.grad, ref.convs[1].lin.weight.grad)
+    torch.testing.assert_close(last.bias.grad, ref.convs[1].bias.grad)
+    # The first layer's differ by the path through Vᵀ H¹ of the other nodes:
+    # they are those of the row formula with that summary held constant.
+    core = torch.eye(RANK, dtype=torch.float64) + v.T @ w
+    theta1 = first.lin.weight.detach().clone().requires_grad_()
+    b1 = first.bias.detach().clone().requires_grad_()
+    h = ((x - w @ torch.linalg.solve(core, v.T @ x)) @ theta1.T + b1).relu()
+    summary = (v.T @ h).detach()
+    z = h[batch] @ last.lin.weight.T.detach()
+    out = z - w[batch] @ torch.linalg.solve(core, summary @ last.lin.weight.T.detach())
+    F.cross_entropy(out + last.bias.detach(), data.y[batch]).backward()
+    torch.testing.assert_close(first.lin.weight.grad, theta1.grad)
+    torch.testing.assert_close(first.bias.grad, b1.grad)
+    assert not torch.allclose(first.lin.weight.grad, ref.convs[0].lin.weight.grad)
+
+
+def test_one_layer_trains_exactly():
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, ref = pair(num_layers=1, bias=True)
+    model.refresh(x, w, v)
+    batch = torch.arange(5, 40)
+    F.cross_entropy(model(x[batch], w[batch], v[batch]), data.y[batch]).backward()
+    F.cross_entropy(ref(x, w, v)[batch], data.y[batch]).backward()
+    for a, b in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_mode_a_keeps_its_summaries_until_refresh():
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, ref = pair()
+    model.refresh(x, w, v)
+    stale = model.summary_1.clone()
+    with torch.no_grad():
+        model.convs[0].lin.weight.mul_(1.5)
+    ref.load_state_dict(model.state_dict())
+    batch = torch.arange(10)
+    assert torch.equal(model.summary_1, stale)
+    assert not torch.allclose(model(x[batch], w[batch], v[batch]), ref(x, w, v)[batch])
+    model.refresh(x, w, v)
+    torch.testing.assert_close(model(x[batch], w[batch], v[batch]), ref(x, w, v)[batch])
+
+
+@pytest.mark.parametrize('num_layers', [2, 3])
+def test_mode_b_history_stays_consistent(num_layers):
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, ref = pair(num_layers, bias=True, summary='history')
+    model.refresh(x, w, v)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.2)
+    ref.load_state_dict(model.state_dict())
+    # A batch with a repeated node: its rows become those of the new weights
+    # in the first layer's history, and every summary stays Vᵀ (history).
+    batch = torch.tensor([3, 7, 7, 20, 41])
+    model.train()
+    model(x[batch], w[batch], v[batch], batch)
+    hidden = (ref.convs[0](x, w, v)).relu()
+    torch.testing.assert_close(model.history_1[batch], hidden[batch])
+    for layer in range(1, num_layers):
+        torch.testing.assert_close(getattr(model, f'summary_{layer}'),
+                                   v.T @ getattr(model, f'history_{layer}'))
+    # Refreshing every node's rows gives the fresh summaries again.
+    model.refresh(x, w, v, index=torch.randperm(N), batch_size=16)
+    model.eval()
+    torch.testing.assert_close(model(x, w, v), ref(x, w, v), rtol=0, atol=1e-10)
+
+
+def test_mode_b_gradient_step_after_history_write():
+    # Summaries are replaced, not modified in place, so two forward passes
+    # can share one backward pass.
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, _ = pair(summary='history')
+    model.refresh(x, w, v)
+    a, b = torch.arange(0, 10), torch.arange(10, 20)
+    loss = model(x[a], w[a], v[a], a).sum() + model(x[b], w[b], v[b], b).sum()
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_sparse_features_equal_dense():
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    x = torch.where(x.abs() > 0.7, x, torch.zeros_like(x))
+    model, _ = pair(summary='history')
+    expected = model.inference(x, w, v, batch_size=11)
+    sparse = x.to_sparse_csr()
+    torch.testing.assert_close(model.inference(sparse, w, v, batch_size=11), expected)
+    index = torch.tensor([5, 0, 59, 5, 33])
+    torch.testing.assert_close(model.inference(sparse, w, v, index=index, batch_size=2),
+                               expected[index])
+    torch.testing.assert_close(_gather(sparse, index), x[index])
+    torch.testing.assert_close(_rows(sparse, 7, 19), x[7:19])
+    model.refresh(sparse, w, v, batch_size=11)
+    model.refresh(sparse, w, v, index=index, batch_size=2)
+    model.eval()
+    torch.testing.assert_close(model(x, w, v), expected)
+
+
+class SeedNodes(BaseSampler):
+    """The seed nodes only: a NodeLoader then slices every node attribute."""
+
+    def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
+        empty = torch.empty(0, dtype=torch.long)
+        return SamplerOutput(node=inputs.node, row=empty, col=empty, edge=None,
+                             metadata=(inputs.input_id, inputs.time))
+
+    def sample_from_edges(self, inputs, neg_sampling=None):
+        raise NotImplementedError
+
+
+def test_trains_with_pyg_nodeloader_in_both_modes():
+    data = graph()
+    for summary in ('refresh', 'history'):
+        model, ref = pair(summary=summary)
+        model.refresh(data.x, data.lowrank_w, data.lowrank_v)
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        loader = NodeLoader(data, SeedNodes(), input_nodes=torch.arange(N), batch_size=16,
+                            shuffle=True)
+        losses = []
+        for _ in range(15):
+            if summary == 'refresh':
+                model.refresh(data.x, data.lowrank_w, data.lowrank_v)
+            for batch in loader:
+                optimizer.zero_grad()
+                out = model(batch.x, batch.lowrank_w, batch.lowrank_v, batch.n_id)
+                loss = F.cross_entropy(out, batch.y)
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+        assert sum(losses[-4:]) < sum(losses[:4])
+        ref.load_state_dict(model.state_dict())
+        torch.testing.assert_close(model.inference(data.x, data.lowrank_w, data.lowrank_v),
+                                   ref(data.x, data.lowrank_w, data.lowrank_v))
+
+
+def test_lazy_in_channels_and_float32():
+    data = graph(dtype=torch.float32)
+    data.lowrank_w, data.lowrank_v = data.lowrank_w.float(), data.lowrank_v.float()
+    model = MiniBatchTSGCN(-1, HIDDEN, CLASSES)
+    model.refresh(data.x, data.lowrank_w, data.lowrank_v)
+    out = model(data.x[:5], data.lowrank_w[:5], data.lowrank_v[:5])
+    assert out.shape == (5, CLASSES) and out.dtype == torch.float32
+    assert model.convs[0].lin.in_channels == F_IN
+
+
+def test_argument_and_state_checks():
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    with pytest.raises(ValueError, match="'summary' must be one of"):
+        MiniBatchTSGCN(F_IN, HIDDEN, CLASSES, summary='fresh')
+    with pytest.raises(ValueError, match="'num_layers'"):
+        MiniBatchTSGCN(F_IN, HIDDEN, CLASSES, num_layers=0)
+    with pytest.raises(ValueError, match="'dropout'"):
+        MiniBatchTSGCN(F_IN, HIDDEN, CLASSES, dropout=1.0)
+    model, _ = pair()
+    with pytest.raises(RuntimeError, match='call .model.refresh'):
+        model(x, w, v)
+    with pytest.raises(ValueError, match="'batch_size'"):
+        model.refresh(x, w, v, batch_size=0)
+    with pytest.raises(ValueError, match='not those of one whole graph'):
+        model.refresh(x[:30], w[:30], v[:30])  # rows of a larger graph's factors
+    with pytest.raises(ValueError, match="'w' and 'v' have 59 rows"):
+        model.refresh(x, w[:59], v[:59])
+    model.refresh(x, w, v)
+    with pytest.raises(ValueError, match="in mode 'refresh' there are no rows"):
+        model.refresh(x, w, v, index=torch.arange(4))
+    with pytest.raises(ValueError, match='rank 4'):
+        model(x[:3], w[:3, :4], v[:3, :4])
+    with pytest.raises(TypeError, match="'x' must be a tensor"):
+        model([[1.0]], w, v)
+    x_bad = x[:3].clone()
+    x_bad[0, 0] = float('inf')
+    with pytest.raises(ValueError, match="'x' contains NaN"):
+        model(x_bad, w[:3], v[:3])
+    model, _ = pair(summary='history')
+    model.refresh(x, w, v)
+    with pytest.raises(ValueError, match="needs their node indices: pass 'n_id'"):
+        model(x[:3], w[:3], v[:3])
+    with pytest.raises(ValueError, match='one node index per row'):
+        model(x[:3], w[:3], v[:3], torch.arange(4))
+    with pytest.raises(ValueError, match=r'outside \[0, 59\]'):
+        model(x[:3], w[:3], v[:3], torch.tensor([0, 1, 60]))
+    with pytest.raises(TypeError, match="'n_id' must be a 1-D tensor of integer"):
+        model(x[:3], w[:3], v[:3], torch.zeros(3))
+    with pytest.raises(TypeError, match="'index' must be a 1-D tensor"):
+        model.refresh(x, w, v, index=[1, 2])
+    model.eval()  # evaluation mode writes nothing and needs no n_id
+    before = model.history_1.clone()
+    model(x[:3] * 2, w[:3], v[:3])
+    assert torch.equal(model.history_1, before)
+
+
+@CUDA
+def test_graph_on_cpu_model_on_cuda():
+    data = graph()
+    model, ref = pair(summary='history')
+    model = model.cuda()
+    model.refresh(data.x, data.lowrank_w, data.lowrank_v)  # chunks move to the GPU
+    assert model.summary_1.is_cuda and model.history_1.is_cuda
+    batch = torch.arange(10)
+    model.train()
+    out = model(data.x[batch].cuda(), data.lowrank_w[batch].cuda(),
+                data.lowrank_v[batch].cuda(), batch.cuda())
+    out.sum().backward()
+    expected = ref(data.x, data.lowrank_w, data.lowrank_v)
+    torch.testing.assert_close(out.detach().cpu(), expected[batch])
+    torch.testing.assert_close(
+        model.inference(data.x, data.lowrank_w, data.lowrank_v).cpu(), expected)
+
+
+def test_docstring_example_runs():
+    doc = inspect.getdoc(MiniBatchTSGCN)
+    blocks = re.findall(r'^( *)\.\. code-block:: python\n\n((?:\1 {4}.*\n|\n)+)', doc + '\n',
+                        re.M)
+    assert blocks
+    for _, body in blocks:
+        exec(compile(textwrap.dedent(body), '<MiniBatchTSGCN example>', 'exec'), {})
+
+
+def test_non_finite_features_raise_before_any_state_changes():
+    data = graph()
+    x, w, v = data.x.clone(), data.lowrank_w, data.lowrank_v
+    model, _ = pair(summary='history')
+    model.refresh(x, w, v)
+    for value in (float('nan'), float('inf'), -float('inf')):
+        summary, history = model.summary_1.clone(), model.history_1.clone()
+        bad = x.clone()
+        bad[17, 3] = value
+        with pytest.raises(ValueError, match="'x' contains NaN or infinite values"):
+            model.refresh(bad, w, v)
+        with pytest.raises(ValueError, match="'x' contains NaN or infinite values"):
+            model.inference(bad, w, v)
+        assert torch.equal(model.summary_1, summary) and torch.equal(model.history_1, history)
+        with pytest.raises(ValueError, match="'x' contains NaN or infinite values"):
+            model.refresh(bad, w, v, index=torch.tensor([2, 17, 30]), batch_size=1)
+        # node 2's chunk was written, node 17's raised before: still consistent
+        assert torch.equal(model.history_1[17], history[17])
+        torch.testing.assert_close(model.summary_1, v.T @ model.history_1)
+    x[5, 0] = float('nan')  # written in place after a successful refresh: still seen
+    with pytest.raises(ValueError, match="'x' contains NaN"):
+        model.refresh(x, w, v)
+    with pytest.raises(ValueError, match='overflows'):
+        model.refresh(torch.full((N, F_IN), 1e308, dtype=torch.float64), w, v)
+    bad_w = w.clone()
+    bad_w[0, 0] = float('nan')
+    with pytest.raises(ValueError, match='NaN or infinite'):
+        model.refresh(data.x, bad_w, v)
+    with pytest.raises(ValueError, match="'x' must be a node feature matrix"):
+        model.refresh(data.x[:, 0], w, v)
+    with pytest.raises(TypeError, match="'x' must be floating point"):
+        model.refresh(data.x.long(), w, v)
+    with pytest.raises(ValueError, match='refreshed with a graph of 60'):
+        model.refresh(data.x[:50], w[:50], v[:50], index=torch.arange(3))
+
+
+def test_reduced_precision_history():
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, ref = pair(bias=True, summary='history')
+    model.history_dtype = torch.bfloat16
+    model.refresh(x, w, v)
+    assert model.history_1.dtype == torch.bfloat16 and model.summary_1.dtype == torch.float64
+    # The summary is that of the rows as stored, also after writes.
+    torch.testing.assert_close(model.summary_1, v.T @ model.history_1.double())
+    model.train()
+    batch = torch.tensor([4, 9, 9, 50])
+    model(x[batch], w[batch], v[batch], batch)
+    model.refresh(x, w, v, index=torch.arange(0, N, 2), batch_size=8)
+    torch.testing.assert_close(model.summary_1, v.T @ model.history_1.double())
+    model.eval()
+    expected = ref(x, w, v)
+    assert (model(x, w, v) - expected).abs().max() <= 2e-2 * expected.abs().max()
+    with pytest.raises(TypeError, match="'history_dtype' must be a floating-point"):
+        MiniBatchTSGCN(F_IN, HIDDEN, CLASSES, summary='history', history_dtype=torch.int8)

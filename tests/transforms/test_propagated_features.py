@@ -1,0 +1,231 @@
+"""PropagateFeatures against dense float64 propagations, mini-batch training on
+its output through a DataLoader and PyG's NodeLoader, and the mini-batch
+example run as a script."""
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+from torch_geometric.data import Data
+from torch_geometric.loader import NodeLoader
+from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+
+from tests.conftest import dense_normalized_adjacency, messy_graph
+from torch_geometric_regcn import LowRankInverse, PropagateFeatures
+from torch_geometric_regcn.regularizers import APPNPRegularizer
+from torch_geometric_regcn.regularizers.graph import build_graph
+from torch_geometric_regcn.transforms.propagated_features import _column_block
+
+N = 40
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+
+def graph(seed=0, n=N, features=8):
+    gen = torch.Generator().manual_seed(seed)
+    return Data(x=torch.randn(n, features, dtype=torch.float64, generator=gen),
+                edge_index=messy_graph(n, num_edges=3 * n, seed=seed), num_nodes=n,
+                semantic_edge_index=messy_graph(n, num_edges=9 * n // 4, seed=seed + 100),
+                y=torch.randint(0, 3, (n,), generator=gen))
+
+
+def dense_lowrank(w, v):
+    r"""The dense P = I - W (I_r + VᵀW)⁻¹ Vᵀ."""
+    eye = torch.eye(w.size(0), dtype=w.dtype)
+    return eye - w @ torch.linalg.solve(torch.eye(w.size(1), dtype=w.dtype) + v.T @ w, v.T)
+
+
+def dense_tsgcn(data, alpha, beta):
+    r"""The dense (I - S)⁻¹ = (1 + α + β)(I + α L̃_G + β L̃_X)⁻¹."""
+    n = data.num_nodes
+    eye = torch.eye(n, dtype=torch.float64)
+    lap_g = eye - dense_normalized_adjacency(data.edge_index, n)
+    lap_x = eye - dense_normalized_adjacency(data.semantic_edge_index, n)
+    return (1 + alpha + beta) * torch.linalg.inv(eye + alpha * lap_g + beta * lap_x)
+
+
+def relative(got, expected):
+    return float((got - expected).norm() / expected.norm())
+
+
+@pytest.mark.parametrize('hops', [1, 3])
+@pytest.mark.parametrize('block_size', [1, 3, 64])
+def test_lowrank_equals_dense_powers(hops, block_size):
+    data = LowRankInverse(1.0, 0.3, rank=12, progress=False)(graph())
+    out = PropagateFeatures(hops, block_size=block_size)(data.clone())
+    p = dense_lowrank(data.lowrank_w, data.lowrank_v)
+    expected = data.x
+    for k in range(1, hops + 1):
+        expected = p @ expected
+        assert out[f'x{k}'].dtype == torch.float64
+        torch.testing.assert_close(out[f'x{k}'], expected, rtol=1e-12, atol=1e-12)
+    assert f'x{hops + 1}' not in out
+    torch.testing.assert_close(out.x, data.x)  # x itself is left as it is
+
+
+@pytest.mark.parametrize('alpha, beta', [(1.0, 0.3), (1.0, 0.0), (0.0, 0.7)])
+def test_full_rank_and_cg_equal_the_exact_inverse(alpha, beta):
+    data = graph()
+    expected_p = dense_tsgcn(data, alpha, beta)
+    expected = expected_p @ (expected_p @ data.x)
+    full = LowRankInverse(alpha, beta, rank=N, tol=1e-12, progress=False)(data.clone())
+    out = PropagateFeatures(2)(full)
+    assert relative(out.x2, expected) <= 1e-6
+    out = PropagateFeatures(2, solver='cg', alpha=alpha, beta=beta, tol=1e-12,
+                            block_size=3)(data.clone())
+    assert relative(out.x1, expected_p @ data.x) <= 1e-10
+    assert relative(out.x2, expected) <= 1e-10
+    assert 'lowrank_w' not in out  # CG needs no factors
+
+
+def test_other_regularizers_and_solvers():
+    data = graph()
+    regularizer = APPNPRegularizer(K=10, alpha=0.1)
+    ops = build_graph(regularizer, data.edge_index, N, dtype=torch.float64, solver='closed')
+    expected = torch.linalg.solve(regularizer.regularizer_matrix(ops), data.x)
+    for solver in ('cg', 'closed'):
+        out = PropagateFeatures(solver=solver, regularizer='appnp', K=10, alpha=0.1,
+                                tol=1e-12)(data.clone())
+        assert relative(out.x1, expected) <= 1e-10
+    # The authors' scaling R⁻¹ = P / (1 + α + β) with the same factors.
+    data = LowRankInverse(1.0, 0.3, rank=12, progress=False)(data)
+    plain = PropagateFeatures()(data.clone()).x1
+    scaled = PropagateFeatures(regularizer='tsgcn', alpha=1.0, beta=0.3,
+                               normalize=False)(data.clone()).x1
+    torch.testing.assert_close(scaled, plain / 2.3)
+
+
+@pytest.mark.parametrize('layout', ['csr', 'coo'])
+def test_sparse_features_equal_dense(layout):
+    data = LowRankInverse(1.0, 0.3, rank=12, progress=False)(graph(features=10))
+    data.x[data.x.abs() < 0.8] = 0.0
+    dense = PropagateFeatures(2, block_size=4)(data.clone())
+    sparse = data.clone()
+    sparse.x = data.x.to_sparse_csr() if layout == 'csr' else data.x.to_sparse()
+    sparse = PropagateFeatures(2, block_size=4)(sparse)
+    for key in ('x1', 'x2'):
+        assert sparse[key].layout == torch.strided
+        torch.testing.assert_close(sparse[key], dense[key], rtol=1e-12, atol=1e-12)
+    csc = data.x.to_sparse_csc()
+    torch.testing.assert_close(_column_block(csc, 3, 7, torch.float64), data.x[:, 3:7])
+
+
+def test_float32_and_half_precision():
+    data = LowRankInverse(1.0, 0.3, rank=12, progress=False)(graph())
+    exact = PropagateFeatures()(data.clone()).x1
+    single = data.clone()
+    single.x, single.lowrank_w, single.lowrank_v = (t.float() for t in
+                                                    (data.x, data.lowrank_w, data.lowrank_v))
+    out = PropagateFeatures(block_size=5)(single).x1
+    assert out.dtype == torch.float32
+    assert relative(out.double(), exact) <= 1e-5
+    half = single.clone()
+    half.x = single.x.half()
+    out = PropagateFeatures()(half).x1  # solved in float32, cast back
+    assert out.dtype == torch.float16
+    assert relative(out.double(), exact) <= 1e-2
+
+
+def test_prefix_and_several_regularizers_compose():
+    data = LowRankInverse(1.0, 0.3, rank=12, progress=False)(graph())
+    data = PropagateFeatures(1, prefix='lowrank_x')(data)
+    data = PropagateFeatures(1, solver='cg', alpha=1.0, beta=0.3, prefix='exact_x')(data)
+    assert data.lowrank_x1.shape == data.exact_x1.shape == (N, 8)
+    assert 'x1' not in data
+
+
+def test_argument_checks_before_any_work():
+    with pytest.raises(ValueError, match="'hops'"):
+        PropagateFeatures(0)
+    with pytest.raises(ValueError, match="'block_size'"):
+        PropagateFeatures(block_size=0)
+    with pytest.raises(ValueError, match="Unknown solver"):
+        PropagateFeatures(solver='direct')
+    with pytest.raises(ValueError, match="cannot use solver='lowrank'"):
+        PropagateFeatures(regularizer='gcn')
+    with pytest.raises(ValueError, match="'tol'"):
+        PropagateFeatures(solver='cg', tol=0.0)
+    with pytest.raises(ValueError, match="'max_iter'"):
+        PropagateFeatures(solver='cg', max_iter=0)
+    with pytest.raises(ValueError, match="'prefix'"):
+        PropagateFeatures(prefix='1x')
+    with pytest.raises(TypeError, match='no coefficient'):
+        PropagateFeatures(solver='cg', gamma=1.0)
+    data = graph()
+    with pytest.raises(ValueError, match="needs the factors"):
+        PropagateFeatures()(data.clone())
+    data.x[0, 0] = float('nan')
+    with pytest.raises(ValueError, match="'data.x' contains NaN"):
+        PropagateFeatures(solver='cg')(data)
+    del data.x
+    with pytest.raises(ValueError, match="needs node features"):
+        PropagateFeatures(solver='cg')(data)
+    assert repr(PropagateFeatures(2)) == ("PropagateFeatures(hops=2, solver='lowrank', "
+                                          "regularizer=TSGCNRegularizer(alpha=1.0, beta=0.2, "
+                                          "k=10, K=10, normalize=True))")
+
+
+class SeedNodes(BaseSampler):
+    """A sampler that returns the seed nodes only (no neighbours): what an
+    MLP on precomputed features needs, without pyg-lib or torch-sparse."""
+
+    def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
+        empty = torch.empty(0, dtype=torch.long)
+        return SamplerOutput(node=inputs.node, row=empty, col=empty, edge=None,
+                             metadata=(inputs.input_id, inputs.time))
+
+    def sample_from_edges(self, inputs, neg_sampling=None):
+        raise NotImplementedError
+
+
+def mlp_inputs(data, keys):
+    return torch.cat([data[key] for key in keys], dim=-1).float()
+
+
+def test_mlp_trains_in_mini_batches_with_dataloader_and_nodeloader():
+    data = LowRankInverse(1.0, 0.3, rank=12, progress=False)(graph(n=120))
+    data = PropagateFeatures(2)(data)
+    keys = ['x', 'x1', 'x2']
+    train = torch.arange(0, 120, 2)
+    # A NodeLoader slices the propagated features with x.
+    loader = NodeLoader(data, SeedNodes(), input_nodes=train, batch_size=16, shuffle=False)
+    seen = []
+    for batch in loader:
+        torch.testing.assert_close(mlp_inputs(batch, keys), mlp_inputs(data, keys)[batch.n_id])
+        seen.append(batch.n_id)
+    assert torch.equal(torch.cat(seen), train)
+    # Any MLP then trains with a plain DataLoader over node indices.
+    torch.manual_seed(0)
+    features = mlp_inputs(data, keys)
+    mlp = torch.nn.Sequential(torch.nn.Linear(24, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    optimizer = torch.optim.Adam(mlp.parameters(), lr=0.01)
+    first = F.cross_entropy(mlp(features[train]), data.y[train]).item()
+    for _ in range(30):
+        for index in DataLoader(train, batch_size=16, shuffle=True):
+            optimizer.zero_grad()
+            F.cross_entropy(mlp(features[index]), data.y[index]).backward()
+            optimizer.step()
+    assert F.cross_entropy(mlp(features[train]), data.y[train]).item() < first
+
+
+def test_docstring_example_runs():
+    import inspect
+    import re
+    import textwrap
+    doc = inspect.getdoc(PropagateFeatures)
+    blocks = re.findall(r'^( *)\.\. code-block:: python\n\n((?:\1 {4}.*\n|\n)+)', doc + '\n',
+                        re.M)
+    assert blocks
+    for _, body in blocks:
+        exec(compile(textwrap.dedent(body), '<PropagateFeatures example>', 'exec'), {})
+
+
+def test_minibatch_example_runs_offline():
+    out = subprocess.run([sys.executable, 'examples/minibatch.py', '--nodes', '1500',
+                          '--epochs', '10'], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for name in ('full batch', 'mode A', 'mode B', 'MLP on'):
+        assert name in out.stdout, out.stdout
