@@ -79,7 +79,7 @@ def test_learned_coefficients_stay_in_range_and_train():
                            learn=('alpha', 'beta')).double()
     regs = [conv.regularizer for conv in model.convs]
     assert len({id(r.raw_alpha) for r in regs}) == len(regs)  # one per layer
-    start = [float(r.alpha) for r in regs]
+    start = [float(r.alpha.detach()) for r in regs]
     optimizer = torch.optim.SGD(model.parameters(), lr=20.0)  # large steps
     for _ in range(5):
         optimizer.zero_grad()
@@ -88,8 +88,9 @@ def test_learned_coefficients_stay_in_range_and_train():
         loss.backward()
         optimizer.step()
     for reg, first in zip(regs, start):
-        assert float(reg.alpha) >= 0 and float(reg.beta) >= 0  # softplus may underflow to 0
-        assert float(reg.alpha) != first
+        alpha, beta = float(reg.alpha.detach()), float(reg.beta.detach())
+        assert alpha >= 0 and beta >= 0  # softplus may underflow to 0
+        assert alpha != first
 
 
 def test_state_dict_round_trip_and_repr():

@@ -303,6 +303,7 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
             c = c.detach() if isinstance(c, Tensor) else c
             diag += c if m is None else c * graph.memo(('diagonal', id(m)), lambda m=m: diagonal(m))
         index = torch.arange(graph.num_nodes, device=rhs.device).expand(2, -1)
-        matrix = torch.sparse_coo_tensor(index, diag, (graph.num_nodes,) * 2).to_sparse_csr()
+        matrix = torch.sparse_coo_tensor(index, diag, (graph.num_nodes,) * 2,
+                                         check_invariants=False).to_sparse_csr()
     params = regularizer.learned_parameters() + graph.propagate_params
     return cg_solve(matrix, rhs, tol, max_iter, product, params)
