@@ -215,10 +215,13 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Tensor,
     \mathbf{V}^{\top}\mathbf{X}` in :math:`O(N r f)` time given :obj:`core`
     (from :func:`woodbury_core`; computed here, in another :math:`O(N r^2)`,
     when :obj:`None`) and :math:`O(N r)` memory: only :math:`r \times r` and
-    :math:`r \times f` intermediates are formed. All inputs share one dtype;
-    :func:`torch.autocast` is disabled inside, as the large gains of an
+    :math:`r \times f` intermediates are formed. The product runs in the
+    dtype of the factors (:obj:`x` is cast to it, the result back to the
+    dtype of :obj:`x`, so half-precision features work with float32 factors),
+    and :func:`torch.autocast` is disabled inside, as the large gains of an
     ill-conditioned core need the factors' precision."""
     if core is None:
         core = woodbury_core(w, v)
     with torch.autocast(x.device.type, enabled=False):
-        return x - w @ torch.linalg.lu_solve(core.lu, core.pivots, v.T @ x)
+        y = x.to(w.dtype)
+        return (y - w @ torch.linalg.lu_solve(core.lu, core.pivots, v.T @ y)).to(x.dtype)

@@ -179,7 +179,7 @@ class TSGCNRegularizer(Regularizer):
                              "'lowrank_v=' (see LowRankInverse)")
         w, v = graph.lowrank
         core = graph.memo('woodbury', WoodburyCache)(w, v, from_eigenpairs=True)
-        out = woodbury_apply(x.to(w.dtype), w, v, core).to(x.dtype)
+        out = woodbury_apply(x, w, v, core)
         return out if self.normalize else out * self.gain
 
     def frequency_response(self, lam: Tensor, lam_x: Optional[Tensor] = None) -> Tensor:

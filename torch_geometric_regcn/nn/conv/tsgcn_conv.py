@@ -147,7 +147,7 @@ class TSGCNConv(torch.nn.Module):
         if not is_compiling():
             check_projection(h, x)
         core = self._woodbury(w, v, from_eigenpairs=True)
-        out = woodbury_apply(h.to(w.dtype), w, v, core).to(h.dtype)
+        out = woodbury_apply(h, w, v, core)
         if self.scale != 1.0:
             out = out * self.scale
         if self.bias is not None:

@@ -22,17 +22,11 @@ SUMMARIES = ('refresh', 'history')
 
 
 def _rows(x: Tensor, start: int, end: int) -> Tensor:
-    r"""Rows :obj:`start:end` of dense or sparse CSR :obj:`x`, dense (a view
-    of a dense :obj:`x`)."""
+    r"""Rows :obj:`start:end` of dense or sparse :obj:`x`, dense (a view of a
+    dense :obj:`x`; :func:`_gather` of a sparse one)."""
     if x.layout == torch.strided:
         return x[start:end]
-    if x.layout == torch.sparse_coo:
-        x = x.to_sparse_csr()
-    crow = x.crow_indices()
-    first, last = int(crow[start]), int(crow[end])
-    return torch.sparse_csr_tensor(crow[start:end + 1] - first, x.col_indices()[first:last],
-                                   x.values()[first:last], (end - start, x.size(1)),
-                                   check_invariants=False).to_dense()
+    return _gather(x, torch.arange(start, end))
 
 
 def _gather(x: Tensor, index: Tensor) -> Tensor:
