@@ -6,6 +6,7 @@ from torch_geometric_regcn.distributed.partition import (
     partition,
     save_partition,
 )
+from torch_geometric_regcn.distributed.training import global_mean
 from torch_geometric_regcn.utils.distributed import (
     TRAFFIC,
     DistributedError,
@@ -15,4 +16,5 @@ from torch_geometric_regcn.utils.distributed import (
 )
 
 __all__ = ['PARTITION_METHODS', 'TRAFFIC', 'DistributedError', 'RowPartition',
-           'load_partition', 'partition', 'save_partition', 'traffic', 'traffic_stage']
+           'global_mean', 'load_partition', 'partition', 'save_partition', 'traffic',
+           'traffic_stage']

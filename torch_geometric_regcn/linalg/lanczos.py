@@ -16,6 +16,14 @@ from torch_geometric_regcn.linalg.eigenpairs import (
     select,
     small_eigh,
 )
+from torch_geometric_regcn.linalg.sharded import (
+    ShardedMatrix,
+    column_norms,
+    gather_dense,
+    gram,
+    tall_qr,
+)
+from torch_geometric_regcn.utils.distributed import Group, rank_of
 from torch_geometric_regcn.utils.sparse import compact_csr
 
 STALL = 5  # cycles without progress after which block_lanczos lowers the degree
@@ -23,62 +31,66 @@ STALL = 5  # cycles without progress after which block_lanczos lowers the degree
 StepCallback = Callable[[int, int, int], None]
 
 
-def _orthogonalize(block: Tensor, basis: Tensor) -> Tensor:
+def _orthogonalize(block: Tensor, basis: Tensor, group: Group) -> Tensor:
     r"""Returns :obj:`block` minus its projection on the orthonormal columns of
     :obj:`basis` and the projection coefficients of the first pass: block
-    classical Gram--Schmidt, run twice ("twice is enough", Kahan)."""
-    coefficients = basis.T @ block
+    classical Gram--Schmidt, run twice ("twice is enough", Kahan). Row-sharded
+    blocks (a :obj:`group`) all-reduce the coefficients."""
+    coefficients = gram(basis, block, group)
     block = block - basis @ coefficients
-    block = block - basis @ (basis.T @ block)
+    block = block - basis @ gram(basis, block, group)
     return block, coefficients
 
 
 def _orthonormal_block(block: Tensor, basis: Tensor, scale: float,
-                       generator: Optional[torch.Generator]) -> tuple[Tensor, Tensor]:
+                       generator: Optional[torch.Generator],
+                       group: Group) -> tuple[Tensor, Tensor]:
     r"""QR of :obj:`block` (already orthogonal to :obj:`basis`). Columns that
     are numerically dependent (the Krylov space became invariant) are replaced
     by random directions orthogonal to :obj:`basis` and the block, so that the
     returned :math:`\mathbf{Q}` always extends :obj:`basis` orthonormally and
     :math:`\text{block} \approx \mathbf{Q}\mathbf{R}` still holds."""
-    q, r = torch.linalg.qr(block)
+    q, r = tall_qr(block, group)
     threshold = 100 * torch.finfo(block.dtype).eps * max(scale, torch.finfo(block.dtype).tiny)
     deficient = r.diagonal().abs() <= threshold
     if bool(deficient.any()):
         good = q[:, ~deficient]
         fresh = torch.randn(block.size(0), int(deficient.sum()), dtype=block.dtype,
                             device=block.device, generator=generator)
-        fresh, _ = _orthogonalize(fresh, torch.cat([basis, good], dim=1))
-        q = torch.cat([good, torch.linalg.qr(fresh).Q], dim=1)
-        r = q.T @ block
+        fresh, _ = _orthogonalize(fresh, torch.cat([basis, good], dim=1), group)
+        q = torch.cat([good, tall_qr(fresh, group)[0]], dim=1)
+        r = gram(q, block, group)
     return q, r
 
 
 def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, size_max: int, keep: int,
                    max_cycles: int, done: Callable[[int, Tensor, Tensor], bool],
                    generator: Optional[torch.Generator],
-                   step: Optional[StepCallback] = None) -> tuple[int, Tensor, Tensor]:
+                   step: Optional[StepCallback] = None,
+                   group: Group = None) -> tuple[int, Tensor, Tensor]:
     r"""Thick-restart block Lanczos for the largest eigenvalues of the
     symmetric linear map :obj:`apply`, from the block :obj:`start`. After each
     cycle it calls :obj:`done(cycle, theta, ritz)` with all Ritz values (in
     descending order) and the :obj:`keep` leading Ritz vectors, and returns
     :obj:`(cycles, theta, ritz)` once that returns :obj:`True` or after
     :obj:`max_cycles` cycles. :obj:`step(cycle, step, steps)`, if given, is
-    called after each of the :obj:`steps` expansions of a cycle."""
+    called after each of the :obj:`steps` expansions of a cycle. With a
+    :obj:`group`, :obj:`start` and the basis are this rank's rows."""
     n, b = start.shape
     m = size_max
     basis = start.new_empty(n, m + b)
     projected = start.new_zeros(m, m)
-    basis[:, :b] = torch.linalg.qr(start).Q
+    basis[:, :b] = tall_qr(start, group)[0]
     size, scale = b, 0.0  # columns in the basis; running estimate of the spectral norm
     for cycle in range(1, max_cycles + 1):
         steps = (m - size) // b + 1
         while True:  # expand by one block: one application of the map
             block, coefficients = _orthogonalize(apply(basis[:, size - b:size]),
-                                                 basis[:, :size])
+                                                 basis[:, :size], group)
             projected[:size, size - b:size] = coefficients
             scale = max(scale, float(coefficients[size - b:].abs().max()))
             basis[:, size:size + b], _ = _orthonormal_block(block, basis[:, :size], scale,
-                                                            generator)
+                                                            generator, group)
             if step is not None:
                 step(cycle, steps - (m - size) // b, steps)
             if size == m:
@@ -164,7 +176,8 @@ def _locate_spectrum(operator: Tensor, k: int, which: str, size_max: int, start:
     in :func:`_thick_restart`, with cycle :obj:`0`."""
     _, theta, _ = _thick_restart(lambda x: operator @ x, start, size_max, 0, 1,
                                  lambda *_: True, generator,
-                                 None if step is None else lambda _, i, n: step(0, i, n))
+                                 None if step is None else lambda _, i, n: step(0, i, n),
+                                 _group_of(operator))
     top, bottom = float(theta[0]), float(theta[-1])
     spread = max(top - bottom, torch.finfo(start.dtype).tiny)
     if which == 'LA':
@@ -207,7 +220,8 @@ class _FilteredCycles:
         step = self.step_callback
         cycles = _thick_restart(
             apply, start, size_max, keep, max_cycles, self, generator,
-            None if step is None else lambda c, i, n: step(self.cycles_before + c, i, n))[0]
+            None if step is None else lambda c, i, n: step(self.cycles_before + c, i, n),
+            _group_of(self.operator))[0]
         return FilterRun(cycles, self.last, self.best)
 
     def rayleigh_ritz(self, ritz: Tensor) -> RitzPairs:
@@ -218,13 +232,13 @@ class _FilteredCycles:
         :math:`-\lambda` alike, so there all kept vectors take part."""
         k, which, window = self.k, self.which, self.window
         ritz = ritz[:, :k] if which == 'LA' else ritz
-        image = self.operator @ ritz
-        values, rotation = small_eigh(ritz.T @ image)
+        image, group = self.operator @ ritz, _group_of(self.operator)
+        values, rotation = small_eigh(gram(ritz, image, group))
         values, rotation = select(values, rotation, k, which)
         vectors, image = ritz @ rotation, image @ rotation
         norm = max(abs(window.top), abs(window.bottom), float(values.abs().max()),
                    torch.finfo(values.dtype).tiny)
-        residual = float((image - vectors * values).norm(dim=0).max()) / norm
+        residual = float(column_norms(image - vectors * values, group).max()) / norm
         return RitzPairs(values, vectors, residual)
 
     def is_faint(self, cycle: int, theta: Tensor, values: Tensor) -> bool:
@@ -267,6 +281,11 @@ def _lowered_degree(degree: int, which: str, window: FilterWindow, wanted: float
     fit = math.log(2 / _rounding_floor(dtype)) / window.shrink(wanted)
     degree = max(_lowest_degree(which), min(degree // 2, int(fit)))
     return degree + (degree % 2 if which == 'LM' else 0)
+
+
+def _group_of(operator: Tensor) -> Group:
+    r"""The process group of a row-sharded operator; :obj:`None` for a matrix."""
+    return operator.group if isinstance(operator, ShardedMatrix) else None
 
 
 @ieee_float32_matmul()
@@ -314,9 +333,21 @@ def block_lanczos(
     memory :math:`O(N m)`. When :math:`m + b \geq N` the problem is small and
     is solved densely.
 
+    A :class:`~torch_geometric_regcn.linalg.ShardedMatrix` operator runs the
+    same iteration on row shards over its process group: each rank holds its
+    rows of the basis (:math:`O(N m / P)` memory), a sparse product exchanges
+    the halo rows, and the Gram--Schmidt coefficients, the QR of a block
+    (TSQR) and the residual norms are all-reduced (:math:`O(m b)` numbers
+    per step), so every rank sees the same projected matrix and takes the
+    same decisions (on ranks of one kind of hardware, whose LAPACK gives the
+    same bits for the same input). The returned eigenvectors are this rank's
+    rows; each rank draws its rows of the random starting block from its own
+    stream, seeded from :obj:`generator`.
+
     Args:
-        operator (torch.Tensor): The symmetric :math:`N \times N` matrix, sparse
-            (CSR or COO) or dense.
+        operator (torch.Tensor or ShardedMatrix): The symmetric :math:`N
+            \times N` matrix, sparse (CSR or COO) or dense, or this rank's rows
+            of a row-sharded one.
         k (int): The number of eigenpairs.
         which (str, optional): :obj:`"LA"` for the largest algebraic
             eigenvalues, :obj:`"LM"` for the largest in magnitude.
@@ -354,16 +385,29 @@ def block_lanczos(
         raise ValueError(f"'basis_size' must be at least k + 2 * block_size = {k + 2 * b} "
                          f"(got {m})")
     dtype, device = operator.dtype, operator.device
-    operator = compact_csr(operator)
+    group = _group_of(operator)
+    if group is None:
+        operator = compact_csr(operator)
 
     if m + b >= n:  # the Krylov basis would span (nearly) everything: solve densely
-        dense = operator.to_dense() if operator.layout != torch.strided else operator
+        if group is not None:
+            dense = gather_dense(operator)
+        else:
+            dense = operator.to_dense() if operator.layout != torch.strided else operator
         theta, vectors = small_eigh((dense + dense.T) / 2)
         theta, vectors = select(theta, vectors, k, which)
+        if group is not None:
+            vectors = vectors[operator.partition.start:operator.partition.end]
         return EigenPairs(theta, vectors, 0.0, 0, True)
 
+    rows = n if group is None else operator.partition.num_local
+    if group is not None:  # each rank its own stream, drawn from the caller's
+        seed = int(torch.randint(2**62, (1,), generator=generator, device=generator.device
+                                 if generator is not None else 'cpu'))
+        generator = torch.Generator(device).manual_seed(seed + rank_of(group))
+
     def start() -> Tensor:
-        return torch.randn(n, b, dtype=dtype, device=device, generator=generator)
+        return torch.randn(rows, b, dtype=dtype, device=device, generator=generator)
 
     window = _locate_spectrum(operator, k, which, m, start(), generator,  # plain Lanczos
                               step_callback)

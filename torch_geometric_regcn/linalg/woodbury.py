@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_regcn.utils.compat import is_compiling
+from torch_geometric_regcn.utils.distributed import Group, differentiable_all_reduce
 
 
 def factors_from_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> Tuple[Tensor, Tensor]:
@@ -33,7 +34,8 @@ class WoodburyCore(NamedTuple):
     pivots: Tensor
 
 
-def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False) -> WoodburyCore:
+def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
+                  group: Group = None) -> WoodburyCore:
     r"""Factorises :math:`\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W}` in
     :math:`O(N r^2 + r^3)` time. It depends on the factors only, so a caller
     that applies the same factors many times (every epoch of a transductive
@@ -48,8 +50,13 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False) -> Woodbu
     :meth:`~torch_geometric.data.Data.subgraph` slices them) give
     off-diagonal entries, and an error is raised (see
     :func:`eigenpair_tolerance`). Factors that require gradients (being
-    learned) and calls under :func:`torch.compile` are not checked."""
-    vtw = v.T @ w
+    learned) and calls under :func:`torch.compile` are not checked.
+
+    With a :mod:`torch.distributed` :obj:`group`, :obj:`w` and :obj:`v` are
+    this rank's rows of factors split by rows over the group, and
+    :math:`\mathbf{V}^{\top}\mathbf{W}` is all-reduced (:math:`r^2`
+    numbers): every rank gets the same core."""
+    vtw = differentiable_all_reduce(v.T @ w, group)
     lu, pivots, _ = torch.linalg.lu_factor_ex(
         torch.eye(w.size(1), dtype=w.dtype, device=w.device) + vtw)
     if not is_compiling() and lu.numel() > 0:
@@ -190,16 +197,17 @@ class WoodburyCache:
                               device=w.device).long()
         return torch.cat([w[rows], v[rows]], dim=1)
 
-    def __call__(self, w: Tensor, v: Tensor, from_eigenpairs: bool = False) -> WoodburyCore:
+    def __call__(self, w: Tensor, v: Tensor, from_eigenpairs: bool = False,
+                 group: Group = None) -> WoodburyCore:
         if (w.requires_grad or v.requires_grad or is_compiling()
                 or torch.is_inference_mode_enabled() or w.is_inference() or v.is_inference()):
-            return woodbury_core(w, v, from_eigenpairs)
+            return woodbury_core(w, v, from_eigenpairs, group)
         key = (from_eigenpairs, *((t._version, t.data_ptr(), t.dtype, t.device, t.shape)
                                   for t in (w, v)))
         refs = self._refs
         if (self._core is None or refs is None or refs[0]() is not w or refs[1]() is not v
                 or self._key != key or not torch.equal(self._sample, self._sampled(w, v))):
-            self._core = woodbury_core(w, v, from_eigenpairs)
+            self._core = woodbury_core(w, v, from_eigenpairs, group)
             self._key, self._refs = key, (weakref.ref(w), weakref.ref(v))
             self._sample = self._sampled(w, v)
         return self._core
@@ -208,8 +216,8 @@ class WoodburyCache:
         return {**self.__dict__, '_key': None, '_refs': None, '_core': None, '_sample': None}
 
 
-def woodbury_apply(x: Tensor, w: Tensor, v: Tensor,
-                   core: Optional[WoodburyCore] = None) -> Tensor:
+def woodbury_apply(x: Tensor, w: Tensor, v: Tensor, core: Optional[WoodburyCore] = None,
+                   group: Group = None) -> Tensor:
     r"""Computes :math:`(\mathbf{I} + \mathbf{W}\mathbf{V}^{\top})^{-1} \mathbf{X}
     = \mathbf{X} - \mathbf{W} (\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W})^{-1}
     \mathbf{V}^{\top}\mathbf{X}` in :math:`O(N r f)` time given :obj:`core`
@@ -219,9 +227,16 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Tensor,
     dtype of the factors (:obj:`x` is cast to it, the result back to the
     dtype of :obj:`x`, so half-precision features work with float32 factors),
     and :func:`torch.autocast` is disabled inside, as the large gains of an
-    ill-conditioned core need the factors' precision."""
+    ill-conditioned core need the factors' precision.
+
+    With a :mod:`torch.distributed` :obj:`group`, :obj:`x`, :obj:`w` and
+    :obj:`v` are this rank's rows and so is the result: the :math:`r \times
+    f` product :math:`\mathbf{V}^{\top}\mathbf{X}` is all-reduced (and its
+    gradient in the backward pass), the only communication; no halo is
+    needed."""
     if core is None:
-        core = woodbury_core(w, v)
+        core = woodbury_core(w, v, group=group)
     with torch.autocast(x.device.type, enabled=False):
         y = x.to(w.dtype)
-        return (y - w @ torch.linalg.lu_solve(core.lu, core.pivots, v.T @ y)).to(x.dtype)
+        summary = differentiable_all_reduce(v.T @ y, group)
+        return (y - w @ torch.linalg.lu_solve(core.lu, core.pivots, summary)).to(x.dtype)

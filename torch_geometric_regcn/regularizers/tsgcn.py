@@ -6,9 +6,11 @@ import torch
 from torch import Tensor
 
 from torch_geometric_regcn.linalg.graph_operator import linear_combination
+from torch_geometric_regcn.linalg.sharded import ShardedMatrix, sharded_normalized_adjacency
 from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators
+from torch_geometric_regcn.utils.distributed import Group, RowPartition, all_gather_ints
 from torch_geometric_regcn.utils.validation import check_int, check_real
 
 
@@ -55,6 +57,35 @@ def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float, k: int = 1
         matrices.append(graph.semantic_adjacency(k))
         coefficients.append(beta / scale)
     return linear_combination(matrices, coefficients)
+
+
+def sharded_tsgcn_adjacency(partition: RowPartition, group: Group, alpha: float, beta: float,
+                            edge_index: Optional[Tensor], semantic_edge_index: Optional[Tensor],
+                            edge_weight: Optional[Tensor] = None,
+                            dtype: torch.dtype = torch.float32) -> ShardedMatrix:
+    r"""This rank's rows of the operator :math:`\mathbf{S}` of
+    :func:`tsgcn_adjacency` for a graph split into row shards (see
+    :func:`~torch_geometric_regcn.distributed.partition`): the edges and the
+    semantic edges given are this rank's (first index local, global
+    indices), each renormalised adjacency is built by
+    :func:`~torch_geometric_regcn.linalg.sharded.sharded_normalized_adjacency`,
+    and their sum is a :class:`~torch_geometric_regcn.linalg.ShardedMatrix`."""
+    scale = 1.0 + alpha + beta
+    terms = []
+    for name, index, weight, coefficient in (('edge_index', edge_index, edge_weight, alpha),
+                                             ('semantic_edge_index', semantic_edge_index, None,
+                                              beta)):
+        if coefficient == 0:
+            continue
+        total = sum(count for (count,) in all_gather_ints(
+            [0 if index is None else index.size(1)], group))
+        if total == 0:
+            raise ValueError(f"'{name}' has no edges on any rank, so its regulariser "
+                             f"vanishes; use {'alpha' if name == 'edge_index' else 'beta'}=0")
+        index, weight = sharded_normalized_adjacency(index, partition, group, weight, dtype)
+        terms.append((index, weight * (coefficient / scale)))
+    return ShardedMatrix(torch.cat([i for i, _ in terms], dim=1),
+                         torch.cat([w for _, w in terms]), partition, group)
 
 
 def _has_no_edges(edge_index: Tensor) -> bool:

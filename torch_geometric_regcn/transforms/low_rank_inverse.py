@@ -20,8 +20,21 @@ from torch_geometric_regcn.linalg.woodbury import (
     warn_if_imprecise,
 )
 from torch_geometric_regcn.regularizers.graph import GraphOperators
-from torch_geometric_regcn.regularizers.tsgcn import check_tsgcn_coefficients, tsgcn_adjacency
+from torch_geometric_regcn.regularizers.tsgcn import (
+    check_tsgcn_coefficients,
+    sharded_tsgcn_adjacency,
+    tsgcn_adjacency,
+)
 from torch_geometric_regcn.transforms import factor_cache
+from torch_geometric_regcn.utils.distributed import (
+    Group,
+    RowPartition,
+    agree,
+    all_gather_ints,
+    check_group,
+    check_partition,
+    rank_of,
+)
 from torch_geometric_regcn.utils.validation import (
     as_root,
     check_finite,
@@ -287,6 +300,25 @@ class LowRankInverse(BaseTransform):
         progress (bool, optional): Show progress bars with ETA for the
             semantic kNN and the eigensolver when they take longer than a
             second. (default: :obj:`True`)
+        group (ProcessGroup, optional): With a :mod:`torch.distributed`
+            process group (e.g. :obj:`torch.distributed.group.WORLD`), the
+            input is this rank's shard of the graph
+            (:func:`~torch_geometric_regcn.distributed.partition` or
+            :func:`~torch_geometric_regcn.distributed.load_partition`), every
+            rank of the group calls the transform, and each gets its rows of
+            :math:`\mathbf{W}` and :math:`\mathbf{V}`: the operator is built
+            from the shards' edges (reversed edges and halo degrees exchanged
+            once) and solved by the row-sharded block Lanczos
+            (:obj:`method="lanczos"` only); no rank holds more than its rows
+            of any :math:`N \times r` or :math:`N \times F` tensor. Without
+            :obj:`data.semantic_edge_index` the shards' semantic graph is
+            built by :class:`SemanticGraph` with the same :obj:`group`. A
+            rank's input is checked before any collective, and a rank whose
+            check fails makes every rank raise. The cache keys include every
+            rank's inputs, the world size and the row blocks; each rank
+            reads and writes its own file, and the ranks recompute together
+            unless every rank found its file valid. (default: :obj:`None`, one
+            process)
 
     Example:
         .. code-block:: python
@@ -306,7 +338,7 @@ class LowRankInverse(BaseTransform):
     def __init__(self, alpha: float, beta: float, rank: int, k: int = 10, which: str = 'LA',
                  tol: float = 1e-4, max_iter: int = 100, method: str = 'lanczos',
                  seed: int = 0, cache_dir: Optional[str] = None,
-                 progress: bool = True) -> None:
+                 progress: bool = True, group: Group = None) -> None:
         alpha, beta, k = check_tsgcn_coefficients(alpha, beta, k)
         try:
             rank = check_int('rank', rank)
@@ -329,6 +361,10 @@ class LowRankInverse(BaseTransform):
         except ValueError:
             raise ValueError(f"'seed' must be an integer in [-2**63, 2**64), as "
                              f"torch.Generator.manual_seed accepts (got {seed!r})") from None
+        self.group = check_group(group)
+        if group is not None and method != 'lanczos':
+            raise ValueError(f"'group' needs method='lanczos', the row-sharded eigensolver "
+                             f"(got {method!r})")
         if cache_dir is not None:
             cache_dir = _check_cache_dir(cache_dir)
         self.alpha, self.beta, self.rank, self.k = alpha, beta, rank, k
@@ -337,6 +373,8 @@ class LowRankInverse(BaseTransform):
         self.cache_dir, self.progress = cache_dir, progress
 
     def forward(self, data: Data) -> Data:
+        if self.group is not None:
+            return self._sharded(data)
         num_nodes = data.num_nodes or 0
         if num_nodes and self.rank > num_nodes:
             raise ValueError(f"'rank' must not exceed the number of nodes {num_nodes} "
@@ -344,21 +382,8 @@ class LowRankInverse(BaseTransform):
         dtype, device = _compute_dtype(data), _target(data)[1]
         path = None
         if self.cache_dir is not None:
-            path = osp.join(osp.expanduser(self.cache_dir),
-                            f'lowrank-{self._fingerprint(data)}.pt')
-            shape = (num_nodes, self.rank)
-            cached = factor_cache.load(path, {'lowrank_w': shape, 'lowrank_v': shape}, dtype,
-                                       meta=('residual', 'tol'))
-            if cached is not None:
-                residual, tol = cached.meta['residual'], cached.meta['tol']
-                if residual > tol:
-                    warnings.warn(
-                        f"LowRankInverse factors loaded from the cache file '{path}' did not "
-                        f"converge: relative residual {residual:.2e} > tol={tol:g}; raise "
-                        f"'max_iter' (or 'tol') to compute them anew", UserWarning,
-                        stacklevel=2)
-                data.lowrank_w = cached.tensors['lowrank_w'].to(device)
-                data.lowrank_v = cached.tensors['lowrank_v'].to(device)
+            path = self._cache_path(self._fingerprint(data))
+            if self._load(path, data, (num_nodes, self.rank), dtype, device):
                 return data
         source = data
         if data.x is not None and data.x.is_floating_point() and data.x.dtype != dtype:
@@ -378,20 +403,93 @@ class LowRankInverse(BaseTransform):
         data.lowrank_w, data.lowrank_v = factors_from_eigenpairs(pairs.eigenvalues,
                                                                  pairs.eigenvectors)
         if path is not None:
-            try:
-                factor_cache.save(path, {'lowrank_w': data.lowrank_w,
-                                         'lowrank_v': data.lowrank_v},
-                                  {'residual': float(pairs.residual), 'tol': self.tol})
-            except OSError as error:
-                warnings.warn(
-                    f"LowRankInverse could not save the factors to the cache ({error}); "
-                    f"returning them uncached; check that 'cache_dir' ('{self.cache_dir}') "
-                    f"is a writable folder with free space", UserWarning, stacklevel=2)
+            self._save(path, data, pairs.residual)
         return data
 
-    def _fingerprint(self, data: Data) -> str:
+    def _sharded(self, data: Data) -> Data:
+        r"""The factors' rows of this rank's shard (see :obj:`group`)."""
+        group, error = self.group, None
         semantic = data.semantic_edge_index if 'semantic_edge_index' in data else None
-        return factor_cache.fingerprint(
+        try:
+            part = check_partition(data.partition if 'partition' in data else None, group)
+            if self.rank > part.num_nodes:
+                raise ValueError(f"'rank' must not exceed the number of nodes "
+                                 f"{part.num_nodes} (got {self.rank})")
+            if data.x is not None:
+                check_finite('data.x', data.x)
+            if self.beta > 0 and semantic is None and data.x is None:
+                raise ValueError("beta > 0 needs node features 'data.x' or a precomputed "
+                                 "'data.semantic_edge_index' (see SemanticGraph)")
+        except (ValueError, TypeError) as failure:
+            error = failure
+        agree(error, group, 'LowRankInverse')
+        dtype, device = _compute_dtype(data), _target(data)[1]
+        path = None
+        if self.cache_dir is not None:
+            digests = all_gather_ints(list(bytes.fromhex(self._fingerprint(data, part))), group)
+            key = factor_cache.fingerprint(ranks=[bytes(d).hex() for d in digests])
+            path = self._cache_path(f'{key}-part{part.rank}of{part.num_parts}')
+            loaded = self._load(path, data, (part.num_local, self.rank), dtype, device)
+            if all(hit for (hit,) in all_gather_ints([loaded], group)):
+                return data
+        if self.beta > 0 and semantic is None:
+            from torch_geometric_regcn.transforms.semantic_graph import SemanticGraph
+            semantic = SemanticGraph(self.k, seed=self.seed, progress=self.progress,
+                                     group=group)(copy.copy(data)).semantic_edge_index
+        edge_index = data.edge_index.to(device) if data.edge_index is not None else None
+        operator = sharded_tsgcn_adjacency(
+            part, group, self.alpha, self.beta, edge_index,
+            None if semantic is None else semantic.to(device),
+            data.edge_weight if 'edge_weight' in data else None, dtype)
+        generator = torch.Generator(device).manual_seed(self.seed)
+        quiet = not self.progress or rank_of(group) != 0
+        with _EigenProgress(self.tol, disable=quiet) as progress:
+            pairs = extreme_eigenpairs(operator, self.rank, self.which, self.tol,
+                                       self.max_iter, self.method, generator=generator,
+                                       callback=progress, step_callback=progress.step)
+            progress.finish(pairs.converged)
+        warn_if_imprecise(*gain_precision(pairs.eigenvalues), pairs.eigenvalues.dtype,
+                          stacklevel=3)
+        data.lowrank_w, data.lowrank_v = factors_from_eigenpairs(pairs.eigenvalues,
+                                                                 pairs.eigenvectors)
+        if path is not None:
+            self._save(path, data, pairs.residual)
+        return data
+
+    def _cache_path(self, key: str) -> str:
+        return osp.join(osp.expanduser(self.cache_dir), f'lowrank-{key}.pt')
+
+    def _load(self, path: str, data: Data, shape: Tuple[int, int], dtype: torch.dtype,
+              device: torch.device) -> bool:
+        r"""Sets the factors from the cache file :obj:`path` if it is valid."""
+        cached = factor_cache.load(path, {'lowrank_w': shape, 'lowrank_v': shape}, dtype,
+                                   meta=('residual', 'tol'))
+        if cached is None:
+            return False
+        residual, tol = cached.meta['residual'], cached.meta['tol']
+        if residual > tol:
+            warnings.warn(
+                f"LowRankInverse factors loaded from the cache file '{path}' did not "
+                f"converge: relative residual {residual:.2e} > tol={tol:g}; raise "
+                f"'max_iter' (or 'tol') to compute them anew", UserWarning, stacklevel=4)
+        data.lowrank_w = cached.tensors['lowrank_w'].to(device)
+        data.lowrank_v = cached.tensors['lowrank_v'].to(device)
+        return True
+
+    def _save(self, path: str, data: Data, residual: float) -> None:
+        try:
+            factor_cache.save(path, {'lowrank_w': data.lowrank_w, 'lowrank_v': data.lowrank_v},
+                              {'residual': float(residual), 'tol': self.tol})
+        except OSError as error:
+            warnings.warn(
+                f"LowRankInverse could not save the factors to the cache ({error}); "
+                f"returning them uncached; check that 'cache_dir' ('{self.cache_dir}') "
+                f"is a writable folder with free space", UserWarning, stacklevel=4)
+
+    def _fingerprint(self, data: Data, partition: Optional[RowPartition] = None) -> str:
+        semantic = data.semantic_edge_index if 'semantic_edge_index' in data else None
+        shard = {} if partition is None else {'partition': tuple(partition)}
+        return factor_cache.fingerprint(**shard,
             num_nodes=data.num_nodes, edge_index=data.edge_index,
             edge_weight=data.edge_weight if 'edge_weight' in data else None,
             semantic_edge_index=semantic,
@@ -401,5 +499,6 @@ class LowRankInverse(BaseTransform):
             max_iter=self.max_iter, method=self.method, seed=self.seed)
 
     def __repr__(self) -> str:
+        group = '' if self.group is None else ', group=...'
         return (f'{self.__class__.__name__}(alpha={self.alpha}, beta={self.beta}, '
-                f'rank={self.rank}, k={self.k}, which={self.which!r})')
+                f'rank={self.rank}, k={self.k}, which={self.which!r}{group})')

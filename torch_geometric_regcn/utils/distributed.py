@@ -220,16 +220,21 @@ def all_gather_ints(values: Sequence[int], group: Group) -> List[List[int]]:
     return [part.tolist() for part in parts]
 
 
-def all_to_all(chunks: Sequence[Tensor], group: Group) -> List[Tensor]:
+def all_to_all(chunks: Sequence[Tensor], group: Group,
+               recv_counts: Optional[Sequence[int]] = None) -> List[Tensor]:
     r"""Sends :obj:`chunks[q]` to rank :obj:`q` and returns what each rank sent
     here, in rank order. Chunks may have different lengths along the first
-    dimension; the other dimensions and the dtype must agree."""
+    dimension; the other dimensions and the dtype must agree. The lengths to
+    receive are exchanged first unless :obj:`recv_counts` gives them (a fixed
+    pattern, as a halo exchange)."""
     if group is None:
         return [chunks[0]]
     import torch.distributed as dist
     rank = rank_of(group)
     send_counts = [c.size(0) for c in chunks]
-    recv_counts = [row[rank] for row in all_gather_ints(send_counts, group)]
+    if recv_counts is None:
+        recv_counts = [row[rank] for row in all_gather_ints(send_counts, group)]
+    recv_counts = list(recv_counts)
     tail = chunks[0].shape[1:]
     width = math.prod(tail)
     send = torch.cat([c.detach().reshape(c.size(0), width) for c in chunks]).contiguous()

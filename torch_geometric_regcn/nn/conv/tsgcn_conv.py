@@ -7,6 +7,7 @@ from torch_geometric.nn.inits import zeros
 from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.utils.compat import is_compiling
+from torch_geometric_regcn.utils.distributed import Group, check_group
 from torch_geometric_regcn.utils.validation import (
     check_channels,
     check_factors,
@@ -90,6 +91,16 @@ class TSGCNConv(torch.nn.Module):
             none)
         scale (float, optional): The factor :math:`s` of the propagation.
             (default: :obj:`1.0`)
+        group (ProcessGroup, optional): A :mod:`torch.distributed` process
+            group over which the nodes are split by rows (see
+            :func:`~torch_geometric_regcn.distributed.partition`): the inputs
+            and the output are this rank's rows, and each forward pass
+            all-reduces the :math:`r \times F_{out}` matrix
+            :math:`\mathbf{V}^{\top}\mathbf{X}\mathbf{\Theta}` (and the backward
+            pass its gradient); the core is all-reduced once per set of
+            factors. Wrap the model in
+            :class:`~torch.nn.parallel.DistributedDataParallel` for the
+            parameters' gradients. (default: :obj:`None`, one process)
 
     Shapes:
         - **input:**
@@ -109,8 +120,9 @@ class TSGCNConv(torch.nn.Module):
             out = conv(data.x, data.lowrank_w, data.lowrank_v)  # [500, 8]
     """
     def __init__(self, in_channels: int, out_channels: int, bias: bool = True,
-                 scale: float = 1.0) -> None:
+                 scale: float = 1.0, group: Group = None) -> None:
         super().__init__()
+        self.group = check_group(group)
         scale = check_real('scale', scale, 0.0, low_open=True)
         in_channels, out_channels = check_channels(in_channels=in_channels,
                                                    out_channels=out_channels)
@@ -146,8 +158,8 @@ class TSGCNConv(torch.nn.Module):
         h = self.lin(x)
         if not is_compiling():
             check_projection(h, x)
-        core = self._woodbury(w, v, from_eigenpairs=True)
-        out = woodbury_apply(h, w, v, core)
+        core = self._woodbury(w, v, from_eigenpairs=True, group=self.group)
+        out = woodbury_apply(h, w, v, core, self.group)
         if self.scale != 1.0:
             out = out * self.scale
         if self.bias is not None:

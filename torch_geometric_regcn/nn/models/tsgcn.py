@@ -4,6 +4,7 @@ from torch import Tensor
 
 from torch_geometric_regcn.nn.conv import TSGCNConv
 from torch_geometric_regcn.nn.dropout import dropout
+from torch_geometric_regcn.utils.distributed import Group
 from torch_geometric_regcn.utils.validation import check_channels, check_int, check_real
 
 
@@ -35,6 +36,12 @@ class TSGCN(torch.nn.Module):
         scale (float, optional): The factor :math:`s` of every layer's
             propagation; see :class:`~torch_geometric_regcn.TSGCNConv`.
             (default: :obj:`1.0`)
+        group (ProcessGroup, optional): A :mod:`torch.distributed` process
+            group over which the nodes are split by rows: every layer works
+            on this rank's rows (see :class:`~torch_geometric_regcn.TSGCNConv`),
+            one all-reduce of :math:`r \times F` per layer and pass. Wrap the
+            model in :class:`~torch.nn.parallel.DistributedDataParallel`.
+            (default: :obj:`None`, one process)
 
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F_{in})`,
@@ -54,14 +61,15 @@ class TSGCN(torch.nn.Module):
     """
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int = 2, dropout: float = 0.0, bias: bool = False,
-                 scale: float = 1.0) -> None:
+                 scale: float = 1.0, group: Group = None) -> None:
         super().__init__()
         num_layers = check_int('num_layers', num_layers)
         in_channels, hidden_channels, out_channels = check_channels(
             in_channels=in_channels, hidden_channels=hidden_channels, out_channels=out_channels)
         sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         self.convs = torch.nn.ModuleList(
-            TSGCNConv(a, b, bias=bias, scale=scale) for a, b in zip(sizes[:-1], sizes[1:]))
+            TSGCNConv(a, b, bias=bias, scale=scale, group=group)
+            for a, b in zip(sizes[:-1], sizes[1:]))
         self.dropout = check_real('dropout', dropout, 0.0, 1.0, high_open=True)
 
     def reset_parameters(self) -> None:

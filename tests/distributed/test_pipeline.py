@@ -1,0 +1,118 @@
+"""The row-sharded tsGCN pipeline on 2 and 3 gloo ranks against one process:
+the operator S, its products, the low-rank factors (eigenvalues within the
+solver tolerance, subspace within sin 1e-3), and DDP training on them (losses
+within 1e-5 of a single-process run from the same initial weights: the
+propagation does not depend on the eigenvectors' signs or basis)."""
+import math
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from tests.distributed.launch import requires_gloo, run_ranks
+from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph
+from torch_geometric_regcn.datasets import contextual_sbm
+from torch_geometric_regcn.distributed import global_mean, partition
+from torch_geometric_regcn.regularizers.tsgcn import sharded_tsgcn_adjacency
+from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
+
+pytestmark = requires_gloo
+
+ALPHA, BETA, RANK, TOL = 1.0, 0.2, 12, 1e-7
+EPOCHS = 8
+
+
+def _graph():
+    """A float64 graph with a directed, duplicated edge list and its semantic graph."""
+    data = contextual_sbm(num_nodes=700, num_classes=3, num_features=12, seed=1)
+    data.x = data.x.double()
+    gen = torch.Generator().manual_seed(0)
+    extra = torch.randint(0, 700, (2, 300), generator=gen)  # one-way and duplicate edges
+    data.edge_index = torch.cat([data.edge_index, extra, extra[:, :50]], dim=1)
+    data.edge_weight = torch.rand(data.edge_index.size(1), generator=gen, dtype=torch.float64)
+    data = SemanticGraph(k=5, progress=False)(data)
+    data.train_mask = torch.rand(700, generator=gen) < 0.2
+    return data
+
+
+def _train(model, x, w, v, y, mask, group):
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02, weight_decay=5e-4)
+    losses = []
+    for _ in range(EPOCHS):
+        optimizer.zero_grad()
+        out = model(x, w, v)
+        loss = global_mean(F.cross_entropy(out[mask], y[mask], reduction='sum'),
+                           int(mask.sum()), group)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def _pipeline(rank, world_size):
+    group = dist.group.WORLD
+    data = _graph()
+    reference = tsgcn_operator(data, ALPHA, BETA)  # single process, this rank's rows below
+    shard = partition(data, world_size)[rank]
+    part = shard.partition
+    out = {'rows': (part.start, part.end)}
+
+    operator = sharded_tsgcn_adjacency(part, group, ALPHA, BETA, shard.edge_index,
+                                       shard.semantic_edge_index, shard.edge_weight,
+                                       torch.float64)
+    out['operator_error'] = float((operator.dense_rows()
+                                   - reference.to_dense()[part.start:part.end]).abs().max())
+    block = torch.randn(700, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    product = operator @ block[part.start:part.end]
+    out['product_error'] = float((product - (reference @ block)[part.start:part.end]).abs().max())
+
+    shard = LowRankInverse(ALPHA, BETA, RANK, tol=TOL, progress=False, group=group)(shard)
+    out['w'], out['v'] = shard.lowrank_w, shard.lowrank_v
+
+    # training from the same initial weights on this rank's rows of the sharded factors
+    torch.manual_seed(0)
+    model = TSGCN(12, 16, 3, group=group).double()
+    ddp = DistributedDataParallel(model)
+    out['losses'] = _train(ddp, shard.x, shard.lowrank_w, shard.lowrank_v, shard.y,
+                           shard.train_mask, group)
+    return out
+
+
+def _eigenpairs(w, v):
+    """(eigenvalues, orthonormal eigenvectors) from factors W = U|L|^1/2, V = -U sign(L)|L|^1/2."""
+    values = -(w * v).sum(dim=0)
+    return values, w / values.abs().sqrt()
+
+
+@pytest.mark.parametrize('world_size', [2, 3])
+def test_sharded_pipeline_matches_one_process(world_size):
+    results = run_ranks(_pipeline, world_size, timeout=300.0)
+    data = _graph()
+    assert [r['rows'] for r in results] == [
+        (p.start, p.end) for p in (s.partition for s in partition(data, world_size))]
+    for r in results:
+        assert r['operator_error'] < 1e-15  # the same sums, in another order
+        assert r['product_error'] < 1e-14
+
+    full = LowRankInverse(ALPHA, BETA, RANK, tol=TOL, progress=False)(data.clone())
+    values, vectors = _eigenpairs(full.lowrank_w, full.lowrank_v)
+    sharded_values, sharded_vectors = _eigenpairs(torch.cat([r['w'] for r in results]),
+                                                  torch.cat([r['v'] for r in results]))
+    # eigenvalues within the solver's tolerance (relative to ||S|| <= 1)
+    assert torch.allclose(sharded_values, values, atol=10 * TOL, rtol=0)
+    # the same subspace: sin of the largest principal angle
+    gram = torch.eye(RANK, dtype=torch.float64) - sharded_vectors.T @ sharded_vectors
+    assert float(gram.abs().max()) < 1e-10  # the gathered rows are orthonormal
+    residual = sharded_vectors - vectors @ (vectors.T @ sharded_vectors)
+    assert float(torch.linalg.matrix_norm(residual, ord=2)) <= 1e-3
+
+    torch.manual_seed(0)
+    model = TSGCN(12, 16, 3).double()
+    losses = _train(model, data.x, full.lowrank_w, full.lowrank_v, data.y, data.train_mask,
+                    None)
+    for r in results:
+        assert max(abs(a - b) for a, b in zip(r['losses'], losses)) <= 1e-5, (r['losses'],
+                                                                              losses)
+    assert losses[-1] < losses[0] and all(math.isfinite(x) for x in losses)
