@@ -1,0 +1,103 @@
+"""Faults of the row-sharded pipeline: bad input on one rank makes every rank
+raise (no rank waits in a collective), mismatched shards and groups are
+named, and the factor cache keys each rank's file by the world size and the
+row blocks."""
+import glob
+import os.path as osp
+import warnings
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from tests.distributed.launch import requires_gloo, run_ranks
+from torch_geometric_regcn import TSGCN, LowRankInverse
+from torch_geometric_regcn.datasets import contextual_sbm
+from torch_geometric_regcn.distributed import partition
+from torch_geometric_regcn.transforms import SemanticGraph
+
+pytestmark = requires_gloo
+
+
+def _graph():
+    data = contextual_sbm(num_nodes=400, num_classes=3, num_features=8, seed=2)
+    return SemanticGraph(k=4, progress=False)(data)
+
+
+def _errors(rank, world_size):
+    group = dist.group.WORLD
+    data = _graph()
+    out = {}
+    shard = partition(data, world_size)[rank]
+    if rank == 1:
+        shard.x[3, 0] = float('nan')
+    try:
+        LowRankInverse(1.0, 0.2, 8, progress=False, group=group)(shard)
+    except ValueError as error:
+        out['nan'] = str(error)
+    wrong = partition(data, world_size + 1)[rank]
+    try:
+        LowRankInverse(1.0, 0.2, 8, progress=False, group=group)(wrong)
+    except ValueError as error:
+        out['parts'] = str(error)
+    try:
+        LowRankInverse(1.0, 0.2, 8, method='power', group=group)
+    except ValueError as error:
+        out['method'] = str(error)
+    return out
+
+
+def test_bad_input_on_one_rank_raises_on_every_rank():
+    results = run_ranks(_errors, 2, timeout=120.0)
+    assert "'data.x' contains NaN" in results[1]['nan']
+    assert 'LowRankInverse failed its checks on rank(s) [1] of 2' in results[0]['nan']
+    for rank, out in enumerate(results):
+        assert f'is part {rank} of 3, but this process is rank {rank} of 2' in out['parts']
+        assert "'group' needs method='lanczos'" in out['method']
+
+
+def test_group_without_process_group_is_named():
+    assert not dist.is_initialized()  # (then dist.group.WORLD is None: one process)
+    with pytest.raises(ValueError, match='init_process_group'):
+        LowRankInverse(1.0, 0.2, 8, group=object())
+    with pytest.raises(ValueError, match='init_process_group'):
+        TSGCN(8, 4, 2, group=object())
+
+
+def _cached(rank, world_size, root):
+    group = dist.group.WORLD
+    shard = partition(_graph(), world_size)[rank]
+    transform = LowRankInverse(1.0, 0.2, 8, progress=False, cache_dir=root, group=group)
+    first = transform(shard.clone())
+    dist.barrier()
+    mine = glob.glob(osp.join(root, f'lowrank-*-part{rank}of{world_size}.pt'))
+    assert len(mine) == 1
+    if rank == 1:  # a damaged file on one rank: every rank recomputes, together
+        with open(mine[0], 'r+b') as f:
+            f.seek(-20, 2)
+            f.write(b'\x00' * 8)
+    dist.barrier()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        second = transform(shard.clone())
+    again = transform(shard.clone())  # from the rewritten files
+    return {'w': (first.lowrank_w, second.lowrank_w, again.lowrank_w),
+            'shape': tuple(first.lowrank_w.shape),
+            'warnings': [str(w.message) for w in caught]}
+
+
+def test_factor_cache_is_per_rank_and_keyed_by_the_partition(tmp_path):
+    root = str(tmp_path)
+    for world_size in (2, 3):
+        results = run_ranks(_cached, world_size, root, timeout=180.0)
+        bounds = partition(_graph(), world_size)[0].partition.bounds
+        for rank, out in enumerate(results):
+            first, second, again = out['w']
+            assert out['shape'] == (bounds[rank + 1] - bounds[rank], 8)
+            assert torch.equal(first, again)
+            torch.testing.assert_close(second, first, rtol=0, atol=1e-6)
+            damaged = [m for m in out['warnings'] if 'checksum' in m or 'cache' in m]
+            assert bool(damaged) == (rank == 1)
+    names = sorted(osp.basename(p) for p in glob.glob(osp.join(root, '*.pt')))
+    assert len(names) == 5  # 2 + 3 files: the world size is part of the key
+    assert len({name.split('-part')[0] for name in names}) == 2
