@@ -1,0 +1,90 @@
+"""partition(), save_partition() and load_partition(), in one process."""
+import pytest
+import torch
+
+from torch_geometric_regcn.datasets import contextual_sbm
+from torch_geometric_regcn.distributed import (
+    RowPartition,
+    load_partition,
+    partition,
+    save_partition,
+)
+
+
+def _graph():
+    data = contextual_sbm(num_nodes=101, num_classes=3, num_features=4, seed=0)
+    data.edge_weight = torch.rand(data.edge_index.size(1))
+    data.semantic_edge_index = data.edge_index.flip(0)[:, ::2]
+    data.train_mask = torch.arange(101) % 7 == 0
+    return data
+
+
+def _edges(data, key, weight=None):
+    index = data[key]
+    rows = [tuple(e) for e in index.T.tolist()]
+    if weight is None:
+        return sorted(rows)
+    return sorted(zip(rows, data[weight].tolist()))
+
+
+@pytest.mark.parametrize('num_parts', [1, 2, 3, 7])
+def test_shards_hold_every_row_and_edge_once(num_parts):
+    data = _graph()
+    shards = partition(data, num_parts)
+    bounds = RowPartition.even(101, num_parts).bounds
+    assert [s.partition for s in shards] == [RowPartition(bounds, p) for p in range(num_parts)]
+    for key in ('x', 'y', 'train_mask', 'node_id'):
+        whole = torch.cat([s[key] for s in shards])
+        assert torch.equal(whole, data[key] if key != 'node_id' else torch.arange(101))
+    for s in shards:
+        part = s.partition
+        assert s.num_nodes == part.num_local
+        for key in ('edge_index', 'semantic_edge_index'):
+            assert bool(((s[key][0] >= part.start) & (s[key][0] < part.end)).all())
+    merged = type(data)(edge_index=torch.cat([s.edge_index for s in shards], dim=1),
+                        edge_weight=torch.cat([s.edge_weight for s in shards]),
+                        semantic_edge_index=torch.cat([s.semantic_edge_index for s in shards],
+                                                      dim=1))
+    assert _edges(merged, 'edge_index', 'edge_weight') == _edges(data, 'edge_index',
+                                                                 'edge_weight')
+    assert _edges(merged, 'semantic_edge_index') == _edges(data, 'semantic_edge_index')
+
+
+def test_saved_shards_load_one_per_rank(tmp_path):
+    shards = partition(_graph(), 3)
+    paths = save_partition(shards, tmp_path)
+    assert [p.rsplit('/', 1)[1] for p in paths] == [f'part-{r}-of-3.pt' for r in range(3)]
+    for rank, shard in enumerate(shards):
+        loaded = load_partition(tmp_path, rank, 3)
+        assert loaded.partition == shard.partition and loaded.num_nodes == shard.num_nodes
+        for key, value in shard.items():
+            if isinstance(value, torch.Tensor):
+                assert torch.equal(loaded[key], value)
+    with pytest.raises(FileNotFoundError, match='No shard 0 of 2'):
+        load_partition(tmp_path, 0, 2)
+
+
+def test_bad_arguments_are_named():
+    data = _graph()
+    with pytest.raises(ValueError, match="'num_parts' must not exceed the number of nodes 101"):
+        partition(data, 102)
+    with pytest.raises(ValueError, match="'method' must be one of"):
+        partition(data, 2, method='random')
+    with pytest.raises(ValueError, match="'num_parts' must be a positive integer"):
+        partition(data, 0)
+    bad = data.clone()
+    bad.edge_index = bad.edge_index.clone()
+    bad.edge_index[0, 0] = 500
+    with pytest.raises(ValueError, match='data.edge_index'):
+        partition(bad, 2)
+
+
+def test_metis_is_named_when_unavailable():
+    from torch_geometric.typing import WITH_METIS
+    if WITH_METIS:
+        shards = partition(_graph(), 2, method='metis')
+        node_id = torch.cat([s.node_id for s in shards])
+        assert torch.equal(node_id.sort().values, torch.arange(101))
+    else:
+        with pytest.raises(ImportError, match="method='metis' needs pyg-lib or torch-sparse"):
+            partition(_graph(), 2, method='metis')
