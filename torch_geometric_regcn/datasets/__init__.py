@@ -1,8 +1,8 @@
 from torch_geometric_regcn.datasets.amgcn import ACM, UAI
-from torch_geometric_regcn.datasets.csbm import contextual_sbm
+from torch_geometric_regcn.datasets.csbm import contextual_sbm, contextual_sbm_shard
 from torch_geometric_regcn.datasets.registry import DATASETS, load_dataset
 from torch_geometric_regcn.datasets.settings import PAPER_SETTINGS, PaperSetting
 from torch_geometric_regcn.datasets.split import paper_split
 
 __all__ = ['ACM', 'DATASETS', 'PAPER_SETTINGS', 'UAI', 'PaperSetting', 'contextual_sbm',
-           'load_dataset', 'paper_split']
+           'contextual_sbm_shard', 'load_dataset', 'paper_split']

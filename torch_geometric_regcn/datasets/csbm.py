@@ -1,10 +1,38 @@
 r"""A contextual stochastic block model: a synthetic attributed graph that
-needs no download."""
+needs no download, whole (:func:`contextual_sbm`) or as one process's row
+shard of a graph too large for one machine (:func:`contextual_sbm_shard`)."""
+import hashlib
+from typing import Tuple
+
 import torch
+from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, to_undirected
 
+from torch_geometric_regcn.utils.distributed import RowPartition
 from torch_geometric_regcn.utils.validation import check_int, check_real
+
+#: :func:`contextual_sbm_shard` draws the nodes in chunks of this many, each
+#: from its own seed, so that the graph does not depend on the number of parts.
+CHUNK_SIZE = 2**16
+
+
+def _check_model(num_nodes: int, num_classes: int, num_features: int, avg_degree: float,
+                 homophily: float, signal: float,
+                 seed: int) -> Tuple[int, int, int, float, float, float, int]:
+    r"""The arguments of the model, checked, as Python numbers."""
+    num_nodes = check_int('num_nodes', num_nodes)
+    num_classes = check_int('num_classes', num_classes, minimum=2)
+    if num_classes > num_nodes:
+        raise ValueError(f"'num_classes' must not exceed 'num_nodes' (got {num_classes} "
+                         f"classes for {num_nodes} nodes); lower 'num_classes' or raise "
+                         f"'num_nodes'")
+    num_features = check_int('num_features', num_features)
+    avg_degree = check_real('avg_degree', avg_degree, 0.0)
+    homophily = check_real('homophily', homophily, 0.0, 1.0)
+    signal = check_real('signal', signal, 0.0)
+    seed = check_int('seed', seed, minimum=-2**63)
+    return num_nodes, num_classes, num_features, avg_degree, homophily, signal, seed
 
 
 def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: int = 64,
@@ -34,17 +62,8 @@ def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: in
     non-integer count or a value out of range raises an error that names the
     argument.
     """
-    num_nodes = check_int('num_nodes', num_nodes)
-    num_classes = check_int('num_classes', num_classes, minimum=2)
-    if num_classes > num_nodes:
-        raise ValueError(f"'num_classes' must not exceed 'num_nodes' (got {num_classes} "
-                         f"classes for {num_nodes} nodes); lower 'num_classes' or raise "
-                         f"'num_nodes'")
-    num_features = check_int('num_features', num_features)
-    avg_degree = check_real('avg_degree', avg_degree, 0.0)
-    homophily = check_real('homophily', homophily, 0.0, 1.0)
-    signal = check_real('signal', signal, 0.0)
-    seed = check_int('seed', seed, minimum=-2**63)
+    num_nodes, num_classes, num_features, avg_degree, homophily, signal, seed = _check_model(
+        num_nodes, num_classes, num_features, avg_degree, homophily, signal, seed)
     gen = torch.Generator().manual_seed(seed)
     y = torch.arange(num_nodes) % num_classes
     y = y[torch.randperm(num_nodes, generator=gen)]
@@ -66,3 +85,150 @@ def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: in
     edge_index = edge_index[:, edge_index[0] != edge_index[1]]
     edge_index = coalesce(to_undirected(edge_index, num_nodes=num_nodes), num_nodes=num_nodes)
     return Data(x=x, edge_index=edge_index, y=y)
+
+
+def _derived_seed(seed: int, *tags: object) -> int:
+    r"""A seed for :class:`torch.Generator` derived from :obj:`seed` and
+    :obj:`tags` (SHA-256): the same on every process and platform, and
+    unrelated between tags."""
+    digest = hashlib.sha256(':'.join(str(t) for t in (seed, *tags)).encode()).digest()
+    return int.from_bytes(digest[:8], 'little') >> 1
+
+
+def _chunk(index: int, num_nodes: int, means: Tensor, avg_degree: float, homophily: float,
+           seed: int) -> Tuple[Tensor, Tensor]:
+    r"""The features and the edges (sources first, global indices, sorted,
+    without self loops or repeats) of the nodes of chunk :obj:`index`, drawn
+    from their own generator."""
+    num_classes, num_features = means.shape
+    lo, hi = index * CHUNK_SIZE, min((index + 1) * CHUNK_SIZE, num_nodes)
+    gen = torch.Generator().manual_seed(_derived_seed(seed, 'chunk', index))
+    nodes = torch.arange(lo, hi)
+    y = nodes % num_classes
+    x = means[y]
+    x += torch.randn(hi - lo, num_features, generator=gen)
+    x /= num_features**0.5
+
+    rate = torch.full((hi - lo,), avg_degree / 2, dtype=torch.float64)
+    src = nodes.repeat_interleave(torch.poisson(rate, generator=gen).long())
+    num_edges = src.numel()
+    same = torch.rand(num_edges, generator=gen) < homophily
+    shift = torch.randint(1, num_classes, (num_edges,), generator=gen)
+    target = torch.where(same, src % num_classes, (src + shift) % num_classes)
+    # Class c holds the nodes c, c + C, c + 2C, ... < N: draw one uniformly.
+    size = (num_nodes - target + num_classes - 1) // num_classes
+    pick = (torch.rand(num_edges, generator=gen, dtype=torch.float64) * size).long()
+    dst = target + num_classes * torch.minimum(pick, size - 1)
+    edge_index = torch.stack([src, dst])
+    edge_index = edge_index[:, src != dst]
+    return x, coalesce(edge_index, num_nodes=num_nodes)
+
+
+def contextual_sbm_shard(num_nodes: int, num_parts: int, rank: int, num_classes: int = 5,
+                         num_features: int = 64, avg_degree: float = 8.0,
+                         homophily: float = 0.8, signal: float = 1.0, seed: int = 0) -> Data:
+    r"""The row shard of process :obj:`rank` out of :obj:`num_parts` of a
+    contextual stochastic block model (Deshpande et al., NeurIPS 2018),
+    generated where it is used: no process draws, holds or sends the whole
+    graph, so the graph can exceed one machine's memory. The shard has the
+    format of :func:`~torch_geometric_regcn.distributed.partition`'s
+    (:obj:`method="contiguous"`): the rows :obj:`bounds[rank]` to
+    :obj:`bounds[rank + 1] - 1` of
+    :obj:`RowPartition.even(num_nodes, num_parts)` in :obj:`x` and :obj:`y`,
+    the edges whose first (source) index is one of them in :obj:`edge_index`,
+    with global indices, :obj:`node_id` (:obj:`arange(start, end)`),
+    :obj:`partition` and :obj:`num_nodes`, the number of local nodes.
+
+    Node :math:`i` has class :math:`y_i = i \bmod C` and features
+
+    .. math::
+        \mathbf{x}_i = \frac{\boldsymbol{\mu}_{y_i} + \boldsymbol{\varepsilon}_i}
+        {\sqrt{d}}, \qquad \boldsymbol{\mu}_c \sim \mathcal{N}(\mathbf{0},
+        \text{signal}^2\,\mathbf{I}_d), \quad \boldsymbol{\varepsilon}_i \sim
+        \mathcal{N}(\mathbf{0}, \mathbf{I}_d),
+
+    as in :func:`contextual_sbm`. Each node draws
+    :math:`\mathrm{Poisson}(\text{avg\_degree} / 2)` edges, stored once with
+    the node as source: the other end is a uniformly random node of the same
+    class with probability :obj:`homophily`, else of a uniformly random other
+    class (class :math:`c` holds the nodes :math:`c, c + C, c + 2C, \dots`,
+    so a member is drawn in :math:`O(1)`); self loops and repeated edges are
+    dropped. The graph has about :math:`N \cdot \text{avg\_degree} / 2`
+    directed edges, an expected degree of about :obj:`avg_degree` once they
+    are symmetrised, as the tsGCN operator
+    (:func:`~torch_geometric_regcn.regularizers.tsgcn.sharded_tsgcn_adjacency`)
+    and :func:`~torch_geometric.utils.to_undirected` do. Edges between the
+    classes make the contiguous row blocks cut most edges: a random graph
+    has no locality to exploit.
+
+    The graph does not depend on :obj:`num_parts`: the class means are drawn
+    from :obj:`seed` alone, and the nodes in chunks of
+    :data:`CHUNK_SIZE` (:math:`2^{16}`), each from a generator seeded by
+    :obj:`seed` and the chunk's index; a process draws the chunks that
+    overlap its rows and keeps its rows, so the shards of any
+    :obj:`num_parts` put together give the same tensors. The cost per process
+    is :math:`O((n + 2^{17}) (d + \text{avg\_degree}))` time and
+    :math:`O(n (d + \text{avg\_degree}) + 2^{16} d)` memory for its
+    :math:`n \approx N / P` rows; nothing of size :math:`N \times d` is
+    made. The draws differ from :func:`contextual_sbm`'s for the same seed.
+
+    Args:
+        num_nodes (int): :math:`N`, the nodes of the whole graph.
+        num_parts (int): The number of shards :math:`P`, at most :math:`N`
+            (typically :obj:`torch.distributed.get_world_size()`).
+        rank (int): This shard, :math:`0 \leq \text{rank} < P` (typically
+            :obj:`torch.distributed.get_rank()`).
+        num_classes (int, optional): :math:`C`, at least two, at most
+            :math:`N`. (default: :obj:`5`)
+        num_features (int, optional): :math:`d`. (default: :obj:`64`)
+        avg_degree (float, optional): The expected degree once symmetrised;
+            each node draws half as many edges. (default: :obj:`8.0`)
+        homophily (float, optional): The share of intra-class edges.
+            (default: :obj:`0.8`)
+        signal (float, optional): The norm of the class means relative to the
+            noise; smaller is harder. (default: :obj:`1.0`)
+        seed (int, optional): The random seed. (default: :obj:`0`)
+
+    Counts, the rank and the seed may be NumPy integers; a :obj:`bool`, a
+    non-integer count or a value out of range raises an error that names the
+    argument.
+
+    Example:
+        .. code-block:: python
+
+            import torch.distributed as dist
+            from torch_geometric_regcn import LowRankInverse
+            from torch_geometric_regcn.datasets import contextual_sbm_shard
+
+            # on every rank, after dist.init_process_group()
+            shard = contextual_sbm_shard(2_000_000, dist.get_world_size(),
+                                         dist.get_rank(), avg_degree=20)
+            shard = LowRankInverse(1.0, 0.2, 64, group=dist.group.WORLD)(shard)
+    """
+    num_nodes, num_classes, num_features, avg_degree, homophily, signal, seed = _check_model(
+        num_nodes, num_classes, num_features, avg_degree, homophily, signal, seed)
+    num_parts = check_int('num_parts', num_parts)
+    if num_parts > num_nodes:
+        raise ValueError(f"'num_parts' must not exceed 'num_nodes' (got {num_parts} parts "
+                         f"for {num_nodes} nodes)")
+    rank = check_int('rank', rank, minimum=0)
+    if rank >= num_parts:
+        raise ValueError(f"'rank' must be below 'num_parts' {num_parts} (got {rank})")
+    part = RowPartition.even(num_nodes, num_parts, rank)
+    start, end = part.start, part.end
+
+    gen = torch.Generator().manual_seed(_derived_seed(seed, 'means'))
+    means = torch.randn(num_classes, num_features, generator=gen) * signal
+    x = torch.empty(end - start, num_features)
+    edges = []
+    for index in range(start // CHUNK_SIZE, (end - 1) // CHUNK_SIZE + 1):
+        lo = index * CHUNK_SIZE
+        chunk_x, chunk_edges = _chunk(index, num_nodes, means, avg_degree, homophily, seed)
+        first, last = max(start, lo), min(end, lo + chunk_x.size(0))
+        x[first - start:last - start] = chunk_x[first - lo:last - lo]
+        del chunk_x
+        cuts = torch.searchsorted(chunk_edges[0], torch.tensor([first, last])).tolist()
+        edges.append(chunk_edges[:, cuts[0]:cuts[1]])
+    node_id = torch.arange(start, end)
+    return Data(x=x, y=node_id % num_classes, edge_index=torch.cat(edges, dim=1),
+                node_id=node_id, partition=part, num_nodes=end - start)
