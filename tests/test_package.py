@@ -47,6 +47,7 @@ def test_unknown_names_still_raise_attribute_errors():
 LAYERS = {
     'utils': {'utils'},
     'datasets': {'datasets', 'utils'},
+    'distributed': {'distributed', 'utils'},
     'linalg': {'linalg', 'utils'},
     'regularizers': {'regularizers', 'linalg', 'utils'},
     'transforms': {'transforms', 'regularizers', 'linalg', 'utils'},

@@ -2,6 +2,11 @@ from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
 from torch_geometric_regcn.linalg.eigensolver import extreme_eigenpairs
 from torch_geometric_regcn.linalg.graph_operator import combine, normalized_adjacency
 from torch_geometric_regcn.linalg.lanczos import block_lanczos
+from torch_geometric_regcn.linalg.sharded import (
+    ShardedMatrix,
+    sharded_normalized_adjacency,
+    tall_qr,
+)
 from torch_geometric_regcn.linalg.subspace_iteration import subspace_iteration
 from torch_geometric_regcn.linalg.woodbury import (
     WoodburyCache,
@@ -11,6 +16,7 @@ from torch_geometric_regcn.linalg.woodbury import (
     woodbury_core,
 )
 
-__all__ = ['EigenPairs', 'WoodburyCache', 'WoodburyCore', 'block_lanczos', 'combine',
-           'extreme_eigenpairs', 'factors_from_eigenpairs', 'normalized_adjacency',
-           'subspace_iteration', 'woodbury_apply', 'woodbury_core']
+__all__ = ['EigenPairs', 'ShardedMatrix', 'WoodburyCache', 'WoodburyCore', 'block_lanczos',
+           'combine', 'extreme_eigenpairs', 'factors_from_eigenpairs', 'normalized_adjacency',
+           'sharded_normalized_adjacency', 'subspace_iteration', 'tall_qr', 'woodbury_apply',
+           'woodbury_core']

@@ -12,13 +12,17 @@ from torch_geometric_regcn.regularizers.spectral import (
     JKNetRegularizer,
     SGCRegularizer,
 )
-from torch_geometric_regcn.regularizers.tsgcn import TSGCNRegularizer, tsgcn_adjacency
+from torch_geometric_regcn.regularizers.tsgcn import (
+    TSGCNRegularizer,
+    sharded_tsgcn_adjacency,
+    tsgcn_adjacency,
+)
 from torch_geometric_regcn.utils.deprecation import moved
 
 __all__ = ['APPNPRegularizer', 'AffineRegularizer', 'DAGNNRegularizer', 'GCNRegularizer',
            'GNNHFRegularizer', 'GNNLFRegularizer', 'GraphOperators', 'JKNetRegularizer',
            'REGISTRY', 'Regularizer', 'SGCRegularizer', 'TSGCNRegularizer', 'get', 'register',
-           'tsgcn_adjacency']
+           'sharded_tsgcn_adjacency', 'tsgcn_adjacency']
 
 # The 0.1 names, which clashed with the networks of the same name.
 __getattr__ = moved(__name__, {
