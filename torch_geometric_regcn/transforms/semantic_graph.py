@@ -2,10 +2,13 @@ r"""The semantic graph of tsGCN: a symmetrised cosine k-nearest-neighbour graph.
 from typing import Optional
 
 import torch
+from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
+from torch_geometric_regcn.utils.distributed import Group, agree, check_group, check_partition
 from torch_geometric_regcn.utils.knn import KNN_METHODS, knn_graph_cosine
+from torch_geometric_regcn.utils.knn_distributed import sharded_knn_graph_cosine
 from torch_geometric_regcn.utils.validation import check_int, check_node_features
 
 __all__ = ['SemanticGraph', 'knn_graph_cosine']
@@ -46,6 +49,18 @@ class SemanticGraph(BaseTransform):
         progress (bool, optional): Show a progress bar with ETA when the
             search takes longer than a second. (default: :obj:`True`)
         seed (int, optional): The seed of the IVF centroids. (default: :obj:`0`)
+        group (torch.distributed.ProcessGroup, optional): Build the graph on
+            the ranks of :obj:`group` (e.g. :obj:`torch.distributed.group.WORLD`):
+            the input is then this rank's shard of the graph, as
+            :func:`~torch_geometric_regcn.distributed.partition` or
+            :func:`~torch_geometric_regcn.distributed.load_partition` give it
+            (:obj:`data.partition` must match :obj:`group`), and
+            :obj:`data.semantic_edge_index` gets this rank's rows of the same
+            graph as in one process, with global node indices (see
+            :func:`~torch_geometric_regcn.utils.knn_distributed.sharded_knn_graph_cosine`:
+            the feature blocks pass around a ring, so no rank holds all the
+            features). Every rank must call the transform. (default:
+            :obj:`None`, one process)
 
     Example:
         .. code-block:: python
@@ -57,7 +72,7 @@ class SemanticGraph(BaseTransform):
             data.semantic_edge_index  # [2, E]: symmetric, without self loops
     """
     def __init__(self, k: int, block_size: Optional[int] = None, method: str = 'auto',
-                 progress: bool = True, seed: int = 0) -> None:
+                 progress: bool = True, seed: int = 0, group: Group = None) -> None:
         k = check_int('k', k)
         block_size = None if block_size is None else check_int('block_size', block_size)
         seed = check_int('seed', seed, minimum=-2**63)
@@ -65,18 +80,41 @@ class SemanticGraph(BaseTransform):
             raise ValueError(f"'method' must be one of {KNN_METHODS} (got {method!r})")
         self.k, self.block_size, self.method = k, block_size, method
         self.progress, self.seed = progress, seed
+        self.group = check_group(group)
 
     def forward(self, data: Data) -> Data:
+        if self.group is not None:
+            return self._forward_sharded(data)
+        x = self._features(data)
+        data.semantic_edge_index = knn_graph_cosine(x, self.k, self.block_size, self.method,
+                                                    self.progress, self._generator())
+        return data
+
+    def _forward_sharded(self, data: Data) -> Data:
+        error = x = partition = None
+        try:  # a rank with a bad shard makes every rank raise, none waits
+            x = self._features(data)
+            partition = check_partition(getattr(data, 'partition', None), self.group)
+        except (TypeError, ValueError) as exc:
+            error = exc
+        agree(error, self.group, 'SemanticGraph')
+        data.semantic_edge_index = sharded_knn_graph_cosine(
+            x, self.k, partition, self.group, self.method, self.block_size,
+            self._generator(), self.progress)
+        return data
+
+    @staticmethod
+    def _features(data: Data) -> Tensor:
         x = data.x
         if x is None:
             raise ValueError("SemanticGraph needs node features 'data.x'")
         if not x.is_floating_point():  # counts or 0/1 bag-of-words features
             x = x.to(torch.get_default_dtype())
         check_node_features(x, 'data.x')
-        generator = torch.Generator().manual_seed(self.seed)
-        data.semantic_edge_index = knn_graph_cosine(x, self.k, self.block_size,
-                                                    self.method, self.progress, generator)
-        return data
+        return x
+
+    def _generator(self) -> torch.Generator:
+        return torch.Generator().manual_seed(self.seed)
 
     def __repr__(self) -> str:
         return f'{self.__class__.__name__}(k={self.k}, method={self.method!r})'
