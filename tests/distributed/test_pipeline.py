@@ -68,8 +68,13 @@ def _pipeline(rank, world_size):
     product = operator @ block[part.start:part.end]
     out['product_error'] = float((product - (reference @ block)[part.start:part.end]).abs().max())
 
+    without = shard.clone()
+    del without.semantic_edge_index  # built by SemanticGraph(group=group) inside
+    without = LowRankInverse(ALPHA, BETA, RANK, k=5, tol=TOL, progress=False,
+                             group=group)(without)
     shard = LowRankInverse(ALPHA, BETA, RANK, tol=TOL, progress=False, group=group)(shard)
     out['w'], out['v'] = shard.lowrank_w, shard.lowrank_v
+    out['knn_inside_error'] = float((without.lowrank_w - shard.lowrank_w).abs().max())
 
     # training from the same initial weights on this rank's rows of the sharded factors
     torch.manual_seed(0)
@@ -94,6 +99,7 @@ def test_sharded_pipeline_matches_one_process(world_size):
         (p.start, p.end) for p in (s.partition for s in partition(data, world_size))]
     for r in results:
         assert r['operator_error'] < 1e-15  # the same sums, in another order
+        assert r['knn_inside_error'] < 1e-12  # the same semantic graph, built on the shards
         assert r['product_error'] < 1e-14
 
     full = LowRankInverse(ALPHA, BETA, RANK, tol=TOL, progress=False)(data.clone())

@@ -7,6 +7,10 @@ from torch_geometric_regcn.utils.knn import (
     knn_graph_cosine,
     normalize_rows,
 )
+from torch_geometric_regcn.utils.knn_distributed import (
+    sharded_knn_cosine,
+    sharded_knn_graph_cosine,
+)
 from torch_geometric_regcn.utils.sparse import (
     compact_csr,
     diagonal,
@@ -16,4 +20,5 @@ from torch_geometric_regcn.utils.sparse import (
 )
 
 __all__ = ['compact_csr', 'diagonal', 'exact_knn_cosine', 'ivf_knn_cosine', 'knn_graph_cosine',
-           'normalize_rows', 'sparse_identity', 'spectral_bound', 'to_csr']
+           'normalize_rows', 'sharded_knn_cosine', 'sharded_knn_graph_cosine',
+           'sparse_identity', 'spectral_bound', 'to_csr']
