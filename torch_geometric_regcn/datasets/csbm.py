@@ -157,20 +157,23 @@ def contextual_sbm_shard(num_nodes: int, num_parts: int, rank: int, num_classes:
     directed edges, an expected degree of about :obj:`avg_degree` once they
     are symmetrised, as the tsGCN operator
     (:func:`~torch_geometric_regcn.regularizers.tsgcn.sharded_tsgcn_adjacency`)
-    and :func:`~torch_geometric.utils.to_undirected` do. Edges between the
-    classes make the contiguous row blocks cut most edges: a random graph
-    has no locality to exploit.
+    and :func:`~torch_geometric.utils.to_undirected` do. The other ends are
+    spread over all the nodes, so contiguous row blocks cut about
+    :math:`(P - 1) / P` of the edges and a rank's halo holds nearly every
+    node of the other ranks: a random graph has no locality to exploit.
 
     The graph does not depend on :obj:`num_parts`: the class means are drawn
     from :obj:`seed` alone, and the nodes in chunks of
-    :data:`CHUNK_SIZE` (:math:`2^{16}`), each from a generator seeded by
+    :data:`~torch_geometric_regcn.datasets.csbm.CHUNK_SIZE` (:math:`2^{16}`),
+    each from a generator seeded by
     :obj:`seed` and the chunk's index; a process draws the chunks that
     overlap its rows and keeps its rows, so the shards of any
     :obj:`num_parts` put together give the same tensors. The cost per process
     is :math:`O((n + 2^{17}) (d + \text{avg\_degree}))` time and
-    :math:`O(n (d + \text{avg\_degree}) + 2^{16} d)` memory for its
-    :math:`n \approx N / P` rows; nothing of size :math:`N \times d` is
-    made. The draws differ from :func:`contextual_sbm`'s for the same seed.
+    :math:`O((n + 2^{16}) (d + \text{avg\_degree}))` memory for its
+    :math:`n \approx N / P` rows (at most two chunks are drawn beyond them);
+    nothing of size :math:`N \times d` is made. The draws differ from
+    :func:`contextual_sbm`'s for the same seed.
 
     Args:
         num_nodes (int): :math:`N`, the nodes of the whole graph.
