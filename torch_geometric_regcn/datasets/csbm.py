@@ -165,11 +165,10 @@ def contextual_sbm_shard(num_nodes: int, num_parts: int, rank: int, num_classes:
     The graph does not depend on :obj:`num_parts`: the class means are drawn
     from :obj:`seed` alone, and the nodes in chunks of
     :data:`~torch_geometric_regcn.datasets.csbm.CHUNK_SIZE` (:math:`2^{16}`),
-    each from a generator seeded by
-    :obj:`seed` and the chunk's index; a process draws the chunks that
-    overlap its rows and keeps its rows, so the shards of any
-    :obj:`num_parts` put together give the same tensors. The cost per process
-    is :math:`O((n + 2^{17}) (d + \text{avg\_degree}))` time and
+    each from a generator seeded by :obj:`seed` and the chunk's index; a
+    process draws the chunks that overlap its rows and keeps its rows, so the
+    shards of any :obj:`num_parts` put together give the same tensors. The
+    cost per process is :math:`O((n + 2^{17}) (d + \text{avg\_degree}))` time and
     :math:`O((n + 2^{16}) (d + \text{avg\_degree}))` memory for its
     :math:`n \approx N / P` rows (at most two chunks are drawn beyond them);
     nothing of size :math:`N \times d` is made. The draws differ from
