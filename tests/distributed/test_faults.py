@@ -35,6 +35,13 @@ def _errors(rank, world_size):
         LowRankInverse(1.0, 0.2, 8, progress=False, group=group)(shard)
     except ValueError as error:
         out['nan'] = str(error)
+    shard = partition(data, world_size)[rank]
+    if rank == 0:  # an edge of another rank's row
+        shard.edge_index = torch.cat([shard.edge_index, torch.tensor([[399], [0]])], dim=1)
+    try:
+        LowRankInverse(1.0, 0.2, 8, progress=False, group=group)(shard)
+    except ValueError as error:
+        out['edges'] = str(error)
     wrong = partition(data, world_size + 1)[rank]
     try:
         LowRankInverse(1.0, 0.2, 8, progress=False, group=group)(wrong)
@@ -51,6 +58,8 @@ def test_bad_input_on_one_rank_raises_on_every_rank():
     results = run_ranks(_errors, 2, timeout=120.0)
     assert "'data.x' contains NaN" in results[1]['nan']
     assert 'LowRankInverse failed its checks on rank(s) [1] of 2' in results[0]['nan']
+    assert "'data.edge_index' of rank 0 has edges whose first index" in results[0]['edges']
+    assert 'failed its checks on rank(s) [0] of 2' in results[1]['edges']
     for rank, out in enumerate(results):
         assert f'is part {rank} of 3, but this process is rank {rank} of 2' in out['parts']
         assert "'group' needs method='lanczos'" in out['method']

@@ -161,10 +161,12 @@ def sharded_normalized_adjacency(edge_index: Tensor, partition: RowPartition, gr
     (:math:`\mathbf{A}_{ij} = \max(\mathbf{A}_{ij}, \mathbf{A}_{ji})`, unit
     self loops), with the reversed edges sent to the owner of their new row
     and the degrees of halo nodes fetched, each by one :func:`all_to_all`.
-    Returns :obj:`(edge_index, edge_weight)` with global indices."""
+    Returns :obj:`(edge_index, edge_weight)` with global indices, the weights
+    in :obj:`dtype`."""
     part = partition
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
+    edge_weight = edge_weight.to(dtype)
     edge_index, edge_weight = remove_self_loops(edge_index, edge_weight)
     reverse = edge_index.flip(0)
     owner = part.owner(reverse[0])

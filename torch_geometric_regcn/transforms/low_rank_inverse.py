@@ -33,6 +33,7 @@ from torch_geometric_regcn.utils.distributed import (
     all_gather_ints,
     check_group,
     check_partition,
+    check_shard_edges,
     rank_of,
 )
 from torch_geometric_regcn.utils.validation import (
@@ -417,6 +418,12 @@ class LowRankInverse(BaseTransform):
                                  f"{part.num_nodes} (got {self.rank})")
             if data.x is not None:
                 check_finite('data.x', data.x)
+            if data.edge_index is not None:
+                check_shard_edges(data.edge_index, part,
+                                  data.edge_weight if 'edge_weight' in data else None,
+                                  'data.edge_index')
+            if semantic is not None:
+                check_shard_edges(semantic, part, name='data.semantic_edge_index')
             if self.beta > 0 and semantic is None and data.x is None:
                 raise ValueError("beta > 0 needs node features 'data.x' or a precomputed "
                                  "'data.semantic_edge_index' (see SemanticGraph)")

@@ -19,6 +19,8 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tu
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.utils.validation import check_edge_index
+
 Group = Any  # a torch.distributed.ProcessGroup, or None for a single process
 
 
@@ -152,6 +154,20 @@ def check_partition(partition: Any, group: Group, name: str = 'data.partition') 
                          f"process is rank {rank} of {size} in 'group'; load the shard of "
                          f"rank {rank} of a partition into {size} parts")
     return partition
+
+
+def check_shard_edges(edge_index: Tensor, partition: RowPartition,
+                      edge_weight: Optional[Tensor] = None, name: str = 'edge_index') -> None:
+    r"""Checks a shard's edges: global indices below :math:`N` (and weights,
+    as :func:`~torch_geometric_regcn.utils.validation.check_edge_index` does)
+    whose first index is one of this rank's nodes."""
+    check_edge_index(edge_index, partition.num_nodes, edge_weight, name=name,
+                     weight_name='edge_weight')
+    rows = edge_index[0]
+    if rows.numel() and (int(rows.min()) < partition.start or int(rows.max()) >= partition.end):
+        raise ValueError(f"'{name}' of rank {partition.rank} has edges whose first index is "
+                         f"not one of its nodes [{partition.start}, {partition.end - 1}]; a "
+                         f"shard holds the edges of its own rows (see partition())")
 
 
 def _count(operation: str, nbytes: int) -> None:
