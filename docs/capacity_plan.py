@@ -19,10 +19,10 @@ HIDDEN = 32  # the paper's hidden width
 # Measured (benchmarks/results/distributed.md: 2,000,000 nodes, 82.0M entries of S,
 # one CPU thread per process, contiguous rows of a graph without locality):
 BENCH_NODES, BENCH_NNZ = 2_000_000, 81_996_696
-CYCLE_CORE_SECONDS = 208.2  # a restarted filtered Lanczos cycle, one process, one thread
-EPOCH_CORE_SECONDS = 4.60  # one training epoch (forward, backward, step), idem
-BUILD_BYTES_PER_ENTRY = 119  # peak rise while building S, per stored entry (P = 1, 2, 3)
-LANCZOS_WORK = 2.75  # peak rise of a Lanczos rank over its basis (P = 1, 2; 3.3 at P = 3)
+CYCLE_CORE_SECONDS = 192.5  # a restarted filtered Lanczos cycle, one process, one thread
+EPOCH_CORE_SECONDS = 4.64  # one training epoch (forward, backward, step), idem
+BUILD_BYTES_PER_ENTRY = 125  # peak rise while building S, per stored entry (P = 1, 2, 3)
+LANCZOS_WORK = 3.0  # peak rise of a Lanczos rank over its basis (P = 1, 2; 3.5 at P = 3)
 CYCLES = 16  # filtered cycles to tol 1e-4 on the 200,000-node graph (its full run)
 DEGREE = 8  # the Chebyshev filter's degree
 
