@@ -77,7 +77,7 @@ def test_statistics_follow_the_model():
     assert float((y[row] == y[col]).float().mean()) == pytest.approx(0.7, abs=0.01)
     # the other end is uniform within its class: every member equally likely
     hits = torch.bincount(col[y[col] == 0] // c, minlength=n // c).double()
-    assert float(hits.std() / hits.mean()) == pytest.approx(hits.mean() ** -0.5, rel=0.1)
+    assert float(hits.std() / hits.mean()) == pytest.approx(float(hits.mean()) ** -0.5, rel=0.1)
     # x_i = (mu_{y_i} + eps_i) / sqrt(d): unit noise, class means of norm ~ signal
     means = torch.stack([x[y == k].mean(0) for k in range(c)])
     noise = x - means[y]
