@@ -122,3 +122,25 @@ def test_sharded_pipeline_matches_one_process(world_size):
         assert max(abs(a - b) for a, b in zip(r['losses'], losses)) <= 1e-5, (r['losses'],
                                                                               losses)
     assert losses[-1] < losses[0] and all(math.isfinite(x) for x in losses)
+
+
+def _edited_on_one_rank(rank, world_size):
+    """Factors replaced on rank 0 only: every rank must factorise the core again
+    (its all-reduce), so the next forward neither hangs nor mixes collectives."""
+    group = dist.group.WORLD
+    data = _graph()
+    shard = partition(data, world_size)[rank]
+    shard = LowRankInverse(ALPHA, BETA, RANK, tol=TOL, progress=False, group=group)(shard)
+    torch.manual_seed(0)
+    model = TSGCN(12, 16, RANK, group=group).double()  # out_channels = r: same shapes
+    w, v = shard.lowrank_w, shard.lowrank_v
+    first = model(shard.x, w, v)
+    if rank == 0:
+        w, v = w.clone(), v.clone()
+    second = model(shard.x, w, v)
+    return float((first - second).abs().max())
+
+
+def test_factors_replaced_on_one_rank_refactorise_everywhere():
+    results = run_ranks(_edited_on_one_rank, 2, timeout=120.0)
+    assert max(results) < 1e-12

@@ -9,7 +9,11 @@ import torch
 from torch import Tensor
 
 from torch_geometric_regcn.utils.compat import is_compiling
-from torch_geometric_regcn.utils.distributed import Group, differentiable_all_reduce
+from torch_geometric_regcn.utils.distributed import (
+    Group,
+    all_gather_ints,
+    differentiable_all_reduce,
+)
 
 
 def factors_from_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> Tuple[Tensor, Tensor]:
@@ -184,7 +188,9 @@ class WoodburyCache:
     gradients, inference tensors and calls under :func:`torch.compile` or
     :func:`torch.inference_mode` are factorised anew on every call. The cache
     holds weak references only, and copies and pickles of its owner start
-    empty."""
+    empty. With a process :obj:`group`, the ranks agree on every call (one
+    all-gather of a flag): if the factors changed on any rank, all of them
+    factorise again, as the core is all-reduced."""
     def __init__(self) -> None:
         self._key: Optional[Tuple[Any, ...]] = None
         self._refs: Optional[Tuple[weakref.ref, weakref.ref]] = None
@@ -205,8 +211,12 @@ class WoodburyCache:
         key = (from_eigenpairs, *((t._version, t.data_ptr(), t.dtype, t.device, t.shape)
                                   for t in (w, v)))
         refs = self._refs
-        if (self._core is None or refs is None or refs[0]() is not w or refs[1]() is not v
-                or self._key != key or not torch.equal(self._sample, self._sampled(w, v))):
+        fresh = not (self._core is None or refs is None or refs[0]() is not w
+                     or refs[1]() is not v or self._key != key
+                     or not torch.equal(self._sample, self._sampled(w, v)))
+        if group is not None:  # every rank recomputes (an all-reduce) if any rank must
+            fresh = all(flag for (flag,) in all_gather_ints([fresh], group))
+        if not fresh:
             self._core = woodbury_core(w, v, from_eigenpairs, group)
             self._key, self._refs = key, (weakref.ref(w), weakref.ref(v))
             self._sample = self._sampled(w, v)
