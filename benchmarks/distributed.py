@@ -43,7 +43,6 @@ Writes ``benchmarks/results/distributed.md`` (other sizes:
 import argparse
 import datetime
 import json
-import os
 import os.path as osp
 import queue
 import socket
@@ -60,7 +59,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
-from harness.measure import MIB, THREAD_VARIABLES, PeakMeter, load_average
+from harness.measure import MIB, PeakMeter, child_environment, load_average
 from harness.report import RESULTS, Report
 
 STAGES = ('shard generation', 'semantic graph', 'operator S', 'Lanczos eigenpairs',
@@ -198,22 +197,14 @@ def run(world_size: int, threads: int, args: Dict[str, Any]) -> List[Dict[str, A
     r"""The pipeline on :obj:`world_size` spawned gloo processes with
     :obj:`threads` threads each; every rank's measurements, in rank order, or
     ``[{'error': ...}]``."""
-    saved = {var: os.environ.get(var) for var in THREAD_VARIABLES}
-    os.environ.update({var: str(threads) for var in THREAD_VARIABLES})
     ctx = mp.get_context('spawn')
     results = ctx.Queue()
     port = _free_port()
     procs = [ctx.Process(target=_worker, args=(r, world_size, port, threads, args, results),
                          daemon=True) for r in range(world_size)]
-    try:
+    with child_environment(threads):
         for p in procs:
             p.start()
-    finally:
-        for var, value in saved.items():
-            if value is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = value
     collected: Dict[int, Dict[str, Any]] = {}
     deadline = time.monotonic() + args['timeout']
     try:

@@ -10,7 +10,8 @@ import platform
 import resource
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 import numpy as np
 import scipy
@@ -120,19 +121,29 @@ def run_isolated(threads: int, fn: Callable, *args, env: Optional[Dict[str, str]
     :obj:`fn` raised. :obj:`env` sets further environment variables of the
     child (e.g. glibc's allocator settings). :obj:`fn` must be importable by
     name (a module-level function)."""
-    variables = {var: str(threads) for var in THREAD_VARIABLES}
-    variables.update(env or {})
-    saved = {var: os.environ.get(var) for var in variables}
-    os.environ.update(variables)  # read by the child's libraries when it loads them
     try:
-        ctx = multiprocessing.get_context('spawn')
-        with ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_child,
-                                 initargs=(threads,)) as pool:
-            return pool.submit(fn, *args).result()
+        with child_environment(threads, env):
+            ctx = multiprocessing.get_context('spawn')
+            with ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_child,
+                                     initargs=(threads,)) as pool:
+                return pool.submit(fn, *args).result()
     except BrokenProcessPool as e:
         return {'error': f'process died ({e})'}
     except Exception as e:  # noqa: BLE001 - report, do not abort the whole benchmark
         return {'error': f'{type(e).__name__}: {e}'}
+
+
+@contextmanager
+def child_environment(threads: int, env: Optional[Dict[str, str]] = None) -> Iterator[None]:
+    r"""Sets :obj:`threads` torch, OpenMP and BLAS threads (and :obj:`env`) in
+    the environment that processes spawned inside the block inherit (their
+    libraries read it when they load), then restores the caller's."""
+    variables = {var: str(threads) for var in THREAD_VARIABLES}
+    variables.update(env or {})
+    saved = {var: os.environ.get(var) for var in variables}
+    os.environ.update(variables)
+    try:
+        yield
     finally:
         for var, value in saved.items():
             if value is None:
