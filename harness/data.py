@@ -10,7 +10,8 @@ import torch
 from torch_geometric.data import Data
 
 from torch_geometric_regcn.datasets import load_dataset, paper_split
-from torch_geometric_regcn.utils import normalize_rows, to_csr
+from torch_geometric_regcn.knn import normalize_rows
+from torch_geometric_regcn.utils import to_csr
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 

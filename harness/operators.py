@@ -13,8 +13,8 @@ from torch_geometric.data import Data
 
 from harness.data import SHARED_DATA
 from harness.graphs import csr_to_scipy, has_pubmed, load_pubmed, synthetic_graph
+from torch_geometric_regcn.knn import knn_graph_cosine
 from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
-from torch_geometric_regcn.utils import knn_graph_cosine
 
 #: The paper's PubMed setting: alpha, beta and the semantic graph's k.
 PUBMED = dict(alpha=1.0, beta=0.3, k=10)

@@ -7,17 +7,16 @@ import torch
 import torch.distributed as dist
 
 from tests.distributed.launch import requires_gloo, run_ranks
-from torch_geometric_regcn.utils.distributed import (
-    RowPartition,
+from torch_geometric_regcn.distributed.collectives import (
     agree,
     all_gather,
     all_reduce,
     all_to_all,
     broadcast,
     differentiable_all_reduce,
-    traffic,
-    traffic_stage,
 )
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.distributed.traffic import traffic, traffic_stage
 
 pytestmark = requires_gloo
 

@@ -11,9 +11,10 @@ from tests.conftest import clustered
 from tests.distributed.launch import requires_gloo, run_ranks
 from torch_geometric_regcn import SemanticGraph
 from torch_geometric_regcn.distributed import partition
-from torch_geometric_regcn.utils.distributed import RowPartition, traffic, traffic_stage
-from torch_geometric_regcn.utils.knn import exact_knn_cosine, ivf_knn_cosine
-from torch_geometric_regcn.utils.knn_distributed import (
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.distributed.traffic import traffic, traffic_stage
+from torch_geometric_regcn.knn.cosine import exact_knn_cosine, ivf_knn_cosine
+from torch_geometric_regcn.knn.sharded import (
     sharded_knn_cosine,
     sharded_knn_graph_cosine,
 )

@@ -4,9 +4,9 @@ from torch_geometric.data import Data
 
 from tests.conftest import dense_normalized_adjacency, undirected_graph
 from torch_geometric_regcn import regularizers as R
+from torch_geometric_regcn.knn import knn_graph_cosine
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
-from torch_geometric_regcn.utils import knn_graph_cosine
 
 N = 30
 

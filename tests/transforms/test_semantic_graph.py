@@ -5,7 +5,7 @@ from torch_geometric.utils import coalesce
 
 from tests.conftest import brute_force, clustered
 from torch_geometric_regcn import SemanticGraph
-from torch_geometric_regcn.utils.knn import ivf_knn_cosine
+from torch_geometric_regcn.knn.cosine import ivf_knn_cosine
 
 
 @pytest.mark.parametrize('block_size', [None, 1, 7])

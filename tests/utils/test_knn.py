@@ -3,7 +3,7 @@ import torch
 from torch_geometric.utils import coalesce
 
 from tests.conftest import brute_force, clustered
-from torch_geometric_regcn.utils.knn import (
+from torch_geometric_regcn.knn.cosine import (
     _top_k_lowest_index,
     exact_knn_cosine,
     ivf_knn_cosine,

@@ -9,7 +9,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, to_undirected
 
-from torch_geometric_regcn.utils.distributed import RowPartition
+from torch_geometric_regcn.distributed.row_partition import RowPartition
 from torch_geometric_regcn.utils.validation import check_int, check_real
 
 #: :func:`contextual_sbm_shard` draws the nodes in chunks of this many, each

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from torch_geometric_regcn.utils.distributed import RowPartition
+from torch_geometric_regcn.distributed.row_partition import RowPartition
 from torch_geometric_regcn.utils.validation import as_root, check_edge_index, check_int
 
 #: :obj:`"contiguous"`: the node order as given, cut into equal blocks;

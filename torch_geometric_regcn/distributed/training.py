@@ -2,7 +2,7 @@ r"""Training on row shards with :class:`~torch.nn.parallel.DistributedDataParall
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.utils.distributed import (
+from torch_geometric_regcn.distributed.collectives import (
     Group,
     all_reduce,
     differentiable_all_reduce,

@@ -1,12 +1,13 @@
+from torch_geometric_regcn.linalg.blocks import tall_qr
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
 from torch_geometric_regcn.linalg.eigensolver import extreme_eigenpairs
-from torch_geometric_regcn.linalg.graph_operator import combine, normalized_adjacency
-from torch_geometric_regcn.linalg.lanczos import block_lanczos
-from torch_geometric_regcn.linalg.sharded import (
-    ShardedMatrix,
+from torch_geometric_regcn.linalg.graph_operator import (
+    combine,
+    normalized_adjacency,
     sharded_normalized_adjacency,
-    tall_qr,
 )
+from torch_geometric_regcn.linalg.lanczos import block_lanczos
+from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
 from torch_geometric_regcn.linalg.subspace_iteration import subspace_iteration
 from torch_geometric_regcn.linalg.woodbury import (
     WoodburyCache,

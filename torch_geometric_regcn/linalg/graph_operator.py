@@ -3,8 +3,11 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import add_self_loops, remove_self_loops, to_undirected
+from torch_geometric.utils import add_self_loops, coalesce, remove_self_loops, to_undirected
 
+from torch_geometric_regcn.distributed.collectives import Group, all_to_all
+from torch_geometric_regcn.distributed.halo import HaloPlan
+from torch_geometric_regcn.distributed.row_partition import RowPartition
 from torch_geometric_regcn.utils.sparse import to_csr
 from torch_geometric_regcn.utils.validation import check_edge_index
 
@@ -55,6 +58,44 @@ def normalized_adjacency(
     deg.scatter_add_(0, row, edge_weight)
     deg_inv_sqrt = deg.rsqrt()
     return edge_index, deg_inv_sqrt[row] * edge_weight * deg_inv_sqrt[col]
+
+
+def sharded_normalized_adjacency(edge_index: Tensor, partition: RowPartition, group: Group,
+                                 edge_weight: Optional[Tensor] = None,
+                                 dtype: torch.dtype = torch.float32) -> Tuple[Tensor, Tensor]:
+    r"""This rank's rows of
+    :func:`~torch_geometric_regcn.linalg.normalized_adjacency` of a graph
+    whose edges are split by their first index: the same symmetrisation
+    (:math:`\mathbf{A}_{ij} = \max(\mathbf{A}_{ij}, \mathbf{A}_{ji})`, unit
+    self loops), with the reversed edges sent to the owner of their new row
+    and the degrees of halo nodes fetched, each by one :func:`all_to_all`.
+    Returns :obj:`(edge_index, edge_weight)` with global indices, the weights
+    in :obj:`dtype`."""
+    part = partition
+    if edge_weight is None:
+        edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
+    edge_weight = edge_weight.to(dtype)
+    edge_index, edge_weight = remove_self_loops(edge_index, edge_weight)
+    reverse = edge_index.flip(0)
+    owner = part.owner(reverse[0])
+    order = owner.argsort(stable=True)
+    counts = torch.bincount(owner, minlength=part.num_parts).tolist()
+    received = all_to_all(list(reverse[:, order].T.split(counts)), group)
+    received_weight = all_to_all(list(edge_weight[order].split(counts)), group,
+                                 [r.size(0) for r in received])
+    edge_index = torch.cat([edge_index, torch.cat(received).T], dim=1)
+    edge_weight = torch.cat([edge_weight, *received_weight])
+    edge_index, edge_weight = coalesce(edge_index, edge_weight, part.num_nodes, reduce='max')
+    loops = torch.arange(part.start, part.end, device=edge_index.device)
+    edge_index = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)
+    edge_weight = torch.cat([edge_weight, edge_weight.new_ones(loops.numel())])
+    edge_index, edge_weight = coalesce(edge_index, edge_weight, part.num_nodes)
+    row, col = edge_index
+    deg = torch.zeros(part.num_local, dtype=edge_weight.dtype, device=edge_weight.device)
+    deg.index_add_(0, row - part.start, edge_weight)
+    plan = HaloPlan.build(col, part, group)
+    scale = plan.extended(deg.rsqrt()[:, None])[:, 0]
+    return edge_index, scale[row - part.start] * edge_weight * scale[plan.compact(col)]
 
 
 def linear_combination(matrices: Sequence[Tensor], coefficients: Sequence[float]) -> Tensor:

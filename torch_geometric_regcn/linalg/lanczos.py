@@ -7,6 +7,8 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.distributed.collectives import Group, rank_of
+from torch_geometric_regcn.linalg.blocks import column_norms, gram, tall_qr
 from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
 from torch_geometric_regcn.linalg.eigenpairs import (
     EigenPairs,
@@ -16,14 +18,7 @@ from torch_geometric_regcn.linalg.eigenpairs import (
     select,
     small_eigh,
 )
-from torch_geometric_regcn.linalg.sharded import (
-    ShardedMatrix,
-    column_norms,
-    gather_dense,
-    gram,
-    tall_qr,
-)
-from torch_geometric_regcn.utils.distributed import Group, rank_of
+from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix, gather_dense
 from torch_geometric_regcn.utils.sparse import compact_csr
 
 STALL = 5  # cycles without progress after which block_lanczos lowers the degree

@@ -8,12 +8,12 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.utils.compat import is_compiling
-from torch_geometric_regcn.utils.distributed import (
+from torch_geometric_regcn.distributed.collectives import (
     Group,
     all_gather_ints,
     differentiable_all_reduce,
 )
+from torch_geometric_regcn.utils.compat import is_compiling
 
 
 def factors_from_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> Tuple[Tensor, Tensor]:

@@ -6,9 +6,9 @@ from torch import Tensor
 from torch_geometric.typing import WITH_TORCH_SPARSE, SparseTensor
 from torch_geometric.utils import to_edge_index
 
+from torch_geometric_regcn.knn.cosine import knn_graph_cosine
 from torch_geometric_regcn.linalg.graph_operator import combine, normalized_adjacency
 from torch_geometric_regcn.utils.compat import is_compiling
-from torch_geometric_regcn.utils.knn import knn_graph_cosine
 from torch_geometric_regcn.utils.sparse import sparse_identity
 from torch_geometric_regcn.utils.validation import check_edge_index, check_factors
 

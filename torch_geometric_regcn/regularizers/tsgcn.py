@@ -5,12 +5,16 @@ from typing import Any, FrozenSet, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.linalg.graph_operator import linear_combination
-from torch_geometric_regcn.linalg.sharded import ShardedMatrix, sharded_normalized_adjacency
+from torch_geometric_regcn.distributed.collectives import Group, all_gather_ints
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.linalg.graph_operator import (
+    linear_combination,
+    sharded_normalized_adjacency,
+)
+from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
 from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators
-from torch_geometric_regcn.utils.distributed import Group, RowPartition, all_gather_ints
 from torch_geometric_regcn.utils.validation import check_int, check_real
 
 

@@ -12,6 +12,18 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 from tqdm.auto import tqdm
 
+from torch_geometric_regcn.distributed.collectives import (
+    Group,
+    agree,
+    all_gather_ints,
+    check_group,
+    rank_of,
+)
+from torch_geometric_regcn.distributed.row_partition import (
+    RowPartition,
+    check_partition,
+    check_shard_edges,
+)
 from torch_geometric_regcn.linalg.eigenpairs import WHICH
 from torch_geometric_regcn.linalg.eigensolver import EIGENSOLVER_METHODS, extreme_eigenpairs
 from torch_geometric_regcn.linalg.woodbury import (
@@ -26,16 +38,6 @@ from torch_geometric_regcn.regularizers.tsgcn import (
     tsgcn_adjacency,
 )
 from torch_geometric_regcn.transforms import factor_cache
-from torch_geometric_regcn.utils.distributed import (
-    Group,
-    RowPartition,
-    agree,
-    all_gather_ints,
-    check_group,
-    check_partition,
-    check_shard_edges,
-    rank_of,
-)
 from torch_geometric_regcn.utils.validation import (
     as_root,
     check_finite,

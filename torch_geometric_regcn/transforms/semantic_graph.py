@@ -6,9 +6,10 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-from torch_geometric_regcn.utils.distributed import Group, agree, check_group, check_partition
-from torch_geometric_regcn.utils.knn import KNN_METHODS, knn_graph_cosine
-from torch_geometric_regcn.utils.knn_distributed import sharded_knn_graph_cosine
+from torch_geometric_regcn.distributed.collectives import Group, agree, check_group
+from torch_geometric_regcn.distributed.row_partition import check_partition
+from torch_geometric_regcn.knn.cosine import KNN_METHODS, knn_graph_cosine
+from torch_geometric_regcn.knn.sharded import sharded_knn_graph_cosine
 from torch_geometric_regcn.utils.validation import check_int, check_node_features
 
 __all__ = ['SemanticGraph', 'knn_graph_cosine']

@@ -4,10 +4,10 @@ import torch
 from torch import Tensor
 from torch_geometric.nn.inits import zeros
 
+from torch_geometric_regcn.distributed.collectives import Group, check_group
 from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.utils.compat import is_compiling
-from torch_geometric_regcn.utils.distributed import Group, check_group
 from torch_geometric_regcn.utils.validation import (
     check_channels,
     check_factors,

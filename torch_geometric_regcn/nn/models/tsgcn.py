@@ -2,9 +2,9 @@ r"""The tsGCN network."""
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.distributed.collectives import Group
 from torch_geometric_regcn.nn.conv import TSGCNConv
 from torch_geometric_regcn.nn.dropout import dropout
-from torch_geometric_regcn.utils.distributed import Group
 from torch_geometric_regcn.utils.validation import check_channels, check_int, check_real
 
 

@@ -1,0 +1,196 @@
+r"""The few :mod:`torch.distributed` collectives the library calls: the only
+module of the package that talks to :mod:`torch.distributed`.
+
+Every function takes a process :obj:`group`; :obj:`None` means a single
+process (no communication at all: the collective returns its input), which
+keeps the distributed code paths the same as the single-process ones. For all
+processes pass :obj:`torch.distributed.group.WORLD`.
+
+Each collective adds the bytes this rank sends to
+:data:`~torch_geometric_regcn.distributed.TRAFFIC` under the current
+:func:`~torch_geometric_regcn.distributed.traffic_stage`, and turns a failure
+(a peer that raised, died or ran past the process group's :obj:`timeout`) into
+a :class:`DistributedError` that names this rank and the operation.
+"""
+import math
+from contextlib import contextmanager
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from torch_geometric_regcn.distributed.traffic import count as _count
+from torch_geometric_regcn.distributed.traffic import nbytes as _nbytes
+
+Group = Any  # a torch.distributed.ProcessGroup, or None for a single process
+
+
+class DistributedError(RuntimeError):
+    r"""A collective failed on this rank: a peer raised, died, or did not
+    reach it within the process group's timeout."""
+
+
+def rank_of(group: Group) -> int:
+    r"""This process's rank in :obj:`group` (:obj:`0` without one)."""
+    if group is None:
+        return 0
+    return dist.get_rank(group)
+
+
+def size_of(group: Group) -> int:
+    r"""The number of processes in :obj:`group` (:obj:`1` without one)."""
+    if group is None:
+        return 1
+    return dist.get_world_size(group)
+
+
+def check_group(group: Group, name: str = 'group') -> Group:
+    r"""Checks that :obj:`group` is :obj:`None` or a process group of an
+    initialised :mod:`torch.distributed`; returns it."""
+    if group is None:
+        return None
+    if not dist.is_available():
+        raise ValueError(f"'{name}' needs torch.distributed, which this torch build lacks; "
+                         f"pass {name}=None for a single process")
+    if not dist.is_initialized():
+        raise ValueError(f"'{name}' needs an initialised process group: call "
+                         f"torch.distributed.init_process_group() first (torchrun sets its "
+                         f"environment), or pass {name}=None for a single process")
+    if not isinstance(group, dist.ProcessGroup):
+        raise TypeError(f"'{name}' must be a torch.distributed.ProcessGroup (e.g. "
+                        f"torch.distributed.group.WORLD) or None (got {type(group).__name__})")
+    return group
+
+
+@contextmanager
+def _named_failure(operation: str, group: Group) -> Iterator[None]:
+    try:
+        yield
+    except DistributedError:
+        raise
+    except RuntimeError as error:  # DistBackendError is a RuntimeError
+        raise DistributedError(
+            f"rank {rank_of(group)} of {size_of(group)}: {operation} failed ({error}). A "
+            f"peer rank raised, died or ran past the process group's timeout (see its own "
+            f"error: torchrun and torch.multiprocessing name the failing rank); pass "
+            f"timeout= to init_process_group to bound the wait") from error
+
+
+def all_reduce(tensor: Tensor, group: Group) -> Tensor:
+    r"""The sum of :obj:`tensor` over the ranks of :obj:`group`, as a new
+    tensor (the input is left as it is)."""
+    if group is None:
+        return tensor
+    out = tensor.detach().clone().contiguous()
+    _count('all_reduce', _nbytes(out))
+    with _named_failure('all_reduce', group):
+        dist.all_reduce(out, group=group)
+    return out
+
+
+def all_gather(tensor: Tensor, group: Group) -> List[Tensor]:
+    r"""The :obj:`tensor` of every rank, in rank order. The shapes may differ
+    along the first dimension only."""
+    if group is None:
+        return [tensor]
+    tensor = tensor.detach().contiguous()
+    size = size_of(group)
+    counts = all_gather_ints([tensor.size(0)], group)
+    padded = tensor.new_zeros((max(c[0] for c in counts), *tensor.shape[1:]))
+    padded[:tensor.size(0)] = tensor
+    parts = [torch.empty_like(padded) for _ in range(size)]
+    _count('all_gather', _nbytes(tensor) * (size - 1))
+    with _named_failure('all_gather', group):
+        dist.all_gather(parts, padded, group=group)
+    return [part[:c[0]] for part, c in zip(parts, counts)]
+
+
+def all_gather_ints(values: Sequence[int], group: Group) -> List[List[int]]:
+    r"""A few integers of every rank (the same number on each), in rank order."""
+    if group is None:
+        return [list(values)]
+    mine = torch.tensor(list(values), dtype=torch.long)
+    parts = [torch.empty_like(mine) for _ in range(size_of(group))]
+    _count('all_gather', _nbytes(mine) * (len(parts) - 1))
+    with _named_failure('all_gather', group):
+        dist.all_gather(parts, mine, group=group)
+    return [part.tolist() for part in parts]
+
+
+def all_to_all(chunks: Sequence[Tensor], group: Group,
+               recv_counts: Optional[Sequence[int]] = None) -> List[Tensor]:
+    r"""Sends :obj:`chunks[q]` to rank :obj:`q` and returns what each rank sent
+    here, in rank order. Chunks may have different lengths along the first
+    dimension; the other dimensions and the dtype must agree. The lengths to
+    receive are exchanged first unless :obj:`recv_counts` gives them (a fixed
+    pattern, as a halo exchange)."""
+    if group is None:
+        return [chunks[0]]
+    rank = rank_of(group)
+    send_counts = [c.size(0) for c in chunks]
+    if recv_counts is None:
+        recv_counts = [row[rank] for row in all_gather_ints(send_counts, group)]
+    recv_counts = list(recv_counts)
+    tail = chunks[0].shape[1:]
+    width = math.prod(tail)
+    send = torch.cat([c.detach().reshape(c.size(0), width) for c in chunks]).contiguous()
+    recv = send.new_empty((sum(recv_counts), width))
+    _count('all_to_all', sum(_nbytes(c) for q, c in enumerate(chunks) if q != rank))
+    with _named_failure('all_to_all', group):
+        dist.all_to_all_single(recv, send, recv_counts, send_counts, group=group)
+    return [part.reshape(-1, *tail) for part in recv.split(recv_counts)]
+
+
+def broadcast(tensor: Tensor, group: Group, src: int = 0) -> Tensor:
+    r"""The :obj:`tensor` of the rank :obj:`src` (its rank in :obj:`group`),
+    on every rank; every rank passes a tensor of the same shape and dtype."""
+    if group is None:
+        return tensor
+    out = tensor.detach().clone().contiguous()
+    if rank_of(group) == src:
+        _count('broadcast', _nbytes(out) * (size_of(group) - 1))
+    with _named_failure('broadcast', group):
+        dist.broadcast(out, dist.get_global_rank(group, src), group=group)
+    return out
+
+
+class _AllReduceSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, tensor: Tensor, group: Group) -> Tensor:
+        ctx.group = group
+        return all_reduce(tensor, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Tensor, None]:
+        # out_p = sum_q t_q on every rank p, so dL/dt_q = sum_p dL/dout_p.
+        return all_reduce(grad, ctx.group), None
+
+
+def differentiable_all_reduce(tensor: Tensor, group: Group) -> Tensor:
+    r""":func:`all_reduce` through which gradients flow: the backward pass
+    all-reduces the incoming gradients, as every rank's output depends on
+    every rank's input."""
+    if group is None:
+        return tensor
+    return _AllReduceSum.apply(tensor, group)
+
+
+def agree(error: Optional[BaseException], group: Group, what: str) -> None:
+    r"""Raises on every rank if the checks of :obj:`what` failed on any: the
+    rank's own :obj:`error` where it has one, else a :class:`ValueError`
+    naming the ranks that failed. Called after a rank's checks of its shard,
+    before the first collective of the heavy work, so that a rank with bad
+    input cannot leave the others waiting in a collective."""
+    if group is None:
+        if error is not None:
+            raise error
+        return
+    failed = [r for r, (flag,) in enumerate(all_gather_ints([error is not None], group))
+              if flag]
+    if error is not None:
+        raise error
+    if failed:
+        raise ValueError(f"{what} failed its checks on rank(s) {failed} of "
+                         f"{size_of(group)} (see their errors); rank {rank_of(group)} stops "
+                         f"too")

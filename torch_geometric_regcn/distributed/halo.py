@@ -1,0 +1,54 @@
+r"""The halo of a row shard: which rows of other ranks a sparse product on
+this rank's rows reads, fetched by one all-to-all."""
+from typing import List, NamedTuple
+
+import torch
+from torch import Tensor
+
+from torch_geometric_regcn.distributed.collectives import Group, all_to_all
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+
+
+class HaloPlan(NamedTuple):
+    r"""Which rows of other ranks this rank reads (its halo) and which of its
+    rows the others read: the fixed pattern of the :func:`all_to_all` of a
+    row-sharded sparse product."""
+    partition: RowPartition  #: the row blocks
+    group: Group  #: the process group
+    halo: Tensor  #: the global indices read from other ranks, ascending (so grouped by owner)
+    recv_counts: List[int]  #: how many of them each rank owns
+    send_index: Tensor  #: local rows sent, grouped by the rank that reads them
+    send_counts: List[int]  #: how many go to each rank
+
+    @staticmethod
+    def build(columns: Tensor, partition: RowPartition, group: Group) -> 'HaloPlan':
+        r"""The plan for a sparse matrix whose local rows read the global
+        :obj:`columns`: one :func:`all_to_all` of the requested indices."""
+        owner = partition.owner(columns)
+        halo = columns[owner != partition.rank].unique()
+        counts = torch.bincount(partition.owner(halo), minlength=partition.num_parts)
+        recv_counts = counts.tolist()
+        requested = all_to_all(list(halo.split(recv_counts)), group)
+        send_index = torch.cat(requested) - partition.start
+        return HaloPlan(partition, group, halo, recv_counts, send_index,
+                        [r.numel() for r in requested])
+
+    def exchange(self, x: Tensor) -> Tensor:
+        r"""The rows of the halo, given this rank's rows :obj:`x`."""
+        if self.group is None:
+            return x[:0]
+        parts = all_to_all(list(x[self.send_index].split(self.send_counts)), self.group,
+                           self.recv_counts)
+        return torch.cat(parts)
+
+    def extended(self, x: Tensor) -> Tensor:
+        r"""This rank's rows followed by the halo's: the rows the local block
+        of the matrix multiplies."""
+        return torch.cat([x, self.exchange(x)]) if self.group is not None else x
+
+    def compact(self, columns: Tensor) -> Tensor:
+        r"""Global column indices as indices into :meth:`extended`."""
+        part = self.partition
+        local = part.owner(columns) == part.rank
+        out = torch.searchsorted(self.halo, columns) + part.num_local
+        return torch.where(local, columns - part.start, out)
