@@ -45,7 +45,7 @@ from harness.graphs import has_pubmed, load_pubmed, synthetic_graph
 from harness.measure import MIB, PeakMeter, machine_info
 from harness.report import RESULTS, Report, command_line
 from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph
-from torch_geometric_regcn.knn.cosine import exact_knn_cosine, ivf_knn_cosine
+from torch_geometric_regcn.knn import exact_knn_cosine, ivf_knn_cosine
 from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
 
 warnings.filterwarnings('ignore', message=r'.*sparse.*beta', category=UserWarning)

@@ -74,3 +74,20 @@ def test_layers_import_only_downward():
                     if parts[0] == 'torch_geometric_regcn':
                         assert len(parts) > 1 and parts[1] in allowed | {'version'}, \
                             f'{path.relative_to(root)} imports {name}'
+
+
+def test_only_the_collectives_talk_to_torch_distributed():
+    import ast
+    import pathlib
+
+    import torch_geometric_regcn
+    root = pathlib.Path(torch_geometric_regcn.__file__).parent
+    talkers = []
+    for path in root.rglob('*.py'):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ''] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if any(n == 'torch.distributed' or n.startswith('torch.distributed.')
+                   for n in names):
+                talkers.append(path.relative_to(root).as_posix())
+    assert talkers == ['distributed/collectives.py']

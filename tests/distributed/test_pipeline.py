@@ -1,5 +1,6 @@
 """The row-sharded tsGCN pipeline on 2 and 3 gloo ranks against one process:
-the operator S, its products, the low-rank factors (eigenvalues within the
+the operator S (tsgcn_adjacency of a GraphOperators with a partition and a
+group), its products, the low-rank factors (eigenvalues within the
 solver tolerance, subspace within sin 1e-3), and DDP training on them (losses
 within 1e-5 of a single-process run from the same initial weights: the
 propagation does not depend on the eigenvectors' signs or basis)."""
@@ -15,6 +16,8 @@ from tests.distributed.launch import requires_gloo, run_ranks
 from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph
 from torch_geometric_regcn.datasets import contextual_sbm
 from torch_geometric_regcn.distributed import global_mean, partition
+from torch_geometric_regcn.linalg import normalized_adjacency
+from torch_geometric_regcn.regularizers import GraphOperators, tsgcn_adjacency
 from torch_geometric_regcn.regularizers.tsgcn import sharded_tsgcn_adjacency
 from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
 
@@ -59,11 +62,33 @@ def _pipeline(rank, world_size):
     part = shard.partition
     out = {'rows': (part.start, part.end)}
 
-    operator = sharded_tsgcn_adjacency(part, group, ALPHA, BETA, shard.edge_index,
-                                       shard.semantic_edge_index, shard.edge_weight,
-                                       torch.float64)
+    graph = GraphOperators(700, shard.edge_index, shard.edge_weight, torch.float64,
+                           semantic_edge_index=shard.semantic_edge_index, partition=part,
+                           group=group)
+    operator = tsgcn_adjacency(graph, ALPHA, BETA)
     out['operator_error'] = float((operator.dense_rows()
                                    - reference.to_dense()[part.start:part.end]).abs().max())
+    with pytest.warns(DeprecationWarning, match='sharded_tsgcn_adjacency'):
+        old = sharded_tsgcn_adjacency(part, group, ALPHA, BETA, shard.edge_index,
+                                      shard.semantic_edge_index, shard.edge_weight,
+                                      torch.float64)
+    out['deprecated_equal'] = torch.equal(old.dense_rows(), operator.dense_rows())
+    # PyG's Laplacian convention on shards: this rank's rows of the one-process result
+    ei, ew, degree = normalized_adjacency(shard.edge_index, 700, shard.edge_weight,
+                                          self_loops=False, reduce='sum', partition=part,
+                                          group=group, return_degree=True)
+    rei, rew, rdegree = normalized_adjacency(data.edge_index, 700, data.edge_weight,
+                                             self_loops=False, reduce='sum',
+                                             return_degree=True)
+    mine = (rei[0] >= part.start) & (rei[0] < part.end)
+    out['laplacian_edges'] = torch.equal(ei, rei[:, mine])
+    out['laplacian_error'] = float((ew - rew[mine]).abs().max())
+    out['degree_error'] = float((degree - rdegree[part.start:part.end]).abs().max())
+    # the semantic graph built from the features on the shards, inside the operator
+    knn = GraphOperators(700, shard.edge_index, shard.edge_weight, torch.float64, x=shard.x,
+                         progress=False, partition=part, group=group)
+    out['knn_operator_error'] = float((tsgcn_adjacency(knn, ALPHA, BETA, k=5).dense_rows()
+                                       - operator.dense_rows()).abs().max())
     block = torch.randn(700, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     product = operator @ block[part.start:part.end]
     out['product_error'] = float((product - (reference @ block)[part.start:part.end]).abs().max())
@@ -99,6 +124,10 @@ def test_sharded_pipeline_matches_one_process(world_size):
         (p.start, p.end) for p in (s.partition for s in partition(data, world_size))]
     for r in results:
         assert r['operator_error'] < 1e-15  # the same sums, in another order
+        assert r['deprecated_equal']
+        assert r['laplacian_edges'] and r['laplacian_error'] < 1e-15
+        assert r['degree_error'] < 1e-13  # sums of up to 1000 weights below one
+        assert r['knn_operator_error'] == 0  # the same kNN graph as SemanticGraph's
         assert r['knn_inside_error'] < 1e-12  # the same semantic graph, built on the shards
         assert r['product_error'] < 1e-14
 

@@ -57,3 +57,15 @@ def test_cg_saved_memory_does_not_grow_with_iterations():
         _, _, iterations = conjugate_gradient(m, b.detach(), tol, 1000)
         saved[iterations] = sum(total)
     assert len(saved) == 2 and len(set(saved.values())) == 1
+
+
+def test_the_stopping_rule_is_checked_and_its_old_name_moved():
+    from torch_geometric_regcn.linalg import cg
+    from torch_geometric_regcn.utils.validation import check_stopping_rule
+    with pytest.raises(ValueError, match="'tol' must be positive"):
+        conjugate_gradient(spd(), torch.ones(40, 1, dtype=torch.float64), tol=0.0)
+    with pytest.raises(ValueError, match="'max_iter' must be a positive integer"):
+        cg_solve(spd(), torch.ones(40, 1, dtype=torch.float64), max_iter=0)
+    with pytest.warns(DeprecationWarning, match=r"'torch_geometric_regcn\.linalg\.cg\."
+                                                r"check_arguments' moved to"):
+        assert cg.check_arguments is check_stopping_rule

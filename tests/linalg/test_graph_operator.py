@@ -65,3 +65,77 @@ def test_normalized_adjacency_rejects_bad_weights():
         normalized_adjacency(edge_index, 3, torch.tensor([1.0, float('nan')]))
     with pytest.raises(ValueError, match='shape'):
         normalized_adjacency(edge_index, 3, torch.tensor([1.0]))
+
+
+def test_pyg_laplacian_convention_matches_get_laplacian():
+    from torch_geometric.utils import get_laplacian
+    # An undirected graph (symmetric weights) with duplicate edges in both
+    # directions and a self loop: PyG sums the duplicates and drops the loop.
+    gen = torch.Generator().manual_seed(4)
+    symmetric = torch.rand(32, 32, generator=gen, dtype=torch.float64) + 0.1
+    symmetric = symmetric + symmetric.T
+    edge_index = torch.cat([to_undirected(torch.randint(0, 30, (2, 60), generator=gen)),
+                            to_undirected(torch.randint(0, 30, (2, 8), generator=gen)),
+                            torch.tensor([[3], [3]])], dim=1)
+    weight = symmetric[edge_index[0], edge_index[1]]
+    ei, ew, degree = normalized_adjacency(edge_index, 32, weight, self_loops=False,
+                                          reduce='sum', return_degree=True)
+    assert not bool((ei[0] == ei[1]).any())  # no self loops
+    index, value = get_laplacian(edge_index, weight, 'sym', num_nodes=32)
+    expected = torch.eye(32, dtype=torch.float64) - to_dense(index, value, 32)
+    torch.testing.assert_close(to_dense(ei, ew, 32), expected, rtol=1e-12, atol=1e-12)
+    no_loops = edge_index[0] != edge_index[1]
+    dense_degree = torch.zeros(32, dtype=torch.float64).index_add_(
+        0, edge_index[0, no_loops], weight[no_loops])
+    torch.testing.assert_close(degree, dense_degree, rtol=1e-12, atol=0)
+    assert degree[30] == degree[31] == 0  # isolated: no entry, degree zero
+
+
+def test_pyg_convention_drops_zero_weights_and_isolates_their_nodes():
+    edge_index = torch.tensor([[0, 1, 2], [1, 0, 3]])
+    ei, ew = normalized_adjacency(edge_index, 4, torch.tensor([1.0, 1.0, 0.0]),
+                                  self_loops=False)
+    assert ei.tolist() == [[0, 1], [1, 0]] and ew.tolist() == [1.0, 1.0]
+
+
+def test_one_part_partition_is_the_single_process_result_bit_for_bit():
+    from torch_geometric_regcn.distributed import RowPartition
+    edge_index = messy_graph(seed=5)
+    weight = torch.rand(edge_index.size(1), generator=torch.Generator().manual_seed(5))
+    for kwargs in ({}, {'self_loops': False, 'reduce': 'sum'}):
+        plain = normalized_adjacency(edge_index, 40, weight, **kwargs)
+        parted = normalized_adjacency(edge_index, 40, weight, **kwargs,
+                                      partition=RowPartition.even(40, 1))
+        assert all(torch.equal(a, b) for a, b in zip(plain, parted))
+
+
+def test_self_loops_come_last_after_the_sorted_edges():
+    ei, _ = normalized_adjacency(messy_graph(seed=6), 40)
+    loops = ei[:, -40:]
+    assert torch.equal(loops[0], torch.arange(40)) and torch.equal(loops[1], torch.arange(40))
+    key = ei[0, :-40] * 40 + ei[1, :-40]
+    assert bool((key.diff() > 0).all())
+
+
+def test_sharded_normalized_adjacency_is_deprecated():
+    from torch_geometric_regcn.distributed import RowPartition
+    from torch_geometric_regcn.linalg import sharded_normalized_adjacency
+    edge_index = messy_graph(seed=7)
+    with pytest.warns(DeprecationWarning, match='normalized_adjacency'):
+        old = sharded_normalized_adjacency(edge_index, RowPartition.even(40, 1), None,
+                                           dtype=torch.float64)
+    new = normalized_adjacency(edge_index, 40, dtype=torch.float64)
+    assert all(torch.equal(a, b) for a, b in zip(old, new))
+
+
+def test_bad_convention_and_partition_arguments():
+    from torch_geometric_regcn.distributed import RowPartition
+    edge_index = messy_graph()
+    with pytest.raises(ValueError, match="'reduce' must be one of"):
+        normalized_adjacency(edge_index, 40, reduce='mean')
+    with pytest.raises(ValueError, match="'group' needs the 'partition'"):
+        normalized_adjacency(edge_index, 40, group=object())
+    with pytest.raises(ValueError, match="'num_nodes' \\(41\\)"):
+        normalized_adjacency(edge_index, 41, partition=RowPartition.even(40, 1))
+    with pytest.raises(ValueError, match='is part 1 of 2'):  # a shard needs its group
+        normalized_adjacency(edge_index, 40, partition=RowPartition.even(40, 2, rank=1))

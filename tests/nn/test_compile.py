@@ -112,7 +112,7 @@ def test_compiled_cached_layer_with_a_knn_semantic_graph(data):
     compiled = torch.compile(layer)
     for _ in range(2):  # builds, then reuses the cached operators
         assert_same(forward_backward(compiled, data.x, edge_index=data.edge_index), expected)
-    assert ('knn', 3) in layer._cached_graph.derived
+    assert ('knn', 3) in layer._graph_cache.graph.derived
 
 
 def test_compiled_tsgcnconv_and_tsgcn_equal_eager(data):

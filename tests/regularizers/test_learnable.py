@@ -5,7 +5,7 @@ import torch
 from torch_geometric.utils import to_undirected
 
 from torch_geometric_regcn import RegularizerConv, RegularizerGNN
-from torch_geometric_regcn.knn.cosine import knn_graph_cosine
+from torch_geometric_regcn.knn import knn_graph_cosine
 from torch_geometric_regcn.regularizers import TSGCNRegularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators
 

@@ -18,7 +18,7 @@ from harness.data import SHARED_DATA, has_offline_copy
 from tests.conftest import CUDA
 from torch_geometric_regcn import LaplacianEigenPE
 from torch_geometric_regcn.datasets import contextual_sbm
-from torch_geometric_regcn.transforms.laplacian_pe import SIGN_TIE
+from torch_geometric_regcn.linalg.laplacian_spectrum import SIGN_TIE
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -363,3 +363,9 @@ def test_example_runs():
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert 'identical on both calls: True' in out.stdout
+
+
+def test_moved_constants_keep_their_old_path():
+    import torch_geometric_regcn.transforms.laplacian_pe as module
+    with pytest.warns(DeprecationWarning, match='linalg.laplacian_spectrum.SIGN_TIE'):
+        assert module.SIGN_TIE == SIGN_TIE

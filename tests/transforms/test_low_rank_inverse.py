@@ -315,3 +315,44 @@ def test_half_precision_features_give_float32_factors(tmp_path, monkeypatch, dty
     monkeypatch.setattr(module, 'extreme_eigenpairs', fail)
     again = transform(data.clone())
     assert torch.equal(again.lowrank_w, out.lowrank_w)
+
+
+def bar_output(monkeypatch, delay=0.0, **kwargs):
+    """The transform's stderr, written to a file (not a terminal)."""
+    import contextlib
+    import io
+
+    import torch_geometric_regcn.utils.progress as progress
+    monkeypatch.setattr(progress, 'PROGRESS_DELAY', delay)
+    monkeypatch.setattr(progress, 'PROGRESS_INTERVAL', 0.0)
+    data = Data(edge_index=messy_graph(300, num_edges=900), num_nodes=300,
+                semantic_edge_index=messy_graph(300, num_edges=600, seed=100))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        LowRankInverse(1.0, 0.4, rank=6, tol=1e-5, **kwargs)(data)
+    return err.getvalue()
+
+
+def test_the_eigensolver_bar_moves_during_the_solve_and_ends_its_line(monkeypatch):
+    import re
+    text = bar_output(monkeypatch)
+    assert text.endswith('\n') and text.count('\n') == 1  # one bar, one line, closed
+    frames = text.split('\r')
+    assert any('spectrum located' in frame for frame in frames)
+    shown = [int(p) for p in re.findall(r'eigenpairs:\s*(\d+)%', text)]
+    assert shown[-1] == 100 and 'residual=' in frames[-1]
+    assert shown == sorted(shown)  # never goes back
+    assert any(0 < p < 100 for p in shown)  # intermediate progress, not 0 then 100
+    assert len(set(shown)) >= 3
+
+
+def test_a_quick_solve_prints_nothing(monkeypatch):
+    assert bar_output(monkeypatch, delay=60.0) == ''
+    assert bar_output(monkeypatch, progress=False) == ''
+
+
+def test_moved_progress_constants_keep_their_old_path():
+    import torch_geometric_regcn.transforms.low_rank_inverse as module
+    from torch_geometric_regcn.utils import progress
+    with pytest.warns(DeprecationWarning, match='utils.progress.PROGRESS_DELAY'):
+        assert module.PROGRESS_DELAY == progress.PROGRESS_DELAY

@@ -5,7 +5,8 @@ from torch_geometric.utils import coalesce
 
 from tests.conftest import brute_force, clustered
 from torch_geometric_regcn import SemanticGraph
-from torch_geometric_regcn.knn.cosine import ivf_knn_cosine
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.knn import ivf_knn_cosine
 
 
 @pytest.mark.parametrize('block_size', [None, 1, 7])
@@ -67,3 +68,14 @@ def test_ivf_is_reproducible_and_auto_is_exact_on_small_graphs():
     auto = SemanticGraph(5)(Data(x=x)).semantic_edge_index
     assert torch.equal(coalesce(auto), coalesce(SemanticGraph(5, method='exact')(
         Data(x=x)).semantic_edge_index))
+
+
+def test_a_shard_without_a_group_is_one_part_or_rejected():
+    # data.partition of one part is the whole graph; a shard of a partition
+    # into several parts needs the group of its ranks.
+    x = torch.randn(30, 4, generator=torch.Generator().manual_seed(2))
+    whole = SemanticGraph(3)(Data(x=x)).semantic_edge_index
+    one = SemanticGraph(3)(Data(x=x, partition=RowPartition.even(30, 1)))
+    assert torch.equal(one.semantic_edge_index, whole)
+    with pytest.raises(ValueError, match="'data.partition' is part 0 of 2"):
+        SemanticGraph(3)(Data(x=x[:15], partition=RowPartition.even(30, 2)))

@@ -8,6 +8,7 @@ from torch_geometric_regcn.utils import (
     spectral_bound,
     to_csr,
 )
+from torch_geometric_regcn.utils.sparse import dense_rows, gather_rows
 
 
 def random_sparse(n=20, seed=0):
@@ -47,3 +48,20 @@ def test_sparse_identity():
     eye = sparse_identity(5, torch.float64)
     assert eye.is_coalesced() and eye.dtype == torch.float64
     torch.testing.assert_close(eye.to_dense(), torch.eye(5, dtype=torch.float64))
+
+
+@pytest.mark.parametrize('layout', ['dense', 'coo', 'uncoalesced', 'csr', 'csr32'])
+def test_dense_rows_and_gather_rows_copy_the_rows(layout):
+    dense = random_sparse(seed=2)[:, :7].contiguous()
+    dense[3] = 0  # an empty row
+    matrix = {'dense': dense, 'coo': dense.to_sparse(), 'csr': dense.to_sparse_csr(),
+              'csr32': compact_csr(dense.to_sparse_csr()),
+              'uncoalesced': torch.sparse_coo_tensor(  # reversed entries, not coalesced
+                  dense.to_sparse().indices().flip(1), dense.to_sparse().values().flip(0),
+                  dense.shape)}[layout]
+    for start, end in ((0, 20), (2, 9), (3, 4), (5, 5), (19, 20)):
+        assert torch.equal(dense_rows(matrix, start, end), dense[start:end])
+    for index in ([4, 3, 3, 19, 0], [3], []):
+        index = torch.tensor(index, dtype=torch.long)
+        assert torch.equal(gather_rows(matrix, index), dense[index])
+    assert dense_rows(dense, 2, 9).data_ptr() == dense[2:].data_ptr()  # a view

@@ -1,3 +1,6 @@
+r"""The eight datasets of the paper's Table 2, its random split and
+hyperparameters, and a synthetic graph that needs no download (see
+``docs/datasets.md``)."""
 from torch_geometric_regcn.datasets.amgcn import ACM, UAI
 from torch_geometric_regcn.datasets.csbm import contextual_sbm, contextual_sbm_shard
 from torch_geometric_regcn.datasets.registry import DATASETS, load_dataset

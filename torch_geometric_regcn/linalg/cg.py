@@ -7,8 +7,9 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.sparse import diagonal
-from torch_geometric_regcn.utils.validation import check_finite, check_int, check_real
+from torch_geometric_regcn.utils.validation import check_finite, check_stopping_rule
 
 #: Computes :obj:`matrix @ x` (see :func:`conjugate_gradient`).
 MatMul = Callable[[Tensor, Tensor], Tensor]
@@ -32,7 +33,7 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     :math:`\mathbf{p}^{\top}\mathbf{M}\mathbf{p} \leq 0` (or a non-finite
     residual): :math:`\mathbf{M}` is then not positive definite and the
     iterates would be meaningless."""
-    check_arguments(tol, max_iter)
+    check_stopping_rule(tol, max_iter)
     squeeze = rhs.dim() == 1
     b = rhs.unsqueeze(-1) if squeeze else rhs
     if b.dim() != 2 or matrix.dim() != 2 or matrix.size(0) != matrix.size(1) \
@@ -79,14 +80,6 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
                              f"residual is {residual}); 'matrix' is not positive definite or "
                              f"too badly scaled for {b.dtype}")
     return (y.squeeze(-1) if squeeze else y), residual, iteration
-
-
-def check_arguments(tol: float, max_iter: int) -> None:
-    r"""Validates the stopping rule of :func:`conjugate_gradient`: a finite
-    positive :obj:`tol` and a positive integer :obj:`max_iter` (NumPy integers
-    accepted)."""
-    check_real('tol', tol, 0.0, low_open=True)
-    check_int('max_iter', max_iter)
 
 
 def _solve(matrix: Tensor, rhs: Tensor, tol: float, max_iter: int,
@@ -166,3 +159,8 @@ def cg_solve(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 100
         return _CGSolve.apply(matrix, rhs.unsqueeze(-1), tol, max_iter, matmul,
                               *params).squeeze(-1)
     return _CGSolve.apply(matrix, rhs, tol, max_iter, matmul, *params)
+
+
+# The old path of the stopping-rule check, now with the other argument checks.
+__getattr__ = moved(__name__, {
+    'check_arguments': 'torch_geometric_regcn.utils.validation:check_stopping_rule'})

@@ -1,17 +1,26 @@
-r"""Sparse graph operators: the renormalised adjacency and its combinations."""
-from typing import Optional, Sequence, Tuple
+r"""Sparse graph operators: the normalised adjacency, in one process or on
+row shards, and linear combinations of sparse matrices."""
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import add_self_loops, coalesce, remove_self_loops, to_undirected
+from torch_geometric.utils import coalesce, remove_self_loops
 
-from torch_geometric_regcn.distributed.collectives import Group, all_to_all
+from torch_geometric_regcn.distributed.collectives import Group, agree, all_to_all
 from torch_geometric_regcn.distributed.halo import HaloPlan
-from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.distributed.row_partition import (
+    RowPartition,
+    check_partition,
+    check_shard_edges,
+)
+from torch_geometric_regcn.utils.deprecation import warn_deprecated
 from torch_geometric_regcn.utils.sparse import to_csr
-from torch_geometric_regcn.utils.validation import check_edge_index
+from torch_geometric_regcn.utils.validation import check_choice, check_edge_index
 
 Edges = Tuple[Tensor, Tensor]
+
+#: How :func:`normalized_adjacency` combines duplicate edges.
+REDUCE = ('max', 'sum')
 
 
 def normalized_adjacency(
@@ -21,91 +30,181 @@ def normalized_adjacency(
     dtype: torch.dtype = torch.float32,
     name: str = 'edge_index',
     weight_name: str = 'edge_weight',
-) -> Edges:
-    r"""Returns the renormalised adjacency
-    :math:`\hat{\mathbf{A}} = \hat{\mathbf{D}}^{-1/2} (\mathbf{A} + \mathbf{I})
-    \hat{\mathbf{D}}^{-1/2}` of `Kipf and Welling (ICLR 2017)
-    <https://arxiv.org/abs/1609.02907>`_ as a pair :obj:`(edge_index,
-    edge_weight)`.
+    *,
+    self_loops: bool = True,
+    reduce: str = 'max',
+    partition: Optional[RowPartition] = None,
+    group: Group = None,
+    return_degree: bool = False,
+) -> Union[Edges, Tuple[Tensor, Tensor, Tensor]]:
+    r"""Returns the normalised adjacency of a graph as a pair
+    :obj:`(edge_index, edge_weight)`: by default the renormalised adjacency
+    of `Kipf and Welling (ICLR 2017) <https://arxiv.org/abs/1609.02907>`_,
+    with :obj:`self_loops=False` that of PyG's symmetric normalised Laplacian
+    (:func:`~torch_geometric.utils.get_laplacian`,
+    :math:`\mathbf{L} = \mathbf{I} - \hat{\mathbf{A}}`),
 
-    The input is made symmetric first: :math:`\mathbf{A}_{ij} =
-    \max(\mathbf{A}_{ij}, \mathbf{A}_{ji})`, so a directed edge counts in both
-    directions, duplicate edges count once and an undirected weighted graph is
-    left as it is. Self loops present in the input are replaced by unit self
-    loops, so every node, isolated ones included, has degree at least one.
+    .. math::
+        \hat{\mathbf{A}} = \hat{\mathbf{D}}^{-1/2} (\mathbf{A} + \mathbf{I})
+        \hat{\mathbf{D}}^{-1/2}
+        \quad\text{or}\quad
+        \hat{\mathbf{A}} = \mathbf{D}^{-1/2} \mathbf{A} \mathbf{D}^{-1/2},
+        \qquad
+        \mathbf{A}_{ij} = \max(w_{ij}, w_{ji}).
+
+    Self loops of the input are dropped, duplicate edges are combined by
+    :obj:`reduce` (:obj:`"max"`: they count once; :obj:`"sum"`: their
+    weights add up, as PyG's Laplacian), and the graph is made symmetric by
+    the maximum, which leaves an undirected graph as it is. With
+    :obj:`self_loops=True` unit self loops are added, so every node has
+    degree at least one; without, edges of weight zero are dropped and a node
+    without edges is isolated (no entry, degree zero).
+
+    With a :obj:`partition` (and the process :obj:`group` whose ranks hold
+    its parts) the edges are this rank's shard (first index among its nodes,
+    global indices) and the result is this rank's rows of the same matrix:
+    each reversed edge is sent to the owner of its new row and the degrees of
+    the halo are fetched, each by one :func:`all_to_all`; the shard's checks
+    are agreed across the ranks first, so a bad shard makes every rank raise.
+    Without, the graph is one part of :math:`N` rows and every collective is
+    the identity.
 
     Args:
         edge_index (torch.Tensor): The edge indices, shape :obj:`[2, E]`.
-        num_nodes (int): The number of nodes :math:`N`.
+        num_nodes (int): The number of nodes :math:`N` (of the whole graph).
         edge_weight (torch.Tensor, optional): Non-negative edge weights, shape
-            :obj:`[E]`. (default: :obj:`None`, all ones)
-        dtype (torch.dtype, optional): The dtype of the returned weights, used
-            when :obj:`edge_weight` is :obj:`None`. (default: :obj:`torch.float32`)
+            :obj:`[E]`; the result is in their dtype. (default: :obj:`None`,
+            all ones)
+        dtype (torch.dtype, optional): The dtype of the result when
+            :obj:`edge_weight` is :obj:`None`. (default: :obj:`torch.float32`)
         name (str, optional): The name of :obj:`edge_index` in error messages.
             (default: :obj:`"edge_index"`)
         weight_name (str, optional): The name of :obj:`edge_weight` in error
             messages. (default: :obj:`"edge_weight"`)
+        self_loops (bool, optional): Add unit self loops (Kipf and Welling);
+            if :obj:`False`, PyG's Laplacian convention. (default: :obj:`True`)
+        reduce (str, optional): :obj:`"max"` or :obj:`"sum"`, how duplicate
+            edges combine. (default: :obj:`"max"`)
+        partition (RowPartition, optional): The row blocks, seen from this
+            rank. (default: :obj:`None`, one process)
+        group (torch.distributed.ProcessGroup, optional): The ranks holding
+            the parts of :obj:`partition`. (default: :obj:`None`)
+        return_degree (bool, optional): Also return the degrees
+            :math:`\hat{d}_i` of this rank's nodes, shape :obj:`[n]`.
+            (default: :obj:`False`)
+
+    Shapes:
+        - **output:** edge indices :obj:`[2, E']` (global, first index among
+          this rank's :math:`n` nodes) and weights :obj:`[E']`, where
+          :math:`E' \leq 2E + n`; with :obj:`self_loops=True` the unit self
+          loops come last; otherwise the edges are sorted.
+
+    Cost: :math:`O(E \log E)` for the sort; on shards, two all-to-alls of
+    :math:`O(E_{\text{cut}} + h)` numbers (:math:`h` halo nodes).
     """
-    check_edge_index(edge_index, num_nodes, edge_weight, name, weight_name)
+    check_choice('reduce', reduce, REDUCE)
+    part = _checked_partition(edge_index, num_nodes, edge_weight, name, weight_name,
+                              partition, group)
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
     edge_index, edge_weight = remove_self_loops(edge_index, edge_weight)
-    edge_index, edge_weight = to_undirected(edge_index, edge_weight, num_nodes, reduce='max')
-    edge_index, edge_weight = add_self_loops(edge_index, edge_weight, fill_value=1.0,
-                                             num_nodes=num_nodes)
+    if reduce == 'sum':
+        edge_index, edge_weight = coalesce(edge_index, edge_weight, num_nodes, reduce='sum')
+    if not self_loops:
+        keep = edge_weight > 0
+        edge_index, edge_weight = edge_index[:, keep], edge_weight[keep]
+    edge_index, edge_weight = _symmetrized(edge_index, edge_weight, part, group)
+    if self_loops:  # appended, not coalesced: the order the CSR operators are built from
+        loops = torch.arange(part.start, part.end, device=edge_index.device)
+        edge_index = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)
+        edge_weight = torch.cat([edge_weight, edge_weight.new_ones(loops.numel())])
     row, col = edge_index
-    deg = torch.zeros(num_nodes, dtype=edge_weight.dtype, device=edge_weight.device)
-    deg.scatter_add_(0, row, edge_weight)
-    deg_inv_sqrt = deg.rsqrt()
-    return edge_index, deg_inv_sqrt[row] * edge_weight * deg_inv_sqrt[col]
+    local = row - part.start
+    degree = torch.zeros(part.num_local, dtype=edge_weight.dtype, device=edge_weight.device)
+    degree.scatter_add_(0, local, edge_weight)
+    plan = HaloPlan.build(col, part, group)
+    if self_loops:  # every degree is at least one
+        scale = plan.extended(degree.rsqrt()[:, None])[:, 0]
+        edge_weight = scale[local] * edge_weight * scale[plan.compact(col)]
+    else:  # an isolated node has degree zero and no edge
+        root = plan.extended(degree.sqrt()[:, None])[:, 0]
+        edge_weight = edge_weight / (root[local] * root[plan.compact(col)])
+    if return_degree:
+        return edge_index, edge_weight, degree
+    return edge_index, edge_weight
+
+
+def _checked_partition(edge_index: Tensor, num_nodes: int, edge_weight: Optional[Tensor],
+                       name: str, weight_name: str, partition: Optional[RowPartition],
+                       group: Group) -> RowPartition:
+    r"""Checks the input of :func:`normalized_adjacency` (on shards: on
+    every rank, agreed) and returns the row blocks: one part without a
+    :obj:`partition`."""
+    if partition is None:
+        if group is not None:
+            raise ValueError("'group' needs the 'partition' of the shards (a RowPartition, "
+                             "as torch_geometric_regcn.distributed.partition() gives it)")
+        check_edge_index(edge_index, num_nodes, edge_weight, name, weight_name)
+        return RowPartition((0, num_nodes), 0)
+    error = None
+    try:
+        check_partition(partition, group, 'partition')
+        if num_nodes != partition.num_nodes:
+            raise ValueError(f"'num_nodes' ({num_nodes}) must be the number of nodes of the "
+                             f"whole graph, {partition.num_nodes} in 'partition'")
+        check_shard_edges(edge_index, partition, edge_weight, name)
+    except (TypeError, ValueError) as failure:
+        error = failure
+    agree(error, group, 'normalized_adjacency')
+    return partition
+
+
+def _symmetrized(edge_index: Tensor, edge_weight: Tensor, part: RowPartition,
+                 group: Group) -> Edges:
+    r"""This rank's rows of :math:`\max(\mathbf{A}, \mathbf{A}^{\top})`,
+    coalesced: each reversed edge goes to the owner of its new row (in one
+    process, the reversed edges themselves)."""
+    reverse, weight = edge_index.flip(0), edge_weight
+    counts = [reverse.size(1)]
+    if part.num_parts > 1:  # grouped by the rank that owns their new row
+        owner = part.owner(reverse[0])
+        order = owner.argsort(stable=True)
+        counts = torch.bincount(owner, minlength=part.num_parts).tolist()
+        reverse, weight = reverse[:, order], weight[order]
+    received = all_to_all(list(reverse.T.split(counts)), group)
+    received_weight = all_to_all(list(weight.split(counts)), group,
+                                 [r.size(0) for r in received])
+    edge_index = torch.cat([edge_index, torch.cat(received).T], dim=1)
+    edge_weight = torch.cat([edge_weight, *received_weight])
+    return coalesce(edge_index, edge_weight, part.num_nodes, reduce='max')
 
 
 def sharded_normalized_adjacency(edge_index: Tensor, partition: RowPartition, group: Group,
                                  edge_weight: Optional[Tensor] = None,
-                                 dtype: torch.dtype = torch.float32) -> Tuple[Tensor, Tensor]:
-    r"""This rank's rows of
-    :func:`~torch_geometric_regcn.linalg.normalized_adjacency` of a graph
-    whose edges are split by their first index: the same symmetrisation
-    (:math:`\mathbf{A}_{ij} = \max(\mathbf{A}_{ij}, \mathbf{A}_{ji})`, unit
-    self loops), with the reversed edges sent to the owner of their new row
-    and the degrees of halo nodes fetched, each by one :func:`all_to_all`.
-    Returns :obj:`(edge_index, edge_weight)` with global indices, the weights
-    in :obj:`dtype`."""
-    part = partition
-    if edge_weight is None:
-        edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
-    edge_weight = edge_weight.to(dtype)
-    edge_index, edge_weight = remove_self_loops(edge_index, edge_weight)
-    reverse = edge_index.flip(0)
-    owner = part.owner(reverse[0])
-    order = owner.argsort(stable=True)
-    counts = torch.bincount(owner, minlength=part.num_parts).tolist()
-    received = all_to_all(list(reverse[:, order].T.split(counts)), group)
-    received_weight = all_to_all(list(edge_weight[order].split(counts)), group,
-                                 [r.size(0) for r in received])
-    edge_index = torch.cat([edge_index, torch.cat(received).T], dim=1)
-    edge_weight = torch.cat([edge_weight, *received_weight])
-    edge_index, edge_weight = coalesce(edge_index, edge_weight, part.num_nodes, reduce='max')
-    loops = torch.arange(part.start, part.end, device=edge_index.device)
-    edge_index = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)
-    edge_weight = torch.cat([edge_weight, edge_weight.new_ones(loops.numel())])
-    edge_index, edge_weight = coalesce(edge_index, edge_weight, part.num_nodes)
-    row, col = edge_index
-    deg = torch.zeros(part.num_local, dtype=edge_weight.dtype, device=edge_weight.device)
-    deg.index_add_(0, row - part.start, edge_weight)
-    plan = HaloPlan.build(col, part, group)
-    scale = plan.extended(deg.rsqrt()[:, None])[:, 0]
-    return edge_index, scale[row - part.start] * edge_weight * scale[plan.compact(col)]
+                                 dtype: torch.dtype = torch.float32) -> Edges:
+    r"""Deprecated: :func:`normalized_adjacency` with :obj:`partition` and
+    :obj:`group` (the weights cast to :obj:`dtype`)."""
+    warn_deprecated("'sharded_normalized_adjacency' is deprecated; use normalized_adjacency("
+                    "edge_index, partition.num_nodes, edge_weight, dtype, partition=partition, "
+                    "group=group)")
+    if edge_weight is not None:
+        edge_weight = edge_weight.to(dtype)
+    return normalized_adjacency(edge_index, partition.num_nodes, edge_weight, dtype,
+                                partition=partition, group=group)
 
 
 def linear_combination(matrices: Sequence[Tensor], coefficients: Sequence[float]) -> Tensor:
     r"""Returns :math:`\sum_i c_i \mathbf{M}_i` of sparse matrices (COO or CSR)
     of one shape, as sparse CSR."""
-    pairs = []
-    for matrix in matrices:
-        coo = matrix.to_sparse_coo().coalesce()
-        pairs.append((coo.indices(), coo.values()))
-    return combine(pairs, coefficients, matrices[0].size(0))
+    return combine([coo_entries(matrix) for matrix in matrices], coefficients,
+                   matrices[0].size(0))
+
+
+def coo_entries(matrix: Tensor) -> Edges:
+    r"""The coalesced :obj:`(indices, values)` of a sparse (COO or CSR)
+    matrix."""
+    coo = matrix.to_sparse_coo().coalesce()
+    return coo.indices(), coo.values()
 
 
 def combine(operators: Sequence[Edges], coefficients: Sequence[float], num_nodes: int) -> Tensor:

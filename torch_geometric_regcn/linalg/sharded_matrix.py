@@ -13,7 +13,7 @@ from torch_geometric_regcn.utils.sparse import compact_csr
 class ShardedMatrix:
     r"""This rank's rows of a symmetric sparse :math:`N \times N` matrix whose
     rows are split over a process group by a
-    :class:`~torch_geometric_regcn.utils.distributed.RowPartition`.
+    :class:`~torch_geometric_regcn.distributed.RowPartition`.
     :obj:`matrix @ x` takes this rank's rows of a block :math:`\mathbf{X}` and
     returns its rows of :math:`\mathbf{S}\mathbf{X}`: the halo rows are
     fetched by one :func:`all_to_all` (:math:`O(h b)` bytes for :math:`h`

@@ -226,27 +226,67 @@ class WoodburyCache:
         return {**self.__dict__, '_key': None, '_refs': None, '_core': None, '_sample': None}
 
 
-def woodbury_apply(x: Tensor, w: Tensor, v: Tensor, core: Optional[WoodburyCore] = None,
-                   group: Group = None) -> Tensor:
-    r"""Computes :math:`(\mathbf{I} + \mathbf{W}\mathbf{V}^{\top})^{-1} \mathbf{X}
-    = \mathbf{X} - \mathbf{W} (\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W})^{-1}
-    \mathbf{V}^{\top}\mathbf{X}` in :math:`O(N r f)` time given :obj:`core`
-    (from :func:`woodbury_core`; computed here, in another :math:`O(N r^2)`,
-    when :obj:`None`) and :math:`O(N r)` memory: only :math:`r \times r` and
-    :math:`r \times f` intermediates are formed. The product runs in the
-    dtype of the factors (:obj:`x` is cast to it, the result back to the
-    dtype of :obj:`x`, so half-precision features work with float32 factors),
-    and :func:`torch.autocast` is disabled inside, as the large gains of an
+def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
+                   core: Optional[WoodburyCore] = None, group: Group = None, *,
+                   summary: Optional[Tensor] = None) -> Tensor:
+    r"""Computes
+
+    .. math::
+        (\mathbf{I} + \mathbf{W}\mathbf{V}^{\top})^{-1} \mathbf{X}
+        = \mathbf{X} - \mathbf{W} (\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W})^{-1}
+        \mathbf{V}^{\top}\mathbf{X}
+
+    in :math:`O(N r f)` time given :obj:`core` (from :func:`woodbury_core`;
+    computed here, in another :math:`O(N r^2)`, when :obj:`None`) and
+    :math:`O(N r)` memory: only :math:`r \times r` and :math:`r \times f`
+    intermediates are formed. The product runs in the dtype of the factors
+    (:obj:`x` is cast to it, the result back to the dtype of :obj:`x`, so
+    half-precision features work with float32 factors), and
+    :func:`torch.autocast` is disabled inside, as the large gains of an
     ill-conditioned core need the factors' precision.
+
+    A caller that knows the summary :math:`\mathbf{V}^{\top}\mathbf{X}`
+    of all :math:`N` rows passes it as :obj:`summary` (with :obj:`core`):
+    then :obj:`v` is not read, and :obj:`x` and :obj:`w` may be any rows
+    :math:`\mathcal{B}` of the graph, whose rows of the result,
+    :math:`\mathbf{X}_{\mathcal{B}} - \mathbf{W}_{\mathcal{B}}
+    (\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W})^{-1}
+    \mathbf{V}^{\top}\mathbf{X}`, cost :math:`O(|\mathcal{B}| r f + r^2 f)`
+    (as :class:`~torch_geometric_regcn.MiniBatchTSGCN` computes a batch).
 
     With a :mod:`torch.distributed` :obj:`group`, :obj:`x`, :obj:`w` and
     :obj:`v` are this rank's rows and so is the result: the :math:`r \times
     f` product :math:`\mathbf{V}^{\top}\mathbf{X}` is all-reduced (and its
     gradient in the backward pass), the only communication; no halo is
-    needed."""
+    needed. A given :obj:`summary` is taken as the whole graph's, never
+    all-reduced.
+
+    Args:
+        x (torch.Tensor): The right-hand side :math:`\mathbf{X}`,
+            :obj:`[N, f]` (or rows :math:`\mathcal{B}` of it, with
+            :obj:`summary`).
+        w (torch.Tensor): The factor :math:`\mathbf{W}`, :obj:`[N, r]` (or
+            the same rows as :obj:`x`).
+        v (torch.Tensor, optional): The factor :math:`\mathbf{V}`,
+            :obj:`[N, r]`; :obj:`None` with :obj:`summary`.
+        core (WoodburyCore, optional): :func:`woodbury_core` of the factors.
+        group (ProcessGroup, optional): The process group over which the rows
+            are split. (default: :obj:`None`, one process)
+        summary (torch.Tensor, optional): :math:`\mathbf{V}^{\top}\mathbf{X}`
+            of all rows, :obj:`[r, f]`. (default: :obj:`None`, computed from
+            :obj:`x` and :obj:`v`)
+    """
+    if summary is None and v is None:
+        raise ValueError("woodbury_apply needs the factor 'v', or the summary V^T X of all "
+                         "rows as 'summary=' (with 'core=')")
     if core is None:
+        if summary is not None:
+            raise ValueError("'summary' needs 'core' (woodbury_core of the whole graph's "
+                             "factors): the rows 'w' given with a summary may be a batch's")
         core = woodbury_core(w, v, group=group)
     with torch.autocast(x.device.type, enabled=False):
         y = x.to(w.dtype)
-        summary = differentiable_all_reduce(v.T @ y, group)
-        return (y - w @ torch.linalg.lu_solve(core.lu, core.pivots, summary)).to(x.dtype)
+        if summary is None:
+            summary = differentiable_all_reduce(v.T @ y, group)
+        return (y - w @ torch.linalg.lu_solve(core.lu, core.pivots, summary.to(w.dtype))
+                ).to(x.dtype)

@@ -1,4 +1,6 @@
-r"""The regularisers of the framework, one class each, registered by name."""
+r"""The regularisers of the framework, one class each, registered by name
+(importing :mod:`.spectral` and :mod:`.tsgcn` below registers the built-ins,
+through the same :func:`register` decorator users apply)."""
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators
 from torch_geometric_regcn.regularizers.registry import REGISTRY, get, register
@@ -12,7 +14,7 @@ from torch_geometric_regcn.regularizers.spectral import (
     JKNetRegularizer,
     SGCRegularizer,
 )
-from torch_geometric_regcn.regularizers.tsgcn import (
+from torch_geometric_regcn.regularizers.tsgcn import (  # noqa: F401 (deprecated: not in __all__)
     TSGCNRegularizer,
     sharded_tsgcn_adjacency,
     tsgcn_adjacency,
@@ -22,7 +24,7 @@ from torch_geometric_regcn.utils.deprecation import moved
 __all__ = ['APPNPRegularizer', 'AffineRegularizer', 'DAGNNRegularizer', 'GCNRegularizer',
            'GNNHFRegularizer', 'GNNLFRegularizer', 'GraphOperators', 'JKNetRegularizer',
            'REGISTRY', 'Regularizer', 'SGCRegularizer', 'TSGCNRegularizer', 'get', 'register',
-           'sharded_tsgcn_adjacency', 'tsgcn_adjacency']
+           'tsgcn_adjacency']
 
 # The 0.1 names, which clashed with the networks of the same name.
 __getattr__ = moved(__name__, {

@@ -1,13 +1,33 @@
 r"""The graph operators a regulariser reads, built from PyG inputs on first use."""
-from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Hashable, Optional, Tuple, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    Hashable,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 import torch
 from torch import Tensor
 from torch_geometric.typing import WITH_TORCH_SPARSE, SparseTensor
 from torch_geometric.utils import to_edge_index
 
-from torch_geometric_regcn.knn.cosine import knn_graph_cosine
-from torch_geometric_regcn.linalg.graph_operator import combine, normalized_adjacency
+from torch_geometric_regcn.distributed.collectives import Group, all_gather_ints, check_group
+from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
+from torch_geometric_regcn.knn import knn_graph_cosine
+from torch_geometric_regcn.linalg.graph_operator import (
+    Edges,
+    combine,
+    coo_entries,
+    normalized_adjacency,
+)
+from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.sparse import sparse_identity
 from torch_geometric_regcn.utils.validation import check_edge_index, check_factors
@@ -16,6 +36,9 @@ if TYPE_CHECKING:
     from torch_geometric_regcn.regularizers.base import Regularizer
 
 T = TypeVar('T')
+
+#: A sparse operator of a graph: CSR in one process, this rank's rows on shards.
+Operator = Union[Tensor, ShardedMatrix]
 
 #: What a solver may read of a graph (see :meth:`Regularizer.requires`):
 #: :obj:`"adj"` the renormalised adjacency, :obj:`"semantic"` the semantic
@@ -67,20 +90,32 @@ def check_graph_input(edge_index: Any, num_nodes: int,
                          "adjacency carries its own weights")
 
 
-def adjacency(edge_index: Any, num_nodes: int, edge_weight: Optional[Tensor] = None,
-              dtype: torch.dtype = torch.float32, name: str = 'edge_index') -> Tensor:
-    r"""The renormalised adjacency :math:`\hat{\mathbf{A}}` as sparse CSR, from
-    an :obj:`edge_index` (with optional :obj:`edge_weight`) or a
-    :obj:`torch.sparse` adjacency matrix."""
+def adjacency_edges(edge_index: Any, num_nodes: int, edge_weight: Optional[Tensor] = None,
+                    dtype: torch.dtype = torch.float32, name: str = 'edge_index',
+                    partition: Optional[RowPartition] = None, group: Group = None) -> Edges:
+    r"""The renormalised adjacency :math:`\hat{\mathbf{A}}` as
+    :obj:`(edge_index, edge_weight)` in :obj:`dtype`
+    (:func:`~torch_geometric_regcn.linalg.normalized_adjacency`), from an
+    :obj:`edge_index` (with optional :obj:`edge_weight`) or a
+    :obj:`torch.sparse` adjacency matrix; with a :obj:`partition` and
+    :obj:`group`, this rank's rows of it."""
     weight_name = 'edge_weight'
     if is_sparse_tensor(edge_index) or edge_index.layout != torch.strided:
         weight_name = f'{name}.values()'
     edge_index, edge_weight = _as_edge_index(edge_index, edge_weight)
     if edge_weight is not None:
         edge_weight = edge_weight.to(dtype)
-    return combine([normalized_adjacency(edge_index, num_nodes, edge_weight, dtype, name,
-                                         weight_name)],
-                   [1.0], num_nodes)
+    return normalized_adjacency(edge_index, num_nodes, edge_weight, dtype, name, weight_name,
+                                partition=partition, group=group)
+
+
+def adjacency(edge_index: Any, num_nodes: int, edge_weight: Optional[Tensor] = None,
+              dtype: torch.dtype = torch.float32, name: str = 'edge_index') -> Tensor:
+    r"""The renormalised adjacency :math:`\hat{\mathbf{A}}` as sparse CSR, from
+    an :obj:`edge_index` (with optional :obj:`edge_weight`) or a
+    :obj:`torch.sparse` adjacency matrix."""
+    return combine([adjacency_edges(edge_index, num_nodes, edge_weight, dtype, name)], [1.0],
+                   num_nodes)
 
 
 class GraphOperators:
@@ -103,6 +138,13 @@ class GraphOperators:
       :meth:`~torch_geometric.nn.conv.MessagePassing.propagate` when a layer
       set :attr:`propagate` (so PyG's hooks and explainers see it).
 
+    With a :obj:`partition` and a process :obj:`group` the inputs are this
+    rank's shard of the graph (edges of its rows with global indices, its
+    rows of :obj:`x`; see ``docs/distributed.md``), and :attr:`adj`,
+    :meth:`semantic_adjacency` and :meth:`sparse` give this rank's rows as a
+    :class:`~torch_geometric_regcn.linalg.ShardedMatrix`; every rank must then
+    ask for the same operators, in the same order.
+
     Args:
         num_nodes (int): The number of nodes :math:`N`.
         edge_index (torch.Tensor, optional): Edge indices :obj:`[2, E]` or a
@@ -122,12 +164,24 @@ class GraphOperators:
             (default: :obj:`True`)
         seed (int, optional): The seed of an approximate :math:`k`-NN
             search's centroids. (default: :obj:`0`)
+        partition (RowPartition, optional): The row blocks of the shards,
+            seen from this rank. (default: :obj:`None`, one process)
+        group (torch.distributed.ProcessGroup, optional): The ranks holding
+            the shards. (default: :obj:`None`)
     """
     def __init__(self, num_nodes: int, edge_index: Any = None,
                  edge_weight: Optional[Tensor] = None, dtype: torch.dtype = torch.float32,
                  semantic_edge_index: Optional[Tensor] = None, x: Optional[Tensor] = None,
                  lowrank: Optional[Tuple[Tensor, Tensor]] = None, progress: bool = True,
-                 seed: int = 0) -> None:
+                 seed: int = 0, *, partition: Optional[RowPartition] = None,
+                 group: Group = None) -> None:
+        self.group = check_group(group)
+        if partition is not None or group is not None:
+            partition = check_partition(partition, group, 'partition')
+            if partition.num_nodes != num_nodes:
+                raise ValueError(f"'num_nodes' ({num_nodes}) must be the number of nodes of "
+                                 f"the whole graph, {partition.num_nodes} in 'partition'")
+        self.partition = partition if group is not None else None
         self.num_nodes = num_nodes
         self.edge_index, self.edge_weight, self.dtype = edge_index, edge_weight, dtype
         self.semantic_edge_index, self.x = semantic_edge_index, x
@@ -154,32 +208,96 @@ class GraphOperators:
         return self.derived[key]
 
     @property
-    def adj(self) -> Tensor:
-        r"""The renormalised adjacency :math:`\hat{\mathbf{A}}` (sparse CSR)."""
-        if self.edge_index is None:
+    def adj(self) -> Operator:
+        r"""The renormalised adjacency :math:`\hat{\mathbf{A}}` (sparse CSR;
+        on shards, this rank's rows)."""
+        if self.edge_index is None and self.group is None:
             raise ValueError("This regulariser needs the graph: pass 'edge_index'")
+        if self.group is not None:
+            return self.memo('adj', lambda: self.sparse([(self.adjacency_edges(), 1.0)]))
         return self.memo('adj', lambda: adjacency(self.edge_index, self.num_nodes,
                                                   self.edge_weight, self.dtype))
 
+    def adjacency_edges(self) -> Edges:
+        r""":attr:`adj` as :obj:`(edge_index, edge_weight)`: the entries of
+        the CSR matrix in one process; on shards, this rank's rows, built
+        here (the reversed edges and the halo's degrees exchanged once)."""
+        if self.group is None:
+            return coo_entries(self.adj)
+        return self.memo(('edges', 'adj'), lambda: adjacency_edges(
+            self._shard_edges(self.edge_index), self.num_nodes, self.edge_weight, self.dtype,
+            partition=self.partition, group=self.group))
+
+    def num_edges(self) -> int:
+        r"""The number of entries of :obj:`edge_index` (zero without one), over
+        every rank on shards."""
+        edge_index = self.edge_index
+        if edge_index is None:
+            count = 0
+        elif is_sparse_tensor(edge_index):
+            count = edge_index.nnz()
+        elif edge_index.layout == torch.strided:
+            count = edge_index.size(1)
+        else:
+            count = edge_index._nnz()
+        if self.group is None:
+            return count
+        return sum(c for (c,) in all_gather_ints([count], self.group))
+
     def semantic_edges(self, k: int) -> Tensor:
         r"""The semantic graph's :obj:`edge_index`: :obj:`semantic_edge_index`
-        when given, else the symmetrised cosine :obj:`k`-NN graph of :obj:`x`."""
+        when given, else the symmetrised cosine :obj:`k`-NN graph of :obj:`x`
+        (on shards: this rank's rows of it, built on the shards)."""
         if self.semantic_edge_index is not None:
             return self.semantic_edge_index
         if self.x is None:
             raise ValueError("The semantic graph needs node features 'x' or a precomputed "
                              "'semantic_edge_index' (see SemanticGraph)")
+        shards = {} if self.group is None else {'partition': self.partition,
+                                                'group': self.group}
         return self.memo(('knn', k), lambda: knn_graph_cosine(
             self.x.detach().to(self.dtype), k, progress=self.progress,
-            generator=torch.Generator().manual_seed(self.seed)))
+            generator=torch.Generator().manual_seed(self.seed), **shards))
 
-    def semantic_adjacency(self, k: int = 10) -> Tensor:
+    def semantic_adjacency(self, k: int = 10) -> Operator:
         r"""The renormalised adjacency :math:`\hat{\mathbf{A}}_X` of the
-        semantic graph (sparse CSR); :obj:`k` is used only to build it from
-        :obj:`x`."""
+        semantic graph (sparse CSR; on shards, this rank's rows); :obj:`k` is
+        used only to build it from :obj:`x`."""
         key = 'semantic' if self.semantic_edge_index is not None else ('semantic', k)
+        if self.group is not None:
+            return self.memo(key, lambda: self.sparse([(self.semantic_adjacency_edges(k), 1.0)]))
         return self.memo(key, lambda: adjacency(self.semantic_edges(k), self.num_nodes, None,
                                                 self.dtype, 'semantic_edge_index'))
+
+    def semantic_adjacency_edges(self, k: int = 10) -> Edges:
+        r""":meth:`semantic_adjacency` as :obj:`(edge_index, edge_weight)`
+        (see :meth:`adjacency_edges`)."""
+        if self.group is None:
+            return coo_entries(self.semantic_adjacency(k))
+        key = 'semantic' if self.semantic_edge_index is not None else ('semantic', k)
+        return self.memo(('edges', key), lambda: adjacency_edges(
+            self.semantic_edges(k), self.num_nodes, None, self.dtype, 'semantic_edge_index',
+            self.partition, self.group))
+
+    def sparse(self, terms: Sequence[Tuple[Edges, float]]) -> Operator:
+        r""":math:`\sum_i c_i \mathbf{M}_i` of operators given as
+        :obj:`((edge_index, edge_weight), c_i)` pairs, terms whose
+        coefficient is zero skipped: sparse CSR in one process, this rank's
+        rows as a :class:`~torch_geometric_regcn.linalg.ShardedMatrix` on shards."""
+        if self.group is None:
+            return combine([edges for edges, _ in terms], [c for _, c in terms], self.num_nodes)
+        terms = [(index, c * weight) for (index, weight), c in terms if c != 0]
+        if not terms:
+            raise ValueError('sparse() needs at least one non-zero coefficient')
+        return ShardedMatrix(torch.cat([index for index, _ in terms], dim=1),
+                             torch.cat([weight for _, weight in terms]), self.partition,
+                             self.group)
+
+    def _shard_edges(self, edge_index: Optional[Tensor]) -> Tensor:
+        r"""A shard's :obj:`edge_index`; none is an empty one."""
+        if edge_index is None:
+            return torch.empty(2, 0, dtype=torch.long, device=self.device)
+        return edge_index
 
     @property
     def device(self) -> torch.device:

@@ -1,24 +1,13 @@
-r"""Regularisers by name."""
+r"""Regularisers by name: :obj:`REGISTRY`, filled by :func:`register`, the
+class decorator that the built-in regularisers use as users do."""
 import inspect
 from typing import Any, Dict, Type, Union
 
 from torch_geometric_regcn.regularizers.base import Regularizer
-from torch_geometric_regcn.regularizers.spectral import (
-    APPNPRegularizer,
-    DAGNNRegularizer,
-    GCNRegularizer,
-    GNNHFRegularizer,
-    GNNLFRegularizer,
-    JKNetRegularizer,
-    SGCRegularizer,
-)
-from torch_geometric_regcn.regularizers.tsgcn import TSGCNRegularizer
 
-REGISTRY: Dict[str, Type[Regularizer]] = {
-    cls.name: cls for cls in (GCNRegularizer, SGCRegularizer, APPNPRegularizer,
-                              JKNetRegularizer, DAGNNRegularizer, GNNLFRegularizer,
-                              GNNHFRegularizer, TSGCNRegularizer)
-}
+#: The registered regularisers by :obj:`name` (the built-ins once
+#: :mod:`torch_geometric_regcn.regularizers` is imported).
+REGISTRY: Dict[str, Type[Regularizer]] = {}
 
 
 def register(cls: Type[Regularizer]) -> Type[Regularizer]:

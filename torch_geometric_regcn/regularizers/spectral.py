@@ -19,6 +19,7 @@ from torch_geometric.nn.dense.linear import Linear
 
 from torch_geometric_regcn.linalg.graph_operator import linear_combination
 from torch_geometric_regcn.regularizers.base import GraphOperators, Regularizer
+from torch_geometric_regcn.regularizers.registry import register
 from torch_geometric_regcn.utils.validation import check_int, check_real
 
 
@@ -73,6 +74,7 @@ class AffineRegularizer(Regularizer):
         return (b0 + b1 * lam) / (m0 + m1 * lam)
 
 
+@register
 class GCNRegularizer(AffineRegularizer):
     r"""GCN (Kipf and Welling, ICLR 2017): :math:`\mathbf{R} = \tilde{\mathbf{L}} =
     \mathbf{I} - \hat{\mathbf{A}}`, rule :math:`\hat{\mathbf{A}}\mathbf{H}
@@ -94,6 +96,7 @@ class GCNRegularizer(AffineRegularizer):
         return lam
 
 
+@register
 class SGCRegularizer(GCNRegularizer):
     r"""SGC (Wu et al., ICML 2019): :math:`\mathbf{R} = \tilde{\mathbf{L}}`, rule
     :math:`\hat{\mathbf{A}}^K\mathbf{X}\mathbf{\Theta}`, only :obj:`"series"`.
@@ -117,6 +120,7 @@ class SGCRegularizer(GCNRegularizer):
         return lam**self.K
 
 
+@register
 class APPNPRegularizer(AffineRegularizer):
     r"""APPNP (Klicpera et al., ICLR 2019): the fixed point of
     :math:`\mathbf{H} \leftarrow (1-\alpha)\hat{\mathbf{A}}\mathbf{H} +
@@ -155,6 +159,7 @@ class APPNPRegularizer(AffineRegularizer):
         return self.alpha * powers.sum(-1) + ratio**self.K
 
 
+@register
 class JKNetRegularizer(AffineRegularizer):
     r"""JKNet (Xu et al., ICML 2018): :math:`\mathbf{R} = \hat{\mathbf{A}}^{-1}
     (\mathbf{I} + \beta\tilde{\mathbf{L}})`, rule :math:`\sum_{k=1}^{K}\alpha_k
@@ -179,6 +184,7 @@ class JKNetRegularizer(AffineRegularizer):
     b = (0.0, 1.0)
 
 
+@register
 class DAGNNRegularizer(AffineRegularizer):
     r"""DAGNN (Liu et al., KDD 2020): :math:`\mathbf{R} = \mathbf{I} +
     \beta\tilde{\mathbf{L}}`, rule :math:`\sum_{k=0}^{K} s_k\hat{\mathbf{A}}^k
@@ -220,6 +226,7 @@ class DAGNNRegularizer(AffineRegularizer):
         return self.neumann_response(lam, self.K + 1)
 
 
+@register
 class GNNLFRegularizer(AffineRegularizer):
     r"""GNN-LF (Zhu et al., WWW 2021), low-pass: rule
     :math:`\{\mu\mathbf{I} + (1-\mu)\hat{\mathbf{A}} + (1/\alpha - 1)
@@ -251,6 +258,7 @@ class GNNLFRegularizer(AffineRegularizer):
     b = property(lambda self: (self.mu, 1 - self.mu))
 
 
+@register
 class GNNHFRegularizer(AffineRegularizer):
     r"""GNN-HF (Zhu et al., WWW 2021), high-pass: rule
     :math:`\{(\beta + 1/\alpha)\mathbf{I} + (1 - \beta - 1/\alpha)\hat{\mathbf{A}}

@@ -5,16 +5,15 @@ from typing import Any, FrozenSet, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.distributed.collectives import Group, all_gather_ints
+from torch_geometric_regcn.distributed.collectives import Group, agree
 from torch_geometric_regcn.distributed.row_partition import RowPartition
-from torch_geometric_regcn.linalg.graph_operator import (
-    linear_combination,
-    sharded_normalized_adjacency,
-)
+from torch_geometric_regcn.linalg.graph_operator import linear_combination
 from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
 from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.regularizers.base import Regularizer
-from torch_geometric_regcn.regularizers.graph import GraphOperators
+from torch_geometric_regcn.regularizers.graph import GraphOperators, Operator
+from torch_geometric_regcn.regularizers.registry import register
+from torch_geometric_regcn.utils.deprecation import warn_deprecated
 from torch_geometric_regcn.utils.validation import check_int, check_real
 
 
@@ -29,7 +28,8 @@ def check_tsgcn_coefficients(alpha: float, beta: float, k: int) -> Tuple[float, 
     return alpha, beta, check_int('k', k)
 
 
-def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float, k: int = 10) -> Tensor:
+def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float,
+                    k: int = 10) -> Operator:
     r"""The operator of tsGCN,
 
     .. math::
@@ -39,66 +39,66 @@ def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float, k: int = 1
         \mathbf{I} + \alpha \tilde{\mathbf{L}}_G + \beta \tilde{\mathbf{L}}_X
         = (1 + \alpha + \beta)(\mathbf{I} - \mathbf{S}),
 
-    as sparse CSR, with :math:`\hat{\mathbf{A}}_G` the renormalised adjacency
-    of the graph and :math:`\hat{\mathbf{A}}_X` that of its semantic graph
-    (given, or the cosine :obj:`k`-NN graph of the features; see
+    with :math:`\hat{\mathbf{A}}_G` the renormalised adjacency of the graph
+    and :math:`\hat{\mathbf{A}}_X` that of its semantic graph (given, or the
+    cosine :obj:`k`-NN graph of the features; see
     :meth:`GraphOperators.semantic_adjacency`). A term whose coefficient is
     zero is never built. Every tsGCN solver and
-    :class:`~torch_geometric_regcn.LowRankInverse` use this one function."""
+    :class:`~torch_geometric_regcn.LowRankInverse` use this one function, in
+    one process and on row shards.
+
+    Args:
+        graph (GraphOperators): The graph; with a :obj:`partition` and a
+            :obj:`group`, this rank's shard of it.
+        alpha (float): The weight :math:`\alpha \geq 0` of the graph.
+        beta (float): The weight :math:`\beta \geq 0` of the semantic graph.
+        k (int, optional): Neighbours of a semantic graph built from the
+            features. (default: :obj:`10`)
+
+    Returns:
+        :math:`\mathbf{S}`, sparse CSR :obj:`[N, N]`; on shards, this rank's
+        rows as a :class:`~torch_geometric_regcn.linalg.ShardedMatrix`.
+
+    Cost: the two normalised adjacencies (:math:`O(E \log E)`, plus the
+    :math:`k`-NN search when the semantic graph is built from the features)
+    and one sort of their entries.
+    """
     scale = 1.0 + alpha + beta
-    matrices, coefficients = [], []
+    terms = []
     if alpha > 0:
-        if graph.edge_index is None or _has_no_edges(graph.edge_index):
-            raise ValueError("'edge_index' has no edges, so the topological regulariser "
-                             "vanishes; use alpha=0 for the semantic-only model (tsGCN-s)")
-        matrices.append(graph.adj)
-        coefficients.append(alpha / scale)
+        if graph.num_edges() == 0:  # the same total on every rank: all raise, or none
+            where = '' if graph.group is None else ' on any rank'
+            raise ValueError(f"'edge_index' has no edges{where}, so the topological "
+                             f"regulariser vanishes; use alpha=0 for the semantic-only model "
+                             f"(tsGCN-s)")
+        terms.append((graph.adjacency_edges(), alpha / scale))
     if beta > 0:
+        error = None
         if graph.semantic_edge_index is None and graph.x is None:
-            raise ValueError("beta > 0 needs node features 'data.x' or a precomputed "
-                             "'data.semantic_edge_index' (see SemanticGraph); use beta=0 "
-                             "for the topology-only model (tsGCN-t)")
-        matrices.append(graph.semantic_adjacency(k))
-        coefficients.append(beta / scale)
-    return linear_combination(matrices, coefficients)
+            error = ValueError("beta > 0 needs node features 'data.x' or a precomputed "
+                               "'data.semantic_edge_index' (see SemanticGraph); use beta=0 "
+                               "for the topology-only model (tsGCN-t)")
+        agree(error, graph.group, 'tsgcn_adjacency')
+        terms.append((graph.semantic_adjacency_edges(k), beta / scale))
+    return graph.sparse(terms)
 
 
 def sharded_tsgcn_adjacency(partition: RowPartition, group: Group, alpha: float, beta: float,
                             edge_index: Optional[Tensor], semantic_edge_index: Optional[Tensor],
                             edge_weight: Optional[Tensor] = None,
                             dtype: torch.dtype = torch.float32) -> ShardedMatrix:
-    r"""This rank's rows of the operator :math:`\mathbf{S}` of
-    :func:`tsgcn_adjacency` for a graph split into row shards (see
-    :func:`~torch_geometric_regcn.distributed.partition`): the edges and the
-    semantic edges given are this rank's (first index local, global
-    indices), each renormalised adjacency is built by
-    :func:`~torch_geometric_regcn.linalg.sharded.sharded_normalized_adjacency`,
-    and their sum is a :class:`~torch_geometric_regcn.linalg.ShardedMatrix`."""
-    scale = 1.0 + alpha + beta
-    terms = []
-    for name, index, weight, coefficient in (('edge_index', edge_index, edge_weight, alpha),
-                                             ('semantic_edge_index', semantic_edge_index, None,
-                                              beta)):
-        if coefficient == 0:
-            continue
-        total = sum(count for (count,) in all_gather_ints(
-            [0 if index is None else index.size(1)], group))
-        if total == 0:
-            raise ValueError(f"'{name}' has no edges on any rank, so its regulariser "
-                             f"vanishes; use {'alpha' if name == 'edge_index' else 'beta'}=0")
-        index, weight = sharded_normalized_adjacency(index, partition, group, weight, dtype)
-        terms.append((index, weight * (coefficient / scale)))
-    return ShardedMatrix(torch.cat([i for i, _ in terms], dim=1),
-                         torch.cat([w for _, w in terms]), partition, group)
+    r"""Deprecated: :func:`tsgcn_adjacency` of a :class:`GraphOperators`
+    with :obj:`partition` and :obj:`group`."""
+    warn_deprecated("'sharded_tsgcn_adjacency' is deprecated; use tsgcn_adjacency("
+                    "GraphOperators(partition.num_nodes, edge_index, edge_weight, dtype, "
+                    "semantic_edge_index=..., partition=partition, group=group), alpha, beta)")
+    graph = GraphOperators(partition.num_nodes, edge_index, edge_weight, dtype,
+                           semantic_edge_index=semantic_edge_index, partition=partition,
+                           group=group)
+    return tsgcn_adjacency(graph, alpha, beta)
 
 
-def _has_no_edges(edge_index: Tensor) -> bool:
-    r"""Whether an :obj:`edge_index` tensor or a sparse adjacency is empty."""
-    if edge_index.layout == torch.strided:
-        return edge_index.numel() == 0
-    return edge_index._nnz() == 0
-
-
+@register
 class TSGCNRegularizer(Regularizer):
     r"""tsGCN (Wang et al., AAAI 2023): :math:`\mathbf{R} = \mathbf{I} +
     \alpha\tilde{\mathbf{L}}_G + \beta\tilde{\mathbf{L}}_X`, with

@@ -1,4 +1,5 @@
-r"""An on-disk cache of precomputed tensors, keyed by a hash of their inputs.
+r"""The on-disk cache of :class:`~torch_geometric_regcn.LowRankInverse`'s
+factors: files of tensors keyed by a hash of their inputs.
 
 A cache file holds the tensors, a few plain values (:obj:`meta`) and a
 checksum over both. :func:`load` trusts none of it: a file that cannot be
@@ -6,6 +7,10 @@ read, lacks the checksum (an older format), fails it, or holds other names,
 shapes, dtypes or non-finite values than expected is reported by a warning
 that names the file and the problem, and counts as a miss, so the caller
 recomputes and overwrites it. :func:`save` writes atomically.
+:func:`load_factors` and :func:`save_factors` are the transform's reads and
+writes; :func:`shard_key` keys a rank's file on row shards. The policy (what
+a key covers, when files are recomputed) is in ``docs/tsgcn.md``, and for
+shards in ``docs/distributed.md``.
 """
 import hashlib
 import math
@@ -13,11 +18,14 @@ import os
 import os.path as osp
 import tempfile
 import warnings
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.distributed.collectives import Group, all_gather_ints
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.utils.validation import as_root
 from torch_geometric_regcn.version import __version__  # solver changes come with releases
 
 #: Bumped whenever a solver change alters the cached results.
@@ -168,3 +176,72 @@ def save(path: str, tensors: Dict[str, Tensor], meta: Optional[Dict[str, Any]] =
     finally:
         if osp.exists(tmp):
             os.remove(tmp)
+
+
+def check_cache_dir(cache_dir: Union[str, 'os.PathLike[str]']) -> str:
+    r"""Checks that :obj:`cache_dir` is a writable folder, creating it if
+    needed, and returns it as a string."""
+    cache_dir = as_root(cache_dir, 'cache_dir')
+    path = osp.expanduser(cache_dir)
+    if osp.exists(path) and not osp.isdir(path):
+        raise ValueError(f"'cache_dir' must be a folder, but '{path}' is a file; pass "
+                         f"another path, or cache_dir=None not to cache the factors")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"'cache_dir' '{path}' cannot be created ({error}); pass a "
+                         f"writable folder, or cache_dir=None not to cache the factors"
+                         ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"'cache_dir' '{path}' is not writable; pass a writable folder "
+                         f"(or fix its permissions), or cache_dir=None not to cache the "
+                         f"factors")
+    return cache_dir
+
+
+def shard_key(key: str, partition: Optional[RowPartition], group: Group) -> str:
+    r"""The key of this rank's file: :obj:`key` itself in one process; on
+    shards a hash of every rank's :obj:`key` (one all-gather), followed by
+    :obj:`-part<rank>of<parts>`."""
+    if partition is None:
+        return key
+    digests = all_gather_ints(list(bytes.fromhex(key)), group)
+    common = fingerprint(ranks=[bytes(digest).hex() for digest in digests])
+    return f'{common}-part{partition.rank}of{partition.num_parts}'
+
+
+def factors_path(cache_dir: str, key: str) -> str:
+    r"""The file of the factors keyed :obj:`key` in :obj:`cache_dir`."""
+    return osp.join(osp.expanduser(cache_dir), f'lowrank-{key}.pt')
+
+
+def load_factors(path: str, shape: Tuple[int, int], dtype: torch.dtype,
+                 device: torch.device) -> Optional[Tuple[Tensor, Tensor]]:
+    r"""The factors :obj:`(w, v)` of shape :obj:`shape` saved at :obj:`path`,
+    on :obj:`device`, or :obj:`None` when there is no valid file (see
+    :func:`load`). Factors saved without reaching their :obj:`tol` warn, with
+    their residual, each time they are loaded."""
+    cached = load(path, {'lowrank_w': shape, 'lowrank_v': shape}, dtype,
+                  meta=('residual', 'tol'))
+    if cached is None:
+        return None
+    residual, tol = cached.meta['residual'], cached.meta['tol']
+    if residual > tol:
+        warnings.warn(
+            f"LowRankInverse factors loaded from the cache file '{path}' did not "
+            f"converge: relative residual {residual:.2e} > tol={tol:g}; raise "
+            f"'max_iter' (or 'tol') to compute them anew", UserWarning, stacklevel=4)
+    return cached.tensors['lowrank_w'].to(device), cached.tensors['lowrank_v'].to(device)
+
+
+def save_factors(path: str, w: Tensor, v: Tensor, residual: float, tol: float) -> None:
+    r"""Saves the factors with the :obj:`residual` they reached and their
+    :obj:`tol`; a failed save warns, with the reason, and is otherwise
+    ignored (the caller keeps its factors)."""
+    try:
+        save(path, {'lowrank_w': w, 'lowrank_v': v}, {'residual': float(residual), 'tol': tol})
+    except OSError as error:
+        warnings.warn(
+            f"LowRankInverse could not save the factors to the cache ({error}); "
+            f"returning them uncached; check that 'cache_dir' ('{osp.dirname(path)}') "
+            f"is a writable folder with free space", UserWarning, stacklevel=4)

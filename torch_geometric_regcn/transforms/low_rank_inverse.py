@@ -1,16 +1,11 @@
 r"""Low-rank factors of the tsGCN propagation matrix."""
 import copy
-import math
-import os
-import os.path as osp
-import warnings
-from typing import Optional, Tuple, Union
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
-from tqdm.auto import tqdm
 
 from torch_geometric_regcn.distributed.collectives import (
     Group,
@@ -31,20 +26,17 @@ from torch_geometric_regcn.linalg.woodbury import (
     gain_precision,
     warn_if_imprecise,
 )
-from torch_geometric_regcn.regularizers.graph import GraphOperators
-from torch_geometric_regcn.regularizers.tsgcn import (
-    check_tsgcn_coefficients,
-    sharded_tsgcn_adjacency,
-    tsgcn_adjacency,
-)
+from torch_geometric_regcn.regularizers.graph import GraphOperators, Operator
+from torch_geometric_regcn.regularizers.tsgcn import check_tsgcn_coefficients, tsgcn_adjacency
 from torch_geometric_regcn.transforms import factor_cache
-from torch_geometric_regcn.utils.validation import (
-    as_root,
-    check_finite,
-    check_int,
-    check_real,
-    solve_dtype,
-)
+from torch_geometric_regcn.utils.deprecation import moved
+from torch_geometric_regcn.utils.progress import EigensolverProgress
+from torch_geometric_regcn.utils.validation import check_finite, check_int, check_real, solve_dtype
+
+__getattr__ = moved(__name__, {
+    'PROGRESS_DELAY': 'torch_geometric_regcn.utils.progress:PROGRESS_DELAY',
+    'PROGRESS_INTERVAL': 'torch_geometric_regcn.utils.progress:PROGRESS_INTERVAL',
+})
 
 
 def paper_rank(num_nodes: int, p: int) -> int:
@@ -71,31 +63,88 @@ def _target(data: Data) -> Tuple[torch.dtype, torch.device]:
     return dtype, device
 
 
+def _semantic(data: Data) -> Optional[Tensor]:
+    return data.semantic_edge_index if 'semantic_edge_index' in data else None
+
+
+def _edge_weight(data: Data) -> Optional[Tensor]:
+    return data.edge_weight if 'edge_weight' in data else None
+
+
+def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[int] = None,
+                what: str = 'tsgcn_operator') -> Optional[RowPartition]:
+    r"""The checks of a graph from which tsGCN's operator is built (with a
+    :obj:`group`: of this rank's shard), before any work; returns the shard's
+    :obj:`data.partition` (:obj:`None` without a group).
+
+    Nodes, at least :obj:`rank` of them when given, and finite features;
+    the edges are checked as the operator is built. On shards also the
+    partition against the group, the shard's edges, and features or a
+    semantic graph when :obj:`beta > 0`, and the outcome is agreed across
+    the ranks, so a rank with bad input makes every rank raise (the error of
+    :obj:`what`; see ``docs/distributed.md``)."""
+    error = part = None
+    try:
+        if group is not None:
+            part = check_partition(data.partition if 'partition' in data else None, group)
+        num_nodes = (data.num_nodes or 0) if part is None else part.num_nodes
+        if rank is not None and num_nodes and rank > num_nodes:
+            raise ValueError(f"'rank' must not exceed the number of nodes {num_nodes} "
+                             f"(got {rank})")
+        if not num_nodes:
+            raise ValueError('The graph is empty (it has no nodes)')
+        if data.x is not None:
+            check_finite('data.x', data.x)
+        if part is not None:
+            _check_shard_edges(data, part, beta)
+    except (ValueError, TypeError) as failure:
+        error = failure
+    agree(error, group, what)
+    return part
+
+
+def _check_shard_edges(data: Data, part: RowPartition, beta: float) -> None:
+    semantic = _semantic(data)
+    if data.edge_index is not None:
+        check_shard_edges(data.edge_index, part, _edge_weight(data), 'data.edge_index')
+    if semantic is not None:
+        check_shard_edges(semantic, part, name='data.semantic_edge_index')
+    if beta > 0 and semantic is None and data.x is None:
+        raise ValueError("beta > 0 needs node features 'data.x' or a precomputed "
+                         "'data.semantic_edge_index' (see SemanticGraph)")
+
+
+def _operator(data: Data, alpha: float, beta: float, k: int, progress: bool, seed: int,
+              partition: Optional[RowPartition], group: Group) -> Operator:
+    r""":func:`tsgcn_operator` of an already checked graph."""
+    dtype, device = _target(data)
+    edge_index = data.edge_index.to(device) if data.edge_index is not None else None
+    semantic = _semantic(data)
+    graph = GraphOperators(data.num_nodes if partition is None else partition.num_nodes,
+                           edge_index, _edge_weight(data), dtype,
+                           semantic_edge_index=None if semantic is None else semantic.to(device),
+                           x=data.x, progress=progress, seed=seed, partition=partition,
+                           group=group)
+    return tsgcn_adjacency(graph, alpha, beta, k)
+
+
 def tsgcn_operator(data: Data, alpha: float, beta: float, k: int = 10,
-                   progress: bool = False, seed: int = 0) -> Tensor:
+                   progress: bool = False, seed: int = 0, *, group: Group = None) -> Operator:
     r"""The sparse operator :math:`\mathbf{S} = (\alpha \hat{\mathbf{A}}_G +
     \beta \hat{\mathbf{A}}_X) / (1 + \alpha + \beta)` of a graph
     (:func:`~torch_geometric_regcn.regularizers.tsgcn_adjacency`), in CSR form,
-    on the device and in the dtype of :obj:`data.x`.
+    on the device and in the dtype of :obj:`data.x`; with a :obj:`group`,
+    this rank's rows of it (a
+    :class:`~torch_geometric_regcn.linalg.ShardedMatrix`) from its shard
+    :obj:`data` (with :obj:`data.partition`).
 
     :math:`\hat{\mathbf{A}}_X` is built from :obj:`data.semantic_edge_index`
     when present, else from the cosine :obj:`k`-NN graph of :obj:`data.x`
-    (:func:`~torch_geometric_regcn.utils.knn_graph_cosine`, exact or, above
+    (:func:`~torch_geometric_regcn.knn.knn_graph_cosine`, exact or, above
     50,000 nodes on CPU, approximate with centroids seeded by :obj:`seed`)."""
-    num_nodes = data.num_nodes
-    if not num_nodes:
-        raise ValueError('The graph is empty (it has no nodes)')
-    x = data.x
-    if x is not None:
-        check_finite('data.x', x)
-    dtype, device = _target(data)
-    edge_index = data.edge_index.to(device) if data.edge_index is not None else None
-    semantic = data.semantic_edge_index if 'semantic_edge_index' in data else None
-    graph = GraphOperators(num_nodes, edge_index,
-                           data.edge_weight if 'edge_weight' in data else None, dtype,
-                           semantic_edge_index=None if semantic is None else semantic.to(device),
-                           x=x, progress=progress, seed=seed)
-    return tsgcn_adjacency(graph, alpha, beta, k)
+    group = check_group(group)
+    partition = _check_graph(data, beta, group)
+    return _operator(data, alpha, beta, k, progress, seed, partition, group)
 
 
 def _compute_dtype(data: Data) -> torch.dtype:
@@ -107,163 +156,37 @@ def _compute_dtype(data: Data) -> torch.dtype:
     return solve_dtype(_target(data)[0])
 
 
-def _check_cache_dir(cache_dir: Union[str, 'os.PathLike[str]']) -> str:
-    r"""Checks that :obj:`cache_dir` is a writable folder, creating it if
-    needed, and returns it as a string."""
-    cache_dir = as_root(cache_dir, 'cache_dir')
-    path = osp.expanduser(cache_dir)
-    if osp.exists(path) and not osp.isdir(path):
-        raise ValueError(f"'cache_dir' must be a folder, but '{path}' is a file; pass "
-                         f"another path, or cache_dir=None not to cache the factors")
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as error:
-        raise ValueError(f"'cache_dir' '{path}' cannot be created ({error}); pass a "
-                         f"writable folder, or cache_dir=None not to cache the factors"
-                         ) from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise ValueError(f"'cache_dir' '{path}' is not writable; pass a writable folder "
-                         f"(or fix its permissions), or cache_dir=None not to cache the "
-                         f"factors")
-    return cache_dir
-
-
-#: The eigensolver's progress bar appears once it has run this many seconds
-#: and is redrawn at most this often (seconds).
-PROGRESS_DELAY, PROGRESS_INTERVAL = 1.0, 0.5
-
-
-class _EigenProgress:
-    r"""The progress bar of :class:`LowRankInverse`'s eigensolver, and the
-    solver's callbacks. At the end of each cycle (or iteration) the
-    percentage is the share of the decades of relative residual, from one (a
-    random start) down to :obj:`tol`, gained so far. Within a filtered Lanczos
-    cycle, which can take long on a large graph, it moves step by step towards
-    an estimate of the cycle's outcome: the previous cycle's gain, or half the
-    way left for the first one. It never goes back, and stops at 99 until the
-    residual reaches :obj:`tol`. The postfix tells the stage (locating the
-    spectrum, then each cycle, its step and the last residual). The bar is
-    drawn through :meth:`tqdm.update`, which honours the delay and the redraw
-    interval and lets :meth:`close` draw the last state and end the line, in
-    a terminal or a file."""
-
-    def __init__(self, tol: float, disable: bool) -> None:
-        self.tol, self.span = tol, math.log(1.0 / tol)
-        self.percent = 0  # shown
-        self.reached, self.gain = 0.0, None  # at the last cycle's end; its gain
-        self.residual: Optional[str] = None  # the last one, formatted
-        self.bar = tqdm(total=100, desc='LowRankInverse eigenpairs', unit='%',
-                        delay=PROGRESS_DELAY, mininterval=PROGRESS_INTERVAL, miniters=0,
-                        disable=disable)
-
-    def __call__(self, iteration: int, residual: float) -> None:
-        if not math.isfinite(residual):  # no pairs yet: the spectrum was located
-            self.bar.set_postfix_str('spectrum located', refresh=False)
-            self.bar.update(0)
-            return
-        if residual <= self.tol:
-            reached = 100.0
-        elif self.span > 0:
-            reached = min(99.0, max(0.0, 100 * math.log(1.0 / residual) / self.span))
-        else:
-            reached = 0.0
-        self.gain = reached - self.reached if reached > self.reached else self.gain
-        self.reached, self.residual = max(self.reached, reached), f'{residual:.1e}'
-        self.bar.set_postfix(iteration=iteration, residual=self.residual, refresh=False)
-        self._advance(self.reached)
-
-    def step(self, cycle: int, step: int, steps: int) -> None:
-        r"""Step :obj:`step` of :obj:`steps` of cycle :obj:`cycle` (:obj:`0`:
-        locating the spectrum)."""
-        if cycle == 0:
-            self.bar.set_postfix_str(f'locating the spectrum, step {step}/{steps}',
-                                     refresh=False)
-            self.bar.update(0)
-            return
-        gain = (100 - self.reached) / 2 if self.gain is None else self.gain
-        target = min(99.0, self.reached + gain)
-        known = {} if self.residual is None else {'residual': self.residual}
-        self.bar.set_postfix(iteration=cycle, step=f'{step}/{steps}', **known, refresh=False)
-        self._advance(self.reached + (target - self.reached) * step / steps)
-
-    def _advance(self, percent: float) -> None:
-        percent = min(100, int(round(percent, 6)))  # whole percents, none lost to rounding
-        self.bar.update(max(0, percent - self.percent))
-        self.percent = max(self.percent, percent)
-
-    def finish(self, converged: bool) -> None:
-        r"""Fills the bar when the solver converged (also when it reported
-        nothing, as the dense solve of a small problem)."""
-        if converged:
-            self._advance(100)
-
-    def __enter__(self) -> '_EigenProgress':
-        return self
-
-    def __exit__(self, *args: object) -> None:
-        self.bar.close()
-
-
 class LowRankInverse(BaseTransform):
     r"""Precomputes the low-rank factors of the tsGCN propagation matrix from
     the `"Beyond Graph Convolutional Network: An Interpretable
     Regularizer-centered Optimization Framework"
     <https://arxiv.org/abs/2301.04318>`_ paper (AAAI 2023) and stores them as
-    :obj:`data.lowrank_w` and :obj:`data.lowrank_v`, both of shape
-    :obj:`[N, rank]`, such that
+    :obj:`data.lowrank_w` and :obj:`data.lowrank_v`, such that
 
     .. math::
         \mathbf{I} - \mathbf{W} (\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W})^{-1}
-        \mathbf{V}^{\top} \approx (1 + \alpha + \beta)
-        (\mathbf{I} + \alpha \tilde{\mathbf{L}}_G + \beta \tilde{\mathbf{L}}_X)^{-1}
-        = (\mathbf{I} - \mathbf{S})^{-1},
+        \mathbf{V}^{\top} \approx (\mathbf{I} - \mathbf{S})^{-1}
+        = (1 + \alpha + \beta)
+        (\mathbf{I} + \alpha \tilde{\mathbf{L}}_G + \beta \tilde{\mathbf{L}}_X)^{-1},
         \qquad
         \mathbf{S} = \frac{\alpha \hat{\mathbf{A}}_G + \beta \hat{\mathbf{A}}_X}
         {1 + \alpha + \beta},
 
-    with equality when :obj:`rank` equals :math:`N`. Here
-    :math:`\hat{\mathbf{A}}_G` is the renormalised adjacency (symmetrised, with
-    self loops, as :func:`~torch_geometric.nn.conv.gcn_conv.gcn_norm`) of
+    with equality when :obj:`rank` equals :math:`N`.
+    :math:`\hat{\mathbf{A}}_G` is the renormalised adjacency of
     :obj:`data.edge_index` (weighted by :obj:`data.edge_weight` when present),
-    :math:`\hat{\mathbf{A}}_X` that of :obj:`data.semantic_edge_index` when
-    present, else of :class:`SemanticGraph` (:obj:`k`) of :obj:`data.x`, and
-    :math:`\tilde{\mathbf{L}} = \mathbf{I} - \hat{\mathbf{A}}`.
-
-    With eigenpairs :math:`(\mathbf{\Lambda}, \mathbf{U})` of :math:`\mathbf{S}`,
-    :math:`\mathbf{W} = \mathbf{U}|\mathbf{\Lambda}|^{1/2}` and
+    :math:`\hat{\mathbf{A}}_X` that of :obj:`data.semantic_edge_index`, else of
+    the cosine :obj:`k`-NN graph of :obj:`data.x`
+    (:func:`tsgcn_operator`). With the :obj:`rank` eigenpairs
+    :math:`(\mathbf{\Lambda}, \mathbf{U})` of :math:`\mathbf{S}` selected by
+    :obj:`which`, :math:`\mathbf{W} = \mathbf{U}|\mathbf{\Lambda}|^{1/2}` and
     :math:`\mathbf{V} = -\mathbf{U}\,\mathrm{sign}(\mathbf{\Lambda})
-    |\mathbf{\Lambda}|^{1/2}`, so :math:`\mathbf{W}\mathbf{V}^{\top}` is the
-    truncated SVD of :math:`-\mathbf{S}` of the authors' code: directions
-    outside the top-:math:`r` subspace get the constant gain one (the
-    exact gain is :math:`1 / (1 - \lambda)`). The eigenpairs come from
-    Chebyshev-filtered thick-restart block Lanczos on the sparse
-    :math:`\mathbf{S}` (:func:`~torch_geometric_regcn.linalg.block_lanczos`),
-    compared with :func:`scipy.sparse.linalg.eigsh` at equal accuracy in
-    ``benchmarks/results/eigensolver.md``, or from block subspace iteration
-    (:obj:`method="chebyshev"` or the paper's plain :obj:`method="power"`):
-    :math:`O(N r)` memory, on the device and in the dtype of :obj:`data.x`,
-    reproducible for a given :obj:`seed`. Half-precision features
-    (:obj:`float16`, :obj:`bfloat16`) are an exception: the factors are then
-    computed and stored in :obj:`float32` (the features stay as they are),
-    since the gains :math:`1/(1 - \lambda)` need more than the three
-    significant digits of half precision.
-
-    :obj:`which="LA"` (the default) keeps the largest algebraic eigenvalues,
-    :obj:`which="LM"` those largest in magnitude, as the authors' code does.
-    :obj:`"LA"` is the default because the exact gain :math:`1/(1 - \lambda)`
-    departs most from one at the top of the spectrum, whereas a negative
-    eigenvalue's gain stays in :math:`(1/2, 1)`, so :obj:`"LA"` gives the best
-    rank-:math:`r` approximation of the inverse. Where the dominant
-    eigenvalues are all positive both select the same subspace; they differ
-    only where negative eigenvalues rank among the largest in magnitude
-    (``benchmarks/results/which.md`` compares them on the citation graphs).
-
-    :obj:`beta=0` gives the topology-only model (tsGCN-t, no features needed),
-    :obj:`alpha=0` the semantic-only model (tsGCN-s).
-
-    The factors belong to the whole graph: they serve transductive use on
-    it. A loader or :meth:`~torch_geometric.data.Data.subgraph` slices their
-    rows, which are not the factors of the subgraph; the layers reject them.
+    |\mathbf{\Lambda}|^{1/2}`: directions outside them get the gain one
+    instead of :math:`1 / (1 - \lambda)`. :obj:`beta=0` gives tsGCN-t (no
+    features needed), :obj:`alpha=0` tsGCN-s. The factors belong to the whole
+    graph (transductive use); the layers reject rows sliced by a loader.
+    ``docs/tsgcn.md`` explains the choices (:obj:`which`, the eigensolver, the
+    rank) and the cache; ``docs/distributed.md`` the row shards.
 
     Args:
         alpha (float): The weight :math:`\alpha \geq 0` of the topological
@@ -274,7 +197,9 @@ class LowRankInverse(BaseTransform):
             (see :func:`paper_rank` for the paper's convention).
         k (int, optional): Neighbours per node of the semantic graph, used when
             :obj:`data.semantic_edge_index` is absent. (default: :obj:`10`)
-        which (str, optional): :obj:`"LA"` or :obj:`"LM"`. (default: :obj:`"LA"`)
+        which (str, optional): :obj:`"LA"` (largest algebraic eigenvalues) or
+            :obj:`"LM"` (largest magnitude, as the authors' code).
+            (default: :obj:`"LA"`)
         tol (float, optional): The relative eigen-residual to reach, finite
             and positive. (default: :obj:`1e-4`)
         max_iter (int, optional): The maximum number of Lanczos restart
@@ -285,43 +210,32 @@ class LowRankInverse(BaseTransform):
         seed (int, optional): The seed of the random starting block (and of
             the approximate kNN's centroids). (default: :obj:`0`)
         cache_dir (str, optional): A folder where the factors are saved,
-            keyed by a hash of the graph (:obj:`edge_index`,
-            :obj:`edge_weight`, :obj:`semantic_edge_index` or :obj:`x`), its
-            size, the dtype computed in and the device type, and every
-            argument above, so a rerun on the same input loads them instead
-            of recomputing. It is created if needed; a path that is a file,
-            cannot be created or is not writable is rejected here, before any
-            work. A file is saved atomically with a checksum and the residual
-            reached; one that is unreadable, of an older format, fails its
-            checksum, or holds other names, shapes or dtypes or non-finite
-            values is reported by a warning, recomputed and overwritten.
-            Factors that did not reach :obj:`tol` warn again, with their
-            residual, each time they are loaded. Where saving fails, a
-            warning says why and the factors are returned uncached.
-            Integer arguments may be NumPy integers; they are keyed as Python
-            ones. (default: :obj:`None`, no cache)
+            keyed by a hash of the input and of every argument, and loaded on
+            a rerun; checked here, before any work (see ``docs/tsgcn.md``).
+            (default: :obj:`None`, no cache)
         progress (bool, optional): Show progress bars with ETA for the
             semantic kNN and the eigensolver when they take longer than a
             second. (default: :obj:`True`)
-        group (ProcessGroup, optional): With a :mod:`torch.distributed`
-            process group (e.g. :obj:`torch.distributed.group.WORLD`), the
-            input is this rank's shard of the graph
-            (:func:`~torch_geometric_regcn.distributed.partition` or
-            :func:`~torch_geometric_regcn.distributed.load_partition`), every
-            rank of the group calls the transform, and each gets its rows of
-            :math:`\mathbf{W}` and :math:`\mathbf{V}`: the operator is built
-            from the shards' edges (reversed edges and halo degrees exchanged
-            once) and solved by the row-sharded block Lanczos
-            (:obj:`method="lanczos"` only); no rank holds more than its rows
-            of any :math:`N \times r` or :math:`N \times F` tensor. Without
-            :obj:`data.semantic_edge_index` the shards' semantic graph is
-            built by :class:`SemanticGraph` with the same :obj:`group`. A
-            rank's input is checked before any collective, and a rank whose
-            check fails makes every rank raise. The cache keys include every
-            rank's inputs, the world size and the row blocks; each rank
-            reads and writes its own file, and the ranks recompute together
-            unless every rank found its file valid. (default: :obj:`None`, one
-            process)
+        group (torch.distributed.ProcessGroup, optional): The input is this
+            rank's shard of the graph (with :obj:`data.partition`), every rank
+            of :obj:`group` calls the transform and gets its rows of the
+            factors (:obj:`method="lanczos"` only; see
+            ``docs/distributed.md``). (default: :obj:`None`, one process)
+
+    Shapes:
+        - **input:** :obj:`data` with :obj:`edge_index` :math:`[2, E]`, and
+          :obj:`x` :math:`[N, F]` or :obj:`semantic_edge_index`
+          :math:`[2, E_X]` when :obj:`beta > 0`
+        - **output:** :obj:`data.lowrank_w`, :obj:`data.lowrank_v`
+          :math:`[N, r]` (on shards, this rank's :math:`[n, r]`), in the
+          dtype of :obj:`data.x` (:obj:`float32` for half precision) and on
+          its device
+
+    Cost: the operator (:func:`tsgcn_operator`; the :math:`k`-NN search
+    dominates when the semantic graph is built, :math:`O(N^2 F)` exact),
+    then :math:`O(N r)` memory and a few hundred sparse products with
+    :math:`O(r)` columns in total for the eigensolver
+    (``benchmarks/results/eigensolver.md``).
 
     Example:
         .. code-block:: python
@@ -334,9 +248,6 @@ class LowRankInverse(BaseTransform):
                 alpha=1.0, beta=0.2, rank=paper_rank(1000, 16))])
             data = transform(contextual_sbm(num_nodes=1000))
             data.lowrank_w.shape, data.lowrank_v.shape  # [1000, 62] each
-
-        As a dataset's :obj:`pre_transform` the factors are computed once, when
-        the dataset is processed, and saved with it.
     """
     def __init__(self, alpha: float, beta: float, rank: int, k: int = 10, which: str = 'LA',
                  tol: float = 1e-4, max_iter: int = 100, method: str = 'lanczos',
@@ -369,33 +280,34 @@ class LowRankInverse(BaseTransform):
             raise ValueError(f"'group' needs method='lanczos', the row-sharded eigensolver "
                              f"(got {method!r})")
         if cache_dir is not None:
-            cache_dir = _check_cache_dir(cache_dir)
+            cache_dir = factor_cache.check_cache_dir(cache_dir)
         self.alpha, self.beta, self.rank, self.k = alpha, beta, rank, k
         self.which, self.tol, self.max_iter, self.method, self.seed = (
             which, tol, max_iter, method, seed)
         self.cache_dir, self.progress = cache_dir, progress
 
     def forward(self, data: Data) -> Data:
-        if self.group is not None:
-            return self._sharded(data)
-        num_nodes = data.num_nodes or 0
-        if num_nodes and self.rank > num_nodes:
-            raise ValueError(f"'rank' must not exceed the number of nodes {num_nodes} "
-                             f"(got {self.rank})")
+        group = self.group
+        part = _check_graph(data, self.beta, group, self.rank, 'LowRankInverse')
         dtype, device = _compute_dtype(data), _target(data)[1]
         path = None
         if self.cache_dir is not None:
-            path = self._cache_path(self._fingerprint(data))
-            if self._load(path, data, (num_nodes, self.rank), dtype, device):
+            key = factor_cache.shard_key(self._fingerprint(data, part), part, group)
+            path = factor_cache.factors_path(self.cache_dir, key)
+            rows = data.num_nodes if part is None else part.num_local
+            factors = factor_cache.load_factors(path, (rows, self.rank), dtype, device)
+            if all(hit for (hit,) in all_gather_ints([factors is not None], group)):
+                data.lowrank_w, data.lowrank_v = factors
                 return data
         source = data
         if data.x is not None and data.x.is_floating_point() and data.x.dtype != dtype:
             source = copy.copy(data)  # a half-precision data.x, computed in float32
             source.x = data.x.to(dtype)
-        operator = tsgcn_operator(source, self.alpha, self.beta, self.k, self.progress,
-                                  self.seed)
+        operator = _operator(source, self.alpha, self.beta, self.k, self.progress, self.seed,
+                             part, group)
         generator = torch.Generator(operator.device).manual_seed(self.seed)
-        with _EigenProgress(self.tol, disable=not self.progress) as progress:
+        enabled = self.progress and rank_of(group) == 0
+        with EigensolverProgress(self.tol, enabled) as progress:
             pairs = extreme_eigenpairs(operator, self.rank, self.which, self.tol,
                                        self.max_iter, self.method, generator=generator,
                                        callback=progress, step_callback=progress.step)
@@ -406,102 +318,18 @@ class LowRankInverse(BaseTransform):
         data.lowrank_w, data.lowrank_v = factors_from_eigenpairs(pairs.eigenvalues,
                                                                  pairs.eigenvectors)
         if path is not None:
-            self._save(path, data, pairs.residual)
+            factor_cache.save_factors(path, data.lowrank_w, data.lowrank_v, pairs.residual,
+                                      self.tol)
         return data
-
-    def _sharded(self, data: Data) -> Data:
-        r"""The factors' rows of this rank's shard (see :obj:`group`)."""
-        group, error = self.group, None
-        semantic = data.semantic_edge_index if 'semantic_edge_index' in data else None
-        try:
-            part = check_partition(data.partition if 'partition' in data else None, group)
-            if self.rank > part.num_nodes:
-                raise ValueError(f"'rank' must not exceed the number of nodes "
-                                 f"{part.num_nodes} (got {self.rank})")
-            if data.x is not None:
-                check_finite('data.x', data.x)
-            if data.edge_index is not None:
-                check_shard_edges(data.edge_index, part,
-                                  data.edge_weight if 'edge_weight' in data else None,
-                                  'data.edge_index')
-            if semantic is not None:
-                check_shard_edges(semantic, part, name='data.semantic_edge_index')
-            if self.beta > 0 and semantic is None and data.x is None:
-                raise ValueError("beta > 0 needs node features 'data.x' or a precomputed "
-                                 "'data.semantic_edge_index' (see SemanticGraph)")
-        except (ValueError, TypeError) as failure:
-            error = failure
-        agree(error, group, 'LowRankInverse')
-        dtype, device = _compute_dtype(data), _target(data)[1]
-        path = None
-        if self.cache_dir is not None:
-            digests = all_gather_ints(list(bytes.fromhex(self._fingerprint(data, part))), group)
-            key = factor_cache.fingerprint(ranks=[bytes(d).hex() for d in digests])
-            path = self._cache_path(f'{key}-part{part.rank}of{part.num_parts}')
-            loaded = self._load(path, data, (part.num_local, self.rank), dtype, device)
-            if all(hit for (hit,) in all_gather_ints([loaded], group)):
-                return data
-        if self.beta > 0 and semantic is None:
-            from torch_geometric_regcn.transforms.semantic_graph import SemanticGraph
-            semantic = SemanticGraph(self.k, seed=self.seed, progress=self.progress,
-                                     group=group)(copy.copy(data)).semantic_edge_index
-        edge_index = data.edge_index.to(device) if data.edge_index is not None else None
-        operator = sharded_tsgcn_adjacency(
-            part, group, self.alpha, self.beta, edge_index,
-            None if semantic is None else semantic.to(device),
-            data.edge_weight if 'edge_weight' in data else None, dtype)
-        generator = torch.Generator(device).manual_seed(self.seed)
-        quiet = not self.progress or rank_of(group) != 0
-        with _EigenProgress(self.tol, disable=quiet) as progress:
-            pairs = extreme_eigenpairs(operator, self.rank, self.which, self.tol,
-                                       self.max_iter, self.method, generator=generator,
-                                       callback=progress, step_callback=progress.step)
-            progress.finish(pairs.converged)
-        warn_if_imprecise(*gain_precision(pairs.eigenvalues), pairs.eigenvalues.dtype,
-                          stacklevel=3)
-        data.lowrank_w, data.lowrank_v = factors_from_eigenpairs(pairs.eigenvalues,
-                                                                 pairs.eigenvectors)
-        if path is not None:
-            self._save(path, data, pairs.residual)
-        return data
-
-    def _cache_path(self, key: str) -> str:
-        return osp.join(osp.expanduser(self.cache_dir), f'lowrank-{key}.pt')
-
-    def _load(self, path: str, data: Data, shape: Tuple[int, int], dtype: torch.dtype,
-              device: torch.device) -> bool:
-        r"""Sets the factors from the cache file :obj:`path` if it is valid."""
-        cached = factor_cache.load(path, {'lowrank_w': shape, 'lowrank_v': shape}, dtype,
-                                   meta=('residual', 'tol'))
-        if cached is None:
-            return False
-        residual, tol = cached.meta['residual'], cached.meta['tol']
-        if residual > tol:
-            warnings.warn(
-                f"LowRankInverse factors loaded from the cache file '{path}' did not "
-                f"converge: relative residual {residual:.2e} > tol={tol:g}; raise "
-                f"'max_iter' (or 'tol') to compute them anew", UserWarning, stacklevel=4)
-        data.lowrank_w = cached.tensors['lowrank_w'].to(device)
-        data.lowrank_v = cached.tensors['lowrank_v'].to(device)
-        return True
-
-    def _save(self, path: str, data: Data, residual: float) -> None:
-        try:
-            factor_cache.save(path, {'lowrank_w': data.lowrank_w, 'lowrank_v': data.lowrank_v},
-                              {'residual': float(residual), 'tol': self.tol})
-        except OSError as error:
-            warnings.warn(
-                f"LowRankInverse could not save the factors to the cache ({error}); "
-                f"returning them uncached; check that 'cache_dir' ('{self.cache_dir}') "
-                f"is a writable folder with free space", UserWarning, stacklevel=4)
 
     def _fingerprint(self, data: Data, partition: Optional[RowPartition] = None) -> str:
-        semantic = data.semantic_edge_index if 'semantic_edge_index' in data else None
+        r"""The cache key of :obj:`data` (of this rank's shard with a
+        :obj:`partition`) and of the arguments."""
+        semantic = _semantic(data)
         shard = {} if partition is None else {'partition': tuple(partition)}
         return factor_cache.fingerprint(**shard,
             num_nodes=data.num_nodes, edge_index=data.edge_index,
-            edge_weight=data.edge_weight if 'edge_weight' in data else None,
-            semantic_edge_index=semantic,
+            edge_weight=_edge_weight(data), semantic_edge_index=semantic,
             x=data.x if semantic is None and self.beta > 0 else None,
             dtype=str(_compute_dtype(data)), device=_target(data)[1].type, alpha=self.alpha,
             beta=self.beta, rank=self.rank, k=self.k, which=self.which, tol=self.tol,

@@ -8,8 +8,7 @@ from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_regcn.distributed.collectives import Group, agree, check_group
 from torch_geometric_regcn.distributed.row_partition import check_partition
-from torch_geometric_regcn.knn.cosine import KNN_METHODS, knn_graph_cosine
-from torch_geometric_regcn.knn.sharded import sharded_knn_graph_cosine
+from torch_geometric_regcn.knn import KNN_METHODS, knn_graph_cosine
 from torch_geometric_regcn.utils.validation import check_int, check_node_features
 
 __all__ = ['SemanticGraph', 'knn_graph_cosine']
@@ -30,13 +29,13 @@ class SemanticGraph(BaseTransform):
     :math:`i \in \mathcal{N}_k(j)`). Ties go to the lower node index; a zero
     feature row has similarity zero to every node.
 
-    The exact search computes similarities in row blocks, so memory is
-    :math:`O(N \cdot \text{block\_size} + N k)` and no :math:`N \times N` matrix
-    is formed; time is :math:`O(N^2 d)`. Dense and sparse :obj:`data.x` are
-    supported. For large graphs on CPU the approximate search
-    (:func:`~torch_geometric_regcn.utils.ivf_knn_cosine`, an
-    inverted file index whose number of probed cells is tuned to a recall of
-    0.95) cuts the time by the number of cells over the number of probes; its
+    The search is :func:`~torch_geometric_regcn.knn.knn_graph_cosine`:
+    exact, in row blocks (memory :math:`O(N \cdot \text{block\_size} + N
+    k)`, no :math:`N \times N` matrix, time :math:`O(N^2 d)`), for dense or
+    sparse :obj:`data.x`; or, for large graphs on CPU, approximate
+    (:func:`~torch_geometric_regcn.knn.ivf_knn_cosine`, an inverted file
+    index whose number of probed cells is tuned to a recall of 0.95), which
+    cuts the time by the number of cells over the number of probes; its
     recall against the exact search is measured in
     ``benchmarks/results/scale.md``.
 
@@ -51,16 +50,13 @@ class SemanticGraph(BaseTransform):
             search takes longer than a second. (default: :obj:`True`)
         seed (int, optional): The seed of the IVF centroids. (default: :obj:`0`)
         group (torch.distributed.ProcessGroup, optional): Build the graph on
-            the ranks of :obj:`group` (e.g. :obj:`torch.distributed.group.WORLD`):
-            the input is then this rank's shard of the graph, as
-            :func:`~torch_geometric_regcn.distributed.partition` or
-            :func:`~torch_geometric_regcn.distributed.load_partition` give it
-            (:obj:`data.partition` must match :obj:`group`), and
+            the ranks of :obj:`group`: the input is then this rank's shard of
+            the graph, as :func:`~torch_geometric_regcn.distributed.partition`
+            or :func:`~torch_geometric_regcn.distributed.load_partition` give
+            it (:obj:`data.partition` must match :obj:`group`), and
             :obj:`data.semantic_edge_index` gets this rank's rows of the same
-            graph as in one process, with global node indices (see
-            :func:`~torch_geometric_regcn.utils.knn_distributed.sharded_knn_graph_cosine`:
-            the feature blocks pass around a ring, so no rank holds all the
-            features). Every rank must call the transform. (default:
+            graph as in one process, with global node indices. Every rank
+            must call the transform; see ``docs/distributed.md``. (default:
             :obj:`None`, one process)
 
     Example:
@@ -84,24 +80,18 @@ class SemanticGraph(BaseTransform):
         self.group = check_group(group)
 
     def forward(self, data: Data) -> Data:
-        if self.group is not None:
-            return self._forward_sharded(data)
-        x = self._features(data)
-        data.semantic_edge_index = knn_graph_cosine(x, self.k, self.block_size, self.method,
-                                                    self.progress, self._generator())
-        return data
-
-    def _forward_sharded(self, data: Data) -> Data:
         error = x = partition = None
-        try:  # a rank with a bad shard makes every rank raise, none waits
+        try:  # with a group, a rank with a bad shard makes every rank raise, none waits
             x = self._features(data)
-            partition = check_partition(getattr(data, 'partition', None), self.group)
+            partition = getattr(data, 'partition', None)
+            if partition is not None or self.group is not None:
+                partition = check_partition(partition, self.group)
         except (TypeError, ValueError) as exc:
             error = exc
         agree(error, self.group, 'SemanticGraph')
-        data.semantic_edge_index = sharded_knn_graph_cosine(
-            x, self.k, partition, self.group, self.method, self.block_size,
-            self._generator(), self.progress)
+        data.semantic_edge_index = knn_graph_cosine(
+            x, self.k, self.block_size, self.method, self.progress, self._generator(),
+            partition=partition, group=self.group)
         return data
 
     @staticmethod

@@ -1,10 +1,20 @@
-r"""Old import paths of moved names, served with a :class:`DeprecationWarning`."""
+r"""Deprecated names: old import paths of moved names (:func:`moved`) and
+deprecated attributes (:func:`warn_deprecated`), all served with a
+:class:`DeprecationWarning` that names the release :obj:`REMOVED_IN`."""
 import importlib
 import warnings
 from typing import Any, Callable, Dict
 
-#: The release that drops the old paths.
+#: The release that drops the old paths and the deprecated names.
 REMOVED_IN = '0.3.0'
+
+
+def warn_deprecated(message: str, stacklevel: int = 2) -> None:
+    r"""Warns with :obj:`message` (what is deprecated and what replaces it)
+    followed by the release that removes it, :obj:`REMOVED_IN`;
+    :obj:`stacklevel` as in :func:`warnings.warn`, counted from the caller."""
+    warnings.warn(f"{message}; it will be removed in {REMOVED_IN}", DeprecationWarning,
+                  stacklevel=stacklevel + 1)
 
 
 def moved(module: str, names: Dict[str, str]) -> Callable[[str], Any]:

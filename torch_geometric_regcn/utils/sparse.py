@@ -66,3 +66,49 @@ def spectral_bound(matrix: Tensor) -> float:
     else:
         sums = matrix.abs().sum(dim=1)
     return float(sums.max()) if sums.numel() > 0 else 0.0
+
+
+def dense_rows(x: Tensor, start: int, end: int) -> Tensor:
+    r"""Rows :obj:`start:end` of a dense, COO or CSR matrix :obj:`x`, as a
+    dense block: a view of a dense :obj:`x`; for a sparse one,
+    :math:`O(\log \mathrm{nnz})` to find the rows (a COO matrix that is not
+    coalesced is coalesced first, :math:`O(\mathrm{nnz})`) and
+    :math:`O((\text{end} - \text{start}) F + \text{nnz of the rows})` to fill
+    the block. Values are copied, never summed or rounded."""
+    if x.layout == torch.strided:
+        return x[start:end]
+    block = torch.zeros(end - start, x.size(1), dtype=x.dtype, device=x.device)
+    if x.layout == torch.sparse_csr:
+        crow = x.crow_indices()
+        lo, hi = crow[start], crow[end]
+        rows = torch.repeat_interleave(torch.arange(end - start, device=x.device),
+                                       crow[start:end + 1].diff().long())
+        block[rows, x.col_indices()[lo:hi].long()] = x.values()[lo:hi]
+        return block
+    x = x if x.is_coalesced() else x.coalesce()
+    row, col = x.indices()
+    lo, hi = torch.searchsorted(row, torch.tensor([start, end], device=row.device)).tolist()
+    block[row[lo:hi] - start, col[lo:hi]] = x.values()[lo:hi]
+    return block
+
+
+def gather_rows(x: Tensor, index: Tensor) -> Tensor:
+    r"""Rows :obj:`index` (in that order, repeats allowed) of a dense, COO or
+    CSR matrix :obj:`x`, as a dense block on the device of :obj:`x`:
+    :func:`torch.index_select` of a dense :obj:`x`; for CSR,
+    :math:`O(|\text{index}| + \text{nnz of those rows})` plus the block's
+    :math:`O(|\text{index}| F)`; a COO :obj:`x` is converted to CSR first
+    (:math:`O(\mathrm{nnz})`, :func:`to_csr`), so pass CSR to gather often.
+    Values are copied, never summed or rounded."""
+    index = index.to(x.device)
+    if x.layout == torch.strided:
+        return x.index_select(0, index)
+    x = to_csr(x)
+    crow = x.crow_indices().long()
+    starts, lengths = crow[index], crow[index + 1] - crow[index]
+    offsets = lengths.cumsum(0) - lengths  # where each row's entries start in the block
+    rows = torch.repeat_interleave(torch.arange(index.numel(), device=x.device), lengths)
+    position = starts[rows] + torch.arange(rows.numel(), device=x.device) - offsets[rows]
+    block = torch.zeros(index.numel(), x.size(1), dtype=x.dtype, device=x.device)
+    block[rows, x.col_indices()[position].long()] = x.values()[position]
+    return block

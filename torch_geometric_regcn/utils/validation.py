@@ -6,10 +6,12 @@ import math
 import numbers
 import operator
 import os
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple, TypeVar
 
 import torch
 from torch import Tensor
+
+_Choice = TypeVar('_Choice')
 
 
 def check_finite(name: str, tensor: Tensor) -> None:
@@ -63,6 +65,50 @@ def check_int(name: str, value: int, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"'{name}' must be {qualifier} integer (got {value})")
     return value
+
+
+def check_choice(name: str, value: _Choice, choices: Sequence[Any],
+                 hint: str = '') -> _Choice:
+    r"""Returns :obj:`value` if it is one of :obj:`choices`, else raises
+    :class:`ValueError` naming :obj:`name`, the choices and :obj:`value`,
+    followed by :obj:`hint` (what each choice does), if given."""
+    if value not in tuple(choices):
+        hint = f': {hint}' if hint else ''
+        raise ValueError(f"'{name}' must be one of {tuple(choices)} (got {value!r}){hint}")
+    return value
+
+
+def check_stopping_rule(tol: float, max_iter: int) -> Tuple[float, int]:
+    r"""The stopping rule of an iterative solver (conjugate gradient): a
+    finite positive :obj:`tol` and a positive integer :obj:`max_iter` (NumPy
+    integers accepted); returns them as :obj:`(float, int)`."""
+    return check_real('tol', tol, 0.0, low_open=True), check_int('max_iter', max_iter)
+
+
+def check_index(name: str, index: Any, num_nodes: int, size: Optional[int] = None,
+                graph: str = 'the graph') -> Tensor:
+    r"""Returns node indices :obj:`index` as an :obj:`int64` tensor: a 1-D
+    integer tensor (not a boolean mask), of :obj:`size` entries if given,
+    each in :math:`[0, \text{num\_nodes})`. :obj:`graph` names the graph
+    in the error, e.g. :obj:`"the graph the model was refreshed with"`.
+    Costs one pass over :obj:`index` (its minimum and maximum)."""
+    if not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() \
+            or index.is_complex() or index.dtype == torch.bool:
+        got = (f'{index.dtype} of shape {list(index.shape)}' if isinstance(index, Tensor)
+               else type(index).__name__)
+        fix = (f"; for a boolean mask pass '{name}.nonzero().view(-1)'"
+               if isinstance(index, Tensor) and index.dtype == torch.bool else '')
+        raise TypeError(f"'{name}' must be a 1-D tensor of integer node indices "
+                        f"(got {got}){fix}")
+    if size is not None and index.numel() != size:
+        raise ValueError(f"'{name}' must hold one node index per row ({size}), got "
+                         f"{index.numel()}")
+    if index.numel():
+        low, high = torch.stack([index.min(), index.max()]).tolist()
+        if low < 0 or high >= num_nodes:
+            raise ValueError(f"'{name}' refers to nodes outside [0, {num_nodes - 1}] of "
+                             f"{graph}")
+    return index.long()
 
 
 def check_edge_index(edge_index: Tensor, num_nodes: int,

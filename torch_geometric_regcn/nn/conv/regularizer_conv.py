@@ -7,19 +7,22 @@ import torch
 from torch import Tensor
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.inits import zeros
-from torch_geometric.utils import to_edge_index
 
-from torch_geometric_regcn.linalg.cg import check_arguments
+from torch_geometric_regcn.nn.conv import edge_masking
+from torch_geometric_regcn.nn.conv.graph_cache import GraphCache
+from torch_geometric_regcn.nn.conv.state_dict_upgrade import upgrade_0_1_state_dict
 from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.regularizers.registry import get
 from torch_geometric_regcn.utils.compat import is_compiling
+from torch_geometric_regcn.utils.deprecation import moved, warn_deprecated
 from torch_geometric_regcn.utils.validation import (
     check_channels,
     check_factors,
     check_node_features,
     check_projection,
+    check_stopping_rule,
     solve_dtype,
 )
 
@@ -62,8 +65,9 @@ class RegularizerConv(MessagePassing):
     (through the implicit backward pass of conjugate gradient too). An edge's
     mask scales the operator's entries between its two nodes; as the
     operators are symmetric, the two directions of an edge share the mean of
-    their masks. :obj:`"closed"` (dense) and :obj:`"lowrank"` (factors) have
-    no edges to mask.
+    their masks (see :class:`~torch_geometric_regcn.nn.conv.edge_masking.EdgeMasking`).
+    :obj:`"closed"` (dense) and :obj:`"lowrank"` (factors) have no edges to
+    mask.
 
     Args:
         in_channels (int): Size of each input sample, or :obj:`-1` to derive the
@@ -130,7 +134,7 @@ class RegularizerConv(MessagePassing):
                                                    out_channels=out_channels)
         self.in_channels = in_channels
         self.out_channels = out_channels
-        check_arguments(tol, max_iter)
+        check_stopping_rule(tol, max_iter)
         self.regularizer = get(regularizer, **coefficients)
         self.solver = self.regularizer.check_solver(solver)
         learn = (learn,) if isinstance(learn, str) else tuple(learn)
@@ -142,16 +146,15 @@ class RegularizerConv(MessagePassing):
         self.cached = cached
         self.tol = float(tol)
         self.max_iter = int(max_iter)
-        self._cached_graph: Optional[GraphOperators] = None
-        self._cached_inputs: Dict[str, Any] = {}
-        self._cached_versions: Optional[Dict[str, int]] = None
-        self._masking: Optional[EdgeMasking] = None  # while a product is explained
+        self._graph_cache = GraphCache()
+        # While a product is explained: the masking and the operator.
+        self._masking: Optional[Tuple[edge_masking.EdgeMasking, Tensor]] = None
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer='glorot')
         if bias:
             self.bias = torch.nn.Parameter(torch.empty(out_channels))
         else:
             self.register_parameter('bias', None)
-        self._register_load_state_dict_pre_hook(_upgrade_state_dict, with_module=True)
+        self._register_load_state_dict_pre_hook(upgrade_0_1_state_dict, with_module=True)
         self.register_load_state_dict_post_hook(_clear_cache_after_loading)
         self.reset_parameters()
 
@@ -167,18 +170,13 @@ class RegularizerConv(MessagePassing):
     def extra(self) -> Optional[torch.nn.Module]:
         r"""Deprecated: the regulariser's trainable part, now
         :obj:`regularizer.gate` (DAGNN)."""
-        warnings.warn("'RegularizerConv.extra' is deprecated; the trainable part lives in the "
-                      "regulariser (e.g. 'conv.regularizer.gate') and the old name will be "
-                      "removed in 0.3.0", DeprecationWarning, stacklevel=2)
+        warn_deprecated("'RegularizerConv.extra' is deprecated; the trainable part lives in "
+                        "the regulariser (e.g. 'conv.regularizer.gate')")
         return getattr(self.regularizer, 'gate', None)
 
     def __getstate__(self) -> Dict[str, Any]:
-        # The cached graph (sparse CSR operators, which cannot be copied) is a
-        # cache: copies and pickles rebuild it.
-        state = dict(super().__getstate__())
-        state.update(_cached_graph=None, _cached_inputs={}, _cached_versions=None,
-                     _masking=None)
-        return state
+        # The cached graph empties itself in copies and pickles (GraphCache).
+        return {**super().__getstate__(), '_masking': None}
 
     def reset_cache(self) -> None:
         r"""Forgets the graph cached by :obj:`cached=True`, so the next call
@@ -186,27 +184,7 @@ class RegularizerConv(MessagePassing):
         self._clear_cache()
 
     def _clear_cache(self) -> None:
-        self._cached_graph = None
-        self._cached_inputs, self._cached_versions = {}, None
-
-    def _check_cached_inputs(self, num_nodes: int, inputs: Dict[str, Any]) -> None:
-        # The same objects, not modified in place, are the cached graph; other
-        # tensors must be equal to them (one O(E) comparison per call).
-        for name, value in {'num_nodes': num_nodes, **inputs}.items():
-            cached = self._cached_inputs[name]
-            if value is cached:
-                versions = self._cached_versions
-                if versions is None or getattr(value, '_version', 0) == versions[name]:
-                    continue
-                change = 'was modified in place'
-            elif _same_value(cached, value):
-                continue
-            else:
-                change = 'differs from the cached one'
-            raise ValueError(
-                f"{self.__class__.__name__}(cached=True) was called on another graph than "
-                f"the one it cached: '{name}' {change}. Call 'reset_cache()' before "
-                f"switching graphs, or use cached=False (inductive or mini-batch training)")
+        self._graph_cache.clear()
 
     def graph(self, x: Tensor, edge_index: Any, edge_weight: Optional[Tensor] = None,
               **graph: Optional[Tensor]) -> GraphOperators:
@@ -218,9 +196,9 @@ class RegularizerConv(MessagePassing):
         # edited, and the Woodbury cache follows them.
         inputs = {'edge_index': edge_index, 'edge_weight': edge_weight,
                   **{k: v for k, v in graph.items() if not k.startswith('lowrank_')}}
-        ops = self._cached_graph
+        ops = self._graph_cache.graph
         if self.cached and ops is not None:
-            self._check_cached_inputs(x.size(0), inputs)
+            self._graph_cache.check(self.__class__.__name__, x.size(0), inputs)
             if ops.lowrank is not None:
                 w, v = graph.get('lowrank_w'), graph.get('lowrank_v')
                 if w is None or v is None:
@@ -238,9 +216,7 @@ class RegularizerConv(MessagePassing):
                 f"first layer); pass 'semantic_edge_index=' (see SemanticGraph) or set "
                 f"cached=True", UserWarning, stacklevel=2)
         if self.cached:
-            self._cached_graph = ops
-            self._cached_inputs = {'num_nodes': x.size(0), **inputs}
-            self._cached_versions = None
+            self._graph_cache.store(ops, x.size(0), inputs)
         return ops
 
     def forward(self, x: Tensor, edge_index: Any, edge_weight: Optional[Tensor] = None,
@@ -278,7 +254,8 @@ class RegularizerConv(MessagePassing):
                                  "index tensor (the edge mask refers to its columns)")
             # The solvers' backward passes may run after the explainer has
             # cleared its masks: they keep the masking of this call.
-            masking = EdgeMasking(self._edge_mask, self._apply_sigmoid, edge_index)
+            masking = edge_masking.EdgeMasking(self._edge_mask, self._apply_sigmoid,
+                                               edge_index)
             graph.propagate = functools.partial(self._propagate_matrix, masking=masking)
             if self._edge_mask.requires_grad:
                 graph.propagate_params = (self._edge_mask,)
@@ -289,15 +266,14 @@ class RegularizerConv(MessagePassing):
         with torch.autocast(h.device.type, enabled=False):
             out = self.regularizer.propagate(h.to(solve_dtype(h.dtype)), graph, self.solver,
                                              self.tol, self.max_iter).to(h.dtype)
-        if self.cached and self._cached_versions is None:  # after building: coalescing
-            self._cached_versions = {name: getattr(value, '_version', 0)  # bumps versions
-                                     for name, value in self._cached_inputs.items()}
+        if self.cached:  # after building, as coalescing bumps the versions of the inputs
+            self._graph_cache.seal()
         if self.bias is not None:
             out = out + self.bias
         return out
 
     def _propagate_matrix(self, matrix: Tensor, x: Tensor,
-                          masking: Optional['EdgeMasking'] = None) -> Tensor:
+                          masking: Optional[edge_masking.EdgeMasking] = None) -> Tensor:
         # One product of a solver with a sparse graph operator of this layer's
         # graph, as a message passing step (adj_t = matrix: it is symmetric).
         # A dense operator (a user's regulariser may return one) has no edges.
@@ -319,7 +295,7 @@ class RegularizerConv(MessagePassing):
 
     def explain_message(self, inputs: Tensor, dim_size: Optional[int]) -> Tensor:
         r"""Scales the messages of an operator's entries by the explainer's
-        edge mask (see :class:`EdgeMasking`)."""
+        edge mask (see :class:`~torch_geometric_regcn.nn.conv.edge_masking.EdgeMasking`)."""
         if self._masking is None:
             raise ValueError("RegularizerConv was set to explain without an edge mask; use "
                              "torch_geometric.explain.Explainer (or set_masks)")
@@ -331,76 +307,10 @@ class RegularizerConv(MessagePassing):
                 f'regularizer={self.regularizer}, solver={self.solver!r})')
 
 
-class EdgeMasking:
-    r"""An explainer's edge mask on the operators of one graph: entry
-    :math:`(i, j)` of an operator is scaled by the mean of the masks of the
-    edges :math:`j \to i` and :math:`i \to j` present in :obj:`edge_index`
-    (one if neither is: self loops, semantic edges), so symmetric operators
-    stay symmetric and conjugate gradient applies."""
-    def __init__(self, mask: Tensor, apply_sigmoid: bool, edge_index: Tensor) -> None:
-        self.mask, self.apply_sigmoid, self.edge_index = mask, apply_sigmoid, edge_index
-        self._ids: Dict[int, Tuple[Tensor, Tensor, Tensor]] = {}
-
-    def weights(self, matrix: Tensor) -> Tensor:
-        r"""One weight per stored entry of :obj:`matrix`, in the order of
-        :func:`~torch_geometric.utils.to_edge_index`."""
-        forward, backward = self._edge_ids(matrix)
-        mask = self.mask.sigmoid() if self.apply_sigmoid else self.mask
-        count = (forward >= 0).to(mask.dtype) + (backward >= 0).to(mask.dtype)
-        total = (torch.where(forward >= 0, mask[forward.clamp_min(0)], 0.0)
-                 + torch.where(backward >= 0, mask[backward.clamp_min(0)], 0.0))
-        return torch.where(count > 0, total / count.clamp_min(1), 1.0)
-
-    def apply(self, matrix: Tensor, x: Tensor) -> Tensor:
-        r"""The masked product, without message passing."""
-        (row, col), values = to_edge_index(matrix)
-        messages = (values * self.weights(matrix).to(values.dtype)).view(-1, 1) * x[col]
-        return torch.zeros_like(x).index_add_(0, row, messages)
-
-    def _edge_ids(self, matrix: Tensor) -> Tuple[Tensor, Tensor]:
-        # The index of the edge j -> i and of the edge i -> j of each entry
-        # (i, j) (-1 where absent), once per operator.
-        key = id(matrix)
-        if key not in self._ids or self._ids[key][0] is not matrix:
-            n, edge_index = matrix.size(0), self.edge_index
-            (row, col), _ = to_edge_index(matrix)
-            keys = edge_index[1] * n + edge_index[0]  # target * n + source
-            order = keys.argsort()
-            ordered = keys[order]
-
-            def lookup(query: Tensor) -> Tensor:
-                if ordered.numel() == 0:
-                    return torch.full_like(query, -1)
-                pos = torch.searchsorted(ordered, query).clamp_max(ordered.numel() - 1)
-                return torch.where(ordered[pos] == query, order[pos], -1)
-
-            self._ids[key] = (matrix, lookup(row * n + col), lookup(col * n + row))
-        return self._ids[key][1:]
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
-        return a is b or (not isinstance(a, Tensor) and not isinstance(b, Tensor) and a == b)
-    if (a.layout, a.shape) != (b.layout, b.shape) or a.is_floating_point() != \
-            b.is_floating_point():
-        return False
-    b = b.to(a.device, a.dtype)
-    if a.layout != torch.strided:
-        a, b = a.to_sparse_coo().coalesce(), b.to_sparse_coo().coalesce()
-        return torch.equal(a.indices(), b.indices()) and torch.equal(a.values(), b.values())
-    return torch.equal(a, b)
-
-
 def _clear_cache_after_loading(module: RegularizerConv, incompatible_keys: Any) -> None:
     module._clear_cache()  # new coefficients may change the operators
 
 
-def _upgrade_state_dict(module: RegularizerConv, state_dict: Dict[str, Any], prefix: str,
-                        *args: Any) -> None:
-    r"""Reads a 0.1 checkpoint: DAGNN's gate was the layer's :obj:`extra`
-    submodule, and the coefficients were not saved (the layer keeps its own)."""
-    state_dict.setdefault(prefix + 'regularizer._extra_state',
-                          module.regularizer.get_extra_state())
-    for key in [key for key in state_dict if key.startswith(prefix + 'extra.')]:
-        state_dict[prefix + 'regularizer.gate.' + key[len(prefix + 'extra.'):]] = \
-            state_dict.pop(key)
+# The explainer's edge masking has a module of its own.
+__getattr__ = moved(__name__, {
+    'EdgeMasking': 'torch_geometric_regcn.nn.conv.edge_masking:EdgeMasking'})

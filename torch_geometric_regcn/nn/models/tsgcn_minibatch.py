@@ -5,12 +5,15 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.linalg.woodbury import WoodburyCache
+from torch_geometric_regcn.linalg.woodbury import WoodburyCache, WoodburyCore, woodbury_apply
 from torch_geometric_regcn.nn.conv import TSGCNConv
 from torch_geometric_regcn.nn.dropout import dropout
+from torch_geometric_regcn.utils.sparse import dense_rows, gather_rows
 from torch_geometric_regcn.utils.validation import (
     check_channels,
+    check_choice,
     check_factors,
+    check_index,
     check_int,
     check_node_features,
     check_projection,
@@ -20,32 +23,8 @@ from torch_geometric_regcn.utils.validation import (
 #: How :class:`MiniBatchTSGCN` keeps the summaries :math:`\mathbf{V}^{\top}\mathbf{H}`.
 SUMMARIES = ('refresh', 'history')
 
-
-def _rows(x: Tensor, start: int, end: int) -> Tensor:
-    r"""Rows :obj:`start:end` of dense or sparse :obj:`x`, dense (a view of a
-    dense :obj:`x`; :func:`_gather` of a sparse one)."""
-    if x.layout == torch.strided:
-        return x[start:end]
-    return _gather(x, torch.arange(start, end))
-
-
-def _gather(x: Tensor, index: Tensor) -> Tensor:
-    r"""Rows :obj:`index` of dense or sparse CSR :obj:`x`, dense:
-    :math:`O(|\text{index}| + \text{nnz of those rows})` for CSR."""
-    index = index.to(x.device)
-    if x.layout == torch.strided:
-        return x.index_select(0, index)
-    if x.layout == torch.sparse_coo:
-        x = x.to_sparse_csr()
-    crow = x.crow_indices()
-    starts, lengths = crow[index], crow[index + 1] - crow[index]
-    new_crow = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
-    total = int(new_crow[-1])
-    position = (torch.repeat_interleave(starts - new_crow[:-1], lengths)
-                + torch.arange(total, device=x.device))
-    return torch.sparse_csr_tensor(new_crow, x.col_indices()[position], x.values()[position],
-                                   (index.numel(), x.size(1)),
-                                   check_invariants=False).to_dense()
+# How the errors of node indices name the graph of MiniBatchTSGCN.refresh().
+_REFRESHED = 'the graph the model was refreshed with'
 
 
 class MiniBatchTSGCN(torch.nn.Module):
@@ -176,10 +155,9 @@ class MiniBatchTSGCN(torch.nn.Module):
         num_layers = check_int('num_layers', num_layers)
         in_channels, hidden_channels, out_channels = check_channels(
             in_channels=in_channels, hidden_channels=hidden_channels, out_channels=out_channels)
-        if summary not in SUMMARIES:
-            raise ValueError(f"'summary' must be one of {SUMMARIES} (got {summary!r}): "
-                             f"'refresh' recomputes the summaries once per epoch, 'history' "
-                             f"updates them from each batch's rows")
+        check_choice('summary', summary, SUMMARIES,
+                     "'refresh' recomputes the summaries once per epoch, 'history' updates "
+                     "them from each batch's rows")
         sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         self.convs = torch.nn.ModuleList(
             TSGCNConv(a, b, bias=bias, scale=scale) for a, b in zip(sizes[:-1], sizes[1:]))
@@ -222,8 +200,11 @@ class MiniBatchTSGCN(torch.nn.Module):
     def _device(self) -> torch.device:
         return self.convs[0].lin.weight.device
 
-    def _layer(self, i: int, h: Tensor, w: Tensor, summary: Tensor, lu: Tensor,
-               pivots: Tensor, training: bool, check: Optional[Tensor] = None) -> Tensor:
+    def _core(self) -> WoodburyCore:
+        return WoodburyCore(self.core_lu, self.core_pivots)
+
+    def _layer(self, i: int, h: Tensor, w: Tensor, summary: Tensor, core: WoodburyCore,
+               training: bool, check: Optional[Tensor] = None) -> Tensor:
         r"""Layer :obj:`i` on rows :obj:`h` with factor rows :obj:`w`, before
         the activation; with :obj:`check`, the input features whose NaN and
         infinity the projection reveals (as :class:`TSGCNConv` checks them)."""
@@ -231,22 +212,23 @@ class MiniBatchTSGCN(torch.nn.Module):
         z = conv.lin(dropout(h, self.dropout, training))
         if check is not None:
             check_projection(z, check)
-        global_term = conv.lin(summary.to(z.dtype)).to(w.dtype)  # (VᵀH) Θ: r x F'
-        out = (z.to(w.dtype) - w @ torch.linalg.lu_solve(lu, pivots, global_term)).to(z.dtype)
+        # The summary of the projection, (VᵀH) Θ = Vᵀ(HΘ): r x F'.
+        projected = conv.lin(summary.to(z.dtype)).to(w.dtype)
+        out = woodbury_apply(z, w, None, core, summary=projected)
         if conv.scale != 1.0:
             out = out * conv.scale
         if conv.bias is not None:
             out = out + conv.bias
         return out
 
-    def _rows_forward(self, x: Tensor, w: Tensor, summaries: List[Tensor], lu: Tensor,
-                      pivots: Tensor, layers: int, check: bool = False) -> Tensor:
+    def _rows_forward(self, x: Tensor, w: Tensor, summaries: List[Tensor], core: WoodburyCore,
+                      layers: int, check: bool = False) -> Tensor:
         r"""The first :obj:`layers` layers on rows :obj:`x`, :obj:`w`, in
         evaluation mode (hidden layers with ReLU); with :obj:`check`, NaN and
         infinity in :obj:`x` raise (through the projection)."""
         h = x
         for i in range(layers):
-            h = self._layer(i, h, w, summaries[i], lu, pivots, training=False,
+            h = self._layer(i, h, w, summaries[i], core, training=False,
                             check=x if check and i == 0 else None)
             if i < len(self.convs) - 1:
                 h = h.relu()
@@ -267,14 +249,13 @@ class MiniBatchTSGCN(torch.nn.Module):
 
     @torch.no_grad()
     def _fresh(self, x: Tensor, w: Tensor, v: Tensor, batch_size: int, history: bool
-               ) -> Tuple[Tensor, Tensor, List[Tensor], List[Tensor]]:
+               ) -> Tuple[WoodburyCore, List[Tensor], List[Tensor]]:
         r"""The core, fresh summaries of all layers' inputs and (with
         :obj:`history`) the hidden rows of all nodes, in chunks. The history
         is written into the stored one when it has the same shape, so two
         are never held at once."""
         device, num_nodes = self._device(), x.size(0)
-        lu, pivots = self._woodbury(w, v, from_eigenpairs=True)
-        lu, pivots = lu.to(device), pivots.to(device)
+        core = WoodburyCore(*(t.to(device) for t in self._woodbury(w, v, from_eigenpairs=True)))
         dtype = w.dtype
         chunks = [(s, min(s + batch_size, num_nodes)) for s in range(0, num_nodes, batch_size)]
         summaries, rows = [self._first_summary(x, v, chunks, device, dtype)], []
@@ -282,8 +263,8 @@ class MiniBatchTSGCN(torch.nn.Module):
             total = None
             kept = None
             for s, e in chunks:
-                h = self._rows_forward(_rows(x, s, e).to(device), w[s:e].to(device),
-                                       summaries, lu, pivots, layer)
+                h = self._rows_forward(dense_rows(x, s, e).to(device), w[s:e].to(device),
+                                       summaries, core, layer)
                 if history:  # the summary of the rows as stored
                     stored = self.history_dtype or dtype
                     if kept is None:
@@ -298,7 +279,7 @@ class MiniBatchTSGCN(torch.nn.Module):
                 total = part if total is None else total + part
             summaries.append(total)
             rows.append(kept)
-        return lu, pivots, summaries, rows
+        return core, summaries, rows
 
     def _first_summary(self, x: Tensor, v: Tensor, chunks: List[Tuple[int, int]],
                        device: torch.device, dtype: torch.dtype) -> Tensor:
@@ -317,7 +298,7 @@ class MiniBatchTSGCN(torch.nn.Module):
             return cached[3]
         first = torch.zeros(v.size(1), x.size(1), dtype=dtype, device=device)
         for s, e in chunks:
-            first += v[s:e].to(device).T @ _rows(x, s, e).to(device, dtype)
+            first += v[s:e].to(device).T @ dense_rows(x, s, e).to(device, dtype)
         if not bool(first.isfinite().all()):
             check_node_features(x)  # raises where x holds NaN or infinity
             raise ValueError(f"V^T x overflows {dtype}: the features are too large; scale "
@@ -355,9 +336,8 @@ class MiniBatchTSGCN(torch.nn.Module):
         """
         batch_size = self._check_graph(x, w, v, batch_size)
         if index is None:
-            lu, pivots, summaries, rows = self._fresh(x, w, v, batch_size,
-                                                      self.summary == 'history')
-            self.core_lu, self.core_pivots, self.num_nodes = lu, pivots, x.size(0)
+            core, summaries, rows = self._fresh(x, w, v, batch_size, self.summary == 'history')
+            self.core_lu, self.core_pivots, self.num_nodes = *core, x.size(0)
             for i, summary in enumerate(summaries):
                 setattr(self, f'summary_{i}', summary)
             for i, kept in enumerate(rows, 1):
@@ -373,15 +353,15 @@ class MiniBatchTSGCN(torch.nn.Module):
                              f"graph of {self.num_nodes}; call refresh(x, w, v) without "
                              f"'index' for a new graph")
         # Each node once, in increasing order: the rows are read in memory order.
-        index = torch.unique(self._check_index(index, 'index'))
+        index = torch.unique(check_index('index', index, self.num_nodes, graph=_REFRESHED))
         device = self._device()
         with torch.no_grad():
             for layer in range(1, len(self.convs)):
                 for part in index.split(batch_size):
                     h = self._rows_forward(
-                        _gather(x, part).to(device),
+                        gather_rows(x, part).to(device),
                         w.index_select(0, part.to(w.device)).to(device), self.summaries,
-                        self.core_lu, self.core_pivots, layer, check=layer == 1)
+                        self._core(), layer, check=layer == 1)
                     self._write(layer, h, v.index_select(0, part.to(v.device)).to(device),
                                 part.to(device))
         return self
@@ -396,20 +376,6 @@ class MiniBatchTSGCN(torch.nn.Module):
             raise ValueError(f"The factors have rank {rank}, but the model was refreshed with "
                              f"factors of rank {self.core_lu.size(0)}; pass rows of the same "
                              f"factors, or call refresh() with the new ones")
-
-    def _check_index(self, index: Tensor, name: str, rows: Optional[int] = None) -> Tensor:
-        if not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() \
-                or index.dtype == torch.bool:
-            got = (f'{index.dtype} of shape {list(index.shape)}' if isinstance(index, Tensor)
-                   else type(index).__name__)
-            raise TypeError(f"'{name}' must be a 1-D tensor of integer node indices (got {got})")
-        if rows is not None and index.numel() != rows:
-            raise ValueError(f"'{name}' must hold one node index per row ({rows}), got "
-                             f"{index.numel()}")
-        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= self.num_nodes):
-            raise ValueError(f"'{name}' refers to nodes outside [0, {self.num_nodes - 1}] of the "
-                             f"graph the model was refreshed with")
-        return index.long()
 
     @torch.no_grad()
     def _write(self, layer: int, h: Tensor, v: Tensor, n_id: Tensor) -> None:
@@ -455,11 +421,11 @@ class MiniBatchTSGCN(torch.nn.Module):
                 raise ValueError("Mode 'history' writes the batch's rows during training, so "
                                  "it needs their node indices: pass 'n_id' (e.g. the batch "
                                  "of node indices, or a loader's 'batch.n_id')")
-            n_id = self._check_index(n_id, 'n_id', x.size(0)).to(x.device)
+            n_id = check_index('n_id', n_id, self.num_nodes, x.size(0), _REFRESHED).to(x.device)
         h = x
         for i in range(len(self.convs)):
-            h = self._layer(i, h, w, getattr(self, f'summary_{i}'), self.core_lu,
-                            self.core_pivots, self.training, check=x if i == 0 else None)
+            h = self._layer(i, h, w, getattr(self, f'summary_{i}'), self._core(), self.training,
+                            check=x if i == 0 else None)
             if i < len(self.convs) - 1:
                 h = h.relu()
                 if write:
@@ -476,18 +442,16 @@ class MiniBatchTSGCN(torch.nn.Module):
         left as they are. Arguments as in :meth:`refresh`; returns
         :obj:`[len(index), F_out]` on the model's device."""
         batch_size = self._check_graph(x, w, v, batch_size)
-        lu, pivots, summaries, _ = self._fresh(x, w, v, batch_size, history=False)
+        core, summaries, _ = self._fresh(x, w, v, batch_size, history=False)
         device, layers = self._device(), len(self.convs)
         if index is None:
-            parts = ((_rows(x, s, min(s + batch_size, x.size(0))), w[s:s + batch_size])
+            parts = ((dense_rows(x, s, min(s + batch_size, x.size(0))), w[s:s + batch_size])
                      for s in range(0, x.size(0), batch_size))
         else:
-            if not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() \
-                    or index.dtype == torch.bool:
-                raise TypeError("'index' must be a 1-D tensor of node indices")
-            parts = ((_gather(x, part), w.index_select(0, part.to(w.device)))
-                     for part in index.long().split(batch_size))
-        outs = [self._rows_forward(xs.to(device), ws.to(device), summaries, lu, pivots, layers)
+            index = check_index('index', index, x.size(0))
+            parts = ((gather_rows(x, part), w.index_select(0, part.to(w.device)))
+                     for part in index.split(batch_size))
+        outs = [self._rows_forward(xs.to(device), ws.to(device), summaries, core, layers)
                 for xs, ws in parts]
         if not outs:
             return torch.zeros(0, self.convs[-1].out_channels, device=device)

@@ -1,3 +1,5 @@
+r"""RegularizerConv: each regulariser against its reference (PyG's layers, the
+closed forms of Table 1, dense inverses), solvers, state and errors."""
 import warnings
 
 import pytest
@@ -6,27 +8,9 @@ from torch_geometric.data import Data
 from torch_geometric.nn import APPNP, GCNConv, SGConv
 
 from tests.conftest import CUDA, dense_normalized_adjacency, undirected_graph
+from tests.nn.helpers import EYE, F_IN, F_OUT, N, conv, dense_adj, setup
 from torch_geometric_regcn import LowRankInverse, RegularizerConv, SemanticGraph, TSGCNConv
 from torch_geometric_regcn import regularizers as R
-
-N, F_IN, F_OUT = 30, 5, 4
-
-
-def setup(seed=0):
-    ei, _ = undirected_graph(seed)
-    x = torch.randn(N, F_IN, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
-    return x, ei
-
-
-def conv(regularizer, **kwargs):
-    return RegularizerConv(F_IN, F_OUT, regularizer, bias=False, **kwargs).double()
-
-
-def dense_adj(ei):
-    return dense_normalized_adjacency(ei, N)
-
-
-EYE = torch.eye(N, dtype=torch.float64)
 
 
 def test_gcn_equals_pyg_gcnconv():
@@ -132,7 +116,9 @@ def test_tsgcn_builds_semantic_graph_from_features():
     x, ei = setup()
     layer = conv('tsgcn', alpha=1.0, beta=0.4, k=3, solver='closed')
     sei = SemanticGraph(3)(Data(x=x)).semantic_edge_index
-    torch.testing.assert_close(layer(x, ei), layer(x, ei, semantic_edge_index=sei))
+    with pytest.warns(UserWarning, match="builds the semantic kNN graph"):
+        built = layer(x, ei)
+    torch.testing.assert_close(built, layer(x, ei, semantic_edge_index=sei))
 
 
 def test_tsgcn_lowrank_solver_at_full_rank_is_exact():
@@ -160,7 +146,7 @@ def test_tsgcn_lowrank_cached_layer_keeps_the_core_until_the_factors_change():
         return layer(x, ei, semantic_edge_index=sei, lowrank_w=w, lowrank_v=v)
 
     torch.testing.assert_close(run(), expected())
-    cache = layer._cached_graph.derived['woodbury']
+    cache = layer._graph_cache.graph.derived['woodbury']
     core = cache._core
     torch.testing.assert_close(run(), expected())
     assert cache._core is core
@@ -211,29 +197,6 @@ def test_user_defined_regularizer_trains(solver):
     assert 'regularizer=Tikhonov(gamma=2.0)' in repr(layer)
 
 
-def test_cached_reuses_graph_and_reset_clears_it():
-    x, ei = setup()
-    layer = conv('appnp', cached=True)
-    first = layer(x, ei)
-    graph = layer._cached_graph
-    assert graph is not None
-    torch.testing.assert_close(layer(x, ei.clone()), first)  # an equal graph: the cache
-    assert layer._cached_graph is graph
-    with pytest.raises(ValueError, match="another graph.*'edge_index' differs.*reset_cache"):
-        layer(x, ei[:, :4])  # another graph is an error, not the cached result
-    with pytest.raises(ValueError, match="'num_nodes' differs"):
-        layer(x[:-1], ei[:, :4])
-    ei.add_(0)  # an in-place write, even of the same values, bumps the version
-    with pytest.raises(ValueError, match="'edge_index' was modified in place"):
-        layer(x, ei)
-    layer.reset_cache()
-    fresh = conv('appnp', cached=False)
-    fresh.load_state_dict(layer.state_dict())
-    torch.testing.assert_close(layer(x, ei[:, :4]), fresh(x, ei[:, :4]))
-    layer.reset_parameters()
-    assert layer._cached_graph is None
-
-
 def test_lazy_repr_and_errors():
     layer = RegularizerConv(-1, 3, 'appnp', K=5, alpha=0.2)
     out = layer(torch.randn(N, 7), setup()[1])
@@ -262,16 +225,6 @@ def test_cuda_matches_cpu(name):
     layer = conv(name)
     expected = layer(x, ei)
     torch.testing.assert_close(layer.cuda()(x.cuda(), ei.cuda()).cpu(), expected)
-
-
-def test_cached_layer_builds_its_system_matrix_once():
-    x, ei = setup()
-    layer = conv('gnn_hf', cached=True)
-    first = layer(x, ei)
-    key = (layer.regularizer, 'operator')
-    matrix = layer._cached_graph.derived[key]
-    torch.testing.assert_close(layer(x, ei), first)
-    assert layer._cached_graph.derived[key] is matrix
 
 
 @pytest.mark.parametrize('normalize', [True, False])
@@ -318,13 +271,13 @@ def test_lowrank_solver_builds_no_graph_and_gcn_ignores_the_semantic_graph(monke
     layer = conv('tsgcn', solver='lowrank', cached=True)
     for _ in range(3):  # no semantic_edge_index: the kNN fallback must not run
         layer(x, ei, lowrank_w=data.lowrank_w, lowrank_v=data.lowrank_v)
-    graph = layer._cached_graph
+    graph = layer._graph_cache.graph
     assert graph.x is None and 'adj' not in graph.derived and set(graph.derived) == {'woodbury'}
     with pytest.raises(ValueError, match="needs the factors: pass both 'lowrank_w=' and"):
         conv('tsgcn', solver='lowrank')(x, ei)  # before any work
     gcn = conv('gcn', cached=True)
     gcn(x, ei, semantic_edge_index=ei)
-    assert gcn._cached_graph.semantic_edge_index is None and gcn._cached_graph.x is None
+    assert gcn._graph_cache.graph.semantic_edge_index is None and gcn._graph_cache.graph.x is None
 
 
 def test_tsgcn_without_semantic_graph_warns_once_per_call_site():
@@ -351,27 +304,9 @@ def test_regularizer_state_travels_with_the_layer():
     assert (other.regularizer.K, other.regularizer.beta) == (3, 0.5)
     torch.testing.assert_close(other(x, ei), layer(x, ei))
     assert layer.float().regularizer.gate.weight.dtype == torch.float32  # moves with .to()
-    # A 0.1 checkpoint: the gate was 'extra', the coefficients were not saved.
-    old = {('extra.' + k[len('regularizer.gate.'):] if k.startswith('regularizer.gate.') else k):
-           v for k, v in state.items() if k != 'regularizer._extra_state'}
-    again = conv('dagnn', K=3, beta=0.5)
-    again(x, ei)
-    again.load_state_dict(old)
-    torch.testing.assert_close(again(x, ei), layer.double()(x, ei))
     with pytest.raises(ValueError, match="'alpha' must lie in"):  # loaded ones are checked
         conv('appnp').load_state_dict({**conv('appnp').state_dict(),
                                        'regularizer._extra_state': {'K': 2, 'alpha': 7.0}})
-
-
-def test_cached_layer_forgets_its_graph_when_coefficients_are_loaded():
-    x, ei = setup()
-    layer = conv('appnp', K=3, alpha=0.5, cached=True)
-    layer(x, ei)
-    reference = conv('appnp', K=4, alpha=0.2)
-    reference.lin.load_state_dict(layer.lin.state_dict())
-    layer.load_state_dict(reference.state_dict())
-    assert layer._cached_graph is None
-    torch.testing.assert_close(layer(x, ei), reference(x, ei))
 
 
 def test_each_layer_of_a_network_owns_its_regularizer():

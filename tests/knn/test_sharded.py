@@ -1,7 +1,10 @@
-"""The semantic kNN graph on row shards (gloo, 2 and 3 ranks): every rank's
+"""The cosine kNN search on row shards (gloo, 2 and 3 ranks): every rank's
 rows of SemanticGraph(group=...) concatenated are the single-process graph,
-for the exact search (dense and sparse features, ties) and IVF; bad input on
-one rank raises on all ranks; the ring moves each block once."""
+for the exact search (dense and sparse features, ties) and IVF (default and
+custom options); bad input on one rank raises on all ranks; the ring moves
+each block once."""
+import warnings
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -9,33 +12,27 @@ from torch_geometric.data import Data
 
 from tests.conftest import clustered
 from tests.distributed.launch import requires_gloo, run_ranks
+from tests.knn.test_exact import ties
 from torch_geometric_regcn import SemanticGraph
 from torch_geometric_regcn.distributed import partition
 from torch_geometric_regcn.distributed.row_partition import RowPartition
 from torch_geometric_regcn.distributed.traffic import traffic, traffic_stage
-from torch_geometric_regcn.knn.cosine import exact_knn_cosine, ivf_knn_cosine
-from torch_geometric_regcn.knn.sharded import (
+from torch_geometric_regcn.knn import (
+    exact_knn_cosine,
+    ivf_knn_cosine,
+    knn_graph_cosine,
     sharded_knn_cosine,
     sharded_knn_graph_cosine,
 )
 
 pytestmark = requires_gloo
 
+#: The custom options of the IVF case (the tuned probes, a small sample).
+IVF_OPTIONS = dict(cells=25, target_recall=0.8, sample=300, iterations=4)
+
 
 def _gaussian(n, d, seed):
     return torch.randn(n, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
-
-
-def _ties(n, seed):
-    """+-1 rows in 16 dimensions, some scaled, duplicated or zero: the unit
-    rows hold +-1/4, so every similarity is a multiple of 1/8, computed
-    exactly in any order, and most k-th places are ties."""
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randint(0, 2, (n, 16), generator=gen, dtype=torch.float64) * 2 - 1
-    x[1::4] = x[0::4][:len(x[1::4])]  # duplicates
-    x[2::9] *= 3.0  # the same direction, another norm
-    x[3::7] = 0.0  # zero rows: similarity 0 to every node
-    return x
 
 
 def _sparse(n, d, seed):
@@ -56,11 +53,11 @@ def _cases(world_size):
     """name: (features, k, method, bounds or None for partition()'s, layout)."""
     return {
         'exact': (_gaussian(1001, 16, 0), 6, 'auto', None, torch.strided),
-        'exact ties': (_ties(600, 1), 5, 'exact', _uneven(600, world_size), torch.strided),
+        'exact ties': (ties(600, 1), 5, 'exact', _uneven(600, world_size), torch.strided),
         'sparse': (_sparse(500, 24, 2), 5, 'exact', None,
                    torch.sparse_csr if world_size == 2 else torch.sparse_coo),
         'ivf': (clustered(n=2000, seed=4).double(), 5, 'ivf', None, torch.strided),
-        'ivf ties': (_ties(700, 3), 4, 'ivf', _uneven(700, world_size), torch.strided),
+        'ivf ties': (ties(700, 3), 4, 'ivf', _uneven(700, world_size), torch.strided),
     }
 
 
@@ -94,11 +91,27 @@ def _on_ranks(rank, world_size):
         graph = SemanticGraph(k, method=method, progress=False, group=group)
         out[name] = graph(shard).semantic_edge_index
 
+    x = _cases(world_size)['ivf ties'][0]
+    shard = _shard(x, world_size, rank, _uneven(700, world_size))
+    out['ivf options'] = ivf_knn_cosine(shard.x, 4, **IVF_OPTIONS, progress=False,
+                                        generator=torch.Generator().manual_seed(9),
+                                        partition=shard.partition, group=group)
+    out['ivf probes'] = ivf_knn_cosine(shard.x, 4, cells=10, probes=3, progress=False,
+                                       generator=torch.Generator().manual_seed(9),
+                                       partition=shard.partition, group=group)
+
     x, k = _gaussian(1001, 16, 0), 6
     shard = _shard(x, world_size, rank)
     with traffic_stage('ring'):
-        sharded_knn_cosine(shard.x, k, shard.partition, group)
+        out['neighbours'] = exact_knn_cosine(shard.x, k, progress=False,
+                                             partition=shard.partition, group=group)
     out['ring bytes'] = traffic('ring')
+    with warnings.catch_warnings():  # the 0.2 names give the same rows
+        warnings.simplefilter('ignore', DeprecationWarning)
+        out['old neighbours'] = sharded_knn_cosine(shard.x, k, shard.partition, group)
+        out['old graph'] = sharded_knn_graph_cosine(shard.x, k, shard.partition, group)
+    out['graph'] = knn_graph_cosine(shard.x, k, progress=False, partition=shard.partition,
+                                    group=group)
 
     graph = SemanticGraph(k, progress=False, group=group)
     bad = shard.clone()
@@ -108,15 +121,19 @@ def _on_ranks(rank, world_size):
     other = _shard(x, world_size, 0 if rank == 1 else rank)  # rank 1 loads rank 0's shard
     out['wrong rank'] = _message(lambda: graph(other))
     out['wrong count'] = _message(lambda: graph(_shard(x, world_size + 1, rank)))
-    out['k differs'] = _message(lambda: sharded_knn_graph_cosine(
-        shard.x, k + (rank == 1), shard.partition, group))
+    out['k differs'] = _message(lambda: knn_graph_cosine(
+        shard.x, k + (rank == 1), partition=shard.partition, group=group))
     out['seed differs'] = _message(lambda: SemanticGraph(
         k, method='ivf', seed=rank, progress=False, group=group)(shard.clone()))
+    out['cells differ'] = _message(lambda: ivf_knn_cosine(
+        shard.x, k, cells=10 + rank, generator=torch.Generator().manual_seed(0),
+        partition=shard.partition, group=group))
+    out['no partition'] = _message(lambda: exact_knn_cosine(shard.x, k, group=group))
     return out
 
 
 @pytest.mark.parametrize('world_size', [2, 3])
-def test_sharded_semantic_graph_is_the_single_process_graph(world_size):
+def test_sharded_search_is_the_single_process_search(world_size):
     results = run_ranks(_on_ranks, world_size)
 
     for name, (x, k, method, bounds, layout) in _cases(world_size).items():
@@ -130,9 +147,24 @@ def test_sharded_semantic_graph_is_the_single_process_graph(world_size):
         assert set(map(tuple, got.T.tolist())) == set(map(tuple, expected.T.tolist())), name
         assert torch.equal(got, expected), name
 
+    x = _cases(world_size)['ivf ties'][0]
+    for name, options in [('ivf options', IVF_OPTIONS), ('ivf probes', dict(cells=10,
+                                                                             probes=3))]:
+        expected = ivf_knn_cosine(x, 4, **options, progress=False,
+                                  generator=torch.Generator().manual_seed(9))
+        assert torch.equal(torch.cat([out[name] for out in results]), expected), name
+
+    x = _gaussian(1001, 16, 0)
+    neighbours = torch.cat([out['neighbours'] for out in results])
+    assert torch.equal(neighbours, exact_knn_cosine(x, 6, progress=False))
+    assert torch.equal(torch.cat([out['old neighbours'] for out in results]), neighbours)
+    graph = torch.cat([out['graph'] for out in results], dim=1)
+    assert torch.equal(graph, knn_graph_cosine(x, 6, progress=False))
+    assert torch.equal(torch.cat([out['old graph'] for out in results], dim=1), graph)
+
     # Rank r sends every block but rank r + 1's once: (N - n_{r+1}) * F * 8
     # bytes, plus the few integers of the checks and of the block sizes.
-    bounds = partition(Data(x=_gaussian(1001, 16, 0)), world_size)[0].partition.bounds
+    bounds = partition(Data(x=x), world_size)[0].partition.bounds
     for rank, out in enumerate(results):
         after = (rank + 1) % world_size
         ring = (1001 - (bounds[after + 1] - bounds[after])) * 16 * 8
@@ -148,29 +180,10 @@ def test_sharded_semantic_graph_is_the_single_process_graph(world_size):
         assert f'is part {rank} of {world_size + 1}' in out['wrong count']
         assert "'k' must be the same on every rank" in out['k differs']
         assert "the state of 'generator' must be the same" in out['seed differs']
+        assert "'cells' must be the same on every rank" in out['cells differ']
+        assert "'partition' is missing" in out['no partition']
 
 
-def test_one_process_is_the_single_process_search():
-    x = _ties(300, 5)
-    part = RowPartition.even(300, 1)
-    assert torch.equal(sharded_knn_cosine(x, 4, part, None, block_size=7),
-                       exact_knn_cosine(x, 4, progress=False))
-    assert torch.equal(sharded_knn_cosine(x.to_sparse(), 4, part, None),
-                       exact_knn_cosine(x.to_sparse(), 4, progress=False))
-    gens = [torch.Generator().manual_seed(2) for _ in range(2)]
-    assert torch.equal(sharded_knn_cosine(x, 4, part, None, method='ivf', generator=gens[0]),
-                       ivf_knn_cosine(x, 4, generator=gens[1], progress=False))
-
-
-def test_rejects_bad_arguments_without_a_process_group():
-    x = _gaussian(20, 3, 0)
+def test_rejects_a_group_without_a_process_group():
     with pytest.raises(ValueError, match='initialised process group'):
         SemanticGraph(3, group=object())
-    with pytest.raises(ValueError, match="'partition' is missing"):
-        sharded_knn_cosine(x, 3, None, None)
-    with pytest.raises(ValueError, match="'x' has 20 rows, but rank 0 owns 10"):
-        sharded_knn_cosine(x, 3, RowPartition((0, 10), 0), None)
-    with pytest.raises(ValueError, match="'k' must lie in"):
-        sharded_knn_cosine(x, 20, RowPartition.even(20, 1), None)
-    with pytest.raises(ValueError, match='needs dense features'):
-        sharded_knn_cosine(x.to_sparse(), 3, RowPartition.even(20, 1), None, method='ivf')

@@ -1,20 +1,13 @@
+r"""RegularizerGNN: stacked layers against PyG's networks, the projection of
+each regulariser, sparse features."""
 import pytest
 import torch
 from torch_geometric.nn import APPNP, GCNConv
 
 from tests.conftest import undirected_graph
-from torch_geometric_regcn import TSGCN, RegularizerGNN, TSGCNConv
-from torch_geometric_regcn.linalg import factors_from_eigenpairs
+from torch_geometric_regcn import RegularizerGNN
 
 N = 30
-
-
-def eigen_factors(rank=4, dtype=torch.float32, seed=0):
-    """Factors of orthonormal eigenvectors, the kind LowRankInverse makes."""
-    gen = torch.Generator().manual_seed(seed)
-    u, _ = torch.linalg.qr(torch.randn(N, rank, dtype=torch.float64, generator=gen))
-    lam = 1.6 * torch.rand(rank, dtype=torch.float64, generator=gen) - 0.8
-    return tuple(t.to(dtype) for t in factors_from_eigenpairs(lam, u))
 
 
 def inputs():
@@ -56,17 +49,6 @@ def test_projection_follows_the_regularizer():
         RegularizerGNN(6, 8, 3, num_layers=0)
 
 
-def test_tsgcn_network():
-    x = torch.randn(N, 6)
-    w, v = eigen_factors()
-    model = TSGCN(6, 8, 3)
-    conv1, conv2 = model.convs
-    expected = conv2(conv1(x, w, v).relu(), w, v)
-    torch.testing.assert_close(model(x, w, v), expected)
-    assert isinstance(conv1, TSGCNConv) and conv1.bias is None
-    assert repr(model) == 'TSGCN(6, 3, num_layers=2)'
-
-
 @pytest.mark.parametrize('regularizer', ['gcn', 'appnp', 'gnn_hf'])
 def test_sparse_node_features_give_the_dense_output(regularizer):
     # Bag-of-words features as PyG's AttributedGraphDataset stores them (CSR).
@@ -75,10 +57,6 @@ def test_sparse_node_features_give_the_dense_output(regularizer):
     model = RegularizerGNN(6, 8, 3, regularizer=regularizer, dropout=0.5).double().eval()
     for sparse in (x.to_sparse(), x.to_sparse_csr()):
         torch.testing.assert_close(model(sparse, ei), model(x, ei), rtol=0, atol=1e-12)
-    w, v = eigen_factors(dtype=torch.float64)
-    tsgcn = TSGCN(6, 8, 3, dropout=0.5).double().eval()
-    torch.testing.assert_close(tsgcn(x.to_sparse_csr(), w, v), tsgcn(x, w, v),
-                               rtol=0, atol=1e-12)
     model.train()
     model(x.to_sparse_csr(), ei).sum().backward()  # trains on sparse input
     assert all(p.grad is not None for p in model.parameters())

@@ -14,7 +14,7 @@ from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from tests.conftest import CUDA, messy_graph
 from torch_geometric_regcn import TSGCN, LowRankInverse, MiniBatchTSGCN
-from torch_geometric_regcn.nn.models.tsgcn_minibatch import _gather, _rows
+from torch_geometric_regcn.utils.sparse import dense_rows, gather_rows
 
 N, F_IN, HIDDEN, CLASSES, RANK = 60, 7, 6, 3, 10
 
@@ -180,8 +180,8 @@ def test_sparse_features_equal_dense():
     index = torch.tensor([5, 0, 59, 5, 33])
     torch.testing.assert_close(model.inference(sparse, w, v, index=index, batch_size=2),
                                expected[index])
-    torch.testing.assert_close(_gather(sparse, index), x[index])
-    torch.testing.assert_close(_rows(sparse, 7, 19), x[7:19])
+    torch.testing.assert_close(gather_rows(sparse, index), x[index])
+    torch.testing.assert_close(dense_rows(sparse, 7, 19), x[7:19])
     model.refresh(sparse, w, v, batch_size=11)
     model.refresh(sparse, w, v, index=index, batch_size=2)
     model.eval()
@@ -276,6 +276,11 @@ def test_argument_and_state_checks():
         model(x[:3], w[:3], v[:3], torch.zeros(3))
     with pytest.raises(TypeError, match="'index' must be a 1-D tensor"):
         model.refresh(x, w, v, index=[1, 2])
+    with pytest.raises(ValueError, match=r"'index' refers to nodes outside \[0, 59\] of the "
+                                         r"graph$"):
+        model.inference(x, w, v, index=torch.tensor([3, -1]))
+    with pytest.raises(TypeError, match=r"'index' must be .* for a boolean mask pass"):
+        model.inference(x, w, v, index=torch.ones(N, dtype=torch.bool))
     model.eval()  # evaluation mode writes nothing and needs no n_id
     before = model.history_1.clone()
     model(x[:3] * 2, w[:3], v[:3])

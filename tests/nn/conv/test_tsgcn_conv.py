@@ -1,3 +1,5 @@
+r"""TSGCNConv against the dense (I + W Vᵀ)⁻¹ X Θ, its Woodbury cache, the
+checks of its factors, and woodbury_apply with and without a summary."""
 import copy
 import io
 
@@ -5,18 +7,9 @@ import pytest
 import torch
 
 from tests.conftest import CUDA
+from tests.nn.helpers import eigen_factors
 from torch_geometric_regcn import TSGCNConv
 from torch_geometric_regcn.linalg import factors_from_eigenpairs, woodbury_apply, woodbury_core
-
-
-def factors(n=30, r=5, dtype=torch.float64, seed=0):
-    """Factors of eigenpairs with eigenvalues in (-0.8, 0.8), as LowRankInverse
-    makes them (V^T W = -Λ, which TSGCNConv checks)."""
-    gen = torch.Generator().manual_seed(seed)
-    u, _ = torch.linalg.qr(torch.randn(n, r, dtype=torch.float64, generator=gen))
-    lam = 1.6 * torch.rand(r, dtype=torch.float64, generator=gen) - 0.8
-    w, v = factors_from_eigenpairs(lam, u)
-    return w.to(dtype), v.to(dtype)
 
 
 def dense_reference(conv, x, w, v):
@@ -28,7 +21,7 @@ def dense_reference(conv, x, w, v):
 
 @pytest.mark.parametrize('bias', [True, False])
 def test_matches_dense_formula(bias):
-    w, v = factors()
+    w, v = eigen_factors()
     x = torch.randn(30, 7, dtype=torch.float64)
     conv = TSGCNConv(7, 4, bias=bias).double()
     if bias:
@@ -37,7 +30,7 @@ def test_matches_dense_formula(bias):
 
 
 def test_float32_and_lazy_in_channels():
-    w, v = factors(dtype=torch.float32)
+    w, v = eigen_factors(dtype=torch.float32)
     x = torch.randn(30, 11)
     conv = TSGCNConv(-1, 3)
     out = conv(x, w, v)
@@ -49,7 +42,7 @@ def test_float32_and_lazy_in_channels():
 
 
 def test_gradcheck():
-    w, v = factors(n=12, r=3)
+    w, v = eigen_factors(n=12, rank=3)
     x = torch.randn(12, 4, dtype=torch.float64, requires_grad=True)
     w.requires_grad_()
     v.requires_grad_()
@@ -63,7 +56,7 @@ def test_gradcheck():
 
 
 def test_core_is_kept_for_the_same_factors_and_rebuilt_for_changed_ones():
-    w, v = factors()
+    w, v = eigen_factors()
     x = torch.randn(30, 7, dtype=torch.float64)
     conv = TSGCNConv(7, 4).double()
     conv(x, w, v)
@@ -75,17 +68,17 @@ def test_core_is_kept_for_the_same_factors_and_rebuilt_for_changed_ones():
     assert conv._woodbury._core is not core
     w.data = 3 * w.data  # same object and version, new storage
     torch.testing.assert_close(conv(x, w, v), dense_reference(conv, x, w, v))
-    w2, v2 = factors(seed=1)  # new tensors
+    w2, v2 = eigen_factors(seed=1)  # new tensors
     torch.testing.assert_close(conv(x, w2, v2), dense_reference(conv, x, w2, v2))
 
 
 def test_inference_mode_bypasses_the_cache():
-    w, v = factors()
+    w, v = eigen_factors()
     x = torch.randn(30, 7, dtype=torch.float64)
     conv = TSGCNConv(7, 4).double()
     with torch.inference_mode():
         torch.testing.assert_close(conv(x, w, v), dense_reference(conv, x, w, v))
-        w_inf, v_inf = factors(seed=1)  # inference tensors: no version counter
+        w_inf, v_inf = eigen_factors(seed=1)  # inference tensors: no version counter
         torch.testing.assert_close(conv(x, w_inf, v_inf), dense_reference(conv, x, w_inf, v_inf))
     assert conv._woodbury._core is None
     conv(x, w, v).sum().backward()  # no inference tensor was kept for training
@@ -93,7 +86,7 @@ def test_inference_mode_bypasses_the_cache():
 
 
 def test_copies_and_pickles_drop_the_cached_core():
-    w, v = factors()
+    w, v = eigen_factors()
     x = torch.randn(30, 7, dtype=torch.float64)
     conv = TSGCNConv(7, 4).double()
     expected = conv(x, w, v)
@@ -106,7 +99,7 @@ def test_copies_and_pickles_drop_the_cached_core():
 
 
 def test_woodbury_apply_with_and_without_a_core():
-    w, v = factors()
+    w, v = eigen_factors()
     x = torch.randn(30, 3, dtype=torch.float64)
     expected = torch.linalg.solve(torch.eye(30, dtype=torch.float64) + w @ v.T, x)
     torch.testing.assert_close(woodbury_apply(x, w, v), expected)
@@ -114,14 +107,14 @@ def test_woodbury_apply_with_and_without_a_core():
 
 
 def test_rejects_a_singular_core():
-    w, v = factors(n=30, r=2)
+    w, v = eigen_factors(n=30, rank=2)
     v = -w @ torch.linalg.inv(w.T @ w)  # V^T W = -I, so I + V^T W = 0
     with pytest.raises(ValueError, match='singular'):
         TSGCNConv(6, 4).double()(torch.randn(30, 6, dtype=torch.float64), w, v)
 
 
 def test_rejects_non_finite_factors():
-    w, v = factors()
+    w, v = eigen_factors()
     w[3, 1] = float('nan')
     with pytest.raises(ValueError, match='NaN or infinite'):
         TSGCNConv(6, 4).double()(torch.randn(30, 6, dtype=torch.float64), w, v)
@@ -155,7 +148,7 @@ def test_reset_parameters_and_repr():
 
 
 def test_torch_compile():
-    w, v = factors(dtype=torch.float32)
+    w, v = eigen_factors(dtype=torch.float32)
     x = torch.randn(30, 6)
     conv = TSGCNConv(6, 4)
     compiled = torch.compile(conv, fullgraph=True)
@@ -183,9 +176,31 @@ def test_rejects_tensors_on_different_devices():
 
 @CUDA
 def test_cuda_matches_cpu():
-    w, v = factors(dtype=torch.float32)
+    w, v = eigen_factors(dtype=torch.float32)
     x = torch.randn(30, 6)
     conv = TSGCNConv(6, 4)
     expected = conv(x, w, v)
     got = conv.cuda()(x.cuda(), w.cuda(), v.cuda())
     torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_woodbury_apply_with_a_summary_gives_the_rows_of_the_full_application():
+    # Rows B of (I + W Vᵀ)⁻¹ X from W_B, X_B and the summary VᵀX of all rows,
+    # bit for bit as the full application (the same operations on those rows).
+    w, v = eigen_factors()
+    x = torch.randn(30, 3, dtype=torch.float64)
+    core = woodbury_core(w, v)
+    full = woodbury_apply(x, w, v, core)
+    rows = torch.tensor([4, 17, 0, 29])
+    got = woodbury_apply(x[rows], w[rows], None, core, summary=v.T @ x)
+    torch.testing.assert_close(got, full[rows], rtol=0, atol=0)
+    expected = torch.linalg.solve(torch.eye(30, dtype=torch.float64) + w @ v.T, x)
+    torch.testing.assert_close(got, expected[rows])
+    # float32 rows with a float64 summary and core: computed in the factors' dtype.
+    got32 = woodbury_apply(x[rows].float(), w[rows], None, core, summary=v.T @ x)
+    assert got32.dtype == torch.float32
+    torch.testing.assert_close(got32.double(), expected[rows], rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="'summary' needs 'core'"):
+        woodbury_apply(x[rows], w[rows], None, summary=v.T @ x)
+    with pytest.raises(ValueError, match="needs the factor 'v', or the summary"):
+        woodbury_apply(x, w, None, core)

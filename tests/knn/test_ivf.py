@@ -1,29 +1,9 @@
 import pytest
 import torch
-from torch_geometric.utils import coalesce
 
-from tests.conftest import brute_force, clustered
-from torch_geometric_regcn.knn.cosine import (
-    _top_k_lowest_index,
-    exact_knn_cosine,
-    ivf_knn_cosine,
-    knn_graph_cosine,
-    normalize_rows,
-)
-
-
-@pytest.mark.parametrize('levels', [3, 50, None])
-def test_top_k_ties_go_to_the_lower_index(levels):
-    # Few score levels make ties across the k-th place common (the mask
-    # fallback); None gives distinct scores (the top-(k+1) fast path).
-    scores = torch.randn(40, 30, generator=torch.Generator().manual_seed(2))
-    if levels is not None:
-        scores = (scores * levels / 4).round()
-    scores[torch.arange(30), torch.arange(30)] = -float('inf')
-    for k in (1, 5, 29):
-        expected = [sorted(sorted(range(30), key=lambda j: (-row[j], j))[:k])
-                    for row in scores.tolist()]
-        assert _top_k_lowest_index(scores, k).tolist() == expected
+from tests.conftest import clustered
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.knn import exact_knn_cosine, ivf_knn_cosine, spherical_kmeans
 
 
 def test_ivf_probing_every_cell_is_exact():
@@ -59,14 +39,22 @@ def test_ivf_handles_zero_duplicate_and_integer_rows():
                        exact_knn_cosine(counts.float(), 2))
 
 
-def test_knn_graph_cosine_is_symmetric_brute_force():
-    x = torch.randn(40, 5, generator=torch.Generator().manual_seed(6))
-    assert torch.equal(coalesce(knn_graph_cosine(x, 3)), brute_force(x, 3))
+def test_ivf_is_reproducible_and_one_part_is_the_default():
+    x = clustered(n=800)
+    runs = [ivf_knn_cosine(x, 5, cells=12, target_recall=0.8, sample=200, iterations=3,
+                           generator=torch.Generator().manual_seed(1), progress=False,
+                           **extra)
+            for extra in ({}, {}, {'partition': RowPartition.even(800, 1)})]
+    assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
 
 
-def test_normalize_rows_dense_and_sparse():
-    x = torch.tensor([[3.0, 4.0], [0.0, 0.0], [0.0, 2.0]])
-    expected = torch.tensor([[0.6, 0.8], [0.0, 0.0], [0.0, 1.0]])
-    torch.testing.assert_close(normalize_rows(x), expected)
-    for sparse in (x.to_sparse(), x.to_sparse_csr()):
-        torch.testing.assert_close(normalize_rows(sparse).to_dense(), expected)
+def test_spherical_kmeans_gives_unit_centroids_of_separated_clusters():
+    # Two antipodal directions: the centroids are the directions themselves.
+    gen = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.tensor([[1.0, 0.0]]).repeat(30, 1),
+                   torch.tensor([[-1.0, 0.0]]).repeat(30, 1)])
+    x = x + 1e-3 * torch.randn(60, 2, generator=gen)
+    x = x / x.norm(dim=1, keepdim=True)
+    centroids = spherical_kmeans(x, 2, generator=gen)
+    torch.testing.assert_close(centroids.norm(dim=1), torch.ones(2))
+    assert sorted(centroids[:, 0].round().tolist()) == [-1.0, 1.0]

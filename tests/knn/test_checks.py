@@ -1,0 +1,72 @@
+import warnings
+
+import pytest
+import torch
+
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.knn import (
+    exact_knn_cosine,
+    ivf_knn_cosine,
+    knn_graph_cosine,
+    sharded_knn_cosine,
+)
+from torch_geometric_regcn.knn.checks import EXACT_LIMIT, resolve_method
+
+
+def _gaussian(n, d, seed):
+    return torch.randn(n, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+
+
+def test_auto_is_exact_on_sparse_features_or_small_graphs():
+    dense, sparse = torch.randn(3, 2), torch.eye(3).to_sparse()
+    assert resolve_method('auto', dense, EXACT_LIMIT) == 'exact'
+    assert resolve_method('auto', dense, EXACT_LIMIT + 1) == 'ivf'
+    assert resolve_method('auto', sparse, EXACT_LIMIT + 1) == 'exact'
+    assert resolve_method('ivf', dense, 10) == 'ivf'
+
+
+def test_rejects_bad_arguments_without_a_process_group():
+    x = _gaussian(20, 3, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', DeprecationWarning)
+        with pytest.raises(ValueError, match="'partition' is missing"):
+            sharded_knn_cosine(x, 3, None, None)
+        with pytest.raises(ValueError, match="'x' has 20 rows, but rank 0 owns 10"):
+            sharded_knn_cosine(x, 3, RowPartition((0, 10), 0), None)
+        with pytest.raises(ValueError, match="'k' must lie in"):
+            sharded_knn_cosine(x, 20, RowPartition.even(20, 1), None)
+        with pytest.raises(ValueError, match='needs dense features'):
+            sharded_knn_cosine(x.to_sparse(), 3, RowPartition.even(20, 1), None,
+                               method='ivf')
+    with pytest.raises(ValueError, match="'x' has 20 rows, but rank 0 owns 10"):
+        exact_knn_cosine(x, 3, partition=RowPartition((0, 10), 0))
+    with pytest.raises(ValueError, match="'partition' is part 0 of 2"):
+        knn_graph_cosine(x, 3, partition=RowPartition((0, 10, 20), 0))
+    with pytest.raises(ValueError, match="initialised process group"):
+        exact_knn_cosine(x, 3, group=object())
+    with pytest.raises(ValueError, match="'k' must lie in \\[1, 19\\]"):
+        exact_knn_cosine(x, 20)
+    with pytest.raises(ValueError, match="'k' must be a positive integer"):
+        knn_graph_cosine(x, 0)
+    with pytest.raises(ValueError, match="'block_size' must be a positive integer"):
+        exact_knn_cosine(x, 3, block_size=0)
+    with pytest.raises(ValueError, match="'method' must be one of"):
+        knn_graph_cosine(x, 3, method='hnsw')
+    with pytest.raises(ValueError, match="'x' contains NaN"):
+        exact_knn_cosine(torch.tensor([[1.0], [float('nan')], [2.0]]), 1)
+    with pytest.raises(ValueError, match='needs dense features'):
+        ivf_knn_cosine(x.to_sparse(), 3)
+
+
+@pytest.mark.parametrize('option, value, message', [
+    ('cells', 0, "'cells' must lie in \\[1, 20\\]"),
+    ('cells', 21, "'cells' must lie in \\[1, 20\\]"),
+    ('probes', 0, "'probes' must be a positive integer"),
+    ('target_recall', 0.0, "'target_recall' must lie in \\(0.0, 1.0\\]"),
+    ('target_recall', 1.5, "'target_recall' must lie in"),
+    ('sample', 0, "'sample' must be a positive integer"),
+    ('iterations', -1, "'iterations' must be a non-negative integer"),
+])
+def test_ivf_rejects_bad_options(option, value, message):
+    with pytest.raises(ValueError, match=message):
+        ivf_knn_cosine(_gaussian(20, 3, 0), 3, **{option: value})

@@ -1,0 +1,59 @@
+import pytest
+import torch
+
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.knn import exact_knn_cosine, normalize_rows
+
+
+def brute_force_neighbours(x, k):
+    """Dense float64 cosine kNN, ties to the lower index, ascending rows."""
+    x = x.double()
+    sim = (x @ x.T) / (x.norm(dim=1, keepdim=True) * x.norm(dim=1)).clamp_min(1e-300)
+    sim.fill_diagonal_(-float('inf'))
+    return torch.tensor([sorted(sorted(range(len(row)), key=lambda j: (-row[j], j))[:k])
+                         for row in sim.tolist()])
+
+
+def ties(n, seed):
+    """+-1 rows in 16 dimensions, some scaled, duplicated or zero: every
+    similarity is a multiple of 1/8, computed exactly in any order, and most
+    k-th places are ties."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 2, (n, 16), generator=gen, dtype=torch.float64) * 2 - 1
+    x[1::4] = x[0::4][:len(x[1::4])]
+    x[2::9] *= 3.0
+    x[3::7] = 0.0
+    return x
+
+
+@pytest.mark.parametrize('features', ['gaussian', 'ties', 'sparse'])
+@pytest.mark.parametrize('block_size', [None, 1, 7])
+def test_one_part_is_the_dense_brute_force(features, block_size):
+    # Gaussian float64 scores differ by far more than their rounding
+    # (~1e-16), tie scores are exact: the neighbours are the reference's.
+    gen = torch.Generator().manual_seed(3)
+    x = ties(90, 1) if features == 'ties' else torch.randn(90, 12, generator=gen,
+                                                         dtype=torch.float64)
+    if features == 'sparse':
+        x[x.abs() < 1.0] = 0.0
+    expected = brute_force_neighbours(x, 5)
+    layouts = [x] + ([x.to_sparse(), x.to_sparse_csr()] if features == 'sparse' else [])
+    for features_in_layout in layouts:
+        got = exact_knn_cosine(features_in_layout, 5, block_size, progress=False)
+        assert torch.equal(got, expected)
+        assert torch.equal(exact_knn_cosine(features_in_layout, 5, block_size, progress=False,
+                                            partition=RowPartition.even(90, 1)), expected)
+
+
+def test_integer_features_are_searched_as_floats():
+    counts = torch.randint(0, 3, (50, 6), generator=torch.Generator().manual_seed(4))
+    assert torch.equal(exact_knn_cosine(counts, 3, progress=False),
+                       exact_knn_cosine(counts.float(), 3, progress=False))
+
+
+def test_normalize_rows_dense_and_sparse():
+    x = torch.tensor([[3.0, 4.0], [0.0, 0.0], [0.0, 2.0]])
+    expected = torch.tensor([[0.6, 0.8], [0.0, 0.0], [0.0, 1.0]])
+    torch.testing.assert_close(normalize_rows(x), expected)
+    for sparse in (x.to_sparse(), x.to_sparse_csr()):
+        torch.testing.assert_close(normalize_rows(sparse).to_dense(), expected)

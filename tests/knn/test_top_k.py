@@ -1,0 +1,52 @@
+import pytest
+import torch
+
+from torch_geometric_regcn.knn.top_k import RunningTopK, merge_top_k, top_k_lowest_index
+
+
+def _reference(scores, k):
+    """Each row's k best columns in the order (-score, column), ascending."""
+    return [sorted(sorted(range(len(row)), key=lambda j: (-row[j], j))[:k])
+            for row in scores.tolist()]
+
+
+@pytest.mark.parametrize('levels', [3, 50, None])
+def test_top_k_ties_go_to_the_lower_index(levels):
+    # Few score levels make ties across the k-th place common (the mask
+    # fallback); None gives distinct scores (the top-(k+1) fast path).
+    scores = torch.randn(40, 30, generator=torch.Generator().manual_seed(2))
+    if levels is not None:
+        scores = (scores * levels / 4).round()
+    scores[torch.arange(30), torch.arange(30)] = -float('inf')
+    for k in (1, 5, 29):
+        assert top_k_lowest_index(scores, k).tolist() == _reference(scores, k)
+
+
+@pytest.mark.parametrize('levels', [3, None])
+def test_running_top_k_over_blocks_is_the_top_k_of_the_whole_row(levels):
+    # Column blocks of uneven widths (narrower than k too), merged in any
+    # order, give the top-k of the full rows, ties to the lower column.
+    gen = torch.Generator().manual_seed(4)
+    scores = torch.randn(25, 41, generator=gen, dtype=torch.float64)
+    if levels is not None:
+        scores = (scores * levels).round()
+    k, bounds = 6, [0, 3, 17, 17, 30, 41]
+    for order in ([0, 1, 2, 3, 4], [4, 2, 0, 3, 1]):
+        top = RunningTopK(25, k, 41, scores)
+        for b in order:
+            columns = torch.arange(bounds[b], bounds[b + 1])
+            rows = slice(0, 12) if b == 3 else slice(None)  # rows may come in parts
+            top.add(rows, scores[rows, columns], columns)
+            if b == 3:
+                top.add(slice(12, None), scores[12:, columns], columns)
+        assert top.result().tolist() == _reference(scores, k)
+
+
+def test_one_block_needs_no_merge_and_merge_orders_by_score_then_index():
+    scores = torch.tensor([[0.5, 0.9, 0.5, 0.1], [0.0, 0.0, 0.0, 1.0]])
+    top = RunningTopK(2, 2, 4, scores, merges=False)
+    top.add(slice(None), scores, torch.arange(4))
+    assert top.result().tolist() == [[0, 1], [0, 3]]
+    values, index = merge_top_k(torch.tensor([[0.5, 0.25]]), torch.tensor([[7, 3]]),
+                                torch.tensor([[0.5, 0.75]]), torch.tensor([[2, 9]]), 3)
+    assert index.tolist() == [[9, 2, 7]] and values.tolist() == [[0.75, 0.5, 0.5]]

@@ -1,0 +1,76 @@
+"""laplacian_eigenpairs against dense numpy.linalg.eigh of the normalised
+Laplacian, through both solvers (batched dense and block Lanczos), and its
+warning when Lanczos stops short."""
+import numpy as np
+import pytest
+import torch
+
+from torch_geometric_regcn.linalg import laplacian_eigenpairs, normalized_adjacency
+
+
+def pieces(sizes, isolated=0, seed=0):
+    """Rings with random chords of the given sizes, then isolated nodes."""
+    gen = torch.Generator().manual_seed(seed)
+    parts, offset = [], 0
+    for size in sizes:
+        ring = torch.arange(size)
+        parts.append(torch.stack([ring, (ring + 1) % size]) + offset)
+        parts.append(torch.randint(0, size, (2, size), generator=gen) + offset)
+        offset += size
+    return torch.cat(parts, dim=1), offset + isolated
+
+
+def dense_laplacian(edge_index, weight, n):
+    a = torch.zeros(n, n, dtype=torch.float64)
+    a[edge_index[0], edge_index[1]] = weight
+    return torch.eye(n, dtype=torch.float64) - a
+
+
+@pytest.mark.parametrize('sizes, isolated, k', [
+    ([50, 30], 2, 6),  # dense only
+    ([400, 40], 3, 9),  # a Lanczos component and a dense one
+])
+def test_matches_dense_eigh(sizes, isolated, k):
+    edge_index, n = pieces(sizes, isolated)
+    ei, w, degree = normalized_adjacency(edge_index, n, dtype=torch.float64, self_loops=False,
+                                         reduce='sum', return_degree=True)
+    pairs = laplacian_eigenpairs(ei, w, degree, k, tol=1e-10)
+    lap = dense_laplacian(ei, w, n)
+    values = np.linalg.eigvalsh(lap.numpy())
+    # float64 eigenvalues of a matrix of norm <= 2: agreement far below 1e-8
+    assert np.abs(pairs.eigenvalues.numpy() - values[1:k + 1]).max() < 1e-8
+    vectors = pairs.eigenvectors
+    assert vectors.shape == (n, k) and vectors.dtype == torch.float64
+    residual = lap @ vectors - vectors * pairs.eigenvalues
+    assert float(residual.abs().max()) < 1e-7
+    assert torch.allclose(vectors.T @ vectors, torch.eye(k, dtype=torch.float64), atol=1e-10)
+
+
+def test_kernel_and_isolated_nodes_are_known_exactly():
+    edge_index, n = pieces([20, 10, 10], isolated=2)
+    ei, w, degree = normalized_adjacency(edge_index, n, dtype=torch.float64, self_loops=False,
+                                         return_degree=True)
+    pairs = laplacian_eigenpairs(ei, w, degree, 2)
+    assert torch.equal(pairs.eigenvalues, torch.zeros(2, dtype=torch.float64))
+    for column, piece in enumerate([slice(20, 30), slice(30, 40)]):  # components 2 and 3
+        expected = torch.zeros(n, dtype=torch.float64)
+        expected[piece] = degree[piece].sqrt() / degree[piece].sqrt().norm()
+        torch.testing.assert_close(pairs.eigenvectors[:, column], expected)
+    assert pairs.residual == 0.0 and pairs.iterations == 0  # nothing solved
+
+
+def test_a_stopped_lanczos_solve_warns_with_its_residual():
+    edge_index, n = pieces([600])
+    ei, w, degree = normalized_adjacency(edge_index, n, dtype=torch.float64, self_loops=False,
+                                         return_degree=True)
+    with pytest.warns(UserWarning, match=r'relative residual \d\.\d\de[-+]\d+ > tol=1e-18'):
+        pairs = laplacian_eigenpairs(ei, w, degree, 4, tol=1e-18, max_iter=1,
+                                     dense_fallback=100)
+    assert not pairs.converged and pairs.residual > 1e-18
+
+
+def test_rejects_k_not_below_the_number_of_nodes():
+    ei, w, degree = normalized_adjacency(torch.tensor([[0], [1]]), 3, self_loops=False,
+                                         return_degree=True)
+    with pytest.raises(ValueError, match="'k' must be smaller than the number of nodes 3"):
+        laplacian_eigenpairs(ei, w.double(), degree.double(), 3)

@@ -1,0 +1,160 @@
+r"""EdgeMasking: an explainer's edge mask on RegularizerConv's operators,
+against a dense reference, and the mask gradients of the solvers."""
+import pytest
+import torch
+from torch_geometric.explain import Explainer
+from torch_geometric.explain.algorithm import GNNExplainer
+from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
+
+from tests.nn.helpers import layer, two_components
+from torch_geometric_regcn import RegularizerGNN
+from torch_geometric_regcn.nn.conv.edge_masking import EdgeMasking
+
+F = 5
+
+
+def masked_graph(n=6):
+    r"""A small symmetric operator with entries on edges present in both
+    directions, in one direction only, on the diagonal and on pairs without
+    an edge, and a random mask."""
+    edge_index = torch.tensor([[0, 1, 1, 3, 4, 2],
+                               [1, 0, 2, 4, 5, 5]])  # 0 <-> 1 both ways, the others one way
+    gen = torch.Generator().manual_seed(0)
+    dense = torch.randn(n, n, dtype=torch.float64, generator=gen)
+    dense = dense + dense.T
+    dense[0, 3] = dense[3, 0] = 0.0  # a pair without an entry
+    mask = torch.rand(edge_index.size(1), dtype=torch.float64, generator=gen)
+    return edge_index, dense, mask
+
+
+def dense_weights(edge_index, mask, n):
+    r"""Entry (i, j): the mean of the masks of the edges j -> i and i -> j
+    present, one where neither is, by a loop over the entries."""
+    weights = [[torch.ones((), dtype=torch.float64)] * n for _ in range(n)]
+    edges = {(int(s), int(t)): m for (s, t), m in zip(edge_index.T, mask)}
+    for i in range(n):
+        for j in range(n):
+            present = [edges[key] for key in ((j, i), (i, j)) if key in edges]
+            if present:
+                weights[i][j] = sum(present) / len(present)
+    return torch.stack([torch.stack(row) for row in weights])
+
+
+@pytest.mark.parametrize('layout', ['coo', 'csr'])
+@pytest.mark.parametrize('apply_sigmoid', [False, True])
+def test_weights_and_product_equal_the_dense_masked_operator(layout, apply_sigmoid):
+    edge_index, dense, mask = masked_graph()
+    matrix = dense.to_sparse() if layout == 'coo' else dense.to_sparse_csr()
+    masking = EdgeMasking(mask, apply_sigmoid, edge_index)
+    expected = dense_weights(edge_index, mask.sigmoid() if apply_sigmoid else mask, 6)
+    row, col = dense.to_sparse().indices()  # the order of to_edge_index: row-major
+    torch.testing.assert_close(masking.weights(matrix), expected[row, col], rtol=0, atol=0)
+    x = torch.randn(6, 3, dtype=torch.float64)
+    torch.testing.assert_close(masking.apply(matrix, x), (dense * expected) @ x)
+
+
+def test_the_mask_gradient_of_the_product_is_the_dense_one():
+    edge_index, dense, mask = masked_graph()
+    x = torch.randn(6, 3, dtype=torch.float64)
+    mask.requires_grad_()
+    out = EdgeMasking(mask, False, edge_index).apply(dense.to_sparse(), x)
+    (grad,) = torch.autograd.grad(out.square().sum(), mask)
+    reference = mask.detach().clone().requires_grad_()
+    expected_out = (dense * dense_weights(edge_index, reference, 6)) @ x
+    (expected,) = torch.autograd.grad(expected_out.square().sum(), reference)
+    torch.testing.assert_close(grad, expected)
+
+
+def test_an_empty_edge_index_leaves_the_operator_as_it_is():
+    _, dense, _ = masked_graph()
+    masking = EdgeMasking(torch.zeros(0, dtype=torch.float64), False,
+                          torch.zeros(2, 0, dtype=torch.long))
+    assert bool((masking.weights(dense.to_sparse()) == 1).all())
+
+
+def test_the_old_import_path_warns():
+    from torch_geometric_regcn.nn.conv import regularizer_conv
+    with pytest.warns(DeprecationWarning, match='edge_masking.EdgeMasking'):
+        assert regularizer_conv.EdgeMasking is EdgeMasking
+
+
+def mask_gradient(conv, x, edge_index, mask):
+    set_masks(conv, mask, edge_index, apply_sigmoid=True)
+    try:
+        out = conv(x, edge_index)
+        (grad,) = torch.autograd.grad(out[0].sum() + out[5].square().sum(), mask)
+    finally:
+        clear_masks(conv)
+    return out.detach(), grad
+
+
+def test_implicit_mask_gradient_of_cg_equals_a_converged_series():
+    # APPNP's K-step series converges to its CG solve ((1-α)^K = 0.5^60), so the
+    # edge-mask gradients of both, one by autograd through 60 masked steps,
+    # the other by CG's implicit backward, must agree.
+    x, edge_index = two_components()
+    mask = torch.randn(edge_index.size(1), dtype=torch.float64, requires_grad=True)
+    series = layer('appnp', 'series', K=60, alpha=0.5)
+    cg = layer('appnp', 'cg', K=60, alpha=0.5, tol=1e-13)
+    cg.load_state_dict(series.state_dict())
+    out_s, grad_s = mask_gradient(series, x, edge_index, mask)
+    out_c, grad_c = mask_gradient(cg, x, edge_index, mask)
+    torch.testing.assert_close(out_c, out_s, rtol=1e-9, atol=1e-11)
+    torch.testing.assert_close(grad_c, grad_s, rtol=1e-7, atol=1e-11)
+    assert grad_s[:edge_index.size(1) // 2].abs().max() > 0
+
+
+def test_cg_mask_gradient_matches_finite_differences():
+    x, edge_index = two_components()
+    conv = layer('tsgcn', 'cg', alpha=1.0, beta=0.5, tol=1e-13)
+    semantic = edge_index.flip(0)[:, ::3]
+
+    def loss(mask):
+        set_masks(conv, mask, edge_index, apply_sigmoid=False)
+        try:
+            return conv(x, edge_index, semantic_edge_index=semantic)[:3].square().sum()
+        finally:
+            clear_masks(conv)
+
+    mask = torch.rand(edge_index.size(1), dtype=torch.float64, requires_grad=True)
+    f = loss(mask)
+    (grad,) = torch.autograd.grad(f, mask)
+    # The central difference (f(m + h) - f(m - h)) / 2h errs by the truncation
+    # h^2 |f'''| / 6 (about 1e-13 here) plus 2 delta / 2h, with delta the
+    # rounding error of one computed loss: CG's ~15 iterations round every
+    # entry of the solve, so delta <= c eps |f| with c = 64 (iterations times
+    # the condition number of M, at most 1 + alpha + beta = 2.5, with a margin).
+    # The difference is thus within c eps |f| / h of the exact derivative
+    # (3e-7 here; one rounding of f at h = 1e-6 already gives 4e-9).
+    h = 1e-6
+    bound = 64 * torch.finfo(torch.float64).eps * abs(float(f.detach())) / h
+    seen = (edge_index < 20).all(dim=0)  # the output's rows 0..2 are in nodes 0..19
+    last = edge_index.size(1) - 1
+    assert bool(seen[0]) and bool(seen[7]) and not bool(seen[last])
+    assert float(grad[last]) == 0.0  # an edge the output cannot see: exactly zero
+    for e in (0, 7, last):
+        step = torch.zeros_like(mask)
+        step[e] = h
+        with torch.no_grad():
+            numeric = (loss(mask.detach() + step) - loss(mask.detach() - step)) / (2 * h)
+        assert float(grad[e]) == pytest.approx(float(numeric), rel=1e-5, abs=bound)
+
+
+@pytest.mark.parametrize('regularizer, solver', [('appnp', 'series'), ('appnp', 'cg'),
+                                                 ('gnn_lf', 'cg')])
+def test_gnn_explainer_returns_an_edge_mask(regularizer, solver):
+    x, edge_index = two_components()
+    torch.manual_seed(0)
+    model = RegularizerGNN(F, 8, 3, regularizer=regularizer, solver=solver).double()
+    explainer = Explainer(model, algorithm=GNNExplainer(epochs=20),
+                          explanation_type='model', node_mask_type='attributes',
+                          edge_mask_type='object',
+                          model_config=dict(mode='multiclass_classification', task_level='node',
+                                            return_type='raw'))
+    explanation = explainer(x, edge_index, index=0)
+    mask = explanation.edge_mask
+    assert mask.shape == (edge_index.size(1),)
+    other = (edge_index[0] >= 20) & (edge_index[1] >= 20)  # node 0 cannot see them
+    assert mask[~other].max() > 0
+    assert mask[other].abs().max() == 0
+    assert not model.convs[0].explain  # the explainer cleaned up

@@ -1,0 +1,88 @@
+r"""GraphCache: a layer with cached=True keeps its graph while the same graph
+comes back, refuses another one and forgets it when asked, on loading and in
+copies."""
+import pytest
+import torch
+
+from tests.nn.helpers import conv, layer, setup, two_components
+
+
+def test_cached_reuses_graph_and_reset_clears_it():
+    x, ei = setup()
+    layer = conv('appnp', cached=True)
+    first = layer(x, ei)
+    graph = layer._graph_cache.graph
+    assert graph is not None
+    torch.testing.assert_close(layer(x, ei.clone()), first)  # an equal graph: the cache
+    assert layer._graph_cache.graph is graph
+    with pytest.raises(ValueError, match="another graph.*'edge_index' differs.*reset_cache"):
+        layer(x, ei[:, :4])  # another graph is an error, not the cached result
+    with pytest.raises(ValueError, match="'num_nodes' differs"):
+        layer(x[:-1], ei[:, :4])
+    ei.add_(0)  # an in-place write, even of the same values, bumps the version
+    with pytest.raises(ValueError, match="'edge_index' was modified in place"):
+        layer(x, ei)
+    layer.reset_cache()
+    fresh = conv('appnp', cached=False)
+    fresh.load_state_dict(layer.state_dict())
+    torch.testing.assert_close(layer(x, ei[:, :4]), fresh(x, ei[:, :4]))
+    layer.reset_parameters()
+    assert layer._graph_cache.graph is None
+
+
+def test_cached_layer_builds_its_system_matrix_once():
+    x, ei = setup()
+    layer = conv('gnn_hf', cached=True)
+    first = layer(x, ei)
+    key = (layer.regularizer, 'operator')
+    matrix = layer._graph_cache.graph.derived[key]
+    torch.testing.assert_close(layer(x, ei), first)
+    assert layer._graph_cache.graph.derived[key] is matrix
+
+
+def test_cached_layer_forgets_its_graph_when_coefficients_are_loaded():
+    x, ei = setup()
+    layer = conv('appnp', K=3, alpha=0.5, cached=True)
+    layer(x, ei)
+    reference = conv('appnp', K=4, alpha=0.2)
+    reference.lin.load_state_dict(layer.lin.state_dict())
+    layer.load_state_dict(reference.state_dict())
+    assert layer._graph_cache.graph is None
+    torch.testing.assert_close(layer(x, ei), reference(x, ei))
+
+
+@pytest.mark.parametrize('cached', [False, True])
+def test_copies_and_pickles_rebuild_the_cache(cached):
+    import copy
+    import io
+    x, edge_index = two_components()
+    conv = layer('tsgcn', 'cg', cached=cached, learn=('alpha',))
+    kwargs = {'semantic_edge_index': edge_index.flip(0)}
+    expected = conv(x, edge_index, **kwargs)
+    buffer = io.BytesIO()
+    torch.save(conv, buffer)
+    buffer.seek(0)
+    for other in (copy.deepcopy(conv), torch.load(buffer, weights_only=False)):
+        assert other._graph_cache.graph is None
+        torch.testing.assert_close(other(x, edge_index, **kwargs), expected)
+
+
+def test_the_cache_alone_accepts_the_same_or_an_equal_graph_and_names_a_change():
+    from torch_geometric_regcn.nn.conv.graph_cache import GraphCache
+    _, ei = setup()
+    weight = torch.rand(ei.size(1), dtype=torch.float64)
+    cache, graph = GraphCache(), object()
+    cache.store(graph, 30, {'edge_index': ei, 'edge_weight': weight})
+    cache.seal()
+    cache.check('Layer', 30, {'edge_index': ei, 'edge_weight': weight})  # the same objects
+    cache.check('Layer', 30, {'edge_index': ei.int(), 'edge_weight': weight.clone()})  # equal
+    sparse = torch.sparse_coo_tensor(ei, weight, (30, 30))
+    cache.store(graph, 30, {'edge_index': sparse, 'edge_weight': None})
+    cache.check('Layer', 30, {'edge_index': sparse.coalesce(), 'edge_weight': None})
+    with pytest.raises(ValueError, match=r"^Layer\(cached=True\).*'edge_index' differs"):
+        cache.check('Layer', 30, {'edge_index': sparse.to_sparse_csr(), 'edge_weight': None})
+    with pytest.raises(ValueError, match="'edge_weight' differs"):
+        cache.check('Layer', 30, {'edge_index': sparse, 'edge_weight': weight})
+    assert cache.graph is graph
+    cache.clear()
+    assert cache.graph is None

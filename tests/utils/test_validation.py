@@ -1,0 +1,84 @@
+r"""The shared argument checks: each names the argument, the rule and the fix."""
+import numpy as np
+import pytest
+import torch
+
+from torch_geometric_regcn.utils.validation import (
+    check_choice,
+    check_index,
+    check_stopping_rule,
+)
+
+METHODS = ('exact', 'ivf')
+
+
+def test_check_choice_returns_a_valid_value():
+    assert check_choice('method', 'ivf', METHODS) == 'ivf'
+    assert check_choice('method', 'exact', list(METHODS)) == 'exact'
+
+
+@pytest.mark.parametrize('value', ['IVF', 'lanczos', None, 1, ('exact',)])
+def test_check_choice_names_the_argument_the_choices_and_the_value(value):
+    message = f"'method' must be one of ('exact', 'ivf') (got {value!r})"
+    with pytest.raises(ValueError) as error:
+        check_choice('method', value, METHODS)
+    assert str(error.value) == message
+
+
+def test_check_choice_appends_a_hint():
+    with pytest.raises(ValueError, match=r"\(got 'fresh'\): 'refresh' recomputes$"):
+        check_choice('summary', 'fresh', ('refresh', 'history'), "'refresh' recomputes")
+
+
+@pytest.mark.parametrize('dtype', [torch.int64, torch.int32, torch.int16, torch.uint8])
+def test_check_index_returns_int64_indices(dtype):
+    index = torch.tensor([3, 0, 3, 9], dtype=dtype)
+    out = check_index('index', index, 10)
+    assert out.dtype == torch.int64 and torch.equal(out, index.long())
+    assert check_index('index', torch.tensor([], dtype=dtype), 0).numel() == 0
+    assert torch.equal(check_index('n_id', index, 10, size=4), index.long())
+
+
+@pytest.mark.parametrize('index, got', [
+    ([1, 2], 'list'),
+    (np.arange(3), 'ndarray'),
+    (torch.zeros(3), 'torch.float32 of shape [3]'),
+    (torch.zeros(2, 2, dtype=torch.long), 'torch.int64 of shape [2, 2]'),
+    (torch.tensor(3), 'torch.int64 of shape []'),
+    (torch.zeros(3, dtype=torch.complex64), 'torch.complex64 of shape [3]'),
+])
+def test_check_index_rejects_what_is_not_a_1d_integer_tensor(index, got):
+    with pytest.raises(TypeError) as error:
+        check_index('index', index, 10)
+    assert str(error.value) == f"'index' must be a 1-D tensor of integer node indices (got {got})"
+
+
+def test_check_index_names_the_fix_for_a_boolean_mask():
+    with pytest.raises(TypeError, match=r"for a boolean mask pass 'mask.nonzero\(\).view\(-1\)'"):
+        check_index('mask', torch.ones(10, dtype=torch.bool), 10)
+
+
+@pytest.mark.parametrize('index', [[0, 10], [-1, 3], [10]])
+def test_check_index_rejects_nodes_outside_the_graph(index):
+    with pytest.raises(ValueError, match=r"^'n_id' refers to nodes outside \[0, 9\] of the "
+                                         r"graph the model saw$"):
+        check_index('n_id', torch.tensor(index), 10, graph='the graph the model saw')
+
+
+def test_check_index_checks_the_size_before_the_range():
+    with pytest.raises(ValueError, match=r"'n_id' must hold one node index per row \(3\), "
+                                         r"got 4"):
+        check_index('n_id', torch.tensor([0, 1, 2, 99]), 10, size=3)
+
+
+def test_check_stopping_rule():
+    assert check_stopping_rule(1e-6, np.int64(10)) == (1e-6, 10)
+    for tol in (0.0, -1e-3, float('nan'), float('inf')):
+        with pytest.raises(ValueError, match="'tol'"):
+            check_stopping_rule(tol, 10)
+    with pytest.raises(ValueError, match="'max_iter' must be a positive integer"):
+        check_stopping_rule(1e-6, 0)
+    with pytest.raises(ValueError, match="'max_iter'"):
+        check_stopping_rule(1e-6, 10.0)
+    with pytest.raises(TypeError, match="'tol' must be a real number"):
+        check_stopping_rule('1e-6', 10)

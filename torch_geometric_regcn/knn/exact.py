@@ -1,0 +1,134 @@
+r"""The exact cosine kNN search: similarities in row blocks against each
+block of nodes in turn (on row shards, the feature blocks pass around a ring
+of the ranks), merged into a running top-:math:`k`."""
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from torch_geometric_regcn.distributed.collectives import Group, rank_of
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.knn.checks import check_search
+from torch_geometric_regcn.knn.ring import pack, ring, unpack
+from torch_geometric_regcn.knn.top_k import RunningTopK
+from torch_geometric_regcn.utils.progress import progress_bar
+from torch_geometric_regcn.utils.sparse import dense_rows, to_csr
+
+#: Similarities per block of the search on CPU (on CUDA 8x more): with the
+#: top-k masks about 300 MB; a GPU has the memory for more, and fewer, larger
+#: blocks keep it busy.
+BLOCK = 2**24
+
+
+def normalize_rows(x: Tensor) -> Tensor:
+    r"""The rows of :obj:`x` scaled to unit L2 norm,
+    :math:`\mathbf{x}_i / \max(\|\mathbf{x}_i\|_2, \epsilon)` with
+    :math:`\epsilon` the dtype's smallest normal number, so zero rows stay
+    zero (never NaN).
+
+    Args:
+        x (torch.Tensor): :obj:`[N, F]`, dense or sparse COO or CSR.
+
+    Shapes:
+        - **output:** :obj:`[N, F]`, dense for dense :obj:`x`, else
+          coalesced COO.
+    """
+    if x.layout == torch.strided:
+        return x / x.norm(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+    x = x.to_sparse_coo().coalesce()
+    row, col = x.indices()
+    norm = torch.zeros(x.size(0), dtype=x.dtype, device=x.device)
+    norm.index_add_(0, row, x.values().square())
+    values = x.values() / norm.sqrt().clamp_min(torch.finfo(x.dtype).tiny)[row]
+    return torch.sparse_coo_tensor(x.indices(), values, x.shape, is_coalesced=True,
+                                   check_invariants=False)
+
+
+def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
+                     progress: bool = True, *, partition: Optional[RowPartition] = None,
+                     group: Group = None) -> Tensor:
+    r"""The :obj:`k` nearest neighbours of every row of :obj:`x` under cosine
+    similarity,
+
+    .. math::
+        \mathcal{N}_k(i) = \operatorname{top-}k_{j \neq i}\;
+        \frac{\mathbf{x}_i^{\top}\mathbf{x}_j}{\|\mathbf{x}_i\|\,\|\mathbf{x}_j\|},
+
+    ties to the lower node index; a zero row has similarity 0 to every node.
+
+    The similarities of :obj:`block_size` query rows at a time are scored
+    against each block of nodes and merged into a running top-:math:`k` in
+    the order (similarity descending, node index ascending). On row shards
+    (:obj:`group` given) the unit feature blocks pass around a ring of the
+    ranks, so no rank holds all the features (see ``docs/distributed.md``);
+    with :obj:`group=None` there is one block and no merge.
+
+    The neighbours equal those of one process wherever both compute the same
+    scores: always for sparse features, and for dense scores that are exact.
+    Other dense scores are matrix products whose last bit the BLAS may round
+    differently for other block shapes (as between two :obj:`block_size`), so
+    two candidates one rounding error apart may trade the :math:`k`-th place.
+
+    With :math:`n = N / P` rows per rank, time is :math:`O(n N F)` per rank,
+    memory :math:`O(n F + n k + \text{block\_size} \cdot n)`, and each rank
+    sends :math:`(P - 1) / P \cdot N F` values (non-zeros with their indices
+    for sparse features).
+
+    Args:
+        x (torch.Tensor): This rank's rows of the node features
+            :obj:`[n, F]` (all :math:`N` rows without a :obj:`group`): dense,
+            or sparse COO or CSR.
+        k (int): Neighbours per node, less than :math:`N`.
+        block_size (int, optional): Query rows per block. (default:
+            :obj:`None`, about :math:`2^{24}` similarities per block, 8x more
+            on CUDA)
+        progress (bool, optional): Show a progress bar (on rank 0) when the
+            search takes longer than a second. (default: :obj:`True`)
+        partition (RowPartition, optional): The row blocks, as on this rank's
+            shard; required with a :obj:`group`. (default: one part)
+        group (torch.distributed.ProcessGroup, optional): The ranks that hold
+            the shards; every rank must call. (default: :obj:`None`, one
+            process)
+
+    Shapes:
+        - **output:** :obj:`[n, k]` global node indices, ascending in each row.
+    """
+    x, partition, _ = check_search(x, k, partition, group, 'exact_knn_cosine', 'exact',
+                                   block_size)
+    return exact_search(normalize_rows(x), k, partition, group, block_size,
+                        progress and rank_of(group) == 0)
+
+
+def exact_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
+                 block_size: Optional[int], progress: bool) -> Tensor:
+    r"""The search of :func:`exact_knn_cosine` on checked unit rows
+    :obj:`xn`."""
+    n_local, bounds = partition.num_local, partition.bounds
+    widest = max(max(b - a for a, b in zip(bounds, bounds[1:])), 1)
+    if block_size is None:
+        block_size = max(1, min(n_local, (BLOCK * 8 if xn.is_cuda else BLOCK) // widest))
+    own_keys = xn if xn.layout == torch.strided else to_csr(xn)
+    top = RunningTopK(n_local, k, partition.num_nodes, xn, merges=partition.num_parts > 1)
+    bar = progress_bar(n_local * partition.num_parts, 'semantic kNN (exact)', 'node',
+                       progress)
+    for src, payload in ring(pack(xn) if partition.num_parts > 1 else (), group):
+        if src == partition.rank:
+            keys = own_keys
+        else:
+            keys = unpack(payload, bounds[src + 1] - bounds[src], xn.size(1))
+        columns = torch.arange(bounds[src], bounds[src + 1], device=xn.device)
+        for start in range(0, n_local, block_size):
+            end = min(start + block_size, n_local)
+            block = dense_rows(xn, start, end)
+            if keys.layout == torch.strided:
+                scores = block @ keys.T
+            else:
+                scores = (keys @ block.T).T
+            if src == partition.rank:
+                own = torch.arange(start, end, device=xn.device)
+                scores[own - start, own] = -math.inf
+            top.add(slice(start, end), scores, columns)
+            bar.update(end - start)
+    bar.close()
+    return top.result()

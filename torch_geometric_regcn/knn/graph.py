@@ -1,0 +1,99 @@
+r"""The symmetrised cosine :math:`k`-nearest-neighbour graph, in one
+process or on row shards."""
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import coalesce
+
+from torch_geometric_regcn.distributed.collectives import Group, all_to_all, rank_of
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.knn.checks import check_search
+from torch_geometric_regcn.knn.exact import exact_search, normalize_rows
+from torch_geometric_regcn.knn.ivf import ivf_options, ivf_search
+
+
+def knn_graph_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
+                     method: str = 'auto', progress: bool = True,
+                     generator: Optional[torch.Generator] = None, *,
+                     partition: Optional[RowPartition] = None, group: Group = None) -> Tensor:
+    r"""The symmetrised cosine :obj:`k`-nearest-neighbour graph of the rows of
+    :obj:`x`: the edge :math:`(i, j)` for
+
+    .. math::
+        j \in \mathcal{N}_k(i) \;\text{or}\; i \in \mathcal{N}_k(j),
+
+    with :math:`\mathcal{N}_k` the neighbours of :func:`exact_knn_cosine`
+    (:obj:`method="exact"`) or of the approximate :func:`ivf_knn_cosine`
+    with its default settings (:obj:`"ivf"`); :obj:`"auto"` searches exactly
+    on CUDA, for sparse :obj:`x` or up to :data:`EXACT_LIMIT` nodes in all,
+    else by IVF.
+
+    On row shards (:obj:`group` given) each rank gets its own rows of the
+    graph: the edges :math:`(i, j)` found here are sent, reversed, to the
+    owner of :math:`j` in one all-to-all of :math:`2 \cdot 8` bytes per edge,
+    and each rank coalesces its rows. Concatenated in rank order, the ranks'
+    edges are the graph of one process, up to the rounding caveat of
+    :func:`exact_knn_cosine` (see ``docs/distributed.md``).
+
+    Args:
+        x (torch.Tensor): This rank's rows of the node features
+            :obj:`[n, F]` (all :math:`N` rows without a :obj:`group`): dense,
+            or sparse COO or CSR (exact search only).
+        k (int): Neighbours per node, less than :math:`N`.
+        block_size (int, optional): Query rows per block of the exact search.
+            (default: :obj:`None`, about :math:`2^{24}` similarities per block)
+        method (str, optional): :obj:`"auto"`, :obj:`"exact"` or :obj:`"ivf"`.
+            (default: :obj:`"auto"`)
+        progress (bool, optional): Show a progress bar (on rank 0) when the
+            search takes longer than a second. (default: :obj:`True`)
+        generator (torch.Generator, optional): The IVF search's random
+            numbers; the same state on every rank. (default: torch's default
+            generator)
+        partition (RowPartition, optional): The row blocks, as on this rank's
+            shard; required with a :obj:`group`. (default: one part)
+        group (torch.distributed.ProcessGroup, optional): The ranks that hold
+            the shards; every rank must call. (default: :obj:`None`, one
+            process)
+
+    Shapes:
+        - **output:** :obj:`edge_index` :obj:`[2, E]` of global node indices
+          whose first index is one of this rank's nodes, sorted, without
+          duplicates or self loops.
+    """
+    col, partition = search(x, k, method, block_size, generator, progress, partition, group,
+                            'knn_graph_cosine')
+    return symmetrise(col, partition, group)
+
+
+def search(x: Tensor, k: int, method: str, block_size: Optional[int],
+           generator: Optional[torch.Generator], progress: bool,
+           partition: Optional[RowPartition], group: Group,
+           what: str) -> Tuple[Tensor, RowPartition]:
+    r"""The :obj:`[n, k]` neighbours of the search that :obj:`method` names
+    (IVF with its default settings), and the checked partition."""
+    x, partition, method = check_search(x, k, partition, group, what, method, block_size,
+                                        generator)
+    xn, show = normalize_rows(x), progress and rank_of(group) == 0
+    if method == 'exact':
+        return exact_search(xn, k, partition, group, block_size, show), partition
+    options = ivf_options(partition.num_nodes)
+    return ivf_search(xn, k, partition, group, generator, show, **options), partition
+
+
+def symmetrise(col: Tensor, partition: RowPartition, group: Group) -> Tensor:
+    r"""This rank's rows of the union of the kNN edges :obj:`(i, col[i])` and
+    their reverses: each reversed edge goes to the owner of its first
+    index."""
+    k = col.size(1)
+    row = torch.arange(partition.start, partition.end, device=col.device).repeat_interleave(k)
+    col = col.reshape(-1)
+    if partition.num_parts == 1:
+        received = [torch.stack([col, row], dim=1)]
+    else:
+        owner = partition.owner(col)
+        reverse = torch.stack([col, row], dim=1)[owner.argsort(stable=True)]
+        sizes = torch.bincount(owner, minlength=partition.num_parts).tolist()
+        received = all_to_all(list(reverse.split(sizes)), group)
+    edge_index = torch.cat([torch.stack([row, col]), torch.cat(received).T], dim=1)
+    return coalesce(edge_index, num_nodes=partition.num_nodes)

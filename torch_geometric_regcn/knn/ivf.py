@@ -1,0 +1,241 @@
+r"""The approximate cosine kNN search by an inverted file (IVF) index:
+spherical k-means cells, the number of probed cells tuned to a target recall,
+and the search of each cell's queries among the nodes of its probed cells, in
+one process or on row shards."""
+import math
+from typing import Any, Dict, List, Optional
+
+import torch
+from torch import Tensor
+
+from torch_geometric_regcn.distributed.collectives import (
+    Group,
+    all_gather,
+    all_reduce,
+    rank_of,
+)
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.knn.checks import Field, check_search, digest
+from torch_geometric_regcn.knn.exact import BLOCK, normalize_rows
+from torch_geometric_regcn.knn.ring import gather_rows, owned_lookup, ring
+from torch_geometric_regcn.knn.top_k import RunningTopK, merge_top_k
+from torch_geometric_regcn.utils.progress import progress_bar
+from torch_geometric_regcn.utils.validation import check_int, check_real
+
+
+def nearest(x: Tensor, centroids: Tensor, block_size: int = 8192) -> Tensor:
+    r"""The index of the most similar centroid of every row of :obj:`x`,
+    :obj:`block_size` rows at a time."""
+    if x.size(0) == 0:
+        return torch.zeros(0, dtype=torch.long, device=x.device)
+    return torch.cat([(x[i:i + block_size] @ centroids.T).argmax(dim=1)
+                      for i in range(0, x.size(0), block_size)])
+
+
+def spherical_kmeans(x: Tensor, cells: int, iterations: int = 10,
+                     generator: Optional[torch.Generator] = None,
+                     block_size: int = 8192) -> Tensor:
+    r"""Unit-norm centroids of :obj:`cells` clusters of the unit rows of
+    :obj:`x` under cosine similarity: :obj:`cells` random rows, then Lloyd
+    iterations :math:`\mathbf{c}_j \leftarrow \sum_{i \in C_j} \mathbf{x}_i /
+    \|\sum_{i \in C_j} \mathbf{x}_i\|` with :math:`C_j` the rows nearest to
+    :math:`\mathbf{c}_j`; an empty cluster is re-seeded with a random row.
+    Time :math:`O(\text{iterations} \cdot N \cdot \text{cells} \cdot F)`.
+
+    Shapes:
+        - **x:** :obj:`[N, F]`, unit rows.
+        - **output:** :obj:`[cells, F]`.
+    """
+    n = x.size(0)
+    pick = torch.randperm(n, generator=generator, device='cpu')[:cells].to(x.device)
+    centroids = x[pick].clone()
+    for _ in range(iterations):
+        assign = nearest(x, centroids, block_size)
+        sums = torch.zeros_like(centroids).index_add_(0, assign, x)
+        counts = torch.bincount(assign, minlength=cells)
+        empty = counts == 0
+        if bool(empty.any()):
+            fresh = torch.randint(0, n, (int(empty.sum()),), generator=generator, device='cpu')
+            sums[empty] = x[fresh.to(x.device)]
+        centroids = sums / sums.norm(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+    return centroids
+
+
+def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
+                   probes: Optional[int] = None, target_recall: float = 0.95,
+                   sample: Optional[int] = None, iterations: int = 10,
+                   generator: Optional[torch.Generator] = None,
+                   progress: bool = True, *, partition: Optional[RowPartition] = None,
+                   group: Group = None) -> Tensor:
+    r"""Approximate :obj:`k` nearest neighbours of every row of :obj:`x`
+    under cosine similarity (a node is never its own neighbour; ties go to
+    the lower node index).
+
+    The unit rows are clustered by :func:`spherical_kmeans` into :obj:`cells`
+    cells (trained on :obj:`sample` random rows); the queries of a cell are
+    then compared exactly with every node of the :obj:`probes` cells whose
+    centroids are nearest to its own. Unless :obj:`probes` is given, it is
+    tuned to the data: the exact neighbours of 256 random queries are found
+    by brute force, and :obj:`probes` is the smallest number of cells (ranked
+    by centroid similarity to the query's cell) that holds a fraction
+    :obj:`target_recall` of them plus two standard errors of that estimate,
+    so noisy or high-dimensional features get more probes (up to the exact
+    search). Time is about :math:`\text{probes} / \text{cells}` of the exact
+    search, memory :math:`O(N k + (N / \text{cells})^2 \cdot \text{probes})`.
+
+    On row shards every rank draws the same random numbers as one process:
+    the k-means sample and the tuning queries are gathered from their owners,
+    the centroids are trained identically on every rank (bit for bit those
+    of one process), and the feature blocks and their cells pass around a
+    ring (see ``docs/distributed.md``).
+
+    Args:
+        x (torch.Tensor): This rank's rows of the dense node features
+            :obj:`[n, F]` (all :math:`N` rows without a :obj:`group`).
+        k (int): Neighbours per node, less than :math:`N`.
+        cells (int, optional): Number of cells. (default: :math:`\lceil
+            \sqrt{N}\,\rceil`)
+        probes (int, optional): Cells searched per cell. (default: :obj:`None`,
+            tuned for :obj:`target_recall`)
+        target_recall (float, optional): The recall@k that the tuned
+            :obj:`probes` reaches on the sampled queries. (default: :obj:`0.95`)
+        sample (int, optional): Rows used to train the centroids.
+            (default: :obj:`64 * cells`)
+        iterations (int, optional): k-means iterations. (default: :obj:`10`)
+        generator (torch.Generator, optional): For reproducible centroids;
+            the same state on every rank. (default: torch's default generator)
+        progress (bool, optional): Show a progress bar (on rank 0) when the
+            search takes longer than a second. (default: :obj:`True`)
+        partition (RowPartition, optional): The row blocks, as on this rank's
+            shard; required with a :obj:`group`. (default: one part)
+        group (torch.distributed.ProcessGroup, optional): The ranks that hold
+            the shards; every rank must call. (default: :obj:`None`, one
+            process)
+
+    Shapes:
+        - **output:** :obj:`[n, k]` global node indices, ascending in each row.
+    """
+    settings = {}
+
+    def options(num_nodes: int) -> List[Field]:
+        settings.update(ivf_options(num_nodes, cells, probes, target_recall, sample,
+                                    iterations))
+        return [(f"'{name}'", digest(value), False) for name, value in settings.items()]
+
+    x, partition, _ = check_search(x, k, partition, group, 'ivf_knn_cosine', 'ivf',
+                                   generator=generator, options=options)
+    return ivf_search(normalize_rows(x), k, partition, group, generator,
+                      progress and rank_of(group) == 0, **settings)
+
+
+def ivf_options(n: int, cells: Optional[int] = None, probes: Optional[int] = None,
+                target_recall: float = 0.95, sample: Optional[int] = None,
+                iterations: int = 10) -> Dict[str, Any]:
+    r"""The checked options of :func:`ivf_knn_cosine` for :obj:`n` nodes in
+    all, the defaults filled in."""
+    cells = max(1, math.ceil(math.sqrt(n))) if cells is None else \
+        check_int('cells', cells, minimum=-2**63)
+    if not 0 < cells <= n:
+        raise ValueError(f"'cells' must lie in [1, {n}] (got {cells})")
+    if probes is not None:
+        probes = check_int('probes', probes)
+    target_recall = check_real('target_recall', target_recall, 0.0, 1.0, low_open=True)
+    sample = 64 * cells if sample is None else check_int('sample', sample)
+    iterations = check_int('iterations', iterations, minimum=0)
+    return dict(cells=cells, probes=probes, target_recall=target_recall,
+                sample=min(n, max(cells, sample)), iterations=iterations)
+
+
+def ivf_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
+               generator: Optional[torch.Generator], progress: bool,
+               cells: int, probes: Optional[int], target_recall: float, sample: int,
+               iterations: int) -> Tensor:
+    r"""The search of :func:`ivf_knn_cosine` on checked unit rows
+    :obj:`xn`, with checked options."""
+    n, device = partition.num_nodes, xn.device
+    rows = torch.randperm(n, generator=generator, device='cpu')[:sample].to(device)
+    centroids = spherical_kmeans(gather_rows(xn, rows, partition, group), cells, iterations,
+                                 generator)
+    cell = nearest(xn, centroids)
+    counts = all_reduce(torch.bincount(cell, minlength=cells), group)
+    affinity = centroids @ centroids.T
+    affinity.fill_diagonal_(float('inf'))  # a cell always searches itself first
+    ranking = affinity.argsort(dim=1, descending=True, stable=True)
+    if probes is None:
+        probes = probes_for_recall(xn, k, cell, ranking, target_recall, partition, group,
+                                   generator)
+    near = ranking[:, :min(probes, cells)]
+    everywhere = (counts[near].sum(dim=1) <= k).tolist()  # too few candidates: search all
+    near = near.tolist()
+    members = _members(cell, cells)
+
+    merges = partition.num_parts > 1
+    top = RunningTopK(partition.num_local, k, n, xn, merges=merges)
+    bar = progress_bar(partition.num_local * partition.num_parts, 'semantic kNN (IVF)',
+                       'node', progress)
+    for src, (keys, key_cell) in ring((xn, cell), group):
+        key_members = _members(key_cell, cells) if merges else members
+        offset = partition.bounds[src]
+        for c, queries in enumerate(members):
+            if queries.numel() == 0:
+                continue
+            if everywhere[c]:
+                candidates = torch.arange(keys.size(0), device=device)
+            else:
+                candidates = torch.cat([key_members[p] for p in near[c]]).sort().values
+            if candidates.numel() == 0:
+                bar.update(queries.numel())
+                continue
+            chunk = max(1, BLOCK // candidates.numel())
+            candidate_keys = keys[candidates]
+            for i in range(0, queries.numel(), chunk):
+                part = queries[i:i + chunk]
+                scores = xn[part] @ candidate_keys.T
+                if src == partition.rank:
+                    scores[part[:, None] == candidates[None, :]] = -math.inf
+                top.add(part, scores, offset + candidates)
+                bar.update(part.numel())
+    bar.close()
+    return top.result()
+
+
+def _members(cell: Tensor, cells: int) -> List[Tensor]:
+    r"""The rows of each cell, ascending."""
+    order = cell.argsort(stable=True)
+    return list(order.split(torch.bincount(cell, minlength=cells).tolist()))
+
+
+def probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target: float,
+                      partition: RowPartition, group: Group,
+                      generator: Optional[torch.Generator], queries: int = 256) -> int:
+    r"""The fewest probed cells that hold a fraction :obj:`target` (plus two
+    standard errors) of the exact neighbours of :obj:`queries` random nodes.
+    The queries are gathered on every rank; each rank finds their best
+    candidates among its own rows, and the ranks' candidates are merged."""
+    n, cells = partition.num_nodes, ranking.size(0)
+    q = torch.randperm(n, generator=generator, device='cpu')[:min(queries, n)].to(xn.device)
+    features = gather_rows(xn, q, partition, group)
+    merges = partition.num_parts > 1
+    top = RunningTopK(q.numel(), k, n, xn, merges=merges)
+    columns = torch.arange(partition.start, partition.end, device=xn.device)
+    chunk = max(1, BLOCK // max(1, partition.num_local))  # bounded memory
+    for i in range(0, q.numel(), chunk):
+        part = slice(i, i + chunk)
+        scores = features[part] @ xn.T
+        scores[q[part, None] == columns[None, :]] = -math.inf
+        top.add(part, scores, columns)
+    index = top.index
+    if merges:
+        candidates = zip(all_gather(top.values, group), all_gather(index, group))
+        values, index = next(candidates)  # rank 0's, then the others' merged in
+        for other_values, other_index in candidates:
+            values, index = merge_top_k(values, index, other_values, other_index, k)
+    exact_cell = all_reduce(owned_lookup(cell, index, partition), group)
+    query_cell = all_reduce(owned_lookup(cell, q, partition), group)
+    place = torch.empty_like(ranking)  # place[c, d]: position of cell d in cell c's ranking
+    place.scatter_(1, ranking, torch.arange(cells, device=xn.device).expand(cells, -1))
+    needed = place[query_cell[:, None], exact_cell].flatten().sort().values
+    # Aim two standard errors above the target, so the recall over all nodes
+    # (not only the sampled queries) reaches it with high probability.
+    aim = min(1.0, target + 2 * math.sqrt(target * (1 - target) / needed.numel()))
+    return int(needed[math.ceil(aim * needed.numel()) - 1]) + 1

@@ -1,0 +1,337 @@
+r"""The smallest eigenpairs of a graph's symmetric normalised Laplacian,
+solved one connected component at a time."""
+import warnings
+from typing import List, NamedTuple, Tuple
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from scipy.sparse.csgraph import connected_components
+from torch import Tensor
+
+from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
+from torch_geometric_regcn.linalg.lanczos import block_lanczos
+from torch_geometric_regcn.utils.validation import check_int, check_real
+
+#: Entries whose magnitude reaches this fraction of an eigenvector's largest
+#: one count as tied for the sign convention.
+SIGN_TIE = 1.0 - 1e-3
+
+#: How many entries a batch of dense eigenproblems may hold (float64).
+DENSE_BATCH_ENTRIES = 2**22
+
+#: The block size and filter degree of the Lanczos solves: for k = 16 on
+#: PubMed about twice as fast as block_lanczos's defaults (16 and 8), as fast
+#: on the 169k-node synthetic graph of benchmarks/eigensolver.py.
+LANCZOS_BLOCK, LANCZOS_DEGREE = 8, 16
+
+#: Components of at most this many nodes are solved by batched dense eigh.
+DENSE_THRESHOLD = 256
+
+#: Components of at most this many nodes are solved densely when Lanczos
+#: does not converge.
+DENSE_FALLBACK = 4096
+
+
+def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor, k: int, *,
+                         seed: int = 0, tol: float = 1e-6, max_iter: int = 100,
+                         dense_threshold: int = DENSE_THRESHOLD,
+                         dense_fallback: int = DENSE_FALLBACK) -> EigenPairs:
+    r"""The eigenpairs :math:`(\lambda_1, \mathbf{u}_1), \dots, (\lambda_k,
+    \mathbf{u}_k)` after the first of the symmetric normalised Laplacian
+
+    .. math::
+        \mathbf{L} = \mathbf{I} - \hat{\mathbf{A}}, \qquad
+        \hat{\mathbf{A}} = \mathbf{D}^{-1/2}\mathbf{A}\mathbf{D}^{-1/2},
+        \qquad 0 = \lambda_0 \leq \lambda_1 \leq \dots,
+
+    of the graph whose :math:`\hat{\mathbf{A}}` is given, as
+    :func:`~torch_geometric_regcn.linalg.normalized_adjacency` returns it with
+    :obj:`self_loops=False` and :obj:`return_degree=True`.
+
+    :math:`\mathbf{L}` is block diagonal over the connected components (found
+    on the CPU), so each is solved on its own, for as many pairs as can still
+    be among the :math:`k + 1` smallest: components of at most
+    :obj:`dense_threshold` nodes together by batched dense
+    :func:`torch.linalg.eigh`, each larger one by
+    :func:`~torch_geometric_regcn.linalg.block_lanczos` on its
+    :math:`\hat{\mathbf{A}}_C` (largest algebraic eigenvalues, where the
+    trivial one is simple). A component :math:`C` with edges adds the
+    eigenvalue 0 with the eigenvector :math:`\mathbf{D}^{1/2}\mathbf{1}_C /
+    \|\mathbf{D}^{1/2}\mathbf{1}_C\|`, an isolated node :math:`i` the
+    eigenvalue 1 with :math:`\mathbf{e}_i`. Equal eigenvalues are ordered by
+    the lowest node of their component. Each eigenvector is multiplied by
+    :math:`\pm 1` so that its first entry whose magnitude reaches
+    :data:`SIGN_TIE` of the largest is positive. A Lanczos solve that does
+    not reach :obj:`tol` is repeated with twice the restarts, then solved
+    densely up to :obj:`dense_fallback` nodes; beyond that it warns with the
+    residual reached and the best pairs found are returned.
+    ``docs/positional_encoding.md`` gives the details.
+
+    Args:
+        edge_index (torch.Tensor): The entries of :math:`\hat{\mathbf{A}}`,
+            symmetric and without self loops, shape :obj:`[2, E]`.
+        edge_weight (torch.Tensor): Their positive values, shape :obj:`[E]`.
+        degree (torch.Tensor): The degrees :math:`d_i` of the nodes (zero for
+            an isolated one), shape :obj:`[N]`.
+        k (int): The number of pairs, :math:`1 \leq k < N`.
+        seed (int, optional): The seed of the Lanczos starting blocks.
+            (default: :obj:`0`)
+        tol (float, optional): The relative residual of a Lanczos pair.
+            (default: :obj:`1e-6`)
+        max_iter (int, optional): The restart cycles of one Lanczos solve.
+            (default: :obj:`100`)
+        dense_threshold (int, optional): The size up to which a component is
+            solved densely. (default: :obj:`256`)
+        dense_fallback (int, optional): The size up to which a component
+            that Lanczos does not solve is solved densely.
+            (default: :obj:`4096`)
+
+    Returns:
+        :class:`~torch_geometric_regcn.linalg.EigenPairs`: the eigenvalues
+        :obj:`[k]` in ascending order and the eigenvectors :obj:`[N, k]`, in
+        float64 on the device of :obj:`edge_index`; :obj:`residual` is the
+        largest relative residual of a Lanczos solve (:obj:`0` when all were
+        dense) and :obj:`iterations` their restart cycles in total.
+
+    Cost: the components' solves, :math:`O(n_C^3)` for a dense one and a few
+    hundred sparse products of :math:`O(k)` columns for a Lanczos one.
+    """
+    num_nodes = degree.numel()
+    k = check_int('k', k)
+    if k >= num_nodes:
+        raise ValueError(f"'k' must be smaller than the number of nodes {num_nodes} (got {k})")
+    tol = check_real('tol', tol, 0.0, 1.0, low_open=True)
+    max_iter = check_int('max_iter', max_iter)
+    graph = _components(edge_index, edge_weight, degree.sqrt(), num_nodes)
+    return _Solver(k, seed, tol, max_iter, dense_threshold, dense_fallback).solve(graph)
+
+
+class _Components(NamedTuple):
+    r"""The normalised adjacency of a graph, split into its connected
+    components."""
+    num_nodes: int
+    row: Tensor  #: edges (both directions, no self loops, positive weights)
+    col: Tensor
+    weight: Tensor  #: :math:`a_{ij} / \sqrt{d_i d_j}`, float64
+    sqrt_degree: Tensor  #: :math:`\sqrt{d_i}`, zero for isolated nodes
+    label: Tensor  #: component of each node, numbered by the component's lowest node
+    size: Tensor  #: nodes of each component
+    start: Tensor  #: offset of each component in :obj:`order`
+    order: Tensor  #: the nodes sorted by (component, index)
+    local: Tensor  #: position of each node within its component
+
+
+def _components(edge_index: Tensor, weight: Tensor, sqrt_degree: Tensor,
+                num_nodes: int) -> _Components:
+    r"""The connected components of the graph, numbered by their lowest node."""
+    device = edge_index.device
+    row, col = edge_index
+    cpu = edge_index.cpu().numpy()
+    adjacency = sp.csr_matrix((np.ones(cpu.shape[1], dtype=np.int8), (cpu[0], cpu[1])),
+                              shape=(num_nodes, num_nodes))
+    _, found = connected_components(adjacency, directed=False)
+    found = torch.from_numpy(found.astype(np.int64)).to(device)
+    lowest = torch.full((int(found.max()) + 1,), num_nodes, dtype=torch.long, device=device)
+    lowest.scatter_reduce_(0, found, torch.arange(num_nodes, device=device), reduce='amin')
+    rank = torch.empty_like(lowest)
+    rank[lowest.argsort()] = torch.arange(lowest.numel(), device=device)
+    label = rank[found]
+    order = label.argsort(stable=True)
+    size = torch.bincount(label, minlength=lowest.numel())
+    start = size.cumsum(0) - size
+    local = torch.empty_like(order)
+    local[order] = torch.arange(num_nodes, device=device) - start[label[order]]
+    return _Components(num_nodes, row, col, weight, sqrt_degree, label, size, start, order,
+                       local)
+
+
+class _Candidates:
+    r"""Eigenpairs of the Laplacian collected component by component: each
+    column lives on one component's nodes (or is a known vector)."""
+
+    def __init__(self) -> None:
+        self.values: List[Tensor] = []
+        self.keys: List[Tensor] = []  # (component, column within it) as one integer
+        self.blocks: List[Tuple[Tensor, Tensor]] = []  # (nodes [B, P], vectors [B, P, J])
+        self.where: List[Tensor] = []  # (block, batch row, column) of each value
+
+    def add(self, values: Tensor, components: Tensor, nodes: Tensor, vectors: Tensor,
+            valid: Tensor, stride: int) -> None:
+        r""":obj:`values` [B, J] with :obj:`vectors` [B, P, J] on :obj:`nodes`
+        [B, P] (padding: the node count), for components :obj:`components` [B];
+        only the entries where :obj:`valid` holds are candidates."""
+        batch, column = valid.nonzero(as_tuple=True)
+        block = torch.full_like(batch, len(self.blocks))
+        self.blocks.append((nodes, vectors))
+        self.values.append(values[batch, column])
+        self.keys.append(components[batch] * stride + column + 1)
+        self.where.append(torch.stack([block, batch, column], dim=1))
+
+
+class _Solver(NamedTuple):
+    r"""The settings of :func:`laplacian_eigenpairs` and its steps."""
+    k: int
+    seed: int
+    tol: float
+    max_iter: int
+    dense_threshold: int
+    dense_fallback: int
+
+    def solve(self, graph: _Components) -> EigenPairs:
+        k, device = self.k, graph.label.device
+        size = graph.size
+        nontrivial = (size > 1).nonzero().view(-1)  # components with an edge
+        isolated = (size == 1).nonzero().view(-1)
+        c = nontrivial.numel()
+        needed = max(0, k + 1 - c)  # non-zero eigenvalues that can still be chosen
+        stride = graph.num_nodes + 1
+        candidates = _Candidates()
+        residual, iterations, converged = 0.0, 0, True
+        if needed > 0:
+            count = torch.clamp(size[nontrivial] - 1, max=needed)
+            dense = size[nontrivial] <= self.dense_threshold
+            self._dense_components(graph, nontrivial[dense], count[dense], needed, stride,
+                                   candidates)
+            generator = torch.Generator(device).manual_seed(self.seed)
+            for comp, m in zip(nontrivial[~dense].tolist(), count[~dense].tolist()):
+                pairs = self._lanczos_component(graph, comp, m, generator)
+                residual = max(residual, pairs.residual)
+                iterations += pairs.iterations
+                converged = converged and pairs.converged
+                first = int(graph.start[comp])
+                nodes = graph.order[first:first + int(size[comp])]
+                candidates.add(pairs.eigenvalues[None], torch.tensor([comp], device=device),
+                               nodes[None], pairs.eigenvectors[None],
+                               torch.ones(1, m, dtype=torch.bool, device=device), stride)
+        # Kernel vectors (value 0) and isolated nodes (value 1): known exactly.
+        zeros = torch.zeros(c, dtype=torch.float64, device=device)
+        ones = torch.ones(min(needed, isolated.numel()), dtype=torch.float64, device=device)
+        known_values = torch.cat([zeros, ones])
+        known_comps = torch.cat([nontrivial, isolated[:ones.numel()]])
+        values = torch.cat([known_values] + candidates.values)
+        keys = torch.cat([known_comps * stride] + candidates.keys)
+        # Ties go to the lower component (numbered by lowest node), then column.
+        by_key = keys.argsort(stable=True)
+        chosen = by_key[values[by_key].argsort(stable=True)][1:k + 1]
+        vectors = _assemble(graph, chosen, known_comps, candidates)
+        return EigenPairs(values[chosen], fix_signs(vectors), residual, iterations, converged)
+
+    def _dense_components(self, graph: _Components, comps: Tensor, count: Tensor, needed: int,
+                          stride: int, candidates: _Candidates) -> None:
+        r"""Batched dense eigh of the Laplacians of the components :obj:`comps`
+        (each of at most :obj:`dense_threshold` nodes), grouped by size up to
+        the next power of two and padded with eigenvalue 3 (above the
+        spectrum, which lies in :math:`[0, 2]`)."""
+        if comps.numel() == 0:
+            return
+        n, device = graph.num_nodes, comps.device
+        sizes = graph.size[comps]
+        bucket = torch.ceil(torch.log2(sizes.double())).long()
+        edge_comp = graph.label[graph.row]
+        slot = torch.full((graph.size.numel(),), -1, dtype=torch.long, device=device)
+        for b in torch.unique(bucket).tolist():
+            members, member_count = comps[bucket == b], count[bucket == b]
+            pad = int(graph.size[members].max())
+            per_batch = max(1, DENSE_BATCH_ENTRIES // (pad * pad))
+            for lo in range(0, members.numel(), per_batch):
+                batch, m = members[lo:lo + per_batch], member_count[lo:lo + per_batch]
+                slot[batch] = torch.arange(batch.numel(), device=device)
+                # Node positions: [B, pad], the node count marking padding.
+                pos = torch.arange(pad, device=device)
+                real = pos[None] < graph.size[batch][:, None]
+                nodes = graph.order[(graph.start[batch][:, None] + pos[None]).clamp(max=n - 1)]
+                nodes = torch.where(real, nodes, n)
+                lap = torch.diag_embed(torch.where(real, 1.0, 3.0).double())
+                mask = slot[edge_comp] >= 0
+                row, col = graph.row[mask], graph.col[mask]
+                lap.index_put_((slot[graph.label[row]], graph.local[row], graph.local[col]),
+                               -graph.weight[mask], accumulate=True)
+                values, vectors = torch.linalg.eigh(lap)
+                width = min(needed, pad - 1)
+                values, vectors = values[:, 1:width + 1], vectors[:, :, 1:width + 1]
+                valid = torch.arange(width, device=device)[None] < m[:, None]
+                candidates.add(values, batch, nodes, vectors, valid, stride)
+                slot[batch] = -1
+
+    def _lanczos_component(self, graph: _Components, comp: int, m: int,
+                           generator: torch.Generator) -> EigenPairs:
+        r"""The :obj:`m` smallest non-zero eigenpairs of the Laplacian of
+        component :obj:`comp`, from the :obj:`m + 1` largest of its normalised
+        adjacency; the trivial pair is dropped and its exact vector projected
+        out of the others."""
+        size = int(graph.size[comp])
+        start = int(graph.start[comp])
+        nodes = graph.order[start:start + size]
+        mask = graph.label[graph.row] == comp
+        row, col = graph.local[graph.row[mask]], graph.local[graph.col[mask]]
+        adjacency = torch.sparse_coo_tensor(torch.stack([row, col]), graph.weight[mask],
+                                            (size, size), check_invariants=False).coalesce()
+        trivial = graph.sqrt_degree[nodes]
+        trivial = trivial / trivial.norm()
+        attempts = [self.max_iter, 2 * self.max_iter]
+        pairs = None
+        for max_iter in attempts:
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore')  # the residual is judged below
+                pairs = block_lanczos(adjacency, m + 1, 'LA', self.tol, max_iter,
+                                      degree=LANCZOS_DEGREE,
+                                      block_size=min(m + 1, LANCZOS_BLOCK),
+                                      generator=generator)
+            if pairs.converged:
+                break
+        iterations = pairs.iterations
+        if not pairs.converged and size <= self.dense_fallback:
+            values, vectors = torch.linalg.eigh(torch.eye(size, dtype=torch.float64,
+                                                          device=trivial.device)
+                                                - adjacency.to_dense())
+            return EigenPairs(values[1:m + 1], vectors[:, 1:m + 1], 0.0, iterations, True)
+        if not pairs.converged:
+            warnings.warn(f"laplacian_eigenpairs: block Lanczos stopped on a connected "
+                          f"component of {size} nodes with relative residual "
+                          f"{pairs.residual:.2e} > tol={self.tol:.0e}; the best pairs found "
+                          f"are returned. Raise 'max_iter' or 'tol'", UserWarning,
+                          stacklevel=4)
+        vectors = pairs.eigenvectors[:, 1:]
+        vectors = vectors - trivial[:, None] * (trivial @ vectors)[None]
+        vectors = vectors / vectors.norm(dim=0, keepdim=True)
+        return EigenPairs(1.0 - pairs.eigenvalues[1:], vectors, pairs.residual, iterations,
+                          pairs.converged)
+
+
+def _assemble(graph: _Components, chosen: Tensor, known_comps: Tensor,
+              candidates: _Candidates) -> Tensor:
+    r"""The :obj:`[N, k]` matrix of the chosen candidates."""
+    n, device = graph.num_nodes, graph.label.device
+    out = torch.zeros(n + 1, chosen.numel(), dtype=torch.float64, device=device)
+    known = chosen < known_comps.numel()
+    for column, index in zip(known.nonzero().view(-1).tolist(), chosen[known].tolist()):
+        comp = int(known_comps[index])
+        start, size = int(graph.start[comp]), int(graph.size[comp])
+        nodes = graph.order[start:start + size]
+        if nodes.numel() == 1:  # an isolated node
+            out[nodes, column] = 1.0
+        else:
+            vector = graph.sqrt_degree[nodes]
+            out[nodes, column] = vector / vector.norm()
+    if candidates.where:
+        where = torch.cat(candidates.where)
+        columns = (~known).nonzero().view(-1)
+        picked = where[chosen[~known] - known_comps.numel()]
+        for column, (block, batch, index) in zip(columns.tolist(), picked.tolist()):
+            nodes, vectors = candidates.blocks[block]
+            out[nodes[batch], column] = vectors[batch, :, index]
+    return out[:n]
+
+
+def fix_signs(vectors: Tensor) -> Tensor:
+    r"""Flips each column so that its first entry whose magnitude reaches
+    :data:`SIGN_TIE` of the largest is positive."""
+    if vectors.numel() == 0:
+        return vectors
+    magnitude = vectors.abs()
+    top = magnitude.max(dim=0).values
+    first = (magnitude >= SIGN_TIE * top).to(torch.uint8).argmax(dim=0)
+    sign = vectors.gather(0, first[None]).sign().view(-1)
+    sign = torch.where(sign == 0, 1.0, sign).to(vectors.dtype)
+    return vectors * sign
