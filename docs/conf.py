@@ -5,14 +5,21 @@ Build it from the repository root with::
     pip install -e ".[docs]"
     python -m sphinx -W -b html docs docs/_build
 
+The API pages are generated on every build from the packages' ``__all__``
+(autosummary, with the templates in ``docs/_templates/autosummary/``) into
+``docs/api/generated/``, which git ignores.
+
 The build needs no network: MathJax is loaded by the reader's browser, and
 links into the documentation of Python, torch and PyG (intersphinx) are only
 fetched when ``REGCN_DOCS_INTERSPHINX=1`` is set.
 """
+import importlib
 import inspect
 import os
 import os.path as osp
+import pkgutil
 import re
+import shutil
 import sys
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -37,14 +44,23 @@ extensions = [
 
 source_suffix = {'.rst': 'restructuredtext', '.md': 'markdown'}
 root_doc = 'index'
-exclude_patterns = ['_build', 'Thumbs.db', '.DS_Store']
+templates_path = ['_templates']
+exclude_patterns = ['_build', '_templates', 'Thumbs.db', '.DS_Store']
 
 # autodoc: the docstrings are the reference; signatures as written in the code.
 autodoc_member_order = 'bysource'
 autodoc_typehints = 'signature'
 autodoc_preserve_defaults = True
 autodoc_inherit_docstrings = False  # a subclass's method is not described by its base's text
-autosummary_generate = False  # the pages under api/ are written by hand, one per object
+
+# autosummary: api/index.rst lists the public packages; each gets a page from
+# _templates/autosummary/package.rst with every name of its __all__, and each
+# class and function a page of its own. The pages are build outputs, written
+# to api/generated/ (git-ignored) afresh on every build.
+PACKAGE = 'torch_geometric_regcn'
+GENERATED = osp.join(osp.dirname(osp.abspath(__file__)), 'api', 'generated')
+autosummary_generate = True
+autosummary_ignore_module_all = False  # a package's page lists its __all__, and only that
 
 # napoleon: Google-style "Args:" sections, as PyG writes them; "Shapes:" as PyG's.
 napoleon_google_docstring = True
@@ -73,6 +89,82 @@ if os.environ.get('REGCN_DOCS_INTERSPHINX') == '1':  # off by default: it needs 
         'torch': ('https://docs.pytorch.org/docs/stable', None),
         'torch_geometric': ('https://pytorch-geometric.readthedocs.io/en/latest', None),
     }
+
+
+def _public_packages() -> list:
+    r"""The package root and its subpackages (the deprecated module shims are
+    modules, not packages)."""
+    root = importlib.import_module(PACKAGE)
+    return [root] + [importlib.import_module(info.name)
+                     for info in pkgutil.iter_modules(root.__path__, PACKAGE + '.')
+                     if info.ispkg]
+
+
+def _api_context() -> dict:
+    r"""What the package template needs beyond autosummary's own lists, per
+    package: ``at_root``, the names it shares with the root's ``__all__`` (their
+    pages are the root's), and ``data``, its constants, each with whether its
+    value is shown."""
+    packages = _public_packages()
+    root = packages[0]
+    at_root, data = {}, {}
+    for package in packages:
+        names = getattr(package, '__all__', [])
+        at_root[package.__name__] = [
+            name for name in names if package is not root
+            and name in root.__all__ and getattr(root, name) is getattr(package, name)]
+        data[package.__name__] = [
+            (name, _is_plain_value(getattr(package, name))) for name in names
+            if not name.startswith('_') and not _has_page(getattr(package, name))]
+    return {'root': PACKAGE, 'at_root': at_root, 'data': data}
+
+
+def _has_page(obj) -> bool:
+    r"""Classes and functions get a page; modules none (they are packages'
+    attributes, not API); anything else is a constant."""
+    return inspect.isclass(obj) or inspect.isroutine(obj) or inspect.ismodule(obj)
+
+
+def _is_plain_value(obj) -> bool:
+    r"""A constant's value is shown when it is a number, a string or a tuple
+    of them; a table (``REGISTRY``, ``PAPER_SETTINGS``) or a counter is
+    described by its comment alone."""
+    plain = (bool, int, float, str)
+    return isinstance(obj, plain) or (isinstance(obj, tuple)
+                                      and all(isinstance(x, plain) for x in obj))
+
+
+autosummary_context = _api_context()
+
+
+def _clear_generated(app) -> None:
+    r"""Removes the pages of the previous build before autosummary writes
+    them, so that a name no longer exported leaves no page behind."""
+    shutil.rmtree(GENERATED, ignore_errors=True)
+
+
+def _constant_doc(app, what, name, obj, options, lines) -> None:
+    r"""A constant's description is its ``#:`` comment where it is defined
+    (``torch_geometric_regcn.datasets.registry.DATASETS``), also when it is
+    documented at the package that exports it (``...datasets.DATASETS``); a
+    constant without one gets no description (autodoc would show the
+    docstring of its type: ``tuple``, ``dict``)."""
+    if what != 'data':
+        return
+    from sphinx.pycode import ModuleAnalyzer, PycodeError
+    package, _, attr = name.rpartition('.')
+    lines[:] = []
+    for module_name, module in sorted(sys.modules.items()):
+        inside = module_name == package or module_name.startswith(package + '.')
+        if not inside or module is None or vars(module).get(attr) is not obj:
+            continue
+        try:
+            comment = ModuleAnalyzer.for_module(module_name).find_attr_docs().get(('', attr))
+        except PycodeError:
+            continue
+        if comment:
+            lines[:] = list(comment)
+            return
 
 
 def _regularizer_signature(app, what, name, obj, options, signature, return_annotation):
@@ -104,5 +196,7 @@ def _outside_links(app, docname, source):
 
 
 def setup(app):
+    app.connect('builder-inited', _clear_generated, priority=100)  # before autosummary's
+    app.connect('autodoc-process-docstring', _constant_doc)
     app.connect('autodoc-process-signature', _regularizer_signature)
     app.connect('source-read', _outside_links)

@@ -13,6 +13,10 @@ from harness.data import REPO
 #: Where the benchmarks write their reports and results.
 RESULTS = osp.join(REPO, 'benchmarks', 'results')
 
+#: Where the figure scripts write their images: the documentation's folder,
+#: whose pages show them.
+FIGURES = osp.join(REPO, 'docs')
+
 
 class Report:
     r"""A markdown document: each call appends a line (a paragraph, a

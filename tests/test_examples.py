@@ -1,5 +1,8 @@
 """A fast smoke run of each example: one small dataset, a few epochs. The examples
-that use the repository's harness run as modules from the repository root."""
+that use the repository's harness run as modules from the repository root, as do
+the figure scripts of benchmarks/."""
+import ast
+import importlib.util
 import os.path as osp
 import subprocess
 import sys
@@ -59,3 +62,18 @@ def test_help_shows_every_default():
     out = run('-m', 'examples.tsgcn', '--help')
     assert '(default: 10)' in out and '(default: 500)' in out
 
+
+
+#: The scripts that draw the documentation's figures (docs/*.png) and compute its
+#: tables; their numbers go to benchmarks/results/.
+FIGURE_SCRIPTS = ['sensitivity', 'runtime', 'tsne', 'frequency_response', 'capacity_plan']
+
+
+@pytest.mark.parametrize('name', FIGURE_SCRIPTS)
+def test_figure_script_states_and_takes_its_command_line(name):
+    with open(osp.join(REPO, 'benchmarks', f'{name}.py'), encoding='utf-8') as f:
+        doc = ast.get_docstring(ast.parse(f.read()))
+    assert f'python -m benchmarks.{name}' in doc
+    if name != 'capacity_plan' and importlib.util.find_spec('matplotlib') is None:
+        pytest.skip('the figure scripts draw with matplotlib (pip install -e ".[docs]")')
+    assert run('-m', f'benchmarks.{name}', '--help').startswith(f'usage: {name}.py')

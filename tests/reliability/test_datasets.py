@@ -12,7 +12,7 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from torch_geometric.data import Data
+from torch_geometric.data import Data, InMemoryDataset
 
 import harness.data as harness_data
 from harness.data import SHARED_DATA, has_offline_copy, load_paper_dataset, offline_root
@@ -223,21 +223,52 @@ def plant(path: str, marker: str, how: str) -> None:
             pickle.dump(Planted(marker), f, protocol=2)
 
 
-def test_pyg_itself_would_run_a_planted_processed_file(tmp_path):
-    """Why AMGCNDataset does not trust PyG's loaders (PyG 2.8.1): fs.torch_load
-    retries with weights_only=False when a global is refused."""
-    from torch_geometric.io import fs
+class PlainPyG(InMemoryDataset):
+    """A dataset as PyG's documentation writes one: PyG reads its processed
+    files itself, without vet_processed."""
 
-    marker, path = tmp_path / 'ran', str(tmp_path / 'data.pt')
-    plant(path, str(marker), 'torch.save')
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.load(self.processed_paths[0])
+
+    @property
+    def raw_file_names(self) -> list:
+        return []
+
+    @property
+    def processed_file_names(self) -> list:
+        return ['data.pt']
+
+    def download(self) -> None:
+        pass
+
+    def process(self) -> None:
+        data = Data(x=torch.ones(3, 1), edge_index=torch.tensor([[0, 1], [1, 2]]))
+        self.save([data], self.processed_paths[0])
+
+
+@pytest.mark.parametrize('file', ['data.pt', 'pre_transform.pt', 'pre_filter.pt'])
+def test_pyg_itself_runs_a_planted_processed_file(tmp_path, file):
+    """Why AMGCNDataset vets its processed files before PyG opens them: PyG's
+    own dataset (the PyG of constraints.txt, 2.8.1) runs the code of a planted
+    file. InMemoryDataset.load retries with weights_only=False when
+    weights_only=True refuses a global (fs.torch_load), and Dataset._process
+    reads pre_transform.pt and pre_filter.pt with weights_only=False. Should a
+    PyG release stop doing so, this fails: vet_processed may then skip the file
+    (test_amgcn_planted_processed_file_does_not_run is the guard's own test)."""
+    import torch_geometric
+
+    PlainPyG(str(tmp_path))  # processes once: all three files exist, and load
+    marker = tmp_path / 'ran'
+    plant(str(tmp_path / 'processed' / file), str(marker), 'torch.save')
     with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
+        warnings.simplefilter('ignore')  # PyG's advice to allowlist; "pre_transform differs"
         try:
-            fs.torch_load(path)
-        except Exception:
-            pass
-    if not marker.exists():
-        pytest.skip('this PyG no longer falls back to weights_only=False')
+            PlainPyG(str(tmp_path))
+        except AssertionError:  # data.pt: what ran returned a file, not the data (PyG asserts)
+            assert file == 'data.pt'
+    assert marker.exists(), (f'PyG {torch_geometric.__version__} no longer runs a planted '
+                             f'processed/{file}')
 
 
 @pytest.mark.parametrize('how', ['torch.save', 'pickle'])
