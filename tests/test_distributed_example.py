@@ -12,6 +12,7 @@ import torch.distributed as dist
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
                     reason='torch.distributed with the gloo backend is not available in this '
                            'torch build')

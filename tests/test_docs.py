@@ -35,6 +35,7 @@ def site(tmp_path_factory) -> pathlib.Path:
     return out
 
 
+@pytest.mark.slow
 def test_docs_build_without_warnings(site):
     page = site / 'api' / 'generated' / 'torch_geometric_regcn.TSGCNConv.html'
     assert page.is_file(), 'the API page of TSGCNConv is missing'
@@ -64,6 +65,7 @@ def public_names():
             for name in package.__all__ if not name.startswith('_')]
 
 
+@pytest.mark.slow
 def test_every_public_name_is_documented(site):
     r"""The API pages are generated from the packages' ``__all__``: a name
     added to one appears on its package's page, a class or function with a
@@ -89,6 +91,7 @@ def test_every_public_name_is_documented(site):
     assert pages == expected | packages
 
 
+@pytest.mark.slow
 def test_constants_have_their_comment(site):
     r"""A constant documented at its package's path gets the ``#:`` comment of
     the module that defines it, not the docstring of its type."""
@@ -97,6 +100,7 @@ def test_constants_have_their_comment(site):
     assert 'Built-in immutable sequence' not in html and 'dict() -&gt;' not in html
 
 
+@pytest.mark.slow
 def test_capacity_plan_is_what_the_script_computes():
     r"""The tables of the capacity plan in ``docs/distributed.md`` are the
     output of ``python -m benchmarks.capacity_plan``, line for line."""

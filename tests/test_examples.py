@@ -11,6 +11,9 @@ import pytest
 
 from tests.conftest import SHARED_DATA
 
+#: Each test runs a script in a fresh process.
+pytestmark = pytest.mark.slow
+
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 needs_data = pytest.mark.skipif(not osp.isdir(osp.join(SHARED_DATA, 'Cora')),
                                 reason=f'the paper datasets are not at {SHARED_DATA}')

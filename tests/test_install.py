@@ -76,6 +76,7 @@ def repository_version():
         return re.search(r"__version__ = '(.+)'", f.read()).group(1)
 
 
+@pytest.mark.slow
 def test_wheel_installs_into_a_fresh_environment_and_runs_the_example(tmp_path):
     env = user_env()
 

@@ -6,9 +6,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_learnable_example_trains_and_moves_the_coefficients():
     # One thread: on a busy machine, two OpenMP threads on these small sparse
     # products are several times slower than one.

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 
+@pytest.mark.slow
 def test_import_loads_the_library_only():
     script = ('import sys, torch_geometric_regcn; '
               'print(sorted(m for m in sys.modules if m.split(".")[0] in '

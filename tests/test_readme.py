@@ -22,6 +22,7 @@ def test_readme_has_python_blocks():
     assert len(python_blocks()) >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not has_offline_copy('Cora'), reason='Cora is not in ../shared/data')
 def test_readme_python_blocks_run(tmp_path):
     offline_root('Cora', str(tmp_path / 'data' / 'Planetoid'))

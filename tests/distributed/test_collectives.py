@@ -49,6 +49,7 @@ def _collectives(rank, world_size):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('world_size', [2, 3])
 def test_collectives_match_a_single_process(world_size):
     results = run_ranks(_collectives, world_size)
@@ -100,6 +101,7 @@ def _dies(rank, world_size):
     return None
 
 
+@pytest.mark.slow
 def test_a_failing_rank_does_not_hang_the_others():
     results = run_ranks(_dies, 2, pg_timeout=20.0, timeout=120.0, expect_errors=True)
     assert 'rank 1 fails on purpose' in results[1]

@@ -54,6 +54,7 @@ def _errors(rank, world_size):
     return out
 
 
+@pytest.mark.slow
 def test_bad_input_on_one_rank_raises_on_every_rank():
     results = run_ranks(_errors, 2, timeout=120.0)
     assert "'data.x' contains NaN" in results[1]['nan']
@@ -95,6 +96,7 @@ def _cached(rank, world_size, root):
             'warnings': [str(w.message) for w in caught]}
 
 
+@pytest.mark.slow
 def test_factor_cache_is_per_rank_and_keyed_by_the_partition(tmp_path):
     root = str(tmp_path)
     for world_size in (2, 3):

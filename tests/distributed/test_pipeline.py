@@ -116,6 +116,7 @@ def _eigenpairs(w, v):
     return values, w / values.abs().sqrt()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('world_size', [2, 3])
 def test_sharded_pipeline_matches_one_process(world_size):
     results = run_ranks(_pipeline, world_size, timeout=300.0)
@@ -170,6 +171,7 @@ def _edited_on_one_rank(rank, world_size):
     return float((first - second).abs().max())
 
 
+@pytest.mark.slow
 def test_factors_replaced_on_one_rank_refactorise_everywhere():
     results = run_ranks(_edited_on_one_rank, 2, timeout=120.0)
     assert max(results) < 1e-12

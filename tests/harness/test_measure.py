@@ -40,6 +40,7 @@ def child_fails():
     raise RuntimeError('boom')
 
 
+@pytest.mark.slow
 def test_run_isolated_pins_threads_in_a_fresh_process():
     before = dict(os.environ)
     got = run_isolated(1, child_report, 'REGCN_TEST_VARIABLE',

@@ -85,6 +85,7 @@ def test_offline_root(tmp_path):
     assert osp.isfile(tmp_path / 'UAI' / 'raw' / 'uai.zip')
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.libc_ver()[0] != 'glibc', reason='glibc allocator settings')
 def test_keep_freed_memory_keeps_large_freed_blocks_mapped():
     # A freed 256 MiB buffer leaves the process by default (glibc unmaps large

@@ -132,6 +132,7 @@ def _on_ranks(rank, world_size):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('world_size', [2, 3])
 def test_sharded_search_is_the_single_process_search(world_size):
     results = run_ranks(_on_ranks, world_size)

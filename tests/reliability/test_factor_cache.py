@@ -257,6 +257,7 @@ def _concurrent_worker(cache_dir, barrier, queue):
     queue.put((results, messages))
 
 
+@pytest.mark.slow
 def test_concurrent_processes_never_read_a_torn_file(tmp_path):
     from torch_geometric_regcn.datasets import contextual_sbm
     data = contextual_sbm(num_nodes=300, num_features=16)

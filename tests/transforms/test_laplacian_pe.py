@@ -357,6 +357,7 @@ def test_cuda_matches_cpu():
     assert torch.equal(again.laplacian_eigenvector_pe, pe)
 
 
+@pytest.mark.slow
 def test_example_runs():
     out = subprocess.run([sys.executable, 'examples/laplacian_pe.py', '--nodes', '600',
                           '--epochs', '5'], cwd=REPO, capture_output=True, text=True,

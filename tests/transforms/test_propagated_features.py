@@ -222,6 +222,7 @@ def test_docstring_example_runs():
         exec(compile(textwrap.dedent(body), '<PropagateFeatures example>', 'exec'), {})
 
 
+@pytest.mark.slow
 def test_minibatch_example_runs_offline():
     out = subprocess.run([sys.executable, 'examples/minibatch.py', '--nodes', '1500',
                           '--epochs', '10'], cwd=REPO, capture_output=True, text=True,
