@@ -8,6 +8,14 @@ from harness.data import SHARED_DATA, has_offline_copy, offline_root
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
 
 
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Every test starts from the same global random state, so its unseeded
+    draws (and module initialisations) do not depend on which tests ran before
+    it: `pytest -m "not slow"`, `-k` and the full run see the same inputs."""
+    torch.manual_seed(0)
+
+
 def messy_graph(num_nodes: int = 40, num_edges: int = 120, seed: int = 0) -> torch.Tensor:
     """A random directed edge list with duplicate edges, self loops already
     present and (for num_nodes >= 40) isolated nodes 0..2."""

@@ -87,7 +87,11 @@ def test_contextual_sbm_accepts_numpy_scalars_and_draws_as_before():
                           signal=1.5, seed=11)
     # Pinned from the code before the checks were added: the same random draws.
     assert data.edge_index.size(1) == 166
-    assert float(data.x.double().sum()) == pytest.approx(-3.1229436435, abs=1e-8)
+    # float32 normal draws differ in their last bits between ATen's vectorised
+    # (AVX2/AVX-512) and scalar kernels: 240 draws of a few ulps each move the sum
+    # by up to ~1e-5; a changed draw sequence moves it by O(0.1). The integer
+    # draws below are pinned exactly.
+    assert float(data.x.double().sum()) == pytest.approx(-3.1229436435, abs=1e-5)
     assert data.y[:12].tolist() == [0, 0, 1, 2, 0, 0, 2, 1, 1, 2, 2, 1]
     assert data.edge_index[:, :6].tolist() == [[0, 0, 0, 0, 0, 1], [12, 14, 22, 36, 40, 17]]
     again = contextual_sbm(np.int64(60), num_classes=np.int32(3), num_features=np.int64(4),
