@@ -1,4 +1,4 @@
-"""tsGCN and the regularizer-centred GCN framework for PyTorch Geometric."""
+r"""tsGCN and the regularizer-centred GCN framework for PyTorch Geometric."""
 from torch_geometric_regcn import regularizers
 from torch_geometric_regcn.nn import (
     TSGCN,

@@ -1,6 +1,8 @@
 """laplacian_eigenpairs against dense numpy.linalg.eigh of the normalised
 Laplacian, through both solvers (batched dense and block Lanczos), and its
-warning when Lanczos stops short."""
+warning when Lanczos stops short, attributed to the caller's line."""
+import inspect
+
 import numpy as np
 import pytest
 import torch
@@ -63,10 +65,29 @@ def test_a_stopped_lanczos_solve_warns_with_its_residual():
     edge_index, n = pieces([600])
     ei, w, degree = normalized_adjacency(edge_index, n, dtype=torch.float64, self_loops=False,
                                          return_degree=True)
-    with pytest.warns(UserWarning, match=r'relative residual \d\.\d\de[-+]\d+ > tol=1e-18'):
+    with pytest.warns(UserWarning,
+                      match=r'relative residual \d\.\d\de[-+]\d+ > tol=1e-18') as record:
         pairs = laplacian_eigenpairs(ei, w, degree, 4, tol=1e-18, max_iter=1,
                                      dense_fallback=100)
     assert not pairs.converged and pairs.residual > 1e-18
+    # The warning points at the line that called laplacian_eigenpairs, here.
+    assert [w.filename for w in record] == [__file__]
+
+
+def starved_solve(*args, **kwargs):
+    r"""A wrapper that adds one frame, as :class:`LaplacianEigenPE` does."""
+    return laplacian_eigenpairs(*args, tol=1e-18, max_iter=1, dense_fallback=100,
+                                stacklevel=3, **kwargs)
+
+
+def test_the_warning_points_at_the_caller_of_a_wrapper():
+    edge_index, n = pieces([600])
+    ei, w, degree = normalized_adjacency(edge_index, n, dtype=torch.float64, self_loops=False,
+                                         return_degree=True)
+    with pytest.warns(UserWarning, match='relative residual') as record:
+        starved_solve(ei, w, degree, 4)  # the warning's line
+    line = inspect.currentframe().f_lineno - 1
+    assert [(r.filename, r.lineno) for r in record] == [(__file__, line)]
 
 
 def test_rejects_k_not_below_the_number_of_nodes():

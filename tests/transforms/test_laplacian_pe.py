@@ -282,9 +282,14 @@ def test_not_converged_falls_back_to_dense_or_warns():
     check_against_dense(data, k, pe)
     assert (pe - expected).abs().max() < 1e-5
     starved.DENSE_FALLBACK = 100
-    with pytest.warns(UserWarning, match='relative residual .* > tol=1e-18'):
+    with pytest.warns(UserWarning, match='relative residual .* > tol=1e-18') as record:
         pe = starved(data.clone()).laplacian_eigenvector_pe
     assert pe.shape == (1200, k) and bool(pe.isfinite().all())
+    # The warning points at the line that applied the transform, here.
+    assert {w.filename for w in record} == {__file__}
+    with pytest.warns(UserWarning, match='relative residual') as record:
+        starved.eigenpairs(data.clone())
+    assert {w.filename for w in record} == {__file__}
 
 
 @pytest.mark.parametrize('k, error, match', [

@@ -79,3 +79,6 @@ def test_a_shard_without_a_group_is_one_part_or_rejected():
     assert torch.equal(one.semantic_edge_index, whole)
     with pytest.raises(ValueError, match="'data.partition' is part 0 of 2"):
         SemanticGraph(3)(Data(x=x[:15], partition=RowPartition.even(30, 2)))
+    # A 'partition' attribute of another kind is the user's own data, left alone.
+    other = SemanticGraph(3)(Data(x=x, partition=torch.arange(30) % 3))
+    assert torch.equal(other.semantic_edge_index, whole)

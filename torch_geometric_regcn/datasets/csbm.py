@@ -156,8 +156,10 @@ def contextual_sbm_shard(num_nodes: int, num_parts: int, rank: int, num_classes:
     dropped. The graph has about :math:`N \cdot \text{avg\_degree} / 2`
     directed edges, an expected degree of about :obj:`avg_degree` once they
     are symmetrised, as the tsGCN operator
-    (:func:`~torch_geometric_regcn.regularizers.tsgcn.sharded_tsgcn_adjacency`)
-    and :func:`~torch_geometric.utils.to_undirected` do. The other ends are
+    (:func:`~torch_geometric_regcn.regularizers.tsgcn_adjacency` of a shard's
+    :class:`~torch_geometric_regcn.regularizers.GraphOperators` with
+    :obj:`partition` and :obj:`group`) and
+    :func:`~torch_geometric.utils.to_undirected` do. The other ends are
     spread over all the nodes, so contiguous row blocks cut about
     :math:`(P - 1) / P` of the edges and a rank's halo holds nearly every
     node of the other ranks: a random graph has no locality to exploit.

@@ -1,6 +1,6 @@
 r"""The halo of a row shard: which rows of other ranks a sparse product on
 this rank's rows reads, fetched by one all-to-all."""
-from typing import List, NamedTuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -52,3 +52,29 @@ class HaloPlan(NamedTuple):
         local = part.owner(columns) == part.rank
         out = torch.searchsorted(self.halo, columns) + part.num_local
         return torch.where(local, columns - part.start, out)
+
+
+def reversed_edges(edge_index: Tensor, partition: RowPartition, group: Group,
+                   edge_weight: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor]]:
+    r"""The reverses :math:`(j, i)` of the edges :math:`(i, j)` of every
+    rank's shard that fall in this rank's rows: each is sent to the owner of
+    its new first index :math:`j` by one :func:`all_to_all` (two with
+    :obj:`edge_weight`), which makes a shard's edges symmetric once they are
+    joined to its own. In one part they are this rank's edges, flipped.
+
+    Returns :obj:`(edge_index, edge_weight)` of the received edges (global
+    indices), :obj:`edge_weight` :obj:`None` when none was given."""
+    reverse, weight = edge_index.flip(0), edge_weight
+    counts = [reverse.size(1)]
+    if partition.num_parts > 1:  # grouped by the rank that owns their new row
+        owner = partition.owner(reverse[0])
+        order = owner.argsort(stable=True)
+        counts = torch.bincount(owner, minlength=partition.num_parts).tolist()
+        reverse = reverse[:, order]
+        weight = None if weight is None else weight[order]
+    received = all_to_all(list(reverse.T.split(counts)), group)
+    index = torch.cat(received).T
+    if weight is None:
+        return index, None
+    weights = all_to_all(list(weight.split(counts)), group, [r.size(0) for r in received])
+    return index, torch.cat(weights)

@@ -47,7 +47,7 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     :obj:`edge_index` (with :obj:`edge_weight`, :obj:`edge_attr`) and
     :obj:`semantic_edge_index` whose first index is one of its nodes, with
     global node indices, :obj:`data.partition` (a
-    :class:`~torch_geometric_regcn.utils.distributed.RowPartition`) and
+    :class:`~torch_geometric_regcn.distributed.RowPartition`) and
     :obj:`data.node_id`, the index of each row in :obj:`data`. No shard holds
     anything of size :math:`N \times F` or :math:`N \times N`.
 

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import Group
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
-from torch_geometric_regcn.knn.graph import search, symmetrise
+from torch_geometric_regcn.knn.graph import knn_graph_cosine, search
 from torch_geometric_regcn.utils.deprecation import warn_deprecated
 
 
@@ -44,6 +44,5 @@ def sharded_knn_graph_cosine(x_local: Tensor, k: int, partition: RowPartition,
     _warn('sharded_knn_graph_cosine', 'knn_graph_cosine')
     if group is None:
         check_partition(partition, None, 'partition')
-    col, partition = search(x_local, k, method, block_size, generator, progress, partition,
-                            group, 'sharded_knn_graph_cosine')
-    return symmetrise(col, partition, group)
+    return knn_graph_cosine(x_local, k, block_size, method, progress, generator,
+                            partition=partition, group=group)

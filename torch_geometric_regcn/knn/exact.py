@@ -64,11 +64,9 @@ def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
     ranks, so no rank holds all the features (see ``docs/distributed.md``);
     with :obj:`group=None` there is one block and no merge.
 
-    The neighbours equal those of one process wherever both compute the same
-    scores: always for sparse features, and for dense scores that are exact.
-    Other dense scores are matrix products whose last bit the BLAS may round
-    differently for other block shapes (as between two :obj:`block_size`), so
-    two candidates one rounding error apart may trade the :math:`k`-th place.
+    Row shards and other block sizes give the same neighbours, except where
+    two dense similarities one rounding error apart compete for the
+    :math:`k`-th place (see ``docs/reliability.md``, *Determinism*).
 
     With :math:`n = N / P` rows per rank, time is :math:`O(n N F)` per rank,
     memory :math:`O(n F + n k + \text{block\_size} \cdot n)`, and each rank

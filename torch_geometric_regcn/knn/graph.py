@@ -6,7 +6,8 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import coalesce
 
-from torch_geometric_regcn.distributed.collectives import Group, all_to_all, rank_of
+from torch_geometric_regcn.distributed.collectives import Group, rank_of
+from torch_geometric_regcn.distributed.halo import reversed_edges
 from torch_geometric_regcn.distributed.row_partition import RowPartition
 from torch_geometric_regcn.knn.checks import check_search
 from torch_geometric_regcn.knn.exact import exact_search, normalize_rows
@@ -87,13 +88,6 @@ def symmetrise(col: Tensor, partition: RowPartition, group: Group) -> Tensor:
     index."""
     k = col.size(1)
     row = torch.arange(partition.start, partition.end, device=col.device).repeat_interleave(k)
-    col = col.reshape(-1)
-    if partition.num_parts == 1:
-        received = [torch.stack([col, row], dim=1)]
-    else:
-        owner = partition.owner(col)
-        reverse = torch.stack([col, row], dim=1)[owner.argsort(stable=True)]
-        sizes = torch.bincount(owner, minlength=partition.num_parts).tolist()
-        received = all_to_all(list(reverse.split(sizes)), group)
-    edge_index = torch.cat([torch.stack([row, col]), torch.cat(received).T], dim=1)
-    return coalesce(edge_index, num_nodes=partition.num_nodes)
+    edge_index = torch.stack([row, col.reshape(-1)])
+    reverse, _ = reversed_edges(edge_index, partition, group)
+    return coalesce(torch.cat([edge_index, reverse], dim=1), num_nodes=partition.num_nodes)

@@ -17,7 +17,7 @@ from torch_geometric_regcn.distributed.collectives import (
 from torch_geometric_regcn.distributed.row_partition import RowPartition
 from torch_geometric_regcn.knn.checks import Field, check_search, digest
 from torch_geometric_regcn.knn.exact import BLOCK, normalize_rows
-from torch_geometric_regcn.knn.ring import gather_rows, owned_lookup, ring
+from torch_geometric_regcn.knn.ring import gather_shard_rows, owned_lookup, ring
 from torch_geometric_regcn.knn.top_k import RunningTopK, merge_top_k
 from torch_geometric_regcn.utils.progress import progress_bar
 from torch_geometric_regcn.utils.validation import check_int, check_real
@@ -40,11 +40,24 @@ def spherical_kmeans(x: Tensor, cells: int, iterations: int = 10,
     iterations :math:`\mathbf{c}_j \leftarrow \sum_{i \in C_j} \mathbf{x}_i /
     \|\sum_{i \in C_j} \mathbf{x}_i\|` with :math:`C_j` the rows nearest to
     :math:`\mathbf{c}_j`; an empty cluster is re-seeded with a random row.
-    Time :math:`O(\text{iterations} \cdot N \cdot \text{cells} \cdot F)`.
+    Time :math:`O(\text{iterations} \cdot N \cdot \text{cells} \cdot F)`,
+    memory :math:`O(\text{cells} \cdot F + \text{block\_size} \cdot
+    \text{cells})` beyond :obj:`x`.
+
+    Args:
+        x (torch.Tensor): The rows to cluster, of unit L2 norm (see
+            :func:`normalize_rows`).
+        cells (int): The number of clusters, at most :math:`N`.
+        iterations (int, optional): Lloyd iterations. (default: :obj:`10`)
+        generator (torch.Generator, optional): The CPU generator of the
+            initial rows and of the re-seeded ones. (default: :obj:`None`,
+            the global one)
+        block_size (int, optional): Rows compared with the centroids at a
+            time. (default: :obj:`8192`)
 
     Shapes:
         - **x:** :obj:`[N, F]`, unit rows.
-        - **output:** :obj:`[cells, F]`.
+        - **output:** :obj:`[cells, F]`, unit rows.
     """
     n = x.size(0)
     pick = torch.randperm(n, generator=generator, device='cpu')[:cells].to(x.device)
@@ -154,7 +167,7 @@ def ivf_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
     :obj:`xn`, with checked options."""
     n, device = partition.num_nodes, xn.device
     rows = torch.randperm(n, generator=generator, device='cpu')[:sample].to(device)
-    centroids = spherical_kmeans(gather_rows(xn, rows, partition, group), cells, iterations,
+    centroids = spherical_kmeans(gather_shard_rows(xn, rows, partition, group), cells, iterations,
                                  generator)
     cell = nearest(xn, centroids)
     counts = all_reduce(torch.bincount(cell, minlength=cells), group)
@@ -214,7 +227,7 @@ def probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target:
     candidates among its own rows, and the ranks' candidates are merged."""
     n, cells = partition.num_nodes, ranking.size(0)
     q = torch.randperm(n, generator=generator, device='cpu')[:min(queries, n)].to(xn.device)
-    features = gather_rows(xn, q, partition, group)
+    features = gather_shard_rows(xn, q, partition, group)
     merges = partition.num_parts > 1
     top = RunningTopK(q.numel(), k, n, xn, merges=merges)
     columns = torch.arange(partition.start, partition.end, device=xn.device)

@@ -58,7 +58,7 @@ def unpack(payload: Payload, rows: int, cols: int) -> Tensor:
     return to_csr(coo)
 
 
-def gather_rows(local: Tensor, rows: Tensor, partition: RowPartition,
+def gather_shard_rows(local: Tensor, rows: Tensor, partition: RowPartition,
                 group: Group) -> Tensor:
     r"""The rows :obj:`rows` (global node indices) of a row-sharded tensor,
     on every rank, in the order of :obj:`rows`: each owner sends its own."""

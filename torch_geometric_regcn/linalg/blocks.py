@@ -9,24 +9,73 @@ from torch_geometric_regcn.distributed.collectives import Group, all_gather, all
 
 
 def gram(a: Tensor, b: Tensor, group: Group) -> Tensor:
-    r""":math:`\mathbf{A}^{\top}\mathbf{B}` of row-sharded blocks: the local
-    product, all-reduced (:math:`k \times m` entries)."""
+    r"""The inner products of the columns of two row-sharded blocks,
+
+    .. math::
+        \mathbf{A}^{\top}\mathbf{B} = \sum_{p} \mathbf{A}_p^{\top}\mathbf{B}_p,
+
+    over the ranks :math:`p` of :obj:`group`: the local product, all-reduced.
+    Time :math:`O(n k m)` for :math:`n` local rows; :math:`k m` numbers
+    all-reduced.
+
+    Args:
+        a (torch.Tensor): This rank's rows of :math:`\mathbf{A}`.
+        b (torch.Tensor): This rank's rows of :math:`\mathbf{B}`, the same
+            rows.
+        group (ProcessGroup or None): The ranks that hold the rows;
+            :obj:`None` for one process, which holds them all.
+
+    Shapes:
+        - **a:** :obj:`[n, k]`; **b:** :obj:`[n, m]`
+        - **output:** :obj:`[k, m]`, the same on every rank.
+    """
     return all_reduce(a.T @ b, group)
 
 
 def column_norms(a: Tensor, group: Group) -> Tensor:
-    r"""The Euclidean norm of each column of a row-sharded block."""
+    r"""The Euclidean norm of each column of a row-sharded block,
+    :math:`\|\mathbf{a}_j\|_2 = (\sum_p \|\mathbf{a}_{p,j}\|_2^2)^{1/2}`
+    over the ranks :math:`p` of :obj:`group`: the local sums of squares,
+    all-reduced. Time :math:`O(n b)`; :math:`b` numbers all-reduced.
+
+    Args:
+        a (torch.Tensor): This rank's rows of the block.
+        group (ProcessGroup or None): The ranks that hold the rows;
+            :obj:`None` for one process, which holds them all.
+
+    Shapes:
+        - **a:** :obj:`[n, b]`
+        - **output:** :obj:`[b]`, the same on every rank.
+    """
     return all_reduce(a.square().sum(dim=0), group).sqrt()
 
 
 def tall_qr(block: Tensor, group: Group) -> Tuple[Tensor, Tensor]:
     r"""The reduced QR factorisation of a tall row-sharded block
-    :math:`\mathbf{B} = \mathbf{Q}\mathbf{R}` (:math:`N \times b`): this
-    rank's rows of :math:`\mathbf{Q}` and the :math:`b \times b`
-    :math:`\mathbf{R}`, the same on every rank. TSQR (Demmel et al., 2012):
-    each rank factorises its rows, the :math:`b \times b` factors are
-    all-gathered and factorised once more, as stable as a Householder QR of
-    the whole block."""
+
+    .. math::
+        \mathbf{B} = \mathbf{Q}\mathbf{R}, \qquad
+        \mathbf{Q}^{\top}\mathbf{Q} = \mathbf{I}_b,
+
+    by TSQR (Demmel et al., 2012): each rank factorises its rows, the
+    :math:`b \times b` factors are all-gathered and factorised once more, as
+    stable as a Householder QR of the whole block. With :obj:`group=None` it
+    is :func:`torch.linalg.qr`. Time :math:`O(n b^2 + P b^3)` for :math:`n`
+    local rows and :math:`P` ranks; :math:`P b^2` numbers all-gathered.
+
+    Args:
+        block (torch.Tensor): This rank's rows of :math:`\mathbf{B}`.
+        group (ProcessGroup or None): The ranks that hold the rows;
+            :obj:`None` for one process, which holds them all.
+
+    Returns:
+        (torch.Tensor, torch.Tensor): This rank's rows of :math:`\mathbf{Q}`,
+        :obj:`[n, b]`, and :math:`\mathbf{R}`, :obj:`[b, b]`, the same on
+        every rank.
+
+    Shapes:
+        - **block:** :obj:`[n, b]`, :math:`b \leq N`
+    """
     if group is None:
         return torch.linalg.qr(block)
     b = block.size(1)

@@ -6,8 +6,8 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import coalesce, remove_self_loops
 
-from torch_geometric_regcn.distributed.collectives import Group, agree, all_to_all
-from torch_geometric_regcn.distributed.halo import HaloPlan
+from torch_geometric_regcn.distributed.collectives import Group, agree
+from torch_geometric_regcn.distributed.halo import HaloPlan, reversed_edges
 from torch_geometric_regcn.distributed.row_partition import (
     RowPartition,
     check_partition,
@@ -102,9 +102,8 @@ def normalized_adjacency(
     Cost: :math:`O(E \log E)` for the sort; on shards, two all-to-alls of
     :math:`O(E_{\text{cut}} + h)` numbers (:math:`h` halo nodes).
     """
-    check_choice('reduce', reduce, REDUCE)
     part = _checked_partition(edge_index, num_nodes, edge_weight, name, weight_name,
-                              partition, group)
+                              reduce, partition, group)
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
     edge_index, edge_weight = remove_self_loops(edge_index, edge_weight)
@@ -135,8 +134,8 @@ def normalized_adjacency(
 
 
 def _checked_partition(edge_index: Tensor, num_nodes: int, edge_weight: Optional[Tensor],
-                       name: str, weight_name: str, partition: Optional[RowPartition],
-                       group: Group) -> RowPartition:
+                       name: str, weight_name: str, reduce: str,
+                       partition: Optional[RowPartition], group: Group) -> RowPartition:
     r"""Checks the input of :func:`normalized_adjacency` (on shards: on
     every rank, agreed) and returns the row blocks: one part without a
     :obj:`partition`."""
@@ -144,10 +143,12 @@ def _checked_partition(edge_index: Tensor, num_nodes: int, edge_weight: Optional
         if group is not None:
             raise ValueError("'group' needs the 'partition' of the shards (a RowPartition, "
                              "as torch_geometric_regcn.distributed.partition() gives it)")
+        check_choice('reduce', reduce, REDUCE)
         check_edge_index(edge_index, num_nodes, edge_weight, name, weight_name)
         return RowPartition((0, num_nodes), 0)
     error = None
     try:
+        check_choice('reduce', reduce, REDUCE)
         check_partition(partition, group, 'partition')
         if num_nodes != partition.num_nodes:
             raise ValueError(f"'num_nodes' ({num_nodes}) must be the number of nodes of the "
@@ -164,18 +165,9 @@ def _symmetrized(edge_index: Tensor, edge_weight: Tensor, part: RowPartition,
     r"""This rank's rows of :math:`\max(\mathbf{A}, \mathbf{A}^{\top})`,
     coalesced: each reversed edge goes to the owner of its new row (in one
     process, the reversed edges themselves)."""
-    reverse, weight = edge_index.flip(0), edge_weight
-    counts = [reverse.size(1)]
-    if part.num_parts > 1:  # grouped by the rank that owns their new row
-        owner = part.owner(reverse[0])
-        order = owner.argsort(stable=True)
-        counts = torch.bincount(owner, minlength=part.num_parts).tolist()
-        reverse, weight = reverse[:, order], weight[order]
-    received = all_to_all(list(reverse.T.split(counts)), group)
-    received_weight = all_to_all(list(weight.split(counts)), group,
-                                 [r.size(0) for r in received])
-    edge_index = torch.cat([edge_index, torch.cat(received).T], dim=1)
-    edge_weight = torch.cat([edge_weight, *received_weight])
+    reverse, reverse_weight = reversed_edges(edge_index, part, group, edge_weight)
+    edge_index = torch.cat([edge_index, reverse], dim=1)
+    edge_weight = torch.cat([edge_weight, reverse_weight])
     return coalesce(edge_index, edge_weight, part.num_nodes, reduce='max')
 
 
@@ -189,8 +181,9 @@ def sharded_normalized_adjacency(edge_index: Tensor, partition: RowPartition, gr
                     "group=group)")
     if edge_weight is not None:
         edge_weight = edge_weight.to(dtype)
-    return normalized_adjacency(edge_index, partition.num_nodes, edge_weight, dtype,
-                                partition=partition, group=group)
+    edge_index, edge_weight = normalized_adjacency(edge_index, partition.num_nodes, edge_weight,
+                                                   dtype, partition=partition, group=group)
+    return coalesce(edge_index, edge_weight, partition.num_nodes)  # sorted, as it returned
 
 
 def linear_combination(matrices: Sequence[Tensor], coefficients: Sequence[float]) -> Tensor:

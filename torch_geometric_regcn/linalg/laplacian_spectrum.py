@@ -20,9 +20,11 @@ SIGN_TIE = 1.0 - 1e-3
 #: How many entries a batch of dense eigenproblems may hold (float64).
 DENSE_BATCH_ENTRIES = 2**22
 
-#: The block size and filter degree of the Lanczos solves: for k = 16 on
-#: PubMed about twice as fast as block_lanczos's defaults (16 and 8), as fast
-#: on the 169k-node synthetic graph of benchmarks/eigensolver.py.
+#: The block size and filter degree of the Lanczos solves: per step the same
+#: 128 sparse products of one column as block_lanczos's defaults (16 and 8),
+#: spent on a steeper filter over a narrower block, which suits the few pairs
+#: (k + 1) an encoding asks for; docs/positional_encoding.md gives the choice,
+#: benchmarks/results/eigen_pe.md the timings.
 LANCZOS_BLOCK, LANCZOS_DEGREE = 8, 16
 
 #: Components of at most this many nodes are solved by batched dense eigh.
@@ -36,7 +38,8 @@ DENSE_FALLBACK = 4096
 def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor, k: int, *,
                          seed: int = 0, tol: float = 1e-6, max_iter: int = 100,
                          dense_threshold: int = DENSE_THRESHOLD,
-                         dense_fallback: int = DENSE_FALLBACK) -> EigenPairs:
+                         dense_fallback: int = DENSE_FALLBACK,
+                         stacklevel: int = 2) -> EigenPairs:
     r"""The eigenpairs :math:`(\lambda_1, \mathbf{u}_1), \dots, (\lambda_k,
     \mathbf{u}_k)` after the first of the symmetric normalised Laplacian
 
@@ -86,6 +89,10 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
         dense_fallback (int, optional): The size up to which a component
             that Lanczos does not solve is solved densely.
             (default: :obj:`4096`)
+        stacklevel (int, optional): Where the non-convergence warning points,
+            counted as :func:`warnings.warn` counts from this function: 2 is
+            the line that calls it, 3 that line's caller, and so on; a
+            wrapper passes one more per frame it adds. (default: :obj:`2`)
 
     Returns:
         :class:`~torch_geometric_regcn.linalg.EigenPairs`: the eigenvalues
@@ -103,8 +110,12 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
         raise ValueError(f"'k' must be smaller than the number of nodes {num_nodes} (got {k})")
     tol = check_real('tol', tol, 0.0, 1.0, low_open=True)
     max_iter = check_int('max_iter', max_iter)
+    stacklevel = check_int('stacklevel', stacklevel)
     graph = _components(edge_index, edge_weight, degree.sqrt(), num_nodes)
-    return _Solver(k, seed, tol, max_iter, dense_threshold, dense_fallback).solve(graph)
+    # The warning is issued two frames below this one (_Solver.solve, then
+    # _Solver._lanczos_component).
+    return _Solver(k, seed, tol, max_iter, dense_threshold, dense_fallback,
+                   stacklevel + 2).solve(graph)
 
 
 class _Components(NamedTuple):
@@ -177,6 +188,7 @@ class _Solver(NamedTuple):
     max_iter: int
     dense_threshold: int
     dense_fallback: int
+    stacklevel: int  # of the warning, counted from _lanczos_component
 
     def solve(self, graph: _Components) -> EigenPairs:
         k, device = self.k, graph.label.device
@@ -291,7 +303,7 @@ class _Solver(NamedTuple):
                           f"component of {size} nodes with relative residual "
                           f"{pairs.residual:.2e} > tol={self.tol:.0e}; the best pairs found "
                           f"are returned. Raise 'max_iter' or 'tol'", UserWarning,
-                          stacklevel=4)
+                          stacklevel=self.stacklevel)
         vectors = pairs.eigenvectors[:, 1:]
         vectors = vectors - trivial[:, None] * (trivial @ vectors)[None]
         vectors = vectors / vectors.norm(dim=0, keepdim=True)

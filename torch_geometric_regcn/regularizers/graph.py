@@ -18,7 +18,12 @@ from torch import Tensor
 from torch_geometric.typing import WITH_TORCH_SPARSE, SparseTensor
 from torch_geometric.utils import to_edge_index
 
-from torch_geometric_regcn.distributed.collectives import Group, all_gather_ints, check_group
+from torch_geometric_regcn.distributed.collectives import (
+    Group,
+    agree,
+    all_gather_ints,
+    check_group,
+)
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
 from torch_geometric_regcn.knn import knn_graph_cosine
 from torch_geometric_regcn.linalg.graph_operator import (
@@ -175,12 +180,17 @@ class GraphOperators:
                  lowrank: Optional[Tuple[Tensor, Tensor]] = None, progress: bool = True,
                  seed: int = 0, *, partition: Optional[RowPartition] = None,
                  group: Group = None) -> None:
-        self.group = check_group(group)
-        if partition is not None or group is not None:
-            partition = check_partition(partition, group, 'partition')
-            if partition.num_nodes != num_nodes:
-                raise ValueError(f"'num_nodes' ({num_nodes}) must be the number of nodes of "
-                                 f"the whole graph, {partition.num_nodes} in 'partition'")
+        self.group, error = check_group(group), None
+        try:  # on shards agreed, so that a rank with a bad partition cannot leave the
+            # others waiting in the first collective of the operators
+            if partition is not None or group is not None:
+                partition = check_partition(partition, group, 'partition')
+                if partition.num_nodes != num_nodes:
+                    raise ValueError(f"'num_nodes' ({num_nodes}) must be the number of nodes "
+                                     f"of the whole graph, {partition.num_nodes} in 'partition'")
+        except (TypeError, ValueError) as failure:
+            error = failure
+        agree(error, self.group, 'GraphOperators')
         self.partition = partition if group is not None else None
         self.num_nodes = num_nodes
         self.edge_index, self.edge_weight, self.dtype = edge_index, edge_weight, dtype
@@ -236,8 +246,8 @@ class GraphOperators:
             count = 0
         elif is_sparse_tensor(edge_index):
             count = edge_index.nnz()
-        elif edge_index.layout == torch.strided:
-            count = edge_index.size(1)
+        elif edge_index.layout == torch.strided:  # a malformed one is named when checked
+            count = edge_index.size(1) if edge_index.dim() == 2 else edge_index.numel()
         else:
             count = edge_index._nnz()
         if self.group is None:

@@ -147,7 +147,7 @@ class LaplacianEigenPE(BaseTransform):
         self.kwargs = kwargs
 
     def forward(self, data: Data) -> Data:
-        pairs = self.eigenpairs(data)
+        pairs = self.eigenpairs(data, stacklevel=4)  # forward, BaseTransform.__call__, caller
         dtype = self.dtype
         if dtype is None:
             weight = data.edge_weight if 'edge_weight' in data else None
@@ -163,12 +163,13 @@ class LaplacianEigenPE(BaseTransform):
             data.x = pe
         return data
 
-    def eigenpairs(self, data: Data) -> EigenPairs:
+    def eigenpairs(self, data: Data, *, stacklevel: int = 2) -> EigenPairs:
         r"""The :obj:`k` eigenpairs of the encoding: the eigenvalues
         :math:`\lambda_1 \leq \dots \leq \lambda_k` of :math:`\mathbf{L}` and
         the eigenvectors :obj:`[N, k]` with the sign convention applied, in
         float64 on the device of :obj:`data.edge_index`
-        (:func:`~torch_geometric_regcn.linalg.laplacian_eigenpairs`)."""
+        (:func:`~torch_geometric_regcn.linalg.laplacian_eigenpairs`;
+        :obj:`stacklevel` as there, counted from this method)."""
         num_nodes = data.num_nodes
         if num_nodes is None:
             raise ValueError("LaplacianEigenPE needs the number of nodes: set 'data.num_nodes' "
@@ -191,7 +192,8 @@ class LaplacianEigenPE(BaseTransform):
         return laplacian_eigenpairs(edge_index, weight, degree, self.k, seed=self.seed,
                                     tol=self.tol, max_iter=self.max_iter,
                                     dense_threshold=self.DENSE_THRESHOLD,
-                                    dense_fallback=self.DENSE_FALLBACK)
+                                    dense_fallback=self.DENSE_FALLBACK,
+                                    stacklevel=stacklevel + 1)
 
     def __repr__(self) -> str:
         name = f', attr_name={self.attr_name!r}' \

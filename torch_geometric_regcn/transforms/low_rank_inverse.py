@@ -56,7 +56,7 @@ def paper_rank(num_nodes: int, p: int) -> int:
 
 
 def _target(data: Data) -> Tuple[torch.dtype, torch.device]:
-    """The dtype and device of the factors: those of :obj:`data.x` when present."""
+    r"""The dtype and device of the factors: those of :obj:`data.x` when present."""
     x = data.x
     dtype = x.dtype if x is not None and x.is_floating_point() else torch.get_default_dtype()
     device = x.device if x is not None else data.edge_index.device
@@ -307,7 +307,7 @@ class LowRankInverse(BaseTransform):
                              part, group)
         generator = torch.Generator(operator.device).manual_seed(self.seed)
         enabled = self.progress and rank_of(group) == 0
-        with EigensolverProgress(self.tol, enabled) as progress:
+        with EigensolverProgress(self.tol, enabled, 'LowRankInverse eigenpairs') as progress:
             pairs = extreme_eigenpairs(operator, self.rank, self.which, self.tol,
                                        self.max_iter, self.method, generator=generator,
                                        callback=progress, step_callback=progress.step)

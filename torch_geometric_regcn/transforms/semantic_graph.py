@@ -7,9 +7,9 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_regcn.distributed.collectives import Group, agree, check_group
-from torch_geometric_regcn.distributed.row_partition import check_partition
+from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
 from torch_geometric_regcn.knn import KNN_METHODS, knn_graph_cosine
-from torch_geometric_regcn.utils.validation import check_int, check_node_features
+from torch_geometric_regcn.utils.validation import check_choice, check_int, check_node_features
 
 __all__ = ['SemanticGraph', 'knn_graph_cosine']
 
@@ -73,8 +73,7 @@ class SemanticGraph(BaseTransform):
         k = check_int('k', k)
         block_size = None if block_size is None else check_int('block_size', block_size)
         seed = check_int('seed', seed, minimum=-2**63)
-        if method not in KNN_METHODS:
-            raise ValueError(f"'method' must be one of {KNN_METHODS} (got {method!r})")
+        check_choice('method', method, KNN_METHODS)
         self.k, self.block_size, self.method = k, block_size, method
         self.progress, self.seed = progress, seed
         self.group = check_group(group)
@@ -84,8 +83,12 @@ class SemanticGraph(BaseTransform):
         try:  # with a group, a rank with a bad shard makes every rank raise, none waits
             x = self._features(data)
             partition = getattr(data, 'partition', None)
-            if partition is not None or self.group is not None:
+            # A shard of several parts needs its group (else its kNN graph would
+            # silently be that of its rows alone); any other 'partition' is not ours.
+            if self.group is not None or isinstance(partition, RowPartition):
                 partition = check_partition(partition, self.group)
+            else:
+                partition = None
         except (TypeError, ValueError) as exc:
             error = exc
         agree(error, self.group, 'SemanticGraph')

@@ -40,11 +40,9 @@ class EigensolverProgress:
     Args:
         tol (float): The relative residual the solver stops at.
         enabled (bool, optional): Draw the bar. (default: :obj:`True`)
-        desc (str, optional): The bar's label.
-            (default: :obj:`"LowRankInverse eigenpairs"`)
+        desc (str, optional): The bar's label. (default: :obj:`"eigenpairs"`)
     """
-    def __init__(self, tol: float, enabled: bool = True,
-                 desc: str = 'LowRankInverse eigenpairs') -> None:
+    def __init__(self, tol: float, enabled: bool = True, desc: str = 'eigenpairs') -> None:
         self.tol, self.span = tol, math.log(1.0 / tol)
         self.percent = 0  # shown
         self.reached, self.gain = 0.0, None  # at the last cycle's end; its gain

@@ -1,4 +1,4 @@
-"""Argument checks shared by the transforms and layers.
+r"""Argument checks shared by the transforms and layers.
 
 Each check raises an error that names the argument and says how to fix it.
 """

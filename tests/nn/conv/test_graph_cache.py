@@ -62,9 +62,14 @@ def test_copies_and_pickles_rebuild_the_cache(cached):
     buffer = io.BytesIO()
     torch.save(conv, buffer)
     buffer.seek(0)
-    for other in (copy.deepcopy(conv), torch.load(buffer, weights_only=False)):
+    for other in (copy.copy(conv), copy.deepcopy(conv), torch.load(buffer, weights_only=False)):
+        assert other._graph_cache is not conv._graph_cache  # a cache of its own
         assert other._graph_cache.graph is None
         torch.testing.assert_close(other(x, edge_index, **kwargs), expected)
+    if cached:  # the copy's graph is its own business: the original keeps its graph
+        shallow = copy.copy(conv)
+        shallow(x, edge_index.flip(0)[:, :10], semantic_edge_index=edge_index[:, :10])
+        torch.testing.assert_close(conv(x, edge_index, **kwargs), expected)
 
 
 def test_the_cache_alone_accepts_the_same_or_an_equal_graph_and_names_a_change():

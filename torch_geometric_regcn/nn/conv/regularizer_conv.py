@@ -175,8 +175,9 @@ class RegularizerConv(MessagePassing):
         return getattr(self.regularizer, 'gate', None)
 
     def __getstate__(self) -> Dict[str, Any]:
-        # The cached graph empties itself in copies and pickles (GraphCache).
-        return {**super().__getstate__(), '_masking': None}
+        # Copies and pickles start with an empty cache of their own (a shallow
+        # copy would otherwise share this layer's GraphCache).
+        return {**super().__getstate__(), '_graph_cache': GraphCache(), '_masking': None}
 
     def reset_cache(self) -> None:
         r"""Forgets the graph cached by :obj:`cached=True`, so the next call

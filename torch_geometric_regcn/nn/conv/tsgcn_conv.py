@@ -37,49 +37,28 @@ class TSGCNConv(torch.nn.Module):
     \mathbf{\Theta}) + \frac{1}{2}\mathrm{Tr}(\mathbf{H}^{\top}\mathbf{R}
     \mathbf{H})` with :math:`\mathbf{R} = (\mathbf{I} + \alpha
     \tilde{\mathbf{L}}_G + \beta \tilde{\mathbf{L}}_X) / (s(1 + \alpha +
-    \beta))`. The factors :math:`\mathbf{W}, \mathbf{V} \in
+    \beta))`, where the factors :math:`\mathbf{W}, \mathbf{V} \in
     \mathbb{R}^{N \times r}` come from
-    :class:`~torch_geometric_regcn.LowRankInverse`. The default :math:`s = 1`
-    is the library's convention for every tsGCN propagation (see
-    :class:`~torch_geometric_regcn.regularizers.TSGCNRegularizer`, whose
-    :obj:`"lowrank"` solver gives this layer's output for the same weights);
-    :math:`s = 1 / (1 + \alpha + \beta)` is the authors' scaling, the
-    exact :math:`(\mathbf{I} + \alpha \tilde{\mathbf{L}}_G + \beta
-    \tilde{\mathbf{L}}_X)^{-1}`. :math:`\mathbf{\Theta}` does not absorb
-    the constant under weight decay; ``benchmarks/results/scaling.md``
-    compares both.
+    :class:`~torch_geometric_regcn.LowRankInverse`. :math:`s = 1` is the
+    library's convention, shared with
+    :class:`~torch_geometric_regcn.regularizers.TSGCNRegularizer`;
+    :math:`s = 1 / (1 + \alpha + \beta)` is the authors' scaling. Apply the
+    activation (ReLU in the paper's hidden layers) outside the layer.
 
-    The layer applies the factors through the Woodbury identity in
-    :math:`O(N r F')` time and :math:`O(N r)` memory; no :math:`N \times N`
-    matrix is ever formed. The :math:`r \times r` core :math:`\mathbf{I}_r +
-    \mathbf{V}^{\top}\mathbf{W}` is factorised (another :math:`O(N r^2)`)
-    once and kept while the same, unmodified factor tensors come back, as in
-    transductive training (see
-    :class:`~torch_geometric_regcn.linalg.WoodburyCache`: factors that require
-    gradients, or new tensors on every call such as :obj:`w.detach()`, are
-    factorised every time, and so is everything under :func:`torch.compile`).
-    Apply the activation (ReLU in the paper's hidden layers) outside the layer.
-
-    The propagation runs in the dtype of the factors (float32 or float64) and
-    the output has the dtype of :math:`\mathbf{X}\mathbf{\Theta}`: half-precision
-    features (or :func:`torch.autocast`) are propagated in float32 and cast
-    back. Features with NaN or infinite values raise an error (outside
-    :func:`torch.compile`).
-
-    Unlike :class:`~torch_geometric_regcn.RegularizerConv`, the layer is a
-    plain :class:`torch.nn.Module`, not a
-    :class:`~torch_geometric.nn.conv.MessagePassing`: it reads no edges, only
-    dense :math:`N \times r` factors, as PyG's dense layers
-    (:class:`~torch_geometric.nn.dense.DenseGCNConv`) read a dense adjacency.
+    Cost: :math:`O(N r F_{out})` time and :math:`O(N r)` memory per call
+    through the Woodbury identity, no :math:`N \times N` matrix formed; the
+    :math:`r \times r` core is factorised in :math:`O(N r^2 + r^3)` once per
+    set of factors (:class:`~torch_geometric_regcn.linalg.WoodburyCache`).
+    The propagation runs in the factors' dtype; half-precision inputs are
+    propagated in float32 and cast back. Only the whole graph's factors are
+    accepted: rows sliced from them (by a loader or
+    :meth:`~torch_geometric.data.Data.subgraph`) raise an error. The layer is
+    a plain :class:`torch.nn.Module` that reads dense factors, not edges;
     :obj:`RegularizerConv('tsgcn', solver='cg')` gives the same propagation
     through message passing.
 
-    Only transductive use on the full graph is supported: pass the whole
-    graph's features and factors and index the output rows. Rows of the
-    factors (sliced by a loader or :meth:`~torch_geometric.data.Data.subgraph`)
-    are not the factors of the subgraph; they are detected, as
-    :math:`\mathbf{V}^{\top}\mathbf{W}` is then not diagonal, and rejected
-    (see :func:`~torch_geometric_regcn.linalg.woodbury_core`).
+    ``docs/tsgcn.md`` (*The low-rank factors*) gives the scaling and when the
+    core is recomputed; ``docs/distributed.md`` what :obj:`group` exchanges.
 
     Args:
         in_channels (int): Size of each input sample, or :obj:`-1` to derive the
@@ -92,15 +71,11 @@ class TSGCNConv(torch.nn.Module):
         scale (float, optional): The factor :math:`s` of the propagation.
             (default: :obj:`1.0`)
         group (ProcessGroup, optional): A :mod:`torch.distributed` process
-            group over which the nodes are split by rows (see
-            :func:`~torch_geometric_regcn.distributed.partition`): the inputs
-            and the output are this rank's rows, and each forward pass
-            all-reduces the :math:`r \times F_{out}` matrix
-            :math:`\mathbf{V}^{\top}\mathbf{X}\mathbf{\Theta}` (and the backward
-            pass its gradient); the core is all-reduced once per set of
-            factors. Wrap the model in
-            :class:`~torch.nn.parallel.DistributedDataParallel` for the
-            parameters' gradients. (default: :obj:`None`, one process)
+            group over which the nodes are split by rows: the inputs and the
+            output are this rank's rows, and each forward pass all-reduces
+            the :math:`r \times F_{out}` matrix
+            :math:`\mathbf{V}^{\top}\mathbf{X}\mathbf{\Theta}` (the backward
+            pass its gradient). (default: :obj:`None`, one process)
 
     Shapes:
         - **input:**

@@ -35,7 +35,7 @@ class MiniBatchTSGCN(torch.nn.Module):
     nodes. Rows :math:`\mathcal{B}` of a layer with the low-rank propagation
     :math:`\mathbf{P} = \mathbf{I} - \mathbf{W}\mathbf{C}^{-1}
     \mathbf{V}^{\top}`, :math:`\mathbf{C} = \mathbf{I}_r +
-    \mathbf{V}^{\top}\mathbf{W}`, needs the batch's own rows and one global
+    \mathbf{V}^{\top}\mathbf{W}`, need the batch's own rows and one global
     :math:`r \times F` summary of the layer's input:
 
     .. math::
@@ -49,53 +49,24 @@ class MiniBatchTSGCN(torch.nn.Module):
     with ReLU as :math:`\sigma` in hidden layers and none after the last.
     Given the summaries :math:`\mathbf{V}^{\top}\mathbf{H}^{(l-1)}` of the
     current weights, this is exactly :class:`~torch_geometric_regcn.TSGCN`'s
-    output on those rows; the parameters are those of
-    :class:`~torch_geometric_regcn.TSGCN` (the same :meth:`state_dict`, so
-    weights move between the two with :meth:`load_state_dict`).
+    output on those rows, with the same parameters (the same
+    :meth:`state_dict`). :math:`\mathbf{V}^{\top}\mathbf{X}` and
+    :math:`\mathbf{C}` depend on the data only, so the first layer is exact;
+    later summaries depend on the weights and are kept, computed with earlier
+    weights (:obj:`summary`): :obj:`"refresh"` recomputes them in :meth:`refresh`
+    (once per epoch), :obj:`"history"` also keeps every node's hidden rows
+    and updates the summaries from each training batch. Summaries are
+    constants of a step, so the gradient through the other nodes' rows is
+    left out; :meth:`inference` gives exact outputs for the current weights.
+    ``docs/minibatch.md`` describes both modes and the approximation.
 
-    The first summary :math:`\mathbf{V}^{\top}\mathbf{X}` and the core
-    :math:`\mathbf{C}` depend on the data only (both are computed once and
-    kept while the same, unmodified :obj:`x`, :obj:`w`, :obj:`v` come back),
-    so the first layer is exact for every batch. Later summaries depend on
-    the weights, which change at every optimiser step; they are kept in one
-    of two ways (:obj:`summary`):
-
-    - :obj:`"refresh"` (mode A): :meth:`refresh` recomputes every summary from
-      all nodes, in chunks of :obj:`batch_size` rows without gradients
-      (:math:`O(N F r)` time per hidden layer). Call it once per epoch: the
-      batches of that epoch see summaries of the weights at its start.
-    - :obj:`"history"` (mode B): the model also keeps the hidden rows
-      :math:`\bar{\mathbf{H}}^{(l)}` of all nodes (:math:`N \times F_{hid}`
-      per hidden layer, filled by :meth:`refresh`), and every forward pass in
-      training mode writes its batch's fresh rows into them and updates the
-      summary by :math:`\mathbf{V}_{\mathcal{B}}^{\top}(\mathbf{H}_{\mathcal{B}}
-      - \bar{\mathbf{H}}_{\mathcal{B}})` before the next layer reads it.
-      Rows outside the batches keep the weights they were computed with;
-      :meth:`refresh` with :obj:`index` recomputes some of them (e.g. a slice
-      of all nodes per step, so that each row is renewed every few epochs).
-
-    The approximation: summaries computed with earlier weights (mode A: at
-    most one epoch old; mode B: as old as each row), and gradients that reach
-    :math:`\mathbf{\Theta}^{(j)}` only through the batch's rows: a summary is
-    a constant of the step, so the term of the exact gradient that flows
-    through the other nodes' rows of :math:`\mathbf{V}^{\top}\mathbf{H}^{(l)}`,
-    :math:`l \geq 1`, is left out. The first layer's summary is exact, so a
-    one-layer network trains exactly, and the last layer's weight gradient is
-    exact given fresh summaries. Dropout applies to the batch's rows only
-    (the summaries are those of the network in evaluation mode, the
-    expectation of dropout). :meth:`inference` gives exact outputs for the
-    current weights, from fresh summaries, without touching the stored ones.
-
-    Costs per layer and batch of :math:`B` nodes: :math:`O(B F F' + B r F' +
+    Cost per layer and batch of :math:`B` nodes: :math:`O(B F F' + B r F' +
     r F F' + r^2 F')` time and :math:`O(B (F + r + F'))` memory beyond the
-    parameters, the
-    :math:`r \times F` summaries and (mode B) the :math:`N \times F_{hid}`
-    history; a full :meth:`refresh` costs one pass over all nodes per hidden
-    layer (two layers: one pass) plus :math:`O(N r^2)` for the core, in
-    chunks of :obj:`batch_size` rows. The whole graph's :obj:`x`,
-    :obj:`lowrank_w` and :obj:`lowrank_v` passed to :meth:`refresh` and
-    :meth:`inference` may stay on another device (e.g. the CPU): only chunks
-    of rows move to the model's device.
+    parameters, the :math:`r \times F` summaries and (:obj:`"history"`) the
+    :math:`N \times F_{hid}` history per hidden layer. A full :meth:`refresh`
+    costs one pass over all nodes per hidden layer (two layers: one pass), in
+    chunks of :obj:`batch_size` rows, plus :math:`O(N r^2)` for the core; the
+    whole graph's tensors may stay on another device, only chunks move.
 
     Args:
         in_channels (int): Size of each input sample, or :obj:`-1` for lazy
