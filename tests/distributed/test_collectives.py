@@ -15,7 +15,6 @@ from torch_geometric_regcn.distributed.collectives import (
     broadcast,
     differentiable_all_reduce,
 )
-from torch_geometric_regcn.distributed.row_partition import RowPartition
 from torch_geometric_regcn.distributed.traffic import traffic, traffic_stage
 
 pytestmark = requires_gloo
@@ -81,13 +80,6 @@ def test_single_process_collectives_are_the_identity():
     assert broadcast(x, None) is x
     with pytest.raises(ValueError, match='mine'):
         agree(ValueError('mine'), None, 'x')
-
-
-def test_row_partition_owner():
-    part = RowPartition.even(10, 3)
-    assert part.bounds == (0, 4, 7, 10)
-    assert part.owner(torch.arange(10)).tolist() == [0] * 4 + [1] * 3 + [2] * 3
-    assert part.of_rank(2).num_local == 3 and part.of_rank(2).start == 7
 
 
 def _dies(rank, world_size):

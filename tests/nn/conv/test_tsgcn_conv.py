@@ -1,5 +1,6 @@
-r"""TSGCNConv against the dense (I + W Vᵀ)⁻¹ X Θ, its Woodbury cache, the
-checks of its factors, and woodbury_apply with and without a summary."""
+r"""TSGCNConv against the dense (I + W Vᵀ)⁻¹ X Θ, its Woodbury cache and the
+checks of its factors; woodbury_apply, woodbury_core and WoodburyCache
+themselves are tested in tests/linalg/test_woodbury.py."""
 import copy
 import io
 
@@ -9,7 +10,6 @@ import torch
 from tests.conftest import CUDA
 from tests.nn.helpers import eigen_factors
 from torch_geometric_regcn import TSGCNConv
-from torch_geometric_regcn.linalg import factors_from_eigenpairs, woodbury_apply, woodbury_core
 
 
 def dense_reference(conv, x, w, v):
@@ -98,14 +98,6 @@ def test_copies_and_pickles_drop_the_cached_core():
         torch.testing.assert_close(other(x, w, v), expected, rtol=0, atol=0)
 
 
-def test_woodbury_apply_with_and_without_a_core():
-    w, v = eigen_factors()
-    x = torch.randn(30, 3, dtype=torch.float64)
-    expected = torch.linalg.solve(torch.eye(30, dtype=torch.float64) + w @ v.T, x)
-    torch.testing.assert_close(woodbury_apply(x, w, v), expected)
-    torch.testing.assert_close(woodbury_apply(x, w, v, woodbury_core(w, v)), expected)
-
-
 def test_rejects_a_singular_core():
     w, v = eigen_factors(n=30, rank=2)
     v = -w @ torch.linalg.inv(w.T @ w)  # V^T W = -I, so I + V^T W = 0
@@ -118,22 +110,6 @@ def test_rejects_non_finite_factors():
     w[3, 1] = float('nan')
     with pytest.raises(ValueError, match='NaN or infinite'):
         TSGCNConv(6, 4).double()(torch.randn(30, 6, dtype=torch.float64), w, v)
-
-
-def test_accepts_a_well_posed_core_close_to_singular_in_float32():
-    # tsGCN's core is I - Λ with 1 - λ >= 1 / (1 + α + β): here α + β = 1e4.
-    # The float32 solve is then accurate to about cond * eps = 1e4 * 6e-8,
-    # so 1e-2 relative is a loose bound that still fails on a wrong inverse.
-    # The core warns that its largest gain is accurate to a fraction of a percent.
-    gen = torch.Generator().manual_seed(0)
-    u, _ = torch.linalg.qr(torch.randn(200, 40, dtype=torch.float64, generator=gen))
-    lam = torch.linspace(0.5, 1e4 / (1 + 1e4), 40, dtype=torch.float64)
-    w, v = factors_from_eigenpairs(lam, u)
-    x = torch.randn(200, 3, dtype=torch.float64, generator=gen)
-    expected = torch.linalg.solve(torch.eye(200, dtype=torch.float64) + w @ v.T, x)
-    with pytest.warns(UserWarning, match=r'accurate to about 0\.\d%'):
-        got = woodbury_apply(x.float(), w.float(), v.float()).double()
-    assert (got - expected).norm() / expected.norm() < 1e-2
 
 
 def test_reset_parameters_and_repr():
@@ -182,25 +158,3 @@ def test_cuda_matches_cpu():
     expected = conv(x, w, v)
     got = conv.cuda()(x.cuda(), w.cuda(), v.cuda())
     torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)
-
-
-def test_woodbury_apply_with_a_summary_gives_the_rows_of_the_full_application():
-    # Rows B of (I + W Vᵀ)⁻¹ X from W_B, X_B and the summary VᵀX of all rows,
-    # bit for bit as the full application (the same operations on those rows).
-    w, v = eigen_factors()
-    x = torch.randn(30, 3, dtype=torch.float64)
-    core = woodbury_core(w, v)
-    full = woodbury_apply(x, w, v, core)
-    rows = torch.tensor([4, 17, 0, 29])
-    got = woodbury_apply(x[rows], w[rows], None, core, summary=v.T @ x)
-    torch.testing.assert_close(got, full[rows], rtol=0, atol=0)
-    expected = torch.linalg.solve(torch.eye(30, dtype=torch.float64) + w @ v.T, x)
-    torch.testing.assert_close(got, expected[rows])
-    # float32 rows with a float64 summary and core: computed in the factors' dtype.
-    got32 = woodbury_apply(x[rows].float(), w[rows], None, core, summary=v.T @ x)
-    assert got32.dtype == torch.float32
-    torch.testing.assert_close(got32.double(), expected[rows], rtol=1e-6, atol=1e-6)
-    with pytest.raises(ValueError, match="'summary' needs 'core'"):
-        woodbury_apply(x[rows], w[rows], None, summary=v.T @ x)
-    with pytest.raises(ValueError, match="needs the factor 'v', or the summary"):
-        woodbury_apply(x, w, None, core)
