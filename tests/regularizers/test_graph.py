@@ -1,12 +1,13 @@
+"""GraphOperators and build_graph: each operator built on first use and kept,
+and only what a regulariser's solver reads. tsGCN's operator is tested in
+test_tsgcn.py."""
 import pytest
 import torch
-from torch_geometric.data import Data
 
 from tests.conftest import dense_normalized_adjacency, undirected_graph
 from torch_geometric_regcn import regularizers as R
 from torch_geometric_regcn.knn import knn_graph_cosine
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
-from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
 
 N = 30
 
@@ -33,26 +34,6 @@ def test_semantic_graph_from_features_once_per_k():
     assert not torch.equal(graph.semantic_adjacency(5).to_dense(), first.to_dense())
     with pytest.raises(ValueError, match="needs node features 'x' or a precomputed"):
         GraphOperators(N).semantic_adjacency(3)
-
-
-@pytest.mark.parametrize('alpha, beta', [(1.0, 0.4), (0.0, 0.7), (2.0, 0.0)])
-def test_one_tsgcn_operator_for_the_transform_and_the_regularizer(alpha, beta):
-    # LowRankInverse (through tsgcn_operator) and the regulariser's solvers read
-    # the very same S = (α Â_G + β Â_X) / (1 + α + β), bit for bit.
-    ei, _ = undirected_graph(0)
-    sei, _ = undirected_graph(5)
-    x = torch.randn(N, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    data = Data(x=x, edge_index=ei, semantic_edge_index=sei)
-    reg = R.get('tsgcn', alpha=alpha, beta=beta)
-    from_transform = tsgcn_operator(data, alpha, beta)
-    from_layer = reg.adjacency(build_graph(reg, ei, N, dtype=torch.float64,
-                                           semantic_edge_index=sei))
-    assert torch.equal(from_transform.to_dense(), from_layer.to_dense())
-    expected = (alpha * dense_normalized_adjacency(ei, N)
-                + beta * dense_normalized_adjacency(sei, N)) / (1 + alpha + beta)
-    # S_ij is a sum of a few positive rounded terms: |error| <= ~3 eps |S_ij|.
-    torch.testing.assert_close(from_layer.to_dense(), expected,
-                               rtol=16 * torch.finfo(torch.float64).eps, atol=0)
 
 
 def test_requirements_per_solver():

@@ -4,6 +4,8 @@ A damaged, foreign or outdated cache file is never trusted: it is reported
 by name and recomputed. Unconverged factors warn again when reloaded. An
 unusable ``cache_dir`` fails before any work, and a save that fails at the
 end keeps the computed factors. Concurrent runs never read a torn file.
+The unit tests of the cache module's functions are in
+tests/transforms/test_factor_cache.py.
 """
 import multiprocessing
 import os
@@ -295,25 +297,3 @@ def test_concurrent_processes_never_read_a_torn_file(tmp_path):
             assert torch.equal(torch.from_numpy(v), reference[seed].lowrank_v)
     assert len(list(tmp_path.glob('lowrank-*.pt'))) == ROUNDS
     assert list(tmp_path.glob('*.tmp')) == []
-
-
-# 5. The transform's reads and writes, as functions of the cache module. -----
-
-def test_factor_files_round_trip_and_warn_when_unconverged(tmp_path):
-    w = torch.randn(5, 2, dtype=torch.float64)
-    v = torch.randn(5, 2, dtype=torch.float64)
-    path = factor_cache.factors_path(str(tmp_path), 'abc')
-    assert path == str(tmp_path / 'lowrank-abc.pt')
-    factor_cache.save_factors(path, w, v, residual=1e-3, tol=1e-4)
-    with pytest.warns(UserWarning, match=r'residual 1\.00e-03 > tol=0\.0001'):
-        loaded = factor_cache.load_factors(path, (5, 2), torch.float64, torch.device('cpu'))
-    assert torch.equal(loaded[0], w) and torch.equal(loaded[1], v)
-    with pytest.warns(UserWarning, match=r'shape \[5, 2\], expected \[6, 2\]'):
-        assert factor_cache.load_factors(path, (6, 2), torch.float64,
-                                         torch.device('cpu')) is None
-    assert factor_cache.load_factors(str(tmp_path / 'none.pt'), (5, 2), torch.float64,
-                                     torch.device('cpu')) is None
-
-
-def test_one_process_keeps_its_key():
-    assert factor_cache.shard_key('00ff', None, None) == '00ff'

@@ -59,8 +59,10 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     With a :mod:`torch.distributed` :obj:`group`, :obj:`w` and :obj:`v` are
     this rank's rows of factors split by rows over the group, and
     :math:`\mathbf{V}^{\top}\mathbf{W}` is all-reduced (:math:`r^2`
-    numbers): every rank gets the same core."""
-    vtw = differentiable_all_reduce(v.T @ w, group)
+    numbers): every rank gets the same core. It is computed in the factors'
+    dtype, :func:`torch.autocast` or not (its gains need that precision)."""
+    with torch.autocast(w.device.type, enabled=False):
+        vtw = differentiable_all_reduce(v.T @ w, group)
     lu, pivots, _ = torch.linalg.lu_factor_ex(
         torch.eye(w.size(1), dtype=w.dtype, device=w.device) + vtw)
     if not is_compiling() and lu.numel() > 0:

@@ -7,7 +7,7 @@ from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import Group, agree
 from torch_geometric_regcn.distributed.row_partition import RowPartition
-from torch_geometric_regcn.linalg.graph_operator import linear_combination
+from torch_geometric_regcn.linalg.graph_operator import coo_entries, linear_combination
 from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
 from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
 from torch_geometric_regcn.regularizers.base import Regularizer
@@ -95,7 +95,11 @@ def sharded_tsgcn_adjacency(partition: RowPartition, group: Group, alpha: float,
     graph = GraphOperators(partition.num_nodes, edge_index, edge_weight, dtype,
                            semantic_edge_index=semantic_edge_index, partition=partition,
                            group=group)
-    return tsgcn_adjacency(graph, alpha, beta)
+    operator = tsgcn_adjacency(graph, alpha, beta)
+    if isinstance(operator, ShardedMatrix):
+        return operator
+    # One process: a ShardedMatrix of one part, as this function returned.
+    return ShardedMatrix(*coo_entries(operator), partition, group)
 
 
 @register

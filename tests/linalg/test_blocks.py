@@ -1,0 +1,102 @@
+r"""linalg.blocks in one process (group=None): gram and column_norms against
+float64 sums, tall_qr against the defining properties of a QR factorisation
+(R upper triangular, Q orthonormal, QR = B, RᵀR = BᵀB) for full-rank,
+rank-deficient, nearly square and square blocks. The TSQR on row shards is
+tested against the single-process factors in tests/distributed/test_pipeline.py."""
+import math
+
+import pytest
+import torch
+
+from torch_geometric_regcn.linalg.blocks import column_norms, gram, tall_qr
+
+EPS64 = torch.finfo(torch.float64).eps
+EPS32 = torch.finfo(torch.float32).eps
+
+
+def block(rows, cols, seed=0, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(rows, cols, dtype=torch.float64, generator=gen).to(dtype)
+
+
+def test_gram_of_float32_blocks_is_the_float64_inner_product_to_rounding():
+    a, b = block(200, 4, 0, torch.float32), block(200, 3, 1, torch.float32)
+    got = gram(a, b, None)
+    assert got.shape == (4, 3) and got.dtype == torch.float32
+    exact = a.double().T @ b.double()  # products of float32 numbers are exact in float64
+    # A float32 sum of N products errs by at most N eps32 Σ|a_i b_i| (the float64
+    # reference's own error, N eps64 Σ|a_i b_i|, is 2^-29 of that).
+    bound = 200 * EPS32 * (a.double().abs().T @ b.double().abs())
+    assert bool(((got.double() - exact).abs() <= bound).all())
+    # The one-process case is the local product itself, bit for bit.
+    assert torch.equal(got, a.T @ b)
+
+
+def test_gram_of_float64_blocks_against_a_sum_of_outer_products():
+    a, b = block(120, 5, 2), block(120, 2, 3)
+    reference = (a[:, :, None] * b[:, None, :]).sum(dim=0)  # another summation order
+    bound = 2 * 120 * EPS64 * (a.abs().T @ b.abs())  # both sums err by <= N eps Σ|a_i b_i|
+    assert bool(((gram(a, b, None) - reference).abs() <= bound).all())
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+def test_column_norms_against_an_exactly_rounded_sum(dtype):
+    a = block(300, 4, 4, dtype)
+    a[:, 2] = 0.0  # a zero column has norm 0, not NaN
+    got = column_norms(a, None)
+    assert got.shape == (4,) and got.dtype == dtype
+    # math.fsum adds the float64 squares (exact for float32 entries) with one rounding.
+    reference = torch.tensor([math.sqrt(math.fsum(t * t for t in column))
+                              for column in a.double().T.tolist()], dtype=torch.float64)
+    assert got[2] == 0
+    # A sum of N squares errs by at most N eps relative; the square root halves it.
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(got.double(), reference, rtol=(300 / 2 + 2) * eps, atol=0)
+
+
+def check_qr(b, q, r):
+    r"""The properties that define the reduced QR of :obj:`b`, with tolerances
+    from Householder QR's backward error, :math:`O(N c\,\epsilon)\|\mathbf{B}\|`
+    for an :math:`N \times c` block (here with the constant 4)."""
+    n, c = b.shape
+    k = min(n, c)
+    assert q.shape == (n, k) and r.shape == (k, c)
+    assert torch.equal(r, r.triu())  # exactly zero below the diagonal
+    scale = float(torch.linalg.matrix_norm(b))
+    # Q is orthonormal to the rounding of its N-term inner products.
+    torch.testing.assert_close(q.T @ q, torch.eye(k, dtype=b.dtype), rtol=0,
+                               atol=4 * n * k * EPS64)
+    torch.testing.assert_close(q @ r, b, rtol=0, atol=4 * n * c * EPS64 * scale)
+    # RᵀR = BᵀB: R is the Cholesky factor of the Gram matrix up to row signs.
+    torch.testing.assert_close(r.T @ r, b.T @ b, rtol=0, atol=4 * n * c * EPS64 * scale ** 2)
+
+
+@pytest.mark.parametrize('rows, cols', [(200, 6), (8, 6), (6, 6), (3, 1)])
+def test_tall_qr_factorises_the_block(rows, cols):
+    b = block(rows, cols, 5)
+    q, r = tall_qr(b, None)
+    check_qr(b, q, r)
+    # Full column rank: |diag R| are the norms of the parts orthogonal to the
+    # columns before, far from zero for Gaussian columns.
+    assert bool((r.diagonal().abs() > 1e-3).all())
+    expected = torch.linalg.qr(b)  # in one process, torch's factorisation itself
+    assert torch.equal(q, expected.Q) and torch.equal(r, expected.R)
+
+
+def test_tall_qr_of_a_rank_deficient_block():
+    b = block(60, 5, 6)
+    b[:, 3] = b[:, 1] + 2 * b[:, 2]  # column 3 lies in the span of columns 1 and 2
+    q, r = tall_qr(b, None)
+    check_qr(b, q, r)
+    # R[3, 3] is the norm of column 3's part orthogonal to columns 0-2: zero up
+    # to the backward error N c eps ||B||; the other pivots are O(sqrt(N)).
+    scale = float(torch.linalg.matrix_norm(b))
+    assert abs(float(r[3, 3])) <= 60 * 5 * EPS64 * scale
+    assert bool((r.diagonal()[[0, 1, 2, 4]].abs() > 1.0).all())
+
+
+def test_tall_qr_of_a_zero_block():
+    b = torch.zeros(10, 3, dtype=torch.float64)
+    q, r = tall_qr(b, None)
+    assert torch.equal(r, torch.zeros(3, 3, dtype=torch.float64))
+    assert torch.equal(q @ r, b)

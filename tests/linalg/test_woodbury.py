@@ -1,0 +1,350 @@
+r"""linalg.woodbury against dense float64 references: factors_from_eigenpairs
+(W Vᵀ = -U Λ Uᵀ), woodbury_apply (= (I + W Vᵀ)⁻¹ X by torch.linalg.solve, with
+and without a core, with a summary, in another dtype), woodbury_core (its LU
+and its checks), WoodburyCache (kept while the factors are, refactorised when
+they change), gain_precision and warn_if_imprecise. The layers that call them
+are tested in tests/nn/conv/test_tsgcn_conv.py and test_subgraph.py."""
+import copy
+import io
+import math
+import warnings
+
+import pytest
+import torch
+
+from tests.nn.helpers import eigen_factors
+from torch_geometric_regcn.linalg import (
+    WoodburyCache,
+    WoodburyCore,
+    factors_from_eigenpairs,
+    woodbury_apply,
+    woodbury_core,
+)
+from torch_geometric_regcn.linalg.woodbury import (
+    GAIN_ACCURACY,
+    SAMPLED_ROWS,
+    eigenpair_tolerance,
+    gain_precision,
+    warn_if_imprecise,
+)
+
+EPS = torch.finfo(torch.float64).eps
+SLICED = 'not those of one whole graph'
+
+
+def dense_solve(x, w, v):
+    r"""The reference :math:`(\mathbf{I} + \mathbf{W}\mathbf{V}^{\top})^{-1}
+    \mathbf{X}`, an :math:`N \times N` LU solve in float64."""
+    eye = torch.eye(x.size(0), dtype=torch.float64)
+    return torch.linalg.solve(eye + w.double() @ v.double().T, x.double())
+
+
+def general_factors(n=40, rank=4, seed=0):
+    r"""Random factors with no structure (:math:`\mathbf{V}^{\top}\mathbf{W}`
+    full), small enough that :math:`\mathbf{I} + \mathbf{W}\mathbf{V}^{\top}`
+    is well conditioned."""
+    gen = torch.Generator().manual_seed(seed)
+    w = 0.1 * torch.randn(n, rank, dtype=torch.float64, generator=gen)
+    v = 0.1 * torch.randn(n, rank, dtype=torch.float64, generator=gen)
+    return w, v
+
+
+def solve_tolerance(x, w, v):
+    r"""A forward-error bound of a backward-stable solve of :math:`(\mathbf{I}
+    + \mathbf{W}\mathbf{V}^{\top})\mathbf{Y} = \mathbf{X}`: the rounding of
+    the :math:`N`-term products, :math:`N\epsilon`, amplified by the condition
+    number, times a safety factor of 16, relative to :math:`\max|\mathbf{X}|`."""
+    cond = float(torch.linalg.cond(torch.eye(x.size(0), dtype=torch.float64) + w @ v.T))
+    return 16 * x.size(0) * cond * EPS * float(x.abs().max())
+
+
+# factors_from_eigenpairs ----------------------------------------------------
+
+def test_factors_from_eigenpairs_are_minus_the_truncated_operator():
+    gen = torch.Generator().manual_seed(0)
+    u, _ = torch.linalg.qr(torch.randn(25, 6, dtype=torch.float64, generator=gen))
+    lam = torch.tensor([0.9, -0.7, 0.3, 0.0, -1e-3, 0.5], dtype=torch.float64)
+    w, v = factors_from_eigenpairs(lam, u)
+    assert w.shape == v.shape == (25, 6) and w.dtype == torch.float64
+    # Each entry of W Vᵀ and of U Λ Uᵀ is a 6-term sum of products of entries
+    # below 1 in magnitude (|λ| < 1, orthonormal U): both round to within
+    # 6 eps per entry, hence 16 eps.
+    torch.testing.assert_close(w @ v.T, -(u * lam) @ u.T, rtol=0, atol=16 * EPS)
+    # VᵀW = -Λ for orthonormal U: the off-diagonal entries are the inner
+    # products of distinct columns of a QR basis, O(N eps).
+    torch.testing.assert_close(v.T @ w, -torch.diag(lam), rtol=0, atol=25 * 16 * EPS)
+    # W = U |Λ|^½ exactly as the authors' code writes it: |λ|^½ per column.
+    assert torch.equal(w, u * lam.abs().sqrt())
+
+
+def test_full_rank_factors_give_the_exact_inverse():
+    # r = N: (I + W Vᵀ) = I - S for S = U Λ Uᵀ, so the application is (I - S)⁻¹ X.
+    gen = torch.Generator().manual_seed(2)
+    a = torch.randn(20, 20, dtype=torch.float64, generator=gen)
+    s = 0.4 * (a + a.T) / float(torch.linalg.matrix_norm(a + a.T, 2))  # |λ| <= 0.4
+    lam, u = torch.linalg.eigh(s)
+    w, v = factors_from_eigenpairs(lam, u)
+    x = torch.randn(20, 3, dtype=torch.float64, generator=gen)
+    expected = torch.linalg.solve(torch.eye(20, dtype=torch.float64) - s, x)
+    # cond(I - S) <= 1.4 / 0.6; eigh's residual and the products are O(N eps).
+    torch.testing.assert_close(woodbury_apply(x, w, v), expected, rtol=0,
+                               atol=16 * 20 * (1.4 / 0.6) * EPS * float(x.abs().max()))
+
+
+# woodbury_apply ----------------------------------------------------------------
+
+def test_woodbury_apply_with_and_without_a_core():
+    w, v = eigen_factors()
+    x = torch.randn(30, 3, dtype=torch.float64)
+    expected = torch.linalg.solve(torch.eye(30, dtype=torch.float64) + w @ v.T, x)
+    torch.testing.assert_close(woodbury_apply(x, w, v), expected)
+    torch.testing.assert_close(woodbury_apply(x, w, v, woodbury_core(w, v)), expected)
+
+
+@pytest.mark.parametrize('n, rank, columns', [(40, 4, 3), (40, 1, 1), (12, 12, 5)])
+def test_woodbury_apply_of_general_factors_equals_the_dense_solve(n, rank, columns):
+    w, v = general_factors(n, rank)
+    x = torch.randn(n, columns, dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(1))
+    tol = solve_tolerance(x, w, v)
+    expected = dense_solve(x, w, v)
+    torch.testing.assert_close(woodbury_apply(x, w, v), expected, rtol=0, atol=tol)
+    core = woodbury_core(w, v)
+    assert isinstance(core, WoodburyCore)
+    # With a core: the same operations, so the same bits.
+    assert torch.equal(woodbury_apply(x, w, v, core), woodbury_apply(x, w, v))
+
+
+def test_woodbury_apply_of_rank_zero_is_the_identity():
+    x = torch.randn(10, 3, dtype=torch.float64)
+    empty = torch.zeros(10, 0, dtype=torch.float64)
+    assert torch.equal(woodbury_apply(x, empty, empty), x)
+
+
+def test_woodbury_apply_with_a_summary_gives_the_rows_of_the_full_application():
+    # Rows B of (I + W Vᵀ)⁻¹ X from W_B, X_B and the summary VᵀX of all rows,
+    # bit for bit as the full application (the same operations on those rows).
+    w, v = eigen_factors()
+    x = torch.randn(30, 3, dtype=torch.float64)
+    core = woodbury_core(w, v)
+    full = woodbury_apply(x, w, v, core)
+    rows = torch.tensor([4, 17, 0, 29])
+    got = woodbury_apply(x[rows], w[rows], None, core, summary=v.T @ x)
+    torch.testing.assert_close(got, full[rows], rtol=0, atol=0)
+    expected = torch.linalg.solve(torch.eye(30, dtype=torch.float64) + w @ v.T, x)
+    torch.testing.assert_close(got, expected[rows])
+    # float32 rows with a float64 summary and core: computed in the factors' dtype.
+    got32 = woodbury_apply(x[rows].float(), w[rows], None, core, summary=v.T @ x)
+    assert got32.dtype == torch.float32
+    torch.testing.assert_close(got32.double(), expected[rows], rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="'summary' needs 'core'"):
+        woodbury_apply(x[rows], w[rows], None, summary=v.T @ x)
+    with pytest.raises(ValueError, match="needs the factor 'v', or the summary"):
+        woodbury_apply(x, w, None, core)
+
+
+def test_the_summary_path_equals_the_full_path_for_every_batch():
+    # Batches that cover the graph, through the summary of all rows, put
+    # together are the full application, bit for bit, and v is never read.
+    w, v = general_factors(n=30, rank=3)
+    x = torch.randn(30, 4, dtype=torch.float64)
+    core = woodbury_core(w, v)
+    full = woodbury_apply(x, w, v, core)
+    summary = v.T @ x
+    order = torch.randperm(30, generator=torch.Generator().manual_seed(3))
+    out = torch.empty_like(full)
+    for batch in order.split(7):
+        out[batch] = woodbury_apply(x[batch], w[batch], None, core, summary=summary)
+    assert torch.equal(out, full)
+    torch.testing.assert_close(out, dense_solve(x, w, v), rtol=0,
+                               atol=solve_tolerance(x, w, v))
+    # A wrong summary gives a wrong result: the summary is what is read.
+    wrong = woodbury_apply(x[:5], w[:5], None, core, summary=2 * summary)
+    assert (wrong - full[:5]).abs().max() > 1e-3
+
+
+def test_half_precision_features_are_computed_in_the_factors_dtype():
+    w, v = eigen_factors(dtype=torch.float32)
+    x = torch.randn(30, 3).half()
+    core = woodbury_core(w, v)
+    with torch.autocast('cpu', dtype=torch.bfloat16):  # disabled inside
+        out = woodbury_apply(x, w, v, core)
+    assert out.dtype == torch.float16
+    # x cast to float32, the float32 application, then one rounding to half.
+    assert torch.equal(out, woodbury_apply(x.float(), w, v, core).half())
+
+
+def test_the_core_is_computed_in_the_factors_dtype_under_autocast():
+    # The large gains of the core need the factors' precision: a core computed
+    # on a first call under autocast (and then kept by the cache) must be the
+    # float32 one, bit for bit. In bfloat16 VᵀW is off by about 2e-3.
+    w, v = eigen_factors(dtype=torch.float32)
+    x = torch.randn(30, 3)
+    core = woodbury_core(w, v)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        out = woodbury_apply(x, w, v)
+        cached = WoodburyCache()(w, v, from_eigenpairs=True)
+    assert torch.equal(cached.lu, core.lu)
+    assert torch.equal(out, woodbury_apply(x, w, v, core))
+
+
+def test_woodbury_apply_gradients():
+    w, v = general_factors(n=12, rank=3)
+    x = torch.randn(12, 2, dtype=torch.float64)
+    assert torch.autograd.gradcheck(woodbury_apply, (x.requires_grad_(), w.requires_grad_(),
+                                                     v.requires_grad_()))
+
+
+def test_accepts_a_well_posed_core_close_to_singular_in_float32():
+    # tsGCN's core is I - Λ with 1 - λ >= 1 / (1 + α + β): here α + β = 1e4.
+    # The float32 solve is then accurate to about cond * eps = 1e4 * 6e-8,
+    # so 1e-2 relative is a loose bound that still fails on a wrong inverse.
+    # The core warns that its largest gain is accurate to a fraction of a percent.
+    gen = torch.Generator().manual_seed(0)
+    u, _ = torch.linalg.qr(torch.randn(200, 40, dtype=torch.float64, generator=gen))
+    lam = torch.linspace(0.5, 1e4 / (1 + 1e4), 40, dtype=torch.float64)
+    w, v = factors_from_eigenpairs(lam, u)
+    x = torch.randn(200, 3, dtype=torch.float64, generator=gen)
+    expected = torch.linalg.solve(torch.eye(200, dtype=torch.float64) + w @ v.T, x)
+    with pytest.warns(UserWarning, match=r'accurate to about 0\.\d%'):
+        got = woodbury_apply(x.float(), w.float(), v.float()).double()
+    assert (got - expected).norm() / expected.norm() < 1e-2
+
+
+# woodbury_core -----------------------------------------------------------------
+
+def test_woodbury_core_is_the_lu_of_the_small_core():
+    w, v = general_factors(n=40, rank=5)
+    core = woodbury_core(w, v)
+    small = torch.eye(5, dtype=torch.float64) + v.T @ w
+    rhs = torch.randn(5, 2, dtype=torch.float64)
+    # A 5 x 5 solve of a matrix within 0.5 of I: cond < 3, error ~ 5 eps.
+    torch.testing.assert_close(torch.linalg.lu_solve(core.lu, core.pivots, rhs),
+                               torch.linalg.solve(small, rhs), rtol=0, atol=64 * EPS)
+
+
+def test_woodbury_core_rejects_a_singular_core():
+    w, _ = eigen_factors(n=30, rank=2)
+    v = -w @ torch.linalg.inv(w.T @ w)  # VᵀW = -I, so I + VᵀW = 0
+    with pytest.raises(ValueError, match='numerically singular.*float64.*lower the rank'):
+        woodbury_core(w, v)
+
+
+def test_woodbury_core_rejects_non_finite_factors():
+    w, v = eigen_factors()
+    w[3, 1] = float('inf')
+    with pytest.raises(ValueError, match="'w' and 'v' contain NaN or infinite"):
+        woodbury_core(w, v)
+
+
+def test_woodbury_core_checks_eigenpair_factors_only_when_asked():
+    w, v = eigen_factors()
+    rows = torch.arange(0, 30, 2)  # a subgraph's rows: VᵀW is no longer diagonal
+    woodbury_core(w[rows], v[rows])  # general factors: accepted
+    with pytest.raises(ValueError, match=f'{SLICED}.*full graph'):
+        woodbury_core(w[rows], v[rows], from_eigenpairs=True)
+    woodbury_core(w, v, from_eigenpairs=True)  # the whole graph's: accepted
+    # Learned factors are not eigenpairs: not checked.
+    woodbury_core(w[rows].requires_grad_(), v[rows], from_eigenpairs=True)
+
+
+def test_eigenpair_tolerance_is_ten_square_roots_of_eps():
+    for dtype, value in ((torch.float32, 3.45e-3), (torch.float64, 1.49e-7)):
+        assert eigenpair_tolerance(dtype) == 10 * math.sqrt(torch.finfo(dtype).eps)
+        assert eigenpair_tolerance(dtype) == pytest.approx(value, rel=1e-3)
+
+
+def test_float64_casts_of_float32_factors_get_the_float32_tolerance():
+    # Eigenvectors bent by 1e-4 (between the float64 tolerance, 1.5e-7, and
+    # the float32 one, 3.5e-3): refused in float64, accepted as a float32 cast.
+    gen = torch.Generator().manual_seed(0)
+    u, _ = torch.linalg.qr(torch.randn(50, 3, dtype=torch.float64, generator=gen))
+    u[:, 1] = 1e-4 * u[:, 0] + (1 - 1e-8) ** 0.5 * u[:, 1]
+    lam = torch.tensor([0.6, -0.4, 0.2], dtype=torch.float64)
+    w, v = factors_from_eigenpairs(lam, u)
+    with pytest.raises(ValueError, match=SLICED):
+        woodbury_core(w, v, from_eigenpairs=True)
+    w32, v32 = (t.float().double() for t in (w, v))
+    woodbury_core(w32, v32, from_eigenpairs=True)
+
+
+# gain_precision, warn_if_imprecise ---------------------------------------------
+
+def test_gain_precision_is_the_rounding_over_the_smallest_pivot():
+    lam = torch.tensor([0.99, -0.5, 0.2], dtype=torch.float64)
+    error, pivot = gain_precision(lam)
+    assert pivot == pytest.approx(0.01, rel=1e-12)
+    assert error == pytest.approx(EPS * 1.99 / 0.01, rel=1e-12)
+    error32, _ = gain_precision(lam.float())
+    assert error32 == pytest.approx(torch.finfo(torch.float32).eps * 1.99 / 0.01, rel=1e-6)
+    assert gain_precision(torch.tensor([1.0, 0.5]))[0] == math.inf  # a zero pivot
+
+
+def test_warn_if_imprecise_warns_above_the_gain_accuracy_only():
+    with pytest.warns(UserWarning, match=r'pivot as small as 0\.001.*about 1\.0%'):
+        warn_if_imprecise(10 * GAIN_ACCURACY, 1e-3, torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        warn_if_imprecise(GAIN_ACCURACY, 1e-3, torch.float32)
+
+
+# WoodburyCache -----------------------------------------------------------------
+
+def test_cache_keeps_the_core_of_the_same_factors():
+    w, v = eigen_factors()
+    cache = WoodburyCache()
+    core = cache(w, v)
+    assert cache(w, v) is core
+    expected = woodbury_core(w, v)
+    assert torch.equal(core.lu, expected.lu) and torch.equal(core.pivots, expected.pivots)
+
+
+@pytest.mark.parametrize('change', ['in place', 'through NumPy', 'new storage', 'new tensors',
+                                    'flag'])
+def test_cache_refactorises_when_the_factors_change(change):
+    w, v = eigen_factors(n=2 * SAMPLED_ROWS)
+    cache = WoodburyCache()
+    first = cache(w, v)
+    if change == 'in place':  # the version counter
+        w.mul_(0.5)
+        core = cache(w, v)
+    elif change == 'through NumPy':  # same object, storage and version: the sampled rows
+        w.numpy()[:] *= 0.5
+        core = cache(w, v)
+    elif change == 'new storage':  # same object and version
+        w.data = 0.5 * w.data
+        core = cache(w, v)
+    elif change == 'new tensors':
+        w, v = eigen_factors(n=2 * SAMPLED_ROWS, seed=1)
+        core = cache(w, v)
+    else:
+        core = cache(w, v, from_eigenpairs=True)
+    assert core is not first
+    x = torch.randn(w.size(0), 2, dtype=torch.float64)
+    torch.testing.assert_close(woodbury_apply(x, w, v, core), dense_solve(x, w, v), rtol=0,
+                               atol=solve_tolerance(x, w, v))
+    assert cache(w, v, from_eigenpairs=change == 'flag') is core  # kept from now on
+
+
+def test_cache_is_bypassed_for_gradients_and_inference():
+    w, v = eigen_factors()
+    cache = WoodburyCache()
+    learned = w.clone().requires_grad_()
+    assert cache(learned, v) is not cache(learned, v)
+    with torch.inference_mode():
+        assert cache(w, v) is not cache(w, v)
+    assert cache._core is None  # nothing was stored
+
+
+def test_copies_and_pickles_of_a_cache_start_empty():
+    w, v = eigen_factors()
+    cache = WoodburyCache()
+    core = cache(w, v)
+    buffer = io.BytesIO()
+    torch.save(cache, buffer)
+    buffer.seek(0)
+    for other in (copy.deepcopy(cache), torch.load(buffer, weights_only=False)):
+        assert other._core is None and other._refs is None
+        again = other(w, v)
+        assert again is not core and torch.equal(again.lu, core.lu)
+    assert cache(w, v) is core
