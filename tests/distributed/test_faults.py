@@ -14,6 +14,7 @@ from tests.distributed.launch import requires_gloo, run_ranks
 from torch_geometric_regcn import TSGCN, LowRankInverse
 from torch_geometric_regcn.datasets import contextual_sbm
 from torch_geometric_regcn.distributed import partition
+from torch_geometric_regcn.regularizers import GraphOperators
 from torch_geometric_regcn.transforms import SemanticGraph
 
 pytestmark = requires_gloo
@@ -51,6 +52,12 @@ def _errors(rank, world_size):
         LowRankInverse(1.0, 0.2, 8, method='power', group=group)
     except ValueError as error:
         out['method'] = str(error)
+    shard = partition(data, world_size)[rank]
+    try:  # a wrong node count on one rank: every rank raises before a collective
+        GraphOperators(shard.partition.num_nodes + (rank == 1), shard.edge_index,
+                       partition=shard.partition, group=group)
+    except ValueError as error:
+        out['operators'] = str(error)
     return out
 
 
@@ -64,6 +71,8 @@ def test_bad_input_on_one_rank_raises_on_every_rank():
     for rank, out in enumerate(results):
         assert f'is part {rank} of 3, but this process is rank {rank} of 2' in out['parts']
         assert "'group' needs method='lanczos'" in out['method']
+    assert "'num_nodes' (401) must be the number of nodes" in results[1]['operators']
+    assert 'GraphOperators failed its checks on rank(s) [1] of 2' in results[0]['operators']
 
 
 def test_group_without_process_group_is_named():

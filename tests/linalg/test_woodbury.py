@@ -97,8 +97,12 @@ def test_woodbury_apply_with_and_without_a_core():
     w, v = eigen_factors()
     x = torch.randn(30, 3, dtype=torch.float64)
     expected = torch.linalg.solve(torch.eye(30, dtype=torch.float64) + w @ v.T, x)
-    torch.testing.assert_close(woodbury_apply(x, w, v), expected)
-    torch.testing.assert_close(woodbury_apply(x, w, v, woodbury_core(w, v)), expected)
+    # Solves of a well-conditioned system (gains <= 1 / (1 - 0.8) = 5, sums of 30
+    # terms: ~150 eps of the largest entry at worst):
+    # 1024 eps leaves room, and a wrong inverse is O(1) off.
+    tol = dict(rtol=0, atol=1024 * EPS * float(x.abs().max()))
+    torch.testing.assert_close(woodbury_apply(x, w, v), expected, **tol)
+    torch.testing.assert_close(woodbury_apply(x, w, v, woodbury_core(w, v)), expected, **tol)
 
 
 @pytest.mark.parametrize('n, rank, columns', [(40, 4, 3), (40, 1, 1), (12, 12, 5)])
@@ -132,11 +136,16 @@ def test_woodbury_apply_with_a_summary_gives_the_rows_of_the_full_application():
     got = woodbury_apply(x[rows], w[rows], None, core, summary=v.T @ x)
     torch.testing.assert_close(got, full[rows], rtol=0, atol=0)
     expected = torch.linalg.solve(torch.eye(30, dtype=torch.float64) + w @ v.T, x)
-    torch.testing.assert_close(got, expected[rows])
+    torch.testing.assert_close(got, expected[rows], rtol=0,
+                               atol=1024 * EPS * float(x.abs().max()))
     # float32 rows with a float64 summary and core: computed in the factors' dtype.
     got32 = woodbury_apply(x[rows].float(), w[rows], None, core, summary=v.T @ x)
     assert got32.dtype == torch.float32
-    torch.testing.assert_close(got32.double(), expected[rows], rtol=1e-6, atol=1e-6)
+    # float32 rows: the result is rounded to float32 (and x[rows] was), so it is
+    # within a few float32 ulps of the float64 one.
+    eps32 = torch.finfo(torch.float32).eps
+    torch.testing.assert_close(got32.double(), expected[rows], rtol=0,
+                               atol=16 * eps32 * float(expected.abs().max()))
     with pytest.raises(ValueError, match="'summary' needs 'core'"):
         woodbury_apply(x[rows], w[rows], None, summary=v.T @ x)
     with pytest.raises(ValueError, match="needs the factor 'v', or the summary"):

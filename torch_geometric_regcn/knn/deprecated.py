@@ -10,7 +10,9 @@ from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import Group
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
+from torch_geometric_regcn.knn.exact import exact_knn_cosine
 from torch_geometric_regcn.knn.graph import knn_graph_cosine, search
+from torch_geometric_regcn.knn.ivf import ivf_knn_cosine
 from torch_geometric_regcn.utils.deprecation import warn_deprecated
 
 
@@ -30,6 +32,13 @@ def sharded_knn_cosine(x_local: Tensor, k: int, partition: RowPartition, group: 
     _warn('sharded_knn_cosine', 'ivf_knn_cosine' if method == 'ivf' else 'exact_knn_cosine')
     if group is None:  # the partition was required here; with a group the search checks it
         check_partition(partition, None, 'partition')
+    if method == 'ivf':
+        return ivf_knn_cosine(x_local, k, generator=generator, progress=progress,
+                              partition=partition, group=group)
+    if method == 'exact':
+        return exact_knn_cosine(x_local, k, block_size, progress, partition=partition,
+                                group=group)
+    # 'auto' (or a wrong name, which the search names): resolved as the graph's search
     return search(x_local, k, method, block_size, generator, progress, partition, group,
                   'sharded_knn_cosine')[0]
 

@@ -35,7 +35,7 @@ def knn_graph_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
     owner of :math:`j` in one all-to-all of :math:`2 \cdot 8` bytes per edge,
     and each rank coalesces its rows. Concatenated in rank order, the ranks'
     edges are the graph of one process, up to the rounding caveat of
-    :func:`exact_knn_cosine` (see ``docs/distributed.md``).
+    :func:`exact_knn_cosine` (see ``docs/reliability.md``, Determinism).
 
     Args:
         x (torch.Tensor): This rank's rows of the node features

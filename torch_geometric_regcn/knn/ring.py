@@ -59,7 +59,7 @@ def unpack(payload: Payload, rows: int, cols: int) -> Tensor:
 
 
 def gather_shard_rows(local: Tensor, rows: Tensor, partition: RowPartition,
-                group: Group) -> Tensor:
+                      group: Group) -> Tensor:
     r"""The rows :obj:`rows` (global node indices) of a row-sharded tensor,
     on every rank, in the order of :obj:`rows`: each owner sends its own."""
     if partition.num_parts == 1:

@@ -22,7 +22,7 @@ def gram(a: Tensor, b: Tensor, group: Group) -> Tensor:
         a (torch.Tensor): This rank's rows of :math:`\mathbf{A}`.
         b (torch.Tensor): This rank's rows of :math:`\mathbf{B}`, the same
             rows.
-        group (ProcessGroup or None): The ranks that hold the rows;
+        group (torch.distributed.ProcessGroup, optional): The ranks that hold the rows;
             :obj:`None` for one process, which holds them all.
 
     Shapes:
@@ -40,7 +40,7 @@ def column_norms(a: Tensor, group: Group) -> Tensor:
 
     Args:
         a (torch.Tensor): This rank's rows of the block.
-        group (ProcessGroup or None): The ranks that hold the rows;
+        group (torch.distributed.ProcessGroup, optional): The ranks that hold the rows;
             :obj:`None` for one process, which holds them all.
 
     Shapes:
@@ -65,7 +65,7 @@ def tall_qr(block: Tensor, group: Group) -> Tuple[Tensor, Tensor]:
 
     Args:
         block (torch.Tensor): This rank's rows of :math:`\mathbf{B}`.
-        group (ProcessGroup or None): The ranks that hold the rows;
+        group (torch.distributed.ProcessGroup, optional): The ranks that hold the rows;
             :obj:`None` for one process, which holds them all.
 
     Returns:

@@ -168,8 +168,14 @@ class LaplacianEigenPE(BaseTransform):
         :math:`\lambda_1 \leq \dots \leq \lambda_k` of :math:`\mathbf{L}` and
         the eigenvectors :obj:`[N, k]` with the sign convention applied, in
         float64 on the device of :obj:`data.edge_index`
-        (:func:`~torch_geometric_regcn.linalg.laplacian_eigenpairs`;
-        :obj:`stacklevel` as there, counted from this method)."""
+        (:func:`~torch_geometric_regcn.linalg.laplacian_eigenpairs`).
+
+        Args:
+            data (torch_geometric.data.Data): The graph.
+            stacklevel (int, optional): Where a non-convergence warning
+                points, as :func:`warnings.warn` counts from this method
+                (:obj:`2`: its caller's line). (default: :obj:`2`)
+        """
         num_nodes = data.num_nodes
         if num_nodes is None:
             raise ValueError("LaplacianEigenPE needs the number of nodes: set 'data.num_nodes' "

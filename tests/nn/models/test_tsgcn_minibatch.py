@@ -369,3 +369,20 @@ def test_reduced_precision_history():
     assert (model(x, w, v) - expected).abs().max() <= 2e-2 * expected.abs().max()
     with pytest.raises(TypeError, match="'history_dtype' must be a floating-point"):
         MiniBatchTSGCN(F_IN, HIDDEN, CLASSES, summary='history', history_dtype=torch.int8)
+
+
+def test_summaries_are_computed_in_the_factors_dtype_under_autocast():
+    # VᵀX and VᵀH are sums over all N rows whose large gains need the factors'
+    # precision: refreshed under autocast they must be the float32 ones, bit for
+    # bit (in bfloat16 they are off by ~1e-2 relative), and stay so once cached.
+    data = graph(dtype=torch.float32)
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, _ = pair(summary='refresh')
+    model = model.float()
+    model.refresh(x, w, v, batch_size=17)
+    expected = [s.clone() for s in model.summaries]
+    model.reset_summaries()
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        model.refresh(x, w, v, batch_size=17)
+    assert torch.equal(model.summaries[0], expected[0])
+    assert model.summaries[1].dtype == torch.float32

@@ -246,7 +246,8 @@ class MiniBatchTSGCN(torch.nn.Module):
                                                device=device)
                     kept[s:e] = h
                     h = kept[s:e]
-                part = v[s:e].to(device).T @ h.to(dtype)
+                with torch.autocast(device.type, enabled=False):  # in the factors' dtype
+                    part = v[s:e].to(device).T @ h.to(dtype)
                 total = part if total is None else total + part
             summaries.append(total)
             rows.append(kept)
@@ -268,8 +269,9 @@ class MiniBatchTSGCN(torch.nn.Module):
                 and cached[1]() is v and cached[2] == key:
             return cached[3]
         first = torch.zeros(v.size(1), x.size(1), dtype=dtype, device=device)
-        for s, e in chunks:
-            first += v[s:e].to(device).T @ dense_rows(x, s, e).to(device, dtype)
+        with torch.autocast(device.type, enabled=False):  # in the factors' dtype
+            for s, e in chunks:
+                first += v[s:e].to(device).T @ dense_rows(x, s, e).to(device, dtype)
         if not bool(first.isfinite().all()):
             check_node_features(x)  # raises where x holds NaN or infinity
             raise ValueError(f"V^T x overflows {dtype}: the features are too large; scale "
