@@ -24,23 +24,6 @@ def test_macro_f1_matches_scikit_learn(seed):
         f1_score(target.numpy(), pred.numpy(), average='macro'), abs=1e-12)
 
 
-def test_paper_split_sizes_and_reproducibility():
-    data = contextual_sbm(2000, num_classes=5, seed=0)
-    first = paper_split(data.clone(), seed=3)
-    again = paper_split(data.clone(), seed=3)
-    other = paper_split(data.clone(), seed=4)
-    assert int(first.train_mask.sum()) == 100
-    assert torch.bincount(first.y[first.train_mask]).tolist() == [20] * 5
-    assert int(first.val_mask.sum()) == 500 and int(first.test_mask.sum()) == 1000
-    assert not bool((first.train_mask & first.val_mask).any() |
-                    (first.val_mask & first.test_mask).any() |
-                    (first.train_mask & first.test_mask).any())
-    assert torch.equal(first.test_mask, again.test_mask)
-    assert not torch.equal(first.test_mask, other.test_mask)
-    with pytest.raises(ValueError, match='lower them'):
-        paper_split(data.clone(), num_val=1000, num_test=1000)
-
-
 def test_run_split_random_is_the_paper_split_and_public_the_graphs_own():
     data = contextual_sbm(2000, num_classes=5, seed=0)
     drawn = run_split(data, 3, 'random')

@@ -2,37 +2,11 @@ import math
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 import torch
 
 import torch_geometric_regcn.linalg.lanczos as lanczos
-from torch_geometric_regcn.linalg import (
-    block_lanczos,
-    combine,
-    extreme_eigenpairs,
-    normalized_adjacency,
-)
-
-
-def operator(num_nodes=600, seed=0, weights=(0.6, 0.3)):
-    """A tsGCN-like operator: two renormalised random graphs, combined."""
-    gen = torch.Generator().manual_seed(seed)
-    graphs = [normalized_adjacency(torch.randint(0, num_nodes, (2, 3 * num_nodes), generator=gen),
-                                   num_nodes, dtype=torch.float64) for _ in weights]
-    return combine(graphs, list(weights), num_nodes)
-
-
-def to_scipy(matrix):
-    return sp.csr_matrix((matrix.values().numpy(), matrix.col_indices().numpy(),
-                          matrix.crow_indices().numpy()), shape=matrix.shape)
-
-
-def reference(s, k, which):
-    v0 = np.random.default_rng(0).standard_normal(s.size(0))  # ARPACK is seeded too
-    val, vec = spla.eigsh(to_scipy(s), k, which=which, tol=1e-13, v0=v0)
-    order = np.argsort(-(val if which == 'LA' else np.abs(val)))
-    return val[order], vec[:, order]
+from tests.linalg.helpers import operator, reference
+from torch_geometric_regcn.linalg import block_lanczos, combine, normalized_adjacency
 
 
 @pytest.mark.parametrize('which', ['LA', 'LM'])
@@ -165,17 +139,6 @@ def test_block_lanczos_warns_with_residual_and_is_reproducible():
     assert torch.equal(runs[0].eigenvectors, runs[1].eigenvectors)
 
 
-def test_extreme_eigenpairs_dispatches_every_method():
-    s = operator()
-    ref_val, _ = reference(s, 5, 'LA')
-    for method in ['lanczos', 'chebyshev', 'power']:
-        pairs = extreme_eigenpairs(s, 5, tol=1e-8, max_iter=20000, method=method,
-                                   generator=torch.Generator().manual_seed(0))
-        np.testing.assert_allclose(pairs.eigenvalues.numpy(), ref_val, atol=1e-7)
-    with pytest.raises(ValueError, match="'method' must be one of"):
-        extreme_eigenpairs(s, 5, method='arnoldi')
-
-
 @pytest.mark.parametrize('kwargs, message', [
     (dict(k=0), "'k'"), (dict(k=601), "'k'"), (dict(k=3, which='SM'), "'which'"),
     (dict(k=3, degree=0), "'degree'"), (dict(k=3, max_iter=0), "'max_iter'"),
@@ -218,38 +181,3 @@ def test_block_lanczos_float32_filter_cannot_overflow():
     assert pairs.converged
     np.testing.assert_allclose(np.sort(pairs.eigenvalues.numpy()), [-0.9, 0.8, 1.0],
                                atol=1e-5)
-
-
-@pytest.mark.filterwarnings('ignore:.*relative residual')  # 3 iterations: not the point
-@pytest.mark.parametrize('method', ['lanczos', 'chebyshev', 'power'])
-def test_solvers_multiply_in_full_float32_precision_and_restore_the_setting(method):
-    # TF32 products ("high") cap residuals near 3e-4; every solver must run at
-    # "highest" whatever the caller chose, and give the caller's choice back.
-    s = operator().float()
-    seen = []
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision('high')
-    try:
-        extreme_eigenpairs(s, 4, tol=1e-3, max_iter=3, method=method,
-                           callback=lambda *_: seen.append(torch.get_float32_matmul_precision()))
-        assert seen and set(seen) == {'highest'}
-        assert torch.get_float32_matmul_precision() == 'high'
-        with pytest.raises(ValueError, match="'k' must lie"):  # restored on errors too
-            extreme_eigenpairs(s, 0, method=method)
-        assert torch.get_float32_matmul_precision() == 'high'
-    finally:
-        torch.set_float32_matmul_precision(previous)
-
-
-def test_precision_hint_names_the_tf32_override_only_where_it_applies(monkeypatch):
-    from torch_geometric_regcn.linalg.eigenpairs import precision_hint
-
-    class CudaLike:  # the hint reads only these two attributes
-        is_cuda, dtype = True, torch.float32
-
-    monkeypatch.setenv('TORCH_ALLOW_TF32_CUBLAS_OVERRIDE', '1')
-    monkeypatch.delenv('NVIDIA_TF32_OVERRIDE', raising=False)
-    assert 'NVIDIA_TF32_OVERRIDE=0' in precision_hint(CudaLike())
-    assert precision_hint(torch.zeros(2, dtype=torch.float32)) == ''  # CPU: no TF32
-    monkeypatch.setenv('NVIDIA_TF32_OVERRIDE', '0')  # the libraries' own switch wins
-    assert precision_hint(CudaLike()) == ''

@@ -3,8 +3,9 @@ S = (α Â_G + β Â_X) / (1 + α + β) from conftest's dense_normalized_adjacen
 (given, weighted, or a semantic graph built from the features) and the one
 operator of the transform and the solvers; its errors; TSGCNRegularizer's
 propagation (I - S)⁻¹ X, or R⁻¹ X = (I + α L̃_G + β L̃_X)⁻¹ X without
-normalize, by the closed, series and low-rank solvers. What every regulariser
-shares (energy, registry, frequency response) is tested in test_regularizers.py."""
+normalize, by the closed, series and low-rank solvers; its coefficients' ranges.
+What every regulariser shares (energy, frequency response) is tested in test_base.py,
+the registry in test_registry.py."""
 import pytest
 import torch
 from torch_geometric.data import Data
@@ -222,3 +223,13 @@ def test_the_operator_is_built_once_per_graph_unless_learned():
     assert reg.adjacency(other) is not first  # another graph, another operator
     learned = TSGCNRegularizer(1.0, 0.4).learn('beta')
     assert learned.adjacency(graph) is not learned.adjacency(graph)
+
+
+@pytest.mark.parametrize('name, coefficients, message', [
+    ('tsgcn', dict(alpha=0.0, beta=0.0), 'cannot both be zero'),
+    ('tsgcn', dict(alpha=-1.0), "'alpha'"),
+    ('tsgcn', dict(k=0), "'k'"),
+])
+def test_coefficients_out_of_range(name, coefficients, message):
+    with pytest.raises(ValueError, match=message):
+        R.get(name, **coefficients)

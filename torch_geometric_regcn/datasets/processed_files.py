@@ -21,8 +21,9 @@ def load_error(e: Exception) -> str:
     r"""The gist of why :func:`safe_torch_load` failed, without PyTorch's
     advice to retry with :obj:`weights_only=False`."""
     text = str(e)
-    match = re.search(r'WeightsUnpickler error: *([^\n]*)', text)
-    if match is not None:
+    # The reason follows the marker, on its line or (torch >= 2.13) the next one.
+    match = re.search(r'WeightsUnpickler error: *\n?\s*([^\n]*)', text)
+    if match is not None and match.group(1).strip():
         return match.group(1).split('. Please use')[0].rstrip('. ')
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else type(e).__name__

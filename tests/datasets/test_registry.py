@@ -1,3 +1,5 @@
+r"""The datasets by name: :func:`~torch_geometric_regcn.datasets.load_dataset`,
+on the paper's files in ``../shared/data`` (Table 2) and a synthetic CoraFull."""
 import os
 import os.path as osp
 import pickle
@@ -9,15 +11,7 @@ import torch
 from torch_geometric.utils import contains_self_loops, is_undirected
 
 from harness.data import SHARED_LAYOUT
-from torch_geometric_regcn.datasets import (
-    ACM,
-    DATASETS,
-    PAPER_SETTINGS,
-    UAI,
-    load_dataset,
-    paper_split,
-)
-from torch_geometric_regcn.datasets.amgcn import AMGCNDataset
+from torch_geometric_regcn.datasets import ACM, DATASETS, PAPER_SETTINGS, UAI, load_dataset
 
 # Table 2 of the paper: nodes, classes, features, edges. The paper counts edges as
 # (stored adjacency entries) / 2, duplicates and self loops included.
@@ -43,6 +37,7 @@ LOADED_EDGES = {
     'UAI': 28308,  # 6 self-loop lines in uai.edge
 }
 
+
 def raw_entries(name: str, root: str) -> int:
     """Stored adjacency entries in the raw files: what the paper halves."""
     dst = SHARED_LAYOUT[name][0][1]
@@ -57,20 +52,6 @@ def raw_entries(name: str, root: str) -> int:
     with zipfile.ZipFile(osp.join(root, dst)) as z:
         text = z.read(f'{cls.prefix}/{cls.edge_file}')
     return sum(1 for line in text.splitlines() if line.strip())
-
-
-@pytest.fixture(scope='module')
-def load(shared_root):
-    """Loads each real dataset once per module: returns (dataset, root)."""
-    cache = {}
-
-    def get(name: str):
-        if name not in cache:
-            root = shared_root(name)
-            cache[name] = (load_dataset(name, root), root)
-        return cache[name]
-
-    return get
 
 
 @pytest.mark.parametrize('name', list(TABLE2))
@@ -106,76 +87,10 @@ def test_names_are_case_insensitive(load):
     assert torch.equal(again[0].edge_index, dataset[0].edge_index)
 
 
-def test_paper_split_on_uai(load):
-    data = load('UAI')[0][0]
-    sizes = torch.bincount(data.y)
-    assert sizes.min() < 20  # UAI has classes of fewer than 20 nodes
-    split = paper_split(data.clone(), seed=1)
-    train, val, test = split.train_mask, split.val_mask, split.test_mask
-    assert int(train.sum()) == int(sizes.clamp(max=20).sum()) == 367
-    assert int(val.sum()) == 500 and int(test.sum()) == 1000
-    assert not (train & val).any() and not (train & test).any() and not (val & test).any()
-    assert torch.equal(torch.bincount(data.y[train], minlength=19), sizes.clamp(max=20))
-    again = paper_split(data.clone(), seed=1)
-    for key in ('train_mask', 'val_mask', 'test_mask'):
-        assert torch.equal(again[key], split[key])
-    assert not torch.equal(paper_split(data.clone(), seed=2).train_mask, train)
-
-
 def test_unknown_name():
     with pytest.raises(ValueError, match='known.*Cora, CiteSeer, PubMed.*UAI'):
         load_dataset('Reddit', '.')
     assert set(DATASETS) == set(TABLE2) | {'CoraFull'}
-
-
-def write_amgcn_zip(path, feature: str, label: str, edges: str, edge_file='toy.edge'):
-    with zipfile.ZipFile(path, 'w') as z:
-        z.writestr('toy/toy.feature', feature)
-        z.writestr('toy/toy.label', label)
-        z.writestr(f'toy/{edge_file}', edges)
-
-
-class Toy(AMGCNDataset):
-    name, zip_name, prefix, edge_file = 'Toy', 'toy.zip', 'toy', 'toy.edge'
-
-
-def test_amgcn_format_on_a_toy_zip(tmp_path):
-    os.makedirs(tmp_path / 'Toy' / 'raw')
-    # Tab-separated features (as in uai.feature), a one-direction edge, a self loop
-    # and a duplicate.
-    write_amgcn_zip(tmp_path / 'Toy' / 'raw' / 'toy.zip', '1\t0\t1\n0\t0\t1\n1\t1\t0\n0\t1\t0\n',
-                    '0\n2\n1\n2\n', '0 1\n1 0\n1 2\n2 2\n3 1\n3 1\n')
-    data = Toy(str(tmp_path))[0]
-    assert data.x.dtype == torch.float32 and data.y.dtype == torch.int64
-    assert data.x.tolist() == [[1, 0, 1], [0, 0, 1], [1, 1, 0], [0, 1, 0]]
-    assert data.y.tolist() == [0, 2, 1, 2]
-    assert data.edge_index.tolist() == [[0, 1, 1, 1, 2, 3], [1, 0, 2, 3, 1, 1]]
-    assert osp.isfile(tmp_path / 'Toy' / 'processed' / 'data.pt')
-
-
-@pytest.mark.parametrize('label, edges, match', [
-    ('0\n1\n', '0 1\n', 'one label per line'),
-    ('0\n1\n2\n', '0 3\n', r'outside \[0, 2\]'),
-    ('0\n1\n2\n', '0 1 2\n', "'u v' per line"),
-])
-def test_amgcn_format_errors(tmp_path, label, edges, match):
-    os.makedirs(tmp_path / 'Toy' / 'raw')
-    write_amgcn_zip(tmp_path / 'Toy' / 'raw' / 'toy.zip', '1 0\n0 1\n1 1\n', label, edges)
-    with pytest.raises(ValueError, match=match):
-        Toy(str(tmp_path))
-
-
-def test_amgcn_missing_member(tmp_path):
-    os.makedirs(tmp_path / 'Toy' / 'raw')
-    write_amgcn_zip(tmp_path / 'Toy' / 'raw' / 'toy.zip', '1 0\n', '0\n', '0 0\n', 'other.edge')
-    with pytest.raises(ValueError, match="no member 'toy/toy.edge'"):
-        Toy(str(tmp_path))
-
-
-@pytest.mark.parametrize('cls, zip_name', [(ACM, 'acm.zip'), (UAI, 'uai.zip')])
-def test_missing_zip_says_where_to_get_it(tmp_path, cls, zip_name):
-    with pytest.raises(FileNotFoundError, match=f'{zip_name}.*zhumeiqiBUPT/AM-GCN'):
-        cls(str(tmp_path))
 
 
 def test_corafull_code_path_on_a_synthetic_npz(tmp_path):

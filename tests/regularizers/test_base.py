@@ -1,0 +1,75 @@
+r"""The contract of :class:`~torch_geometric_regcn.regularizers.base.Regularizer`
+(energy, propagation by every solver, frequency response, solver checks), on every
+built-in regulariser."""
+import pytest
+import torch
+
+from tests.conftest import undirected_graph
+from tests.regularizers.helpers import EXACT, N, h_in, neumann, operators
+from torch_geometric_regcn import regularizers as R
+from torch_geometric_regcn.regularizers.graph import build_graph
+
+
+@pytest.mark.parametrize('name', EXACT)
+def test_output_is_a_stationary_point_of_the_energy(name):
+    reg = R.get(name)
+    graph = operators(reg)
+    x = h_in()
+    h = reg.propagate(x, graph, 'closed').requires_grad_()
+    (grad,) = torch.autograd.grad(reg.energy(h, x, graph), h)
+    assert grad.abs().max() < 1e-9
+
+
+@pytest.mark.parametrize('name', EXACT)
+def test_output_is_the_minimum_of_the_energy(name):
+    reg = R.get(name)
+    # JKNet's R = Â⁻¹(I + βL̃) is positive definite only where Â is: use small weights.
+    graph = operators(reg, weighted=name == 'jknet')
+    if name == 'jknet':
+        assert torch.linalg.eigvalsh(graph.adj.to_dense()).min() > 0
+    x = h_in()
+    h = reg.propagate(x, graph, 'closed')
+    best = reg.energy(h, x, graph)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(20):
+        delta = 1e-3 * torch.randn(h.shape, dtype=h.dtype, generator=gen)
+        assert reg.energy(h + delta, x, graph) > best
+
+
+@pytest.mark.parametrize('name', ['appnp', 'jknet', 'dagnn', 'gnn_lf', 'gnn_hf', 'tsgcn'])
+def test_series_converges_geometrically_to_closed(name):
+    x = h_in()
+    errors = []
+    for K in (10, 20, 40, 80):  # the slowest default rate is 0.9 per term
+        reg = neumann(name, K=K)
+        graph = operators(reg)
+        exact = reg.propagate(x, graph, 'closed')
+        errors.append(float((reg.propagate(x, graph, 'series') - exact).norm() / exact.norm()))
+    assert errors[-1] < 1e-3
+    for coarse, fine in zip(errors, errors[1:]):  # doubling K at least halves the error
+        assert fine < 0.5 * coarse
+
+
+@pytest.mark.parametrize('name', ['gcn', 'sgc', 'appnp', 'jknet', 'dagnn', 'gnn_lf', 'gnn_hf',
+                                  'tsgcn'])
+def test_frequency_response_matches_propagation(name):
+    reg = neumann(name)
+    ei, _ = undirected_graph()
+    graph = build_graph(reg, ei, N, None, torch.float64, semantic_edge_index=ei)
+    lam, vec = torch.linalg.eigh(graph.adj.to_dense())
+    out = reg.propagate(vec, graph)  # the default solver, column by column
+    gains = (vec * out).sum(0)  # Rayleigh quotients
+    torch.testing.assert_close(out, vec * gains, atol=1e-5, rtol=0)  # eigenvectors stay put
+    torch.testing.assert_close(gains, reg.frequency_response(lam), atol=1e-5, rtol=0)
+
+
+def test_solver_a_regularizer_cannot_use():
+    with pytest.raises(ValueError, match="'gcn' cannot use solver='cg'.*'series'"):
+        R.get('gcn').check_solver('cg')
+    with pytest.raises(ValueError, match="cannot use solver='lowrank'"):
+        R.get('appnp').check_solver('lowrank')
+    with pytest.raises(ValueError, match="Unknown solver 'lu'"):
+        R.get('appnp').check_solver('lu')
+    reg = R.get('tsgcn')
+    with pytest.raises(ValueError, match="needs the factors"):
+        reg.propagate(h_in(), operators(reg), 'lowrank')

@@ -1,0 +1,56 @@
+r"""Regularisers by name: :mod:`torch_geometric_regcn.regularizers.registry`."""
+import pytest
+
+from torch_geometric_regcn import regularizers as R
+
+
+def test_registry_and_errors():
+    assert sorted(R.REGISTRY) == sorted(['gcn', 'sgc', 'appnp', 'jknet', 'dagnn', 'gnn_lf',
+                                         'gnn_hf', 'tsgcn'])
+    with pytest.raises(ValueError, match="Unknown regularizer 'gat'.*'appnp'"):
+        R.get('gat')
+    assert isinstance(R.get(R.APPNPRegularizer, K=3), R.APPNPRegularizer)
+    reg = R.APPNPRegularizer()
+    assert R.get(reg) is reg
+    with pytest.raises(ValueError, match='instance'):
+        R.get(reg, K=3)
+
+
+def test_built_ins_register_themselves_as_users_do():
+    # The registry module knows no regulariser; each built-in class carries the
+    # same @register a user's class does.
+    import ast
+    import inspect
+
+    from torch_geometric_regcn.regularizers import registry, spectral, tsgcn
+    imported = {node.module for node in ast.walk(ast.parse(inspect.getsource(registry)))
+                if isinstance(node, ast.ImportFrom)}
+    assert imported == {'typing', 'torch_geometric_regcn.regularizers.base'}
+    for module in (spectral, tsgcn):
+        tree = ast.parse(inspect.getsource(module))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and getattr(module, node.name).name:
+                assert [ast.unparse(d) for d in node.decorator_list] == ['register']
+                assert R.REGISTRY[getattr(module, node.name).name] is getattr(module, node.name)
+
+    class Nameless(R.Regularizer):
+        pass
+
+    with pytest.raises(ValueError, match="Nameless needs a class attribute 'name'"):
+        R.register(Nameless)
+
+    @R.register
+    class Tikhonov(R.Regularizer):
+        name = 'test_tikhonov'
+
+    try:
+        assert isinstance(R.get('test_tikhonov'), Tikhonov)
+    finally:
+        del R.REGISTRY['test_tikhonov']
+
+
+def test_unknown_coefficient_is_a_type_error():
+    with pytest.raises(TypeError):
+        R.get('gcn', alpha=0.1)
+    with pytest.raises(TypeError):
+        R.get('appnp', beta=0.1)

@@ -1,0 +1,48 @@
+r"""The affine regularisers of :mod:`torch_geometric_regcn.regularizers.spectral`:
+what their energies are where they have no minimiser, and their coefficients' ranges."""
+import pytest
+import torch
+
+from tests.regularizers.helpers import N, h_in, operators
+from torch_geometric_regcn import regularizers as R
+
+
+def test_jknet_is_a_saddle_point_where_adjacency_is_indefinite():
+    reg = R.get('jknet')
+    graph = operators(reg)
+    lam, vec = torch.linalg.eigh(graph.adj.to_dense())
+    assert lam.min() < 0
+    x = h_in()
+    h = reg.propagate(x, graph, 'closed')
+    down = vec[:, :1].expand(-1, 3)  # the eigenvector of the most negative eigenvalue
+    assert reg.energy(h + 1e-2 * down, x, graph) < reg.energy(h, x, graph)
+
+
+@pytest.mark.parametrize('name', ['gcn', 'sgc'])
+def test_gcn_energy_is_unbounded_below(name):
+    """R = L̃ is singular (L̃ D̂^{1/2} 1 = 0 per component): no exact minimiser."""
+    reg = R.get(name)
+    graph = operators(reg)
+    x = h_in()
+    null = torch.zeros(N, dtype=torch.float64)
+    null[1] = 1.0  # an isolated node: its row of L̃ is zero
+    direction = null[:, None] * x[1:2]
+    energies = [float(reg.energy(t * direction, x, graph)) for t in (1.0, 10.0, 100.0)]
+    assert energies[0] > energies[1] > energies[2]
+    assert energies[2] == pytest.approx(-100.0 * float(x[1].square().sum()))
+
+
+@pytest.mark.parametrize('name, coefficients, message', [
+    ('appnp', dict(alpha=0.0), "'alpha' must lie in \\(0.0, 1.0\\]"),
+    ('appnp', dict(alpha=1.5), "'alpha'"),
+    ('appnp', dict(K=0), "'K' must be a positive integer"),
+    ('sgc', dict(K=1.5), "'K'"),
+    ('jknet', dict(beta=-1.0), "'beta'"),
+    ('dagnn', dict(beta=-0.1), "'beta'"),
+    ('gnn_lf', dict(alpha=1.0, mu=0.5), '2 \\* mu \\+ 2 / alpha > 3'),
+    ('gnn_lf', dict(mu=1.5), "'mu'"),
+    ('gnn_hf', dict(alpha=2.0), "'alpha'"),
+])
+def test_coefficients_out_of_range(name, coefficients, message):
+    with pytest.raises(ValueError, match=message):
+        R.get(name, **coefficients)
