@@ -8,7 +8,12 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from torch_geometric_regcn.distributed.row_partition import RowPartition
-from torch_geometric_regcn.utils.validation import as_root, check_edge_index, check_int
+from torch_geometric_regcn.utils.validation import (
+    as_root,
+    check_choice,
+    check_edge_index,
+    check_int,
+)
 
 #: :obj:`"contiguous"`: the node order as given, cut into equal blocks;
 #: :obj:`"metis"`: METIS parts (needs pyg-lib or torch-sparse), renumbered so
@@ -66,8 +71,7 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
             (default: :obj:`"contiguous"`)
     """
     num_parts = check_int('num_parts', num_parts)
-    if method not in PARTITION_METHODS:
-        raise ValueError(f"'method' must be one of {PARTITION_METHODS} (got {method!r})")
+    check_choice('method', method, PARTITION_METHODS)
     num_nodes = data.num_nodes
     if not num_nodes or num_parts > num_nodes:
         raise ValueError(f"'num_parts' must not exceed the number of nodes {num_nodes or 0} "

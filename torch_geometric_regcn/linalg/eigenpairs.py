@@ -7,7 +7,7 @@ from typing import Iterator, NamedTuple, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.utils.validation import check_finite, check_int, check_real
+from torch_geometric_regcn.utils.validation import check_choice, check_finite, check_int, check_real
 
 WHICH = ('LA', 'LM')
 
@@ -40,8 +40,7 @@ def check_problem(operator: Tensor, k: int, which: str, max_iter: int, degree: i
     k = check_int('k', k, minimum=0)
     if not 0 < k <= n:
         raise ValueError(f"'k' must lie in [1, {n}] (got {k})")
-    if which not in WHICH:
-        raise ValueError(f"'which' must be one of {WHICH} (got {which!r})")
+    check_choice('which', which, WHICH)
     check_real('tol', tol, 0.0, low_open=True)
     check_int('max_iter', max_iter)
     check_int('degree', degree)

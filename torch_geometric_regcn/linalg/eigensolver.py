@@ -8,6 +8,7 @@ from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
 from torch_geometric_regcn.linalg.lanczos import block_lanczos
 from torch_geometric_regcn.linalg.subspace_iteration import subspace_iteration
 from torch_geometric_regcn.utils.deprecation import moved
+from torch_geometric_regcn.utils.validation import check_choice
 
 #: :obj:`"lanczos"`: Chebyshev-filtered thick-restart block Lanczos (fast);
 #: :obj:`"chebyshev"`: Chebyshev-filtered subspace iteration;
@@ -29,13 +30,12 @@ def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float =
     (:func:`block_lanczos` also calls :obj:`callback(0, math.inf)` after
     locating the spectrum); :obj:`step_callback` goes to :func:`block_lanczos`
     (see there) and is not called by the other methods."""
+    check_choice('method', method, EIGENSOLVER_METHODS)
     if method == 'lanczos':
         return block_lanczos(operator, k, which, tol, max_iter, generator=generator,
                              callback=callback, step_callback=step_callback)
-    if method in EIGENSOLVER_METHODS:
-        return subspace_iteration(operator, k, which, tol, max_iter, method,
-                                  generator=generator, callback=callback)
-    raise ValueError(f"'method' must be one of {EIGENSOLVER_METHODS} (got {method!r})")
+    return subspace_iteration(operator, k, which, tol, max_iter, method,
+                              generator=generator, callback=callback)
 
 
 __getattr__ = moved(__name__, {'METHODS': f'{__name__}:EIGENSOLVER_METHODS'})

@@ -16,6 +16,7 @@ from torch_geometric_regcn.linalg.eigenpairs import (
 )
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.sparse import spectral_bound
+from torch_geometric_regcn.utils.validation import check_choice
 
 #: The iterations of :func:`subspace_iteration`.
 SUBSPACE_METHODS = ('chebyshev', 'power')
@@ -77,8 +78,7 @@ def subspace_iteration(
             residual)` after every iteration. (default: :obj:`None`)
     """
     n = check_problem(operator, k, which, max_iter, degree, tol)
-    if method not in SUBSPACE_METHODS:
-        raise ValueError(f"'method' must be one of {SUBSPACE_METHODS} (got {method!r})")
+    check_choice('method', method, SUBSPACE_METHODS)
 
     dtype, device = operator.dtype, operator.device
     bound = max(spectral_bound(operator), torch.finfo(dtype).tiny)

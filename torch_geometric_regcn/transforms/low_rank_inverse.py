@@ -31,7 +31,13 @@ from torch_geometric_regcn.regularizers.tsgcn import check_tsgcn_coefficients, t
 from torch_geometric_regcn.transforms import factor_cache
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.progress import EigensolverProgress
-from torch_geometric_regcn.utils.validation import check_finite, check_int, check_real, solve_dtype
+from torch_geometric_regcn.utils.validation import (
+    check_choice,
+    check_finite,
+    check_int,
+    check_real,
+    solve_dtype,
+)
 
 __getattr__ = moved(__name__, {
     'PROGRESS_DELAY': 'torch_geometric_regcn.utils.progress:PROGRESS_DELAY',
@@ -258,10 +264,8 @@ class LowRankInverse(BaseTransform):
             rank = check_int('rank', rank)
         except ValueError as error:
             raise ValueError(f"{error}; see paper_rank() for the paper's convention") from None
-        if which not in WHICH:
-            raise ValueError(f"'which' must be one of {WHICH} (got {which!r})")
-        if method not in EIGENSOLVER_METHODS:
-            raise ValueError(f"'method' must be one of {EIGENSOLVER_METHODS} (got {method!r})")
+        check_choice('which', which, WHICH)
+        check_choice('method', method, EIGENSOLVER_METHODS)
         try:
             tol = check_real('tol', tol, 0.0, low_open=True)
         except ValueError:
