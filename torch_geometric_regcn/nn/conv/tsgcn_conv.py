@@ -1,11 +1,13 @@
 r"""The tsGCN layer."""
 
+from typing import Optional
+
 import torch
 from torch import Tensor
 from torch_geometric.nn.inits import zeros
 
 from torch_geometric_regcn.distributed.collectives import Group, check_group
-from torch_geometric_regcn.linalg.woodbury import WoodburyCache, woodbury_apply
+from torch_geometric_regcn.linalg.woodbury import WoodburyCache, WoodburyCore, woodbury_apply
 from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.validation import (
@@ -134,7 +136,18 @@ class TSGCNConv(torch.nn.Module):
         if not is_compiling():
             check_projection(h, x)
         core = self._woodbury(w, v, from_eigenpairs=True, group=self.group)
-        out = woodbury_apply(h, w, v, core, self.group)
+        return self.propagate(h, w, v, core)
+
+    def propagate(self, h: Tensor, w: Tensor, v: Optional[Tensor], core: WoodburyCore,
+                  summary: Optional[Tensor] = None) -> Tensor:
+        r"""The layer after its projection, :math:`s\,(\mathbf{I} +
+        \mathbf{W}\mathbf{V}^{\top})^{-1}\mathbf{H} + \mathbf{b}`, of the
+        projected features :obj:`h`
+        (:func:`~torch_geometric_regcn.linalg.woodbury_apply`). With
+        :obj:`summary`, :math:`\mathbf{V}^{\top}\mathbf{H}` of all rows, :obj:`h`
+        and :obj:`w` may be any rows, as
+        :class:`~torch_geometric_regcn.MiniBatchTSGCN` passes a batch's."""
+        out = woodbury_apply(h, w, v, core, self.group, summary=summary)
         if self.scale != 1.0:
             out = out * self.scale
         if self.bias is not None:

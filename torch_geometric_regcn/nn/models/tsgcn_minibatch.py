@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.linalg.woodbury import WoodburyCache, WoodburyCore, woodbury_apply
+from torch_geometric_regcn.linalg.woodbury import WoodburyCache, WoodburyCore
 from torch_geometric_regcn.nn.conv import TSGCNConv
 from torch_geometric_regcn.nn.dropout import dropout
 from torch_geometric_regcn.utils.sparse import dense_rows, gather_rows
@@ -185,12 +185,7 @@ class MiniBatchTSGCN(torch.nn.Module):
             check_projection(z, check)
         # The summary of the projection, (VᵀH) Θ = Vᵀ(HΘ): r x F'.
         projected = conv.lin(summary.to(z.dtype)).to(w.dtype)
-        out = woodbury_apply(z, w, None, core, summary=projected)
-        if conv.scale != 1.0:
-            out = out * conv.scale
-        if conv.bias is not None:
-            out = out + conv.bias
-        return out
+        return conv.propagate(z, w, None, core, summary=projected)
 
     def _rows_forward(self, x: Tensor, w: Tensor, summaries: List[Tensor], core: WoodburyCore,
                       layers: int, check: bool = False) -> Tensor:
