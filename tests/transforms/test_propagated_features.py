@@ -11,9 +11,8 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
-from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
-from tests.conftest import dense_normalized_adjacency, messy_graph
+from tests.conftest import SeedNodes, dense_normalized_adjacency, messy_graph
 from torch_geometric_regcn import LowRankInverse, PropagateFeatures
 from torch_geometric_regcn.regularizers import APPNPRegularizer
 from torch_geometric_regcn.regularizers.graph import build_graph
@@ -165,19 +164,6 @@ def test_argument_checks_before_any_work():
     assert repr(PropagateFeatures(2)) == ("PropagateFeatures(hops=2, solver='lowrank', "
                                           "regularizer=TSGCNRegularizer(alpha=1.0, beta=0.2, "
                                           "k=10, K=10, normalize=True))")
-
-
-class SeedNodes(BaseSampler):
-    """A sampler that returns the seed nodes only (no neighbours): what an
-    MLP on precomputed features needs, without pyg-lib or torch-sparse."""
-
-    def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
-        empty = torch.empty(0, dtype=torch.long)
-        return SamplerOutput(node=inputs.node, row=empty, col=empty, edge=None,
-                             metadata=(inputs.input_id, inputs.time))
-
-    def sample_from_edges(self, inputs, neg_sampling=None):
-        raise NotImplementedError
 
 
 def mlp_inputs(data, keys):

@@ -10,9 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
-from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
-from tests.conftest import CUDA, messy_graph
+from tests.conftest import CUDA, SeedNodes, messy_graph
 from torch_geometric_regcn import TSGCN, LowRankInverse, MiniBatchTSGCN
 from torch_geometric_regcn.utils.sparse import dense_rows, gather_rows
 
@@ -186,18 +185,6 @@ def test_sparse_features_equal_dense():
     model.refresh(sparse, w, v, index=index, batch_size=2)
     model.eval()
     torch.testing.assert_close(model(x, w, v), expected)
-
-
-class SeedNodes(BaseSampler):
-    """The seed nodes only: a NodeLoader then slices every node attribute."""
-
-    def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
-        empty = torch.empty(0, dtype=torch.long)
-        return SamplerOutput(node=inputs.node, row=empty, col=empty, edge=None,
-                             metadata=(inputs.input_id, inputs.time))
-
-    def sample_from_edges(self, inputs, neg_sampling=None):
-        raise NotImplementedError
 
 
 def test_trains_with_pyg_nodeloader_in_both_modes():
