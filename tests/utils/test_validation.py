@@ -82,3 +82,22 @@ def test_check_stopping_rule():
         check_stopping_rule(1e-6, 10.0)
     with pytest.raises(TypeError, match="'tol' must be a real number"):
         check_stopping_rule('1e-6', 10)
+
+
+def test_check_layer_dtype_names_the_argument_and_both_fixes():
+    from torch_geometric_regcn.utils.validation import check_layer_dtype
+    check_layer_dtype('x', torch.zeros(2, 2), torch.float32, 'TSGCNConv')
+    check_layer_dtype('index', torch.zeros(2, dtype=torch.long), torch.float32, 'TSGCNConv')
+    with pytest.raises(TypeError, match=r"'x' is torch.float64 .* TSGCNConv are "
+                                        r"torch.float32; pass 'x.float\(\)'.*'.double\(\)'"):
+        check_layer_dtype('x', torch.zeros(2, 2, dtype=torch.float64), torch.float32,
+                          'TSGCNConv')
+    with torch.autocast('cpu', dtype=torch.bfloat16):  # autocast casts both sides
+        check_layer_dtype('x', torch.zeros(2, 2, dtype=torch.float64), torch.float32, 'L')
+
+
+def test_check_materialized_refuses_meta_tensors():
+    from torch_geometric_regcn.utils.validation import check_materialized
+    check_materialized(x=torch.zeros(1), w=None)
+    with pytest.raises(ValueError, match="'w' is on the 'meta' device"):
+        check_materialized(x=torch.zeros(1), w=torch.empty(2, device='meta'))

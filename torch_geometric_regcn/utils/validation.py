@@ -225,6 +225,34 @@ def check_same_device(**tensors: Tensor) -> None:
                          f"move them with '.to(device)'")
 
 
+def check_materialized(**tensors: Tensor) -> None:
+    r"""Raises :class:`ValueError` for a tensor on the :obj:`meta` device,
+    which has a shape but no values to compute with."""
+    for name, tensor in tensors.items():
+        if isinstance(tensor, Tensor) and tensor.device.type == 'meta':
+            raise ValueError(f"'{name}' is on the 'meta' device and holds no values; "
+                             f"materialise it (e.g. 'torch.empty_like(..., device=\'cpu\')' "
+                             f"and fill it) before calling this layer or transform")
+
+
+def check_layer_dtype(name: str, tensor: Tensor, dtype: torch.dtype, owner: str) -> None:
+    r"""Raises :class:`TypeError` when the floating-point :obj:`tensor` does
+    not have the :obj:`dtype` of :obj:`owner`'s parameters (outside
+    :func:`torch.autocast`, which casts both)."""
+    if tensor.dtype == dtype or not tensor.is_floating_point():
+        return
+    if torch.is_autocast_enabled(tensor.device.type):
+        return
+    method = {torch.float64: 'double', torch.float32: 'float', torch.float16: 'half',
+              torch.bfloat16: 'bfloat16'}.get(dtype)
+    fix = f"'{name}.{method}()'" if method else f"'{name}.to({dtype})'"
+    back = {torch.float64: 'double', torch.float32: 'float', torch.float16: 'half',
+            torch.bfloat16: 'bfloat16'}.get(tensor.dtype, 'to')
+    raise TypeError(f"'{name}' is {tensor.dtype} but the parameters of {owner} are {dtype}; "
+                    f"pass {fix}, or convert the module with '.{back}()', or run it under "
+                    f"torch.autocast")
+
+
 def as_root(root: Any, name: str = 'root') -> str:
     r"""Returns the dataset folder :obj:`root` (a :obj:`str` or
     :class:`os.PathLike`) as a :obj:`str`."""

@@ -1,0 +1,55 @@
+import numpy as np
+import pytest
+import torch
+
+from torch_geometric_regcn.utils.fingerprint import Fingerprint, fingerprint
+
+
+def test_equal_for_equal_tensors_and_records_identity():
+    x = torch.randn(40, 7, dtype=torch.float64)
+    f = fingerprint(x)
+    assert isinstance(f, Fingerprint)
+    assert f == fingerprint(x.clone())
+    assert (f.layout, f.shape, f.dtype, f.device) == (torch.strided, (40, 7), torch.float64,
+                                                      x.device)
+    assert f != fingerprint(x.float())
+    assert f != fingerprint(x.view(7, 40))
+    assert fingerprint(3) == 3  # non-tensors pass through
+
+
+@pytest.mark.parametrize('row,col', [(0, 0), (23, 4), (39, 6)])
+def test_sees_a_write_that_bypasses_the_version_counter(row, col):
+    x = torch.randn(40, 7)
+    f, version = fingerprint(x), x._version
+    x.numpy()[row, col] += 1e-3  # an edit PyTorch does not count
+    assert x._version == version
+    assert fingerprint(x) != f
+
+
+def test_sees_a_swap_of_two_entries_and_an_index_edit():
+    e = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+    swapped = e[:, [1, 0, 2, 3]]
+    assert fingerprint(e) != fingerprint(swapped)  # same multiset, other order
+    edited = e.clone()
+    edited.numpy()[1, 2] = 1
+    assert fingerprint(e) != fingerprint(edited)
+
+
+def test_sparse_layouts_cover_indices_and_values():
+    i = torch.tensor([[0, 1, 1], [1, 0, 2]])
+    a = torch.sparse_coo_tensor(i, torch.tensor([1., 2., 3.]), (3, 3))
+    b = torch.sparse_coo_tensor(i, torch.tensor([1., 2., 4.]), (3, 3))
+    assert fingerprint(a) == fingerprint(a.clone())
+    assert fingerprint(a) != fingerprint(b)
+    assert fingerprint(a.to_sparse_csr()) != fingerprint(b.to_sparse_csr())
+    assert fingerprint(a) != fingerprint(a.to_sparse_csr())  # layouts differ
+
+
+def test_nan_is_never_taken_for_a_cached_tensor():
+    x = torch.tensor([[1., np.nan]])
+    assert fingerprint(x) != fingerprint(x)
+
+
+def test_empty_and_scalar_tensors():
+    assert fingerprint(torch.empty(0, 3)) == fingerprint(torch.empty(0, 3))
+    assert fingerprint(torch.tensor(2.)) != fingerprint(torch.tensor(3.))
