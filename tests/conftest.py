@@ -54,13 +54,15 @@ def undirected_graph(seed=0, n=30, weighted=False):
     return ei, weight
 
 
-def dense_normalized_adjacency(edge_index, num_nodes, edge_weight=None):
-    """Dense float64 reference of the renormalised adjacency."""
+def dense_normalized_adjacency(edge_index, num_nodes, edge_weight=None, reduce='sum'):
+    """Dense float64 reference of the renormalised adjacency: repeated pairs
+    add up (reduce='sum', how the library's graph operators read every graph
+    input) or count once (reduce='max', normalized_adjacency's default)."""
     a = torch.zeros(num_nodes, num_nodes, dtype=torch.float64)
     w = torch.ones(edge_index.size(1), dtype=torch.float64) if edge_weight is None \
         else edge_weight.double()
     for (i, j), value in zip(edge_index.T.tolist(), w.tolist()):
-        a[i, j] = max(a[i, j], value)
+        a[i, j] = a[i, j] + value if reduce == 'sum' else max(a[i, j], value)
     a = torch.maximum(a, a.T)
     a.fill_diagonal_(1.0)
     d = a.sum(1).rsqrt()

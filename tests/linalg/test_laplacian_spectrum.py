@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from torch_geometric_regcn.linalg import laplacian_eigenpairs, normalized_adjacency
+from torch_geometric_regcn.linalg.laplacian_spectrum import TIE_TOLERANCE, tie_groups
 
 
 def pieces(sizes, isolated=0, seed=0):
@@ -95,3 +96,46 @@ def test_rejects_k_not_below_the_number_of_nodes():
                                          return_degree=True)
     with pytest.raises(ValueError, match="'k' must be smaller than the number of nodes 3"):
         laplacian_eigenpairs(ei, w.double(), degree.double(), 3)
+
+
+def test_rounded_ties_across_components_follow_the_lowest_node():
+    # The eigenvalue 1 on six components, interleaved: paths P2 = 0-11-13 and
+    # P1 = 3-8-10 (spectrum 0, 1, 2), the 4-cycle 1-5-9-12-1 (0, 1, 1, 2), the
+    # isolated nodes 2 and 4 (exactly 1), and the edge 6-7 (0, 2). The dense solver
+    # returns the 1s rounded differently per component (a few eps apart); equal to
+    # TIE_TOLERANCE, they follow the components' lowest node: after the kernel
+    # vectors of components 1, 3 and 6 (0 is the skipped u_0) come P2, the cycle
+    # (twice), node 2, P1, node 4. Each column is checked against a dense eigh of
+    # its own component: the support, and L v = v to the rounding of an eigh of at
+    # most 4 nodes (a few eps; 1e-13 leaves a wide margin).
+    edges = [[0, 11], [11, 13], [1, 5], [5, 9], [9, 12], [12, 1], [3, 8], [8, 10], [6, 7]]
+    edge_index = torch.tensor(edges).T
+    edge_index = torch.cat([edge_index, edge_index.flip(0)], dim=1)
+    n = 14
+    ei, w, degree = normalized_adjacency(edge_index, n, dtype=torch.float64, self_loops=False,
+                                         return_degree=True)
+    pairs = laplacian_eigenpairs(ei, w, degree, 9)
+    lap = dense_laplacian(ei, w, n)
+    supports = [[1, 5, 9, 12], [3, 8, 10], [6, 7], [0, 11, 13], [1, 5, 9, 12],
+                [1, 5, 9, 12], [2], [3, 8, 10], [4]]
+    expected_values = [0.0] * 3 + [1.0] * 6
+    np.testing.assert_allclose(pairs.eigenvalues.numpy(), expected_values, rtol=0, atol=1e-13)
+    for column, support in enumerate(supports):
+        vector = pairs.eigenvectors[:, column]
+        outside = torch.ones(n, dtype=torch.bool)
+        outside[support] = False
+        assert float(vector[outside].abs().max()) == 0.0, column
+        residual = lap @ vector - expected_values[column] * vector
+        assert float(residual.abs().max()) < 1e-13, column
+
+
+def test_tie_groups_merge_values_within_the_tolerance():
+    # Consecutive sorted values at most TIE_TOLERANCE apart share a group (chained);
+    # a larger gap starts the next one. Groups are numbered in ascending value order,
+    # whatever the input order.
+    eps = torch.finfo(torch.float64).eps
+    values = torch.tensor([1.0, 0.5, 1.0 - 2 * eps, 0.5 + 0.9 * TIE_TOLERANCE,
+                           0.5 + 1.8 * TIE_TOLERANCE, 0.5 + 3.0 * TIE_TOLERANCE, 0.0],
+                          dtype=torch.float64)
+    assert tie_groups(values).tolist() == [3, 1, 3, 1, 1, 2, 0]
+    assert tie_groups(values[:0]).tolist() == []

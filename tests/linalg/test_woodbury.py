@@ -1,12 +1,15 @@
 r"""linalg.woodbury against dense float64 references: factors_from_eigenpairs
 (W Vᵀ = -U Λ Uᵀ), woodbury_apply (= (I + W Vᵀ)⁻¹ X by torch.linalg.solve, with
 and without a core, with a summary, in another dtype), woodbury_core (its LU
-and its checks), WoodburyCache (kept while the factors are, refactorised when
-they change), gain_precision and warn_if_imprecise. The layers that call them
-are tested in tests/nn/conv/test_tsgcn_conv.py and test_subgraph.py."""
+and its checks), check_core_condition (the one verdict on a core's
+condition), WoodburyCache (kept while the factors' content is, refactorised
+when any number changes). The layers that call them are tested in
+tests/nn/conv/test_tsgcn_conv.py and test_subgraph.py; LowRankInverse and the
+layers giving one verdict in tests/reliability/test_tsgcn_factors.py."""
 import copy
 import io
 import math
+import re
 import warnings
 
 import pytest
@@ -22,10 +25,11 @@ from torch_geometric_regcn.linalg import (
 )
 from torch_geometric_regcn.linalg.woodbury import (
     GAIN_ACCURACY,
-    SAMPLED_ROWS,
+    ROUNDING_UNITS,
+    SINGULAR_ERROR,
+    CoreCondition,
+    check_core_condition,
     eigenpair_tolerance,
-    gain_precision,
-    warn_if_imprecise,
 )
 
 EPS = torch.finfo(torch.float64).eps
@@ -208,14 +212,15 @@ def test_accepts_a_well_posed_core_close_to_singular_in_float32():
     # tsGCN's core is I - Λ with 1 - λ >= 1 / (1 + α + β): here α + β = 1e4.
     # The float32 solve is then accurate to about cond * eps = 1e4 * 6e-8,
     # so 1e-2 relative is a loose bound that still fails on a wrong inverse.
-    # The core warns that its largest gain is accurate to a fraction of a percent.
+    # The core warns that its largest gain is accurate to a few percent only:
+    # 16 eps32 (1 + 1) / 1e-4 = 3.8%.
     gen = torch.Generator().manual_seed(0)
     u, _ = torch.linalg.qr(torch.randn(200, 40, dtype=torch.float64, generator=gen))
     lam = torch.linspace(0.5, 1e4 / (1 + 1e4), 40, dtype=torch.float64)
     w, v = factors_from_eigenpairs(lam, u)
     x = torch.randn(200, 3, dtype=torch.float64, generator=gen)
     expected = torch.linalg.solve(torch.eye(200, dtype=torch.float64) + w @ v.T, x)
-    with pytest.warns(UserWarning, match=r'accurate to about 0\.\d%'):
+    with pytest.warns(UserWarning, match=r'accurate to about \d\.\d%'):
         got = woodbury_apply(x.float(), w.float(), v.float()).double()
     assert (got - expected).norm() / expected.norm() < 1e-2
 
@@ -277,24 +282,93 @@ def test_float64_casts_of_float32_factors_get_the_float32_tolerance():
     woodbury_core(w32, v32, from_eigenpairs=True)
 
 
-# gain_precision, warn_if_imprecise ---------------------------------------------
+# check_core_condition -------------------------------------------------------------
 
-def test_gain_precision_is_the_rounding_over_the_smallest_pivot():
-    lam = torch.tensor([0.99, -0.5, 0.2], dtype=torch.float64)
-    error, pivot = gain_precision(lam)
-    assert pivot == pytest.approx(0.01, rel=1e-12)
-    assert error == pytest.approx(EPS * 1.99 / 0.01, rel=1e-12)
-    error32, _ = gain_precision(lam.float())
-    assert error32 == pytest.approx(torch.finfo(torch.float32).eps * 1.99 / 0.01, rel=1e-6)
-    assert gain_precision(torch.tensor([1.0, 0.5]))[0] == math.inf  # a zero pivot
+def test_check_core_condition_warns_and_raises_at_its_two_thresholds():
+    eps32 = torch.finfo(torch.float32).eps
+    pivot = 1e-3
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # accurate to GAIN_ACCURACY: silent
+        check_core_condition(CoreCondition(pivot, GAIN_ACCURACY * pivot, torch.float32))
+    with pytest.warns(UserWarning, match=r'pivot as small as 0\.001 against a rounding level '
+                                         r'of 1e-05 .*in torch\.float32 .*about 1\.0% only'):
+        check_core_condition(CoreCondition(pivot, 10 * GAIN_ACCURACY * pivot, torch.float32))
+    # From SINGULAR_ERROR on (the pivot at or below the rounding level), and for
+    # a zero pivot, it raises.
+    for pivot, rounding in ((1e-3, SINGULAR_ERROR * 1e-3), (1e-3, 2e-3), (0.0, eps32)):
+        with pytest.raises(ValueError, match=rf'numerically singular in torch\.float32: '
+                                             rf'its smallest pivot {pivot:.2g} is not above '
+                                             rf'the rounding level {rounding:.2g}'):
+            check_core_condition(CoreCondition(pivot, rounding, torch.float32))
+    assert CoreCondition(0.0, eps32, torch.float32).error == math.inf
 
 
-def test_warn_if_imprecise_warns_above_the_gain_accuracy_only():
-    with pytest.warns(UserWarning, match=r'pivot as small as 0\.001.*about 1\.0%'):
-        warn_if_imprecise(10 * GAIN_ACCURACY, 1e-3, torch.float32)
+def pivot_and_rounding(message):
+    pivot, rounding = re.search(r'pivot (?:as small as )?(-?[\d.e+-]+)(?: is not above the| '
+                                r'against a) rounding level (?:of )?([\d.e+-]+)',
+                                message).groups()
+    return float(pivot), float(rounding)
+
+
+@pytest.mark.parametrize('gap, verdict', [(1e-11, 'silent'), (1e-12, 'warns'),
+                                          (1e-15, 'raises'), (-1e-15, 'raises')])
+def test_woodbury_core_judges_the_pivot_one_minus_the_largest_eigenvalue(gap, verdict):
+    # tsGCN's core is I - Λ: its smallest pivot is 1 - λ_max = gap, the rounding
+    # level ROUNDING_UNITS eps (1 + max|λ|) = 16 eps (2 - gap). A pivot pushed
+    # below zero by rounding is as singular as one above it.
+    gen = torch.Generator().manual_seed(0)
+    u, _ = torch.linalg.qr(torch.randn(40, 5, dtype=torch.float64, generator=gen))
+    lam = torch.tensor([1 - gap, 0.5, -0.3, 0.2, 0.1], dtype=torch.float64)
+    w, v = factors_from_eigenpairs(lam, u)
+    rounding = ROUNDING_UNITS * EPS * (2 - gap)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        try:
+            woodbury_core(w, v, from_eigenpairs=True)
+        except ValueError as error:
+            assert verdict == 'raises'
+            assert 'numerically singular in torch.float64' in str(error)
+            pivot, level = pivot_and_rounding(str(error))
+        else:
+            assert verdict != 'raises'
+            messages = [str(w.message) for w in caught]
+            assert len(messages) == (verdict == 'warns')
+            if verdict == 'silent':
+                return
+            pivot, level = pivot_and_rounding(messages[0])
+    # The diagonal of VᵀW is -λ ||u||² with ||u||² = 1 to a few eps: the pivot
+    # is gap to about 40 eps (the message prints two digits).
+    assert pivot == pytest.approx(abs(gap), rel=0.05, abs=64 * EPS)
+    assert level == pytest.approx(rounding, rel=0.05)
+
+
+@pytest.mark.parametrize('from_eigenpairs', [False, True])
+def test_an_indefinite_core_is_judged_by_the_magnitude_of_its_pivot(from_eigenpairs):
+    # I + VᵀW = diag(-0.5, 1, 0.7): indefinite, well conditioned, (I + W Vᵀ)⁻¹
+    # exists, and nothing is said; as factors of eigenpairs, those of an S with
+    # the eigenvalue 1.5.
+    gen = torch.Generator().manual_seed(0)
+    u, _ = torch.linalg.qr(torch.randn(40, 3, dtype=torch.float64, generator=gen))
+    w, v = factors_from_eigenpairs(torch.tensor([1.5, 0.0, 0.3], dtype=torch.float64), u)
+    x = torch.randn(40, 2, dtype=torch.float64)
     with warnings.catch_warnings():
         warnings.simplefilter('error')
-        warn_if_imprecise(GAIN_ACCURACY, 1e-3, torch.float32)
+        core = woodbury_core(w, v, from_eigenpairs=from_eigenpairs)
+    torch.testing.assert_close(woodbury_apply(x, w, v, core), dense_solve(x, w, v), rtol=0,
+                               atol=solve_tolerance(x, w, v))
+
+
+def test_float64_casts_of_float32_factors_get_the_float32_rounding_level():
+    # The float64 core of float32 factors still carries float32 rounding.
+    gen = torch.Generator().manual_seed(0)
+    u, _ = torch.linalg.qr(torch.randn(40, 3, dtype=torch.float64, generator=gen))
+    lam = torch.tensor([1 - 1e-4, 0.5, -0.3], dtype=torch.float64)
+    w32, v32 = (t.float().double() for t in factors_from_eigenpairs(lam, u))
+    with pytest.warns(UserWarning, match=r'in torch\.float32 the largest gain') as caught:
+        woodbury_core(w32, v32, from_eigenpairs=True)
+    _, level = pivot_and_rounding(str(caught[0].message))
+    eps32 = torch.finfo(torch.float32).eps
+    assert level == pytest.approx(ROUNDING_UNITS * eps32 * (2 - 1e-4), rel=0.05)
 
 
 # WoodburyCache -----------------------------------------------------------------
@@ -306,33 +380,52 @@ def test_cache_keeps_the_core_of_the_same_factors():
     assert cache(w, v) is core
     expected = woodbury_core(w, v)
     assert torch.equal(core.lu, expected.lu) and torch.equal(core.pivots, expected.pivots)
+    # New tensors with the same numbers: the same core (it depends on them only).
+    assert cache(w.clone(), v.detach().clone()) is core
 
 
-@pytest.mark.parametrize('change', ['in place', 'through NumPy', 'new storage', 'new tensors',
-                                    'flag'])
+@pytest.mark.parametrize('change', ['in place', 'through NumPy', 'one row through NumPy',
+                                    'one entry through .data', 'new storage', 'new tensors',
+                                    'dtype', 'flag'])
 def test_cache_refactorises_when_the_factors_change(change):
-    w, v = eigen_factors(n=2 * SAMPLED_ROWS)
+    w, v = eigen_factors(n=40)
     cache = WoodburyCache()
     first = cache(w, v)
     if change == 'in place':  # the version counter
         w.mul_(0.5)
-        core = cache(w, v)
-    elif change == 'through NumPy':  # same object, storage and version: the sampled rows
+    elif change == 'through NumPy':  # same object, storage and version
         w.numpy()[:] *= 0.5
-        core = cache(w, v)
+    elif change == 'one row through NumPy':  # one row, not the first or last
+        v.numpy()[17] *= 0.5
+    elif change == 'one entry through .data':
+        w.data[23, 1] += 0.25
     elif change == 'new storage':  # same object and version
         w.data = 0.5 * w.data
-        core = cache(w, v)
     elif change == 'new tensors':
-        w, v = eigen_factors(n=2 * SAMPLED_ROWS, seed=1)
-        core = cache(w, v)
-    else:
-        core = cache(w, v, from_eigenpairs=True)
+        w, v = eigen_factors(n=40, seed=1)
+    elif change == 'dtype':  # the same numbers in float32
+        w, v = w.float(), v.float()
+    core = cache(w, v, from_eigenpairs=change == 'flag')
     assert core is not first
-    x = torch.randn(w.size(0), 2, dtype=torch.float64)
-    torch.testing.assert_close(woodbury_apply(x, w, v, core), dense_solve(x, w, v), rtol=0,
-                               atol=solve_tolerance(x, w, v))
+    x = torch.randn(w.size(0), 2, dtype=w.dtype)
+    expected = dense_solve(x, w, v)
+    if change == 'dtype':  # float32 rounding of O(1) entries, amplified by gains <= 5
+        torch.testing.assert_close(woodbury_apply(x, w, v, core).double(), expected, rtol=0,
+                                   atol=1e-5)
+    else:
+        torch.testing.assert_close(woodbury_apply(x, w, v, core), expected, rtol=0,
+                                   atol=solve_tolerance(x, w, v))
     assert cache(w, v, from_eigenpairs=change == 'flag') is core  # kept from now on
+
+
+def test_cache_never_keeps_the_core_of_factors_holding_nan():
+    w, v = eigen_factors()
+    cache = WoodburyCache()
+    cache(w, v)
+    w.numpy()[5, 0] = math.nan
+    for _ in range(2):  # refused on every call, never taken for the cached core
+        with pytest.raises(ValueError, match='NaN or infinite'):
+            cache(w, v)
 
 
 def test_cache_is_bypassed_for_gradients_and_inference():
@@ -353,7 +446,7 @@ def test_copies_and_pickles_of_a_cache_start_empty():
     torch.save(cache, buffer)
     buffer.seek(0)
     for other in (copy.deepcopy(cache), torch.load(buffer, weights_only=False)):
-        assert other._core is None and other._refs is None
+        assert other._core is None and other._key is None
         again = other(w, v)
         assert again is not core and torch.equal(again.lu, core.lu)
     assert cache(w, v) is core

@@ -1,6 +1,8 @@
 r"""The contract of :class:`~torch_geometric_regcn.regularizers.base.Regularizer`
 (energy, propagation by every solver, frequency response, solver checks), on every
 built-in regulariser."""
+import math
+
 import pytest
 import torch
 
@@ -73,3 +75,47 @@ def test_solver_a_regularizer_cannot_use():
     reg = R.get('tsgcn')
     with pytest.raises(ValueError, match="needs the factors"):
         reg.propagate(h_in(), operators(reg), 'lowrank')
+
+
+@pytest.mark.parametrize('solver', ['closed', 'series', 'cg'])
+@pytest.mark.parametrize('name, coefficients, bad, value', [
+    ('tsgcn', {'learn': 'beta', 'alpha': 1.0, 'beta': 0.2}, math.nan, 'nan'),
+    ('tsgcn', {'learn': 'alpha', 'alpha': 1.0, 'beta': 0.2}, math.inf, 'inf'),
+    ('appnp', {'learn': 'alpha', 'alpha': 0.1}, -math.inf, '-inf'),
+    ('jknet', {'learn': 'beta'}, math.nan, 'nan')])
+def test_non_finite_learned_coefficient_is_named_before_the_solve(solver, name, coefficients,
+                                                                  bad, value):
+    # A diverged step leaves one raw parameter non-finite (the others finite): every
+    # sparse solver raises the same ValueError, naming that coefficient, its raw value
+    # and the fix, before it solves (no NaN output, no "singular" or "matrix" verdict of
+    # the solver's own).
+    coefficients = dict(coefficients)
+    bad_name = coefficients.pop('learn')
+    reg = R.get(name, **coefficients).learn(*R.get(name).learnable)
+    graph = operators(reg)
+    with torch.no_grad():
+        reg.get_parameter(f'raw_{bad_name}').fill_(bad)
+    pattern = (rf"learned coefficient '{bad_name}' has a non-finite raw parameter "
+               rf"raw_{bad_name} = {value} .*optimizer step diverged; lower the learning rate, "
+               rf"clip the gradients or reload a checkpoint")
+    with pytest.raises(ValueError, match=pattern) as info:
+        reg.propagate(h_in(), graph, solver)
+    assert 'singular' not in str(info.value)
+
+
+@pytest.mark.parametrize('solver', ['closed', 'series', 'cg'])
+def test_finite_learned_coefficients_propagate_as_fixed_ones(solver):
+    # The check only reads the raw parameters: with finite learned coefficients the
+    # output is the fixed-coefficient regulariser's at the same values. In float64 the
+    # two routes build M in a different order (a few ε per entry) and the solve
+    # amplifies that by at most cond(M) <= 1 + 2(α + β) = 3.4: 1e-12 holds with a
+    # wide margin; CG stops at a relative residual of 1e-10 on both routes, hence an
+    # error of at most cond(M) * 1e-10 * ||Y|| (~1e-9 here) for it.
+    learned = R.get('tsgcn', alpha=1.0, beta=0.2).learn('alpha', 'beta').double()
+    fixed = R.get('tsgcn', alpha=float(learned.alpha.detach()),
+                  beta=float(learned.beta.detach()))
+    graph = operators(fixed)
+    x = h_in()
+    expected = fixed.propagate(x, graph, solver, tol=1e-10)
+    torch.testing.assert_close(learned.propagate(x, graph, solver, tol=1e-10), expected,
+                               rtol=1e-12, atol=1e-9 if solver == 'cg' else 1e-12)

@@ -1,14 +1,18 @@
-"""The factor cache of LowRankInverse: nothing silent, nothing lost (issue 19).
+"""The factor cache of LowRankInverse: nothing silent, nothing lost (issues 19, 27).
 
 A damaged, foreign or outdated cache file is never trusted: it is reported
 by name and recomputed. Unconverged factors warn again when reloaded. An
 unusable ``cache_dir`` fails before any work, and a save that fails at the
-end keeps the computed factors. Concurrent runs never read a torn file.
+end keeps the computed factors. Concurrent runs never read a torn file. A
+file is trusted only under the name (key) it was written for, which its
+checksum covers, and temporary files of writers that died before their
+rename are removed by the next run, never those of a live writer.
 The unit tests of the cache module's functions are in
 tests/transforms/test_factor_cache.py.
 """
 import multiprocessing
 import os
+import time
 import warnings
 
 import pytest
@@ -297,3 +301,212 @@ def test_concurrent_processes_never_read_a_torn_file(tmp_path):
             assert torch.equal(torch.from_numpy(v), reference[seed].lowrank_v)
     assert len(list(tmp_path.glob('lowrank-*.pt'))) == ROUNDS
     assert list(tmp_path.glob('*.tmp')) == []
+
+
+# 5. A file is trusted only under the name it was written for (issue 27). ---
+
+def other_graph() -> Data:
+    """Another graph with the same number of nodes (and so factors of the same
+    shape, dtype and rank): only the key tells its file from this graph's."""
+    return graph(seed=1)
+
+
+@pytest.mark.parametrize('how', ['copied', 'renamed'])
+def test_a_file_of_another_graph_under_this_graphs_key_is_refused(tmp_path, cached, how):
+    reference, path = cached
+    foreign_dir = tmp_path / 'other'
+    planted = transform(foreign_dir)(other_graph())
+    (foreign,) = foreign_dir.glob('lowrank-*.pt')
+    # The planted factors would be far off: the test can fail.
+    assert (planted.lowrank_w - reference.lowrank_w).norm() > 0.1 * reference.lowrank_w.norm()
+    if how == 'copied':
+        with open(foreign, 'rb') as src, open(path, 'wb') as dst:
+            dst.write(src.read())
+    else:
+        os.replace(foreign, path)
+    recomputes(tmp_path, reference, rf"it was written as '{foreign.name}', the entry of other "
+                                    rf"inputs .* copied or renamed to 'lowrank-")
+
+
+def test_the_key_is_covered_by_the_checksum(tmp_path, cached):
+    # A file whose stored key is edited to this entry's name fails its checksum.
+    reference, path = cached
+    transform(tmp_path / 'other')(other_graph())
+    (foreign,) = (tmp_path / 'other').glob('lowrank-*.pt')
+    payload = torch.load(foreign, weights_only=True)
+    payload['key'] = os.path.basename(path)
+    torch.save(payload, path)
+    recomputes(tmp_path, reference, 'checksum mismatch')
+
+
+def test_a_file_of_the_format_before_keys_is_recomputed(tmp_path, cached):
+    # regcn-cache-2 files had a checksum but no key: not trusted.
+    reference, path = cached
+    payload = torch.load(path, weights_only=True)
+    payload['format'] = 'regcn-cache-2'
+    del payload['key']
+    torch.save(payload, path)
+    recomputes(tmp_path, reference, "its format is 'regcn-cache-2', not 'regcn-cache-3'")
+
+
+def test_the_planted_file_gives_the_dense_reference_after_recomputation(tmp_path):
+    # At full rank the factors give (I - S)⁻¹ exactly: a planted file of the
+    # other graph must not move the result off the dense float64 inverse.
+    from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
+    small = 40
+
+    def data(seed):
+        gen = torch.Generator().manual_seed(seed)
+        return Data(x=torch.randn(small, 4, dtype=torch.float64, generator=gen),
+                    edge_index=torch.randint(0, small, (2, 3 * small), generator=gen),
+                    semantic_edge_index=torch.randint(0, small, (2, 2 * small), generator=gen),
+                    num_nodes=small)
+
+    def run(cache_dir, seed):
+        return LowRankInverse(1.0, 0.4, rank=small, tol=1e-12, progress=False,
+                              cache_dir=str(cache_dir))(data(seed))
+
+    run(tmp_path / 'this', 0)
+    run(tmp_path / 'other', 1)
+    (mine,) = (tmp_path / 'this').glob('*.pt')
+    (foreign,) = (tmp_path / 'other').glob('*.pt')
+    os.replace(foreign, mine)
+    with pytest.warns(UserWarning, match='it was written as'):
+        out = run(tmp_path / 'this', 0)
+    s = tsgcn_operator(data(0), 1.0, 0.4).to_dense()
+    eye = torch.eye(small, dtype=torch.float64)
+    expected = torch.linalg.inv(eye - s)
+    w, v = out.lowrank_w, out.lowrank_v
+    got = eye - w @ torch.linalg.solve(torch.eye(small, dtype=torch.float64) + v.T @ w, v.T)
+    # Eigenpairs to tol 1e-12, gains up to 1 + α + β = 2.4: 1e-9 relative is
+    # loose; the other graph's factors are O(1) off.
+    assert float((got - expected).norm() / expected.norm()) < 1e-9
+
+
+# 6. Temporary files of dead writers are removed, never a live writer's. -----
+
+def _killed_between_write_and_rename(path):
+    """Saves an entry and dies (SIGKILL) after the temporary write, before the
+    rename: what a crash or an OOM kill at that moment leaves."""
+    import signal
+
+    def die(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    os.replace = die
+    factor_cache.save(path, {'w': torch.ones(3, 2)}, {'tol': 1e-4})
+
+
+def _temporaries(folder):
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith('.tmp'))
+
+
+def _dead_writer(tmp_path):
+    """The name of the temporary file that a killed writer left behind."""
+    context = multiprocessing.get_context('spawn')
+    writer = context.Process(target=_killed_between_write_and_rename,
+                             args=(str(tmp_path / 'lowrank-other.pt'),))
+    writer.start()
+    writer.join(timeout=120)
+    assert writer.exitcode == -9  # killed (and reaped: its process is gone)
+    (name,) = _temporaries(tmp_path)
+    assert f'~{writer.pid}~' in name
+    return name
+
+
+needs_posix = pytest.mark.skipif(os.name != 'posix', reason='SIGKILL and process numbers')
+
+
+@needs_posix
+@pytest.mark.parametrize('next_use', ['read', 'write'])
+def test_a_dead_writers_temporary_file_is_removed_by_the_next_use(tmp_path, next_use):
+    reference = LowRankInverse(1.0, 0.4, rank=RANK, progress=False)(graph())
+    if next_use == 'read':
+        transform(tmp_path)(graph())  # the entry exists: the next run only reads
+    _dead_writer(tmp_path)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter('always')
+        out = transform(tmp_path)(graph())
+    assert cache_warnings(record) == []
+    assert _temporaries(tmp_path) == []
+    assert torch.equal(out.lowrank_w, reference.lowrank_w)
+    assert torch.equal(out.lowrank_v, reference.lowrank_v)
+
+
+def _temporary_name(entry, host, pid):
+    return f'{entry}~{host}~{pid}~abcd1234.tmp'
+
+
+@needs_posix
+def test_a_live_writers_temporary_file_is_kept_until_it_dies(tmp_path):
+    import subprocess
+    import sys
+    writer = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])
+    try:
+        name = _temporary_name('lowrank-other.pt', factor_cache._host(), writer.pid)
+        (tmp_path / name).write_bytes(b'half written')
+        transform(tmp_path)(graph())  # a write
+        transform(tmp_path)(graph())  # a read
+        assert _temporaries(tmp_path) == [name]
+    finally:
+        writer.kill()
+        writer.wait()
+    transform(tmp_path)(graph())  # the writer is gone: its file goes too
+    assert _temporaries(tmp_path) == []
+
+
+def _slow_writer(path, written, proceed, queue):
+    """Saves an entry, pausing after the temporary write until told to go on."""
+    save = torch.save
+
+    def slow(obj, f, *args, **kwargs):
+        save(obj, f, *args, **kwargs)
+        written.set()
+        proceed.wait(120)
+
+    torch.save = slow
+    try:
+        factor_cache.save(path, {'w': torch.arange(6.0).view(3, 2)}, {'tol': 1e-4})
+        queue.put('saved')
+    except Exception as error:  # noqa: BLE001 - reported to the test
+        queue.put(repr(error))
+
+
+@needs_posix
+def test_a_concurrent_writer_paused_before_its_rename_is_not_disturbed(tmp_path):
+    context = multiprocessing.get_context('spawn')
+    written, proceed, queue = context.Event(), context.Event(), context.Queue()
+    path = str(tmp_path / 'lowrank-slow.pt')
+    writer = context.Process(target=_slow_writer, args=(path, written, proceed, queue))
+    writer.start()
+    try:
+        assert written.wait(120)
+        transform(tmp_path)(graph())  # reads and writes the folder meanwhile
+        transform(tmp_path)(graph())
+        assert len(_temporaries(tmp_path)) == 1
+        proceed.set()
+        assert queue.get(timeout=120) == 'saved'
+    finally:
+        proceed.set()
+        writer.join(timeout=60)
+    assert _temporaries(tmp_path) == []
+    entry = factor_cache.load(path)
+    assert torch.equal(entry.tensors['w'], torch.arange(6.0).view(3, 2))
+
+
+def test_temporary_files_are_removed_by_age_where_no_writer_can_be_asked(tmp_path):
+    # A writer on another host (a shared folder), and a file of the format
+    # before, which named no writer: removed once untouched for STALE_AFTER.
+    old = _temporary_name('lowrank-a.pt', 'other-host', 1234)
+    recent = _temporary_name('lowrank-b.pt', 'other-host', 1234)
+    legacy_old, legacy_recent = 'lowrank-0a1b.pt.k2j4h5g6.tmp', 'lowrank-0c1d.pt.a1s2d3f4.tmp'
+    foreign = ['notes.tmp', 'lowrank-a.pt.tmp', 'data~x~1~y.tmp.bak']  # not save()'s files
+    for name in [old, recent, legacy_old, legacy_recent, *foreign]:
+        (tmp_path / name).write_bytes(b'')
+    past = time.time() - factor_cache.STALE_AFTER - 60
+    for name in [old, legacy_old, *foreign]:
+        os.utime(tmp_path / name, (past, past))
+    transform(tmp_path)(graph())
+    left = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith('lowrank-')
+                  or not p.name.endswith('.pt'))
+    assert left == sorted([recent, legacy_recent, *foreign])

@@ -93,24 +93,21 @@ def exact_tsgcn(data, alpha, beta):
     return torch.linalg.inv(torch.eye(N, dtype=torch.float64) - s.to_dense())
 
 
-@pytest.mark.parametrize('alpha', [1e4, 1e6])
+@pytest.mark.parametrize('alpha', [1e4, 1e5])
 def test_float32_factors_of_a_large_alpha_warn(graph, alpha):
     # 1 - λ_max = 1 / (1 + α + β): in float32 (ε = 1.2e-7) the largest gain
-    # carries a rounding error of ε (1 + α + β), 1% at α = 1e4.
+    # carries a rounding error of up to 16 ε (1 + max|VᵀW|) relative to that
+    # pivot (linalg.woodbury.check_core_condition), above 0.1 % here and
+    # below 100 %: the transform and the layer warn alike.
     data = Data(x=graph.x.float(), edge_index=graph.edge_index,
                 semantic_edge_index=graph.semantic_edge_index)
     with pytest.warns(UserWarning, match=r'in torch.float32 the largest gain .* accurate to '
                                          r'about .*float64'):
         data = LowRankInverse(alpha, 0.2, rank=N, progress=False)(data)
     conv = TSGCNConv(F, 3, bias=False)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter('always')
-        try:
-            conv(data.x, data.lowrank_w, data.lowrank_v)
-        except ValueError as error:  # rounding made the core singular: also loud
-            assert 'numerically singular in torch.float32' in str(error)
-        else:
-            assert any('accurate to about' in str(w.message) for w in caught)
+    with pytest.warns(UserWarning, match=r'in torch.float32 the largest gain .* accurate to '
+                                         r'about .*float64'):
+        conv(data.x, data.lowrank_w, data.lowrank_v)
 
 
 @pytest.mark.parametrize('alpha', [1.0, 1e4, 1e6])

@@ -1,7 +1,8 @@
 r"""transforms.factor_cache, function by function: fingerprint() is stable
 and sees every byte, dtype, shape and name; checksum(); save() and load()
 round trip and load() refuses what fails the checksum or the expected
-names, shapes, dtypes and numbers; factors_path(), shard_key(),
+names, shapes, dtypes and numbers, or was written under another name;
+remove_stale_temporaries(); factors_path(), shard_key(),
 load_factors(), save_factors() and check_cache_dir(). The faults of the cache
 as LowRankInverse meets them (damaged files, full disks, concurrent writers)
 are in tests/reliability/test_factor_cache.py."""
@@ -96,7 +97,58 @@ def test_checksum_covers_tensors_and_values():
     assert factor_cache.checksum({'w2': t['w'], 'v': t['v']}, {'tol': 1e-4}) != base
 
 
+def test_checksum_covers_the_key():
+    t = tensors()
+    base = factor_cache.checksum(t, {'tol': 1e-4}, 'lowrank-a.pt')
+    assert factor_cache.checksum(t, {'tol': 1e-4}, 'lowrank-a.pt') == base
+    assert factor_cache.checksum(t, {'tol': 1e-4}, 'lowrank-b.pt') != base
+    assert factor_cache.checksum(t, {'tol': 1e-4}) != base
+
+
+def test_entry_key_is_the_file_name(tmp_path):
+    assert factor_cache.entry_key(str(tmp_path / 'lowrank-abc.pt')) == 'lowrank-abc.pt'
+
+
 # save, load --------------------------------------------------------------------
+
+def test_a_file_loads_only_under_the_name_it_was_written_as(tmp_path):
+    factor_cache.save(str(tmp_path / 'a.pt'), tensors())
+    assert torch.load(tmp_path / 'a.pt', weights_only=True)['key'] == 'a.pt'
+    os.replace(tmp_path / 'a.pt', tmp_path / 'b.pt')
+    with pytest.warns(UserWarning, match=r"Ignoring the cache file '.*b\.pt': it was written "
+                                         r"as 'a\.pt', the entry of other inputs .*copied or "
+                                         r"renamed to 'b\.pt'; recomputing"):
+        assert factor_cache.load(str(tmp_path / 'b.pt')) is None
+    os.replace(tmp_path / 'b.pt', tmp_path / 'a.pt')
+    assert load_quietly(str(tmp_path / 'a.pt')) is not None
+
+
+def test_the_temporary_file_names_its_writer(tmp_path, monkeypatch):
+    names = []
+    save = torch.save
+
+    def spy(obj, f, *args, **kwargs):
+        names.append(os.path.basename(f))
+        return save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, 'save', spy)
+    factor_cache.save(str(tmp_path / 'lowrank-k.pt'), tensors())
+    (name,) = names
+    assert re.fullmatch(rf'lowrank-k\.pt~{re.escape(factor_cache._host())}~{os.getpid()}~'
+                        r'[a-z0-9_]+\.tmp', name)
+    assert factor_cache._TEMPORARY.fullmatch(name)
+
+
+def test_remove_stale_temporaries_names_what_it_removed(tmp_path):
+    assert factor_cache.remove_stale_temporaries(str(tmp_path / 'none')) == []
+    host = factor_cache._host()
+    own = f'e.pt~{host}~{os.getpid()}~x.tmp'  # this live process
+    # Numbers no process has: above Linux's largest pid, and above any pid_t.
+    gone = [f'e.pt~{host}~{2 ** 31 - 1}~x.tmp', f'e.pt~{host}~{2 ** 40}~x.tmp']
+    for name in (own, *gone):
+        (tmp_path / name).write_bytes(b'')
+    assert sorted(factor_cache.remove_stale_temporaries(str(tmp_path))) == sorted(gone)
+    assert os.listdir(tmp_path) == [own]
 
 def test_save_and_load_round_trip(tmp_path):
     path = str(tmp_path / 'sub' / 'entry.pt')  # the folder is created

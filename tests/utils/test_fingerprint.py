@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from torch_geometric_regcn.utils.fingerprint import Fingerprint, fingerprint
+from torch_geometric_regcn.utils.fingerprint import Fingerprint, fingerprint, row_checksums
 
 
 def test_equal_for_equal_tensors_and_records_identity():
@@ -53,3 +53,22 @@ def test_nan_is_never_taken_for_a_cached_tensor():
 def test_empty_and_scalar_tensors():
     assert fingerprint(torch.empty(0, 3)) == fingerprint(torch.empty(0, 3))
     assert fingerprint(torch.tensor(2.)) != fingerprint(torch.tensor(3.))
+
+
+def test_row_checksums_tell_which_rows_changed_within_their_rounding_bound():
+    x = torch.randn(40, 7)
+    sums = row_checksums(x)
+    assert sums.shape == (40,) and sums.dtype == torch.float64
+    # The sums fingerprint() reduces: their total is its second content number.
+    assert sums.sum().item() == pytest.approx(fingerprint(x).content[1], rel=1e-12)
+    edited = x.clone()
+    edited.numpy()[23, 4] += 1e-6  # one row, past the version counter
+    changed = row_checksums(edited) != sums
+    assert changed.nonzero().view(-1).tolist() == [23]
+    # Rows gathered in another order agree within 2 (F + 1) eps of the magnitudes.
+    index = torch.randperm(40)
+    both = row_checksums(x[index], magnitudes=True)
+    bound = 2 * 8 * torch.finfo(torch.float64).eps * both[:, 1]
+    assert ((both[:, 0] - sums[index]).abs() <= bound).all()
+    assert torch.equal(both[:, 1], row_checksums(x[index].abs()))
+    assert row_checksums(torch.tensor([[1., np.nan]])).isnan().all()

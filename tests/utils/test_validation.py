@@ -101,3 +101,51 @@ def test_check_materialized_refuses_meta_tensors():
     check_materialized(x=torch.zeros(1), w=None)
     with pytest.raises(ValueError, match="'w' is on the 'meta' device"):
         check_materialized(x=torch.zeros(1), w=torch.empty(2, device='meta'))
+
+
+def test_check_int_bounds_and_messages():
+    from torch_geometric_regcn.utils.validation import check_int
+    assert check_int('n', np.int16(3), 0, 3) == 3 and check_int('n', -7, None) == -7
+    assert type(check_int('n', torch.tensor(4))) is int
+    for value, message in [(4, r"^'n' must be an integer in \[0, 3\] \(got 4\)$"),
+                           (2.0, r"^'n' must be an integer in \[0, 3\] \(got 2.0\); pass it "
+                                 r"as an int, e.g. 2$"),
+                           (2.5, r"^'n' must be an integer in \[0, 3\] \(got 2.5\)$"),
+                           (True, r"^'n' must be an integer in \[0, 3\] \(got True\)$")]:
+        with pytest.raises(ValueError, match=message):
+            check_int('n', value, 0, 3)
+    with pytest.raises(ValueError, match=r"^'n' must be an integer of at least 2 \(got 1\)$"):
+        check_int('n', 1, 2)
+    with pytest.raises(ValueError, match=r"^'n' must be an integer \(got nan\)$"):
+        check_int('n', float('nan'), None)
+
+
+def test_check_seed_is_the_range_of_manual_seed():
+    from torch_geometric_regcn.utils.validation import check_seed
+    for seed in (-2**63, 0, 2**64 - 1, np.uint64(2**64 - 1)):
+        torch.Generator().manual_seed(check_seed(seed))  # accepted by torch as well
+    for seed in (-2**63 - 1, 2**64, 1.0, True):
+        with pytest.raises(ValueError, match=r"^'seed' must be an integer in \[-2\*\*63, "
+                                             r"2\*\*64\), as torch.Generator.manual_seed"):
+            check_seed(seed)
+    with pytest.raises(ValueError, match=r"^'seed' must be an integer in \[0, 2\*\*64\) "):
+        check_seed(-1, minimum=0)
+    with pytest.raises(TypeError, match=r"^'seed' must be an integer \(got str '1'\)$"):
+        check_seed('1')
+
+
+def test_check_dtype_and_check_matrix():
+    from torch_geometric_regcn.utils.validation import check_dtype, check_matrix
+    assert check_dtype('dtype', torch.float16) is torch.float16
+    assert check_dtype('dtype', torch.long, floating=False) is torch.long
+    with pytest.raises(TypeError, match=r"^'dtype' must be a floating-point torch.dtype such "
+                                        r"as torch.float32 \(got dtype torch.int64\)$"):
+        check_dtype('dtype', torch.long)
+    with pytest.raises(TypeError, match=r"^'dtype' must be a torch.dtype .*\(got type"):
+        check_dtype('dtype', float, floating=False)
+    check_matrix('m', torch.eye(2).to_sparse_csr(), square=True)
+    check_matrix('m', torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"^'m' must be a square matrix \(got shape \[2, 3\]\)$"):
+        check_matrix('m', torch.ones(2, 3), square=True)
+    with pytest.raises(TypeError, match=r"^'m' must be a matrix, a 2-D dense or sparse"):
+        check_matrix('m', np.eye(2))

@@ -10,7 +10,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, to_undirected
 
 from torch_geometric_regcn.distributed.row_partition import RowPartition
-from torch_geometric_regcn.utils.validation import check_int, check_real
+from torch_geometric_regcn.utils.validation import check_int, check_real, check_seed
 
 #: :func:`contextual_sbm_shard` draws the nodes in chunks of this many, each
 #: from its own seed, so that the graph does not depend on the number of parts.
@@ -31,7 +31,7 @@ def _check_model(num_nodes: int, num_classes: int, num_features: int, avg_degree
     avg_degree = check_real('avg_degree', avg_degree, 0.0)
     homophily = check_real('homophily', homophily, 0.0, 1.0)
     signal = check_real('signal', signal, 0.0)
-    seed = check_int('seed', seed, minimum=-2**63)
+    seed = check_seed(seed)
     return num_nodes, num_classes, num_features, avg_degree, homophily, signal, seed
 
 

@@ -3,7 +3,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from torch_geometric_regcn.utils.validation import check_int
+from torch_geometric_regcn.utils.validation import check_int, check_seed
 
 
 def _labels(data: Data) -> Tensor:
@@ -43,7 +43,9 @@ def paper_split(data: Data, num_train_per_class: int = 20, num_val: int = 500,
     tsGCN paper: :obj:`num_train_per_class` random labelled nodes per class
     (all of a smaller class), then :obj:`num_val` validation and
     :obj:`num_test` test nodes drawn at random from the rest. Reproducible for
-    a given :obj:`seed`; :obj:`data` is modified in place and returned.
+    a given :obj:`seed`; :obj:`data` is modified in place and returned,
+    its masks replaced if it has some (e.g. Planetoid's public split): writing
+    them is this function's purpose.
 
     Args:
         data (torch_geometric.data.Data): The graph; :obj:`data.y` holds one
@@ -62,7 +64,7 @@ def paper_split(data: Data, num_train_per_class: int = 20, num_val: int = 500,
     num_train_per_class = check_int('num_train_per_class', num_train_per_class)
     num_val = check_int('num_val', num_val, minimum=0)
     num_test = check_int('num_test', num_test, minimum=0)
-    seed = check_int('seed', seed, minimum=-2**63)
+    seed = check_seed(seed)
     y = _labels(data)
     n = y.numel()
     if num_val + num_test > n:

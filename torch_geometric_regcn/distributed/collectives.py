@@ -12,9 +12,11 @@ Each collective adds the bytes this rank sends to
 (a peer that raised, died or ran past the process group's :obj:`timeout`) into
 a :class:`DistributedError` that names this rank and the operation.
 """
+import hashlib
+import json
 import math
 from contextlib import contextmanager
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -181,16 +183,115 @@ def agree(error: Optional[BaseException], group: Group, what: str) -> None:
     rank's own :obj:`error` where it has one, else a :class:`ValueError`
     naming the ranks that failed. Called after a rank's checks of its shard,
     before the first collective of the heavy work, so that a rank with bad
-    input cannot leave the others waiting in a collective."""
+    input cannot leave the others waiting in a collective.
+    :func:`agree_arguments` does the same and also compares the arguments."""
+    agree_arguments(group, what, {}, error)
+
+
+#: The fix named when the ranks disagree, unless the caller names another.
+SAME_ARGUMENTS = ('every rank of the group must call it with the same arguments and tensors '
+                  'of the same widths and dtypes (build them from one configuration on every '
+                  'rank, or broadcast them from rank 0), each with its shard of one partition')
+
+
+def describe(value: Any) -> str:
+    r"""The description of :obj:`value` that :func:`agree_arguments`
+    compares and shows: the shape, dtype and device type of a tensor (never
+    its numbers), the exact :func:`repr` of anything else (a float's
+    :func:`repr` is exact)."""
+    if isinstance(value, torch.Tensor):
+        return f'a tensor of shape {list(value.shape)}, {value.dtype}, on {value.device.type}'
+    return repr(value)
+
+
+def _digest(descriptions: Sequence[Tuple[str, str]]) -> int:
+    text = json.dumps(list(descriptions))
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), 'little',
+                          signed=True)
+
+
+def agree_arguments(group: Group, what: str, values: Mapping[str, Any],
+                    error: Optional[BaseException] = None, *, share: Sequence[int] = (),
+                    fix: str = SAME_ARGUMENTS) -> List[List[int]]:
+    r"""Checks, before the first collective of :obj:`what`, that no rank's
+    own checks failed and that every rank of :obj:`group` holds the same
+    :obj:`values`: each argument and shape that the following collectives
+    depend on (coefficients, ranks and widths, dtypes, iteration counts and
+    tolerances, seeds, the row blocks), by its name in the errors. One
+    all-gather of :math:`2 + |\text{share}|` integers (a flag and a 64-bit
+    digest of the :func:`describe` of the values), so no disagreement ever
+    reaches a collective whose shapes or count it would change:
+
+    - a rank whose :obj:`error` is not :obj:`None` raises it, the others a
+      :class:`ValueError` naming the failing ranks (as :func:`agree`);
+    - else, when the values differ, every rank raises the same
+      :class:`ValueError`, naming each value that differs with every rank's
+      and :obj:`fix` (only then are the descriptions themselves gathered,
+      by every rank, as all saw the same digests).
+
+    Without a :obj:`group` only :obj:`error` is raised. Returns the
+    :obj:`share` integers of every rank, in rank order: a caller that must
+    also learn something every rank may hold differently (whether its cache
+    is fresh, a count) gets it from the same collective.
+
+    Args:
+        group (ProcessGroup, optional): The ranks; :obj:`None` for one process.
+        what (str): The entry point, named in the errors.
+        values (Mapping[str, Any]): The values every rank must hold alike,
+            keyed by how the error names them (e.g. :obj:`"'alpha'"` or
+            :obj:`"the width of 'w' (the rank r of the factors)"`).
+        error (BaseException, optional): This rank's failed check.
+        share (Sequence[int], optional): A few integers of this rank, the
+            same number on every rank. (default: none)
+        fix (str, optional): What to do when the values differ.
+    """
     if group is None:
         if error is not None:
             raise error
-        return
-    failed = [r for r, (flag,) in enumerate(all_gather_ints([error is not None], group))
-              if flag]
+        return [list(share)]
+    descriptions = [] if error is not None else [(name, describe(value))
+                                                 for name, value in values.items()]
+    mine = [int(error is not None), _digest(descriptions)]
+    table = all_gather_ints(mine + [int(s) for s in share], group)
+    failed = [r for r, row in enumerate(table) if row[0]]
     if error is not None:
         raise error
     if failed:
         raise ValueError(f"{what} failed its checks on rank(s) {failed} of "
                          f"{size_of(group)} (see their errors); rank {rank_of(group)} stops "
                          f"too")
+    if len({row[1] for row in table}) > 1:
+        raise ValueError(_disagreement(what, descriptions, group, fix))
+    return [row[2:] for row in table]
+
+
+def _disagreement(what: str, descriptions: List[Tuple[str, str]], group: Group,
+                  fix: str) -> str:
+    r"""The message of :func:`agree_arguments` once the digests differ: the
+    descriptions of every rank, gathered, and those that differ."""
+    mine = torch.tensor(list(json.dumps(descriptions).encode()), dtype=torch.uint8)
+    ranks: List[Dict[str, str]] = [dict(json.loads(bytes(part.tolist()).decode()))
+                                   for part in all_gather(mine, group)]
+    names = list(dict.fromkeys(name for seen in ranks for name in seen))
+    differ = []
+    for name in names:
+        held = [seen.get(name, '(not given)') for seen in ranks]
+        if len(set(held)) > 1:
+            by_value = {value: [r for r, v in enumerate(held) if v == value] for value in held}
+            held_by = ', '.join(f'{value} on rank{"s" * (len(rs) > 1)} {", ".join(map(str, rs))}'
+                                for value, rs in by_value.items())
+            differ.append(f'{name} must be the same on every rank ({held_by})')
+    return (f"{what}: {'; '.join(differ)}. Otherwise the ranks would run different "
+            f"collectives (a hang, an abort or a silently wrong result); {fix}")
+
+
+def consensus(values: Sequence[int], group: Group) -> List[int]:
+    r"""Rank 0's :obj:`values` on every rank (one broadcast of a few
+    integers): for a decision that each rank takes from the same all-reduced
+    numbers but through a local LAPACK call (an eigensolver's Ritz values),
+    whose bits can differ between kinds of hardware, so that every rank
+    leaves a loop or changes its step at the same iteration. Without a
+    :obj:`group`, :obj:`values` themselves."""
+    if group is None:
+        return list(values)
+    return broadcast(torch.tensor(list(values), dtype=torch.long), group).tolist()

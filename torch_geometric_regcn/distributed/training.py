@@ -1,10 +1,9 @@
 r"""Training on row shards with :class:`~torch.nn.parallel.DistributedDataParallel`."""
-import torch
 from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import (
     Group,
-    all_reduce,
+    agree_arguments,
     differentiable_all_reduce,
 )
 
@@ -22,9 +21,29 @@ def global_mean(local_sum: Tensor, local_count: int, group: Group) -> Tensor:
     single-process gradient: :class:`~torch.nn.parallel.DistributedDataParallel`,
     which averages them, applies exactly that gradient. Ranks without
     labelled nodes take part with a zero sum. With :obj:`group=None` it is
-    :obj:`local_sum / local_count`."""
-    count = float(all_reduce(torch.tensor([float(local_count)], dtype=torch.float64),
-                             group))
+    :obj:`local_sum / local_count`.
+
+    The counts are summed by the collective in which the ranks also agree
+    on the shape, dtype and device type of :obj:`local_sum` (that of the
+    all-reduce that follows), so a rank with another loss shape or dtype
+    gets a :class:`ValueError` on every rank rather than gloo's abort."""
+    error, same = None, {}
+    try:
+        if not isinstance(local_sum, Tensor):
+            raise TypeError(f"'local_sum' must be a tensor, this rank's sum of the loss (got "
+                            f"{type(local_sum).__name__})")
+        if isinstance(local_count, bool) or not float(local_count).is_integer() \
+                or local_count < 0:
+            raise ValueError(f"'local_count' must be a non-negative integer, this rank's "
+                             f"number of labelled nodes (got {local_count!r})")
+        same = {"the shape of 'local_sum'": tuple(local_sum.shape),
+                "the dtype and device type of 'local_sum'": (local_sum.dtype,
+                                                             local_sum.device.type)}
+    except (TypeError, ValueError) as failure:
+        error = failure
+    counts = agree_arguments(group, 'global_mean', same, error,
+                             share=[int(local_count) if error is None else 0])
+    count = float(sum(c for (c,) in counts))
     if count == 0:
         raise ValueError("no rank has a labelled node (every 'local_count' is zero)")
     return differentiable_all_reduce(local_sum, group) / count

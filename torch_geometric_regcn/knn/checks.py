@@ -8,13 +8,7 @@ from typing import Callable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.distributed.collectives import (
-    Group,
-    agree,
-    all_gather_ints,
-    check_group,
-    size_of,
-)
+from torch_geometric_regcn.distributed.collectives import Group, agree_arguments, check_group
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
 from torch_geometric_regcn.utils.validation import check_choice, check_int, check_node_features
 
@@ -23,9 +17,9 @@ EXACT_LIMIT = 50_000
 #: The values of :obj:`method`: chosen from the graph, exact, or approximate.
 KNN_METHODS = ('auto', 'exact', 'ivf')
 
-#: A value every rank must hold alike: (its name in the error, an integer
-#: or digest of it, whether the integer is readable in the error).
-Field = Tuple[str, int, bool]
+#: A value every rank must hold alike: (its name in the error, the value,
+#: whether the value is readable in the error; else its :func:`digest` is shown).
+Field = Tuple[str, object, bool]
 
 
 def resolve_method(method: str, x: Tensor, num_nodes: int) -> str:
@@ -72,7 +66,7 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
         The floating-point features, the partition and the resolved method.
     """
     check_group(group)
-    error, fields = None, []
+    error, fields, same = None, [], {}
     try:
         if isinstance(x, Tensor) and not x.is_floating_point():
             x = x.to(torch.get_default_dtype())
@@ -94,38 +88,43 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
         method = resolve_method(method, x, num_nodes)
         if options is not None:
             fields = options(num_nodes)
+        if group is not None:  # agreed with the checks, in one collective
+            state = torch.default_generator if generator is None else generator
+            same = {name: value if readable else f'digest {digest(value)}'
+                    for name, value, readable in [
+                        ("'k'", k, True),
+                        ("the number of columns of 'x'", x.size(1), True),
+                        ('the search method', method, True),
+                        ("the dtype, layout (dense or sparse) and device of 'x'",
+                         (x.dtype, x.layout, x.device.type), True),
+                        ("the row blocks of 'partition'", partition.bounds, True),
+                        ("the state of 'generator'", state.get_state().numpy().tobytes()
+                         if method == 'ivf' else 0, False),
+                        *fields]}
     except (TypeError, ValueError) as exc:
         error = exc
-    agree(error, group, what)
-    if size_of(group) > 1:
-        state = torch.default_generator if generator is None else generator
-        _check_same_on_every_rank(group, what, [
-            ("'k'", k, True),
-            ("the number of columns of 'x'", x.size(1), True),
-            ('the search method', KNN_METHODS.index(method), False),
-            ("the dtype, layout (dense or sparse) and device of 'x'",
-             digest(x.dtype, x.layout == torch.strided, x.device.type), False),
-            ("the row blocks of 'partition'", digest(partition.bounds), False),
-            ("the state of 'generator'",
-             digest(state.get_state().numpy().tobytes()) if method == 'ivf' else 0, False),
-            *fields,
-        ])
+    agree_arguments(group, what, same, error)
     return x, partition, method
+
+
+def check_kmeans(x: Tensor, cells: int, iterations: int,
+                 block_size: int) -> Tuple[int, int, int]:
+    r"""The arguments of :func:`~torch_geometric_regcn.knn.spherical_kmeans`:
+    a dense floating-point :obj:`x` :obj:`[N, F]` without NaN or infinity
+    (one pass over it), :math:`1 \le \text{cells} \le N`, a non-negative
+    :obj:`iterations` and a positive :obj:`block_size`; returns the counts
+    as :class:`int`."""
+    check_node_features(x, 'x')
+    if x.layout != torch.strided:
+        raise TypeError("'x' must be dense for spherical_kmeans; use 'x.to_dense()'")
+    cells = check_int('cells', cells, minimum=None)
+    if not 0 < cells <= x.size(0):
+        raise ValueError(f"'cells' must lie in [1, {x.size(0)}], at most one cluster per row "
+                         f"of 'x' (got {cells})")
+    return (cells, check_int('iterations', iterations, minimum=0),
+            check_int('block_size', block_size))
 
 
 def digest(*values: object) -> int:
     r"""A 32-bit checksum of the :func:`repr` of :obj:`values`."""
     return zlib.crc32(repr(values).encode())
-
-
-def _check_same_on_every_rank(group: Group, what: str, fields: List[Field]) -> None:
-    r"""Raises the same error on every rank if a field differs between the
-    ranks (its values shown where :obj:`fields` says they are readable)."""
-    table = all_gather_ints([value for _, value, _ in fields], group)
-    for i, (name, _, readable) in enumerate(fields):
-        values = [row[i] for row in table]
-        if len(set(values)) > 1:
-            ranks = {v: [r for r, u in enumerate(values) if u == v] for v in values}
-            seen = (', '.join(f'{v} on ranks {rs}' for v, rs in ranks.items()) if readable
-                    else ' and '.join(f'ranks {rs}' for rs in ranks.values()) + ' differ')
-            raise ValueError(f"{what}: {name} must be the same on every rank ({seen})")

@@ -14,6 +14,7 @@ from torch_geometric_regcn.knn.ring import pack, ring, unpack
 from torch_geometric_regcn.knn.top_k import RunningTopK
 from torch_geometric_regcn.utils.progress import progress_bar
 from torch_geometric_regcn.utils.sparse import dense_rows, to_csr
+from torch_geometric_regcn.utils.validation import check_node_features
 
 #: Similarities per block of the search on CPU (on CUDA 8x more): with the
 #: top-k masks about 300 MB; a GPU has the memory for more, and fewer, larger
@@ -34,6 +35,7 @@ def normalize_rows(x: Tensor) -> Tensor:
         - **output:** :obj:`[N, F]`, dense for dense :obj:`x`, else
           coalesced COO.
     """
+    check_node_features(x, 'x', finite=False)
     if x.layout == torch.strided:
         return x / x.norm(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
     x = x.to_sparse_coo().coalesce()

@@ -15,7 +15,7 @@ from torch_geometric_regcn.distributed.collectives import (
     rank_of,
 )
 from torch_geometric_regcn.distributed.row_partition import RowPartition
-from torch_geometric_regcn.knn.checks import Field, check_search, digest
+from torch_geometric_regcn.knn.checks import Field, check_kmeans, check_search
 from torch_geometric_regcn.knn.exact import BLOCK, normalize_rows
 from torch_geometric_regcn.knn.ring import gather_shard_rows, owned_lookup, ring
 from torch_geometric_regcn.knn.top_k import RunningTopK, merge_top_k
@@ -59,6 +59,7 @@ def spherical_kmeans(x: Tensor, cells: int, iterations: int = 10,
         - **x:** :obj:`[N, F]`, unit rows.
         - **output:** :obj:`[cells, F]`, unit rows.
     """
+    cells, iterations, block_size = check_kmeans(x, cells, iterations, block_size)
     n = x.size(0)
     pick = torch.randperm(n, generator=generator, device='cpu')[:cells].to(x.device)
     centroids = x[pick].clone()
@@ -133,7 +134,7 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
     def options(num_nodes: int) -> List[Field]:
         settings.update(ivf_options(num_nodes, cells, probes, target_recall, sample,
                                     iterations))
-        return [(f"'{name}'", digest(value), False) for name, value in settings.items()]
+        return [(f"'{name}'", value, True) for name, value in settings.items()]
 
     x, partition, _ = check_search(x, k, partition, group, 'ivf_knn_cosine', 'ivf',
                                    generator=generator, options=options)
@@ -147,7 +148,7 @@ def ivf_options(n: int, cells: Optional[int] = None, probes: Optional[int] = Non
     r"""The checked options of :func:`ivf_knn_cosine` for :obj:`n` nodes in
     all, the defaults filled in."""
     cells = max(1, math.ceil(math.sqrt(n))) if cells is None else \
-        check_int('cells', cells, minimum=-2**63)
+        check_int('cells', cells, minimum=None)
     if not 0 < cells <= n:
         raise ValueError(f"'cells' must lie in [1, {n}] (got {cells})")
     if probes is not None:

@@ -4,8 +4,10 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.distributed.collectives import agree_arguments
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
 from torch_geometric_regcn.linalg.lanczos import block_lanczos
+from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
 from torch_geometric_regcn.linalg.subspace_iteration import subspace_iteration
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.validation import check_choice
@@ -29,7 +31,20 @@ def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float =
     :obj:`callback(iteration, residual)` is called after every iteration
     (:func:`block_lanczos` also calls :obj:`callback(0, math.inf)` after
     locating the spectrum); :obj:`step_callback` goes to :func:`block_lanczos`
-    (see there) and is not called by the other methods."""
+    (see there) and is not called by the other methods. A row-sharded
+    :obj:`operator` (a :class:`ShardedMatrix`) needs :obj:`"lanczos"`, the
+    same on every rank."""
+    if isinstance(operator, ShardedMatrix):  # agreed: a rank must not raise alone
+        error = None
+        try:
+            check_choice('method', method, EIGENSOLVER_METHODS)
+            if method != 'lanczos':
+                raise ValueError(f"a row-sharded 'operator' (ShardedMatrix) needs "
+                                 f"method='lanczos', the row-sharded eigensolver (got "
+                                 f"{method!r})")
+        except ValueError as failure:
+            error = failure
+        agree_arguments(operator.group, 'extreme_eigenpairs', {"'method'": method}, error)
     check_choice('method', method, EIGENSOLVER_METHODS)
     if method == 'lanczos':
         return block_lanczos(operator, k, which, tol, max_iter, generator=generator,

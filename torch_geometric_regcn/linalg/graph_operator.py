@@ -1,12 +1,12 @@
 r"""Sparse graph operators: the normalised adjacency, in one process or on
 row shards, and linear combinations of sparse matrices."""
-from typing import Optional, Sequence, Tuple, Union
+from typing import Any, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 from torch_geometric.utils import coalesce, remove_self_loops
 
-from torch_geometric_regcn.distributed.collectives import Group, agree
+from torch_geometric_regcn.distributed.collectives import Group, agree_arguments
 from torch_geometric_regcn.distributed.halo import HaloPlan, reversed_edges
 from torch_geometric_regcn.distributed.row_partition import (
     RowPartition,
@@ -103,7 +103,11 @@ def normalized_adjacency(
     :math:`O(E_{\text{cut}} + h)` numbers (:math:`h` halo nodes).
     """
     part = _checked_partition(edge_index, num_nodes, edge_weight, name, weight_name,
-                              reduce, partition, group)
+                              reduce, partition, group, {
+                                  "'self_loops'": bool(self_loops), "'reduce'": reduce,
+                                  "whether 'edge_weight' is given": edge_weight is not None,
+                                  "the dtype of the result": dtype if edge_weight is None
+                                  else getattr(edge_weight, 'dtype', None)})
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
     edge_index, edge_weight = remove_self_loops(edge_index, edge_weight)
@@ -135,9 +139,11 @@ def normalized_adjacency(
 
 def _checked_partition(edge_index: Tensor, num_nodes: int, edge_weight: Optional[Tensor],
                        name: str, weight_name: str, reduce: str,
-                       partition: Optional[RowPartition], group: Group) -> RowPartition:
+                       partition: Optional[RowPartition], group: Group,
+                       arguments: Mapping[str, Any]) -> RowPartition:
     r"""Checks the input of :func:`normalized_adjacency` (on shards: on
-    every rank, agreed) and returns the row blocks: one part without a
+    every rank, agreed, with the :obj:`arguments` and the row blocks the
+    same on every rank) and returns the row blocks: one part without a
     :obj:`partition`."""
     if partition is None:
         if group is not None:
@@ -146,7 +152,7 @@ def _checked_partition(edge_index: Tensor, num_nodes: int, edge_weight: Optional
         check_choice('reduce', reduce, REDUCE)
         check_edge_index(edge_index, num_nodes, edge_weight, name, weight_name)
         return RowPartition((0, num_nodes), 0)
-    error = None
+    error, same = None, {}
     try:
         check_choice('reduce', reduce, REDUCE)
         check_partition(partition, group, 'partition')
@@ -154,9 +160,10 @@ def _checked_partition(edge_index: Tensor, num_nodes: int, edge_weight: Optional
             raise ValueError(f"'num_nodes' ({num_nodes}) must be the number of nodes of the "
                              f"whole graph, {partition.num_nodes} in 'partition'")
         check_shard_edges(edge_index, partition, edge_weight, name)
+        same = {**arguments, "the row blocks of 'partition'": partition.bounds}
     except (TypeError, ValueError) as failure:
         error = failure
-    agree(error, group, 'normalized_adjacency')
+    agree_arguments(group, 'normalized_adjacency', same, error)
     return partition
 
 

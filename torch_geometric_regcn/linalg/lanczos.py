@@ -7,7 +7,12 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.distributed.collectives import Group, rank_of
+from torch_geometric_regcn.distributed.collectives import (
+    Group,
+    agree_arguments,
+    consensus,
+    rank_of,
+)
 from torch_geometric_regcn.linalg.blocks import column_norms, gram, tall_qr
 from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
 from torch_geometric_regcn.linalg.eigenpairs import (
@@ -259,7 +264,11 @@ class _FilteredCycles:
         and its leading Ritz vectors :obj:`ritz`; returns whether to stop."""
         pairs = self.rayleigh_ritz(ritz)
         self.history.append(pairs.residual)
-        self.last = CycleResult(pairs, self.is_faint(cycle, theta, pairs.values))
+        # The residual is all-reduced, the same on every rank; the Ritz values
+        # behind 'faint' come from a local eigh, so rank 0's verdict is taken.
+        faint, = consensus([self.is_faint(cycle, theta, pairs.values)],
+                           _group_of(self.operator))
+        self.last = CycleResult(pairs, bool(faint))
         if pairs.residual < (math.inf if self.best is None else self.best.residual):
             self.best = pairs
         if self.callback is not None:
@@ -371,16 +380,27 @@ def block_lanczos(
             spectrum; a cycle can take long on a large graph.
             (default: :obj:`None`)
     """
-    n = check_problem(operator, k, which, max_iter, degree, tol)
-    b = min(k, 16) if block_size is None else block_size
-    if b < 1:
-        raise ValueError(f"'block_size' must be a positive integer (got {b})")
-    m = b * math.ceil((2 * k + 8 * b if basis_size is None else basis_size) / b)
-    if m < k + 2 * b:
-        raise ValueError(f"'basis_size' must be at least k + 2 * block_size = {k + 2 * b} "
-                         f"(got {m})")
+    group, error, same = _group_of(operator), None, {}
+    try:  # on row shards agreed: a rank that raises alone would leave the others waiting
+        n = check_problem(operator, k, which, max_iter, degree, tol)
+        b = min(k, 16) if block_size is None else block_size
+        if b < 1:
+            raise ValueError(f"'block_size' must be a positive integer (got {b})")
+        m = b * math.ceil((2 * k + 8 * b if basis_size is None else basis_size) / b)
+        if m < k + 2 * b:
+            raise ValueError(f"'basis_size' must be at least k + 2 * block_size = "
+                             f"{k + 2 * b} (got {m})")
+        if group is not None:  # each decides the iteration's collectives or its stop
+            same = {"'k'": k, "'which'": which, "'tol'": float(tol), "'max_iter'": max_iter,
+                    "'degree'": degree, "the block size 'block_size'": b,
+                    "the basis size 'basis_size'": m,
+                    "the row blocks of 'operator'": operator.partition.bounds,
+                    "the dtype and device of 'operator'": (operator.dtype,
+                                                            operator.device.type)}
+    except (TypeError, ValueError) as failure:
+        error = failure
+    agree_arguments(group, 'block_lanczos', same, error)
     dtype, device = operator.dtype, operator.device
-    group = _group_of(operator)
     if group is None:
         operator = compact_csr(operator)
 
@@ -418,7 +438,8 @@ def block_lanczos(
         last = run.last.pairs
         if not run.last.faint or last.residual <= tol or cycles >= max_iter:
             break
-        degree = _lowered_degree(degree, which, window, float(last.values[k - 1]), dtype)
+        degree, = consensus([_lowered_degree(degree, which, window, float(last.values[k - 1]),
+                                             dtype)], group)  # from local Ritz values
 
     converged = best.residual <= tol
     if not converged:

@@ -11,11 +11,20 @@ from torch import Tensor
 
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
 from torch_geometric_regcn.linalg.lanczos import block_lanczos
-from torch_geometric_regcn.utils.validation import check_int, check_real
+from torch_geometric_regcn.utils.validation import check_int, check_real, check_seed
 
 #: Entries whose magnitude reaches this fraction of an eigenvector's largest
 #: one count as tied for the sign convention.
 SIGN_TIE = 1.0 - 1e-3
+
+#: Eigenvalues closer than this count as equal, and are then ordered by their
+#: component's lowest node. A dense solve is backward stable: each computed
+#: eigenvalue is an exact one of L + E with ||E|| <= p(n) eps ||L|| (Weyl),
+#: where ||L|| <= 2 and p(n) <= n for the components of at most 256 nodes solved
+#: densely by default: 256 * eps * 2, about 1.1e-13 (the error seen is a few eps).
+#: The kernel's 0 and the isolated nodes' 1 are exact; a Lanczos component adds
+#: its truncation error, about the squared residual over the spectral gap.
+TIE_TOLERANCE = 256 * 2 * torch.finfo(torch.float64).eps
 
 #: How many entries a batch of dense eigenproblems may hold (float64).
 DENSE_BATCH_ENTRIES = 2**22
@@ -62,8 +71,12 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
     trivial one is simple). A component :math:`C` with edges adds the
     eigenvalue 0 with the eigenvector :math:`\mathbf{D}^{1/2}\mathbf{1}_C /
     \|\mathbf{D}^{1/2}\mathbf{1}_C\|`, an isolated node :math:`i` the
-    eigenvalue 1 with :math:`\mathbf{e}_i`. Equal eigenvalues are ordered by
-    the lowest node of their component. Each eigenvector is multiplied by
+    eigenvalue 1 with :math:`\mathbf{e}_i`. Eigenvalues that differ by at
+    most :data:`TIE_TOLERANCE` (:math:`512\epsilon`, the float64 rounding of a
+    dense solve of a spectrum within :math:`[0, 2]`) from the next smaller
+    one count as equal and are ordered by the lowest node of their
+    component, then as their component's solve returned them; distinct
+    eigenvalues follow their values. Each eigenvector is multiplied by
     :math:`\pm 1` so that its first entry whose magnitude reaches
     :data:`SIGN_TIE` of the largest is positive. A Lanczos solve that does
     not reach :obj:`tol` is repeated with twice the restarts, then solved
@@ -96,7 +109,8 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
 
     Returns:
         :class:`~torch_geometric_regcn.linalg.EigenPairs`: the eigenvalues
-        :obj:`[k]` in ascending order and the eigenvectors :obj:`[N, k]`, in
+        :obj:`[k]` in ascending order (to :data:`TIE_TOLERANCE`, within a
+        group of equal ones) and the eigenvectors :obj:`[N, k]`, in
         float64 on the device of :obj:`edge_index`; :obj:`residual` is the
         largest relative residual of a Lanczos solve (:obj:`0` when all were
         dense) and :obj:`iterations` their restart cycles in total.
@@ -111,6 +125,9 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
     tol = check_real('tol', tol, 0.0, 1.0, low_open=True)
     max_iter = check_int('max_iter', max_iter)
     stacklevel = check_int('stacklevel', stacklevel)
+    seed = check_seed(seed)
+    dense_threshold = check_int('dense_threshold', dense_threshold, minimum=0)
+    dense_fallback = check_int('dense_fallback', dense_fallback, minimum=0)
     graph = _components(edge_index, edge_weight, degree.sqrt(), num_nodes)
     # The warning is issued two frames below this one (_Solver.solve, then
     # _Solver._lanczos_component).
@@ -223,9 +240,10 @@ class _Solver(NamedTuple):
         known_comps = torch.cat([nontrivial, isolated[:ones.numel()]])
         values = torch.cat([known_values] + candidates.values)
         keys = torch.cat([known_comps * stride] + candidates.keys)
-        # Ties go to the lower component (numbered by lowest node), then column.
+        # Ties, to TIE_TOLERANCE, go to the lower component (numbered by lowest
+        # node), then column.
         by_key = keys.argsort(stable=True)
-        chosen = by_key[values[by_key].argsort(stable=True)][1:k + 1]
+        chosen = by_key[tie_groups(values)[by_key].argsort(stable=True)][1:k + 1]
         vectors = _assemble(graph, chosen, known_comps, candidates)
         return EigenPairs(values[chosen], fix_signs(vectors), residual, iterations, converged)
 
@@ -334,6 +352,22 @@ def _assemble(graph: _Components, chosen: Tensor, known_comps: Tensor,
             nodes, vectors = candidates.blocks[block]
             out[nodes[batch], column] = vectors[batch, :, index]
     return out[:n]
+
+
+def tie_groups(values: Tensor) -> Tensor:
+    r"""The rank of each of :obj:`values` after eigenvalues closer than
+    :data:`TIE_TOLERANCE` are merged: sorted, a value starts a new group
+    where it exceeds the one before it by more than the tolerance, and
+    every value gets its group's number, so equal numbers mark values that
+    float64 cannot tell apart. Cost: one sort, :math:`O(n \log n)`."""
+    if values.numel() == 0:
+        return torch.zeros(0, dtype=torch.long, device=values.device)
+    by_value = values.argsort(stable=True)
+    sorted_values = values[by_value]
+    step = (sorted_values.diff() > TIE_TOLERANCE).long()
+    group = torch.empty_like(by_value)
+    group[by_value] = torch.cat([step.new_zeros(1), step.cumsum(0)])
+    return group
 
 
 def fix_signs(vectors: Tensor) -> Tensor:

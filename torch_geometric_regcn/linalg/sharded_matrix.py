@@ -4,9 +4,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.distributed.collectives import Group, all_gather
+from torch_geometric_regcn.distributed.collectives import Group, agree_arguments, all_gather
 from torch_geometric_regcn.distributed.halo import HaloPlan
-from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
 from torch_geometric_regcn.utils.sparse import compact_csr
 
 
@@ -20,6 +20,10 @@ class ShardedMatrix:
     halo nodes and :math:`b` columns), then one local sparse product runs.
     The eigensolvers accept it as their :obj:`operator` and then work on row
     shards of their vectors (see :func:`~torch_geometric_regcn.linalg.block_lanczos`).
+    Before the first exchange the ranks agree that each one's
+    :obj:`partition` is its part of the same row blocks and that the entries
+    have one dtype and device type
+    (:func:`~torch_geometric_regcn.distributed.collectives.agree_arguments`).
 
     Args:
         edge_index (torch.Tensor): The entries' global indices, shape
@@ -32,6 +36,15 @@ class ShardedMatrix:
     def __init__(self, edge_index: Tensor, values: Tensor, partition: RowPartition,
                  group: Group) -> None:
         self.partition, self.group = partition, group
+        if group is not None:
+            error, same = None, {}
+            try:
+                check_partition(partition, group, 'partition')
+                same = {"the row blocks of 'partition'": partition.bounds,
+                        "the dtype and device of 'values'": (values.dtype, values.device.type)}
+            except (TypeError, ValueError) as failure:
+                error = failure
+            agree_arguments(group, 'ShardedMatrix', same, error)
         self.plan = HaloPlan.build(edge_index[1], partition, group)
         rows = edge_index[0] - partition.start
         cols = self.plan.compact(edge_index[1])

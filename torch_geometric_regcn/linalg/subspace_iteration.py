@@ -16,7 +16,7 @@ from torch_geometric_regcn.linalg.eigenpairs import (
 )
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.sparse import spectral_bound
-from torch_geometric_regcn.utils.validation import check_choice
+from torch_geometric_regcn.utils.validation import check_choice, check_int
 
 #: The iterations of :func:`subspace_iteration`.
 SUBSPACE_METHODS = ('chebyshev', 'power')
@@ -79,6 +79,8 @@ def subspace_iteration(
     """
     n = check_problem(operator, k, which, max_iter, degree, tol)
     check_choice('method', method, SUBSPACE_METHODS)
+    if oversample is not None:
+        oversample = check_int('oversample', oversample, minimum=0)
 
     dtype, device = operator.dtype, operator.device
     bound = max(spectral_bound(operator), torch.finfo(dtype).tiny)

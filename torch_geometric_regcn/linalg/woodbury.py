@@ -2,18 +2,19 @@ r"""Low-rank factors of :math:`(\mathbf{I} - \mathbf{S})^{-1}` and their
 application through the Woodbury identity."""
 import math
 import warnings
-import weakref
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import (
     Group,
-    all_gather_ints,
+    agree,
+    agree_arguments,
     differentiable_all_reduce,
 )
 from torch_geometric_regcn.utils.compat import is_compiling
+from torch_geometric_regcn.utils.fingerprint import fingerprint
 
 
 def factors_from_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> Tuple[Tensor, Tensor]:
@@ -38,8 +39,28 @@ class WoodburyCore(NamedTuple):
     pivots: Tensor
 
 
+def factor_arguments(w: Tensor, v: Tensor, from_eigenpairs: bool) -> Dict[str, Any]:
+    r"""What every rank must hold alike for the collectives of
+    :func:`woodbury_core` (for :func:`agree_arguments
+    <torch_geometric_regcn.distributed.collectives.agree_arguments>`): the
+    width :math:`r` of the factors, their dtypes and device type, whether
+    they are learned, and :obj:`from_eigenpairs` (the last two decide which
+    checks run)."""
+    return {"the width of 'w' and 'v' (the rank r of the factors)": (w.size(1), v.size(1)),
+            "the dtypes of 'w' and 'v'": (w.dtype, v.dtype),
+            "the device type of 'w'": w.device.type,
+            "whether 'w' or 'v' require gradients": w.requires_grad or v.requires_grad,
+            "'from_eigenpairs'": bool(from_eigenpairs)}
+
+
+def _check_factor_shapes(w: Tensor, v: Tensor) -> None:
+    if w.dim() != 2 or w.shape != v.shape:
+        raise ValueError(f"'w' and 'v' must both have shape [num_rows, rank] (got "
+                         f"{list(w.shape)} and {list(v.shape)})")
+
+
 def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
-                  group: Group = None) -> WoodburyCore:
+                  group: Group = None, *, agreed: bool = False) -> WoodburyCore:
     r"""Factorises :math:`\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W}` in
     :math:`O(N r^2 + r^3)` time. It depends on the factors only, so a caller
     that applies the same factors many times (every epoch of a transductive
@@ -53,21 +74,47 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     whereas rows of such factors (a subgraph's, as a loader or
     :meth:`~torch_geometric.data.Data.subgraph` slices them) give
     off-diagonal entries, and an error is raised (see
-    :func:`eigenpair_tolerance`). Factors that require gradients (being
-    learned) and calls under :func:`torch.compile` are not checked.
+    :func:`eigenpair_tolerance`). Every core gets the verdict of
+    :func:`check_core_condition` on its smallest pivot: an error when it is
+    numerically singular, a warning when its largest gain is imprecise. The
+    rounding level is that of the dtype the factors were computed in (float32
+    for float64 casts of float32 factors of eigenpairs). Factors that require gradients
+    (being learned) are not checked as eigenpairs, and calls under
+    :func:`torch.compile` not at all.
 
     With a :mod:`torch.distributed` :obj:`group`, :obj:`w` and :obj:`v` are
     this rank's rows of factors split by rows over the group, and
     :math:`\mathbf{V}^{\top}\mathbf{W}` is all-reduced (:math:`r^2`
     numbers): every rank gets the same core. It is computed in the factors'
-    dtype, :func:`torch.autocast` or not (its gains need that precision)."""
+    dtype, :func:`torch.autocast` or not (its gains need that precision).
+    Before, the ranks agree on :func:`factor_arguments` (one all-gather of
+    a few integers), unless the caller did (:obj:`agreed=True`, as
+    :class:`WoodburyCache` and :class:`~torch_geometric_regcn.TSGCNConv`
+    do), and on the verdict of the check of factors of eigenpairs, whose
+    rounding level is each rank's own."""
+    if group is not None and not agreed and not is_compiling():
+        error, same = None, {}
+        try:
+            _check_factor_shapes(w, v)
+            same = factor_arguments(w, v, from_eigenpairs)
+        except ValueError as failure:
+            error = failure
+        agree_arguments(group, 'woodbury_core', same, error)
     with torch.autocast(w.device.type, enabled=False):
         vtw = differentiable_all_reduce(v.T @ w, group)
     lu, pivots, _ = torch.linalg.lu_factor_ex(
         torch.eye(w.size(1), dtype=w.dtype, device=w.device) + vtw)
     if not is_compiling() and lu.numel() > 0:
         check = from_eigenpairs and not (w.requires_grad or v.requires_grad)
-        _check_core(lu, vtw, check, _computed_dtype(w, v) if check else w.dtype)
+        error = None
+        try:
+            _check_core(lu, vtw, check, _computed_dtype(w, v) if check else w.dtype)
+        except ValueError as failure:  # on ranks, 'computed' is each rank's own
+            if group is None or not check:
+                raise
+            error = failure
+        if check and group is not None:
+            agree(error, group, 'woodbury_core')
     return WoodburyCore(lu, pivots)
 
 
@@ -102,8 +149,24 @@ def _relative_off_diagonal(vtw: Tensor) -> Tensor:
     return torch.where(off > 0, ratio, torch.zeros_like(ratio)).max()
 
 
-#: The relative accuracy of the gains below which :func:`woodbury_core` warns.
+#: The relative accuracy of the largest gain below which
+#: :func:`check_core_condition` warns.
 GAIN_ACCURACY = 1e-3
+
+#: The relative accuracy of the largest gain from which
+#: :func:`check_core_condition` raises: the smallest pivot is not above the
+#: rounding level, so the core is numerically singular.
+SINGULAR_ERROR = 1.0
+
+#: The rounding level of a core's entries in units of :math:`\epsilon (1 +
+#: \max|c_{ij}|)`. The entries are sums of :math:`N` products and, for
+#: tsGCN's factors, come from eigenvalues that an iterative solver computed
+#: in the same dtype: on contextual SBMs of 60 to 5,000 nodes (ranks 8 to
+#: 64, Lanczos and Chebyshev, :math:`\alpha` up to :math:`10^8`) the
+#: smallest pivot of float32 factors differs from that of float64 factors of
+#: the same graph by up to :math:`10\,\epsilon (1 + \max|c_{ij}|)`,
+#: convergence to :obj:`tol` included; 16 leaves a margin.
+ROUNDING_UNITS = 16
 
 
 def _computed_dtype(w: Tensor, v: Tensor) -> torch.dtype:
@@ -113,17 +176,66 @@ def _computed_dtype(w: Tensor, v: Tensor) -> torch.dtype:
     return w.dtype
 
 
+class CoreCondition(NamedTuple):
+    r"""What :func:`check_core_condition` decides on: the smallest pivot of
+    the LU factorisation of a Woodbury core :math:`\mathbf{I}_r +
+    \mathbf{V}^{\top}\mathbf{W}` and the rounding level of its entries.
+    For tsGCN's factors the core is :math:`\mathbf{I} - \mathbf{\Lambda}`
+    and the pivot is :math:`1 - \lambda_{\max}`, about :math:`1 / (1 +
+    \alpha + \beta)`."""
+    pivot: float  #: the smallest magnitude of a pivot
+    rounding: float  #: :obj:`ROUNDING_UNITS` :math:`\epsilon (1 + \max|c_{ij}|)`
+    dtype: torch.dtype  #: the dtype the factors were computed in (its :math:`\epsilon`)
+
+    @property
+    def error(self) -> float:
+        r"""The relative accuracy of the largest gain :math:`1 / (1 -
+        \lambda)`: :obj:`rounding / pivot`, infinite for a zero pivot."""
+        return self.rounding / self.pivot if self.pivot > 0 else math.inf
+
+
+def check_core_condition(condition: CoreCondition, stacklevel: int = 2) -> None:
+    r"""The verdict on a Woodbury core's condition, the one that
+    :func:`woodbury_core` gives for every layer and that
+    :class:`~torch_geometric_regcn.LowRankInverse` gives for the factors it
+    returns: raises :class:`ValueError` when the largest gain has no correct
+    digit (:obj:`condition.error` at least :obj:`SINGULAR_ERROR`: the
+    smallest pivot is not above the rounding level, whatever its sign, as
+    when rounding takes the largest eigenvalue of :math:`\mathbf{S}` to one
+    or beyond), and warns when it is less accurate than
+    :obj:`GAIN_ACCURACY`. Both messages state the pivot, the rounding level
+    and the dtype."""
+    pivot, rounding, dtype, error = (*condition, condition.error)
+    if not error < SINGULAR_ERROR:
+        raise ValueError(
+            f"I + V^T W is numerically singular in {dtype}: its smallest pivot {pivot:.2g} is "
+            f"not above the rounding level {rounding:.2g} of its entries (for tsGCN's factors "
+            f"the pivot is 1 - lambda for the largest eigenvalue lambda of S, about "
+            f"1 / (1 + alpha + beta)), so the largest gain 1 / (1 - lambda) has no correct "
+            f"digit and (I + W V^T) no accurate inverse; recompute the factors "
+            f"(LowRankInverse) in float64 or with a smaller alpha + beta, or lower the rank")
+    if error > GAIN_ACCURACY:
+        warnings.warn(
+            f"The Woodbury core I + V^T W has a pivot as small as {pivot:.2g} against a "
+            f"rounding level of {rounding:.2g} (1 - lambda for tsGCN's largest eigenvalue "
+            f"lambda), so in {dtype} the largest gain 1 / (1 - lambda) is accurate to about "
+            f"{error:.1%} only; compute the factors in float64 (LowRankInverse on "
+            f"data.x.double()) or use a smaller alpha + beta",
+            UserWarning, stacklevel=stacklevel + 1)
+
+
 def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool,
                 computed: torch.dtype) -> None:
     # The smallest pivot of U against the rounding level of the core's entries
     # bounds the relative accuracy of the largest gain: for tsGCN's factors the
     # core is I - Λ, whose smallest pivot 1 - λ_max >= 1 / (1 + α + β) is where
-    # rounding cancels. At the rounding level the core is numerically singular.
-    rounding = torch.finfo(lu.dtype).eps * (1 + vtw.abs().max())
-    stats = [torch.isfinite(lu).all(), lu.diagonal().abs().min(), rounding]
+    # rounding cancels. Its sign does not count: a pivot well above the rounding
+    # level is accurate either way (an indefinite core still has an inverse),
+    # and rounding moves one below it by less than that level.
+    stats = [torch.isfinite(lu).all(), lu.diagonal().abs().min(), vtw.abs().max()]
     if from_eigenpairs:
         stats.append(_relative_off_diagonal(vtw))
-    finite, pivot, rounding, *off = torch.stack(
+    finite, pivot, largest, *off = torch.stack(
         [t.detach().to(vtw.dtype) for t in stats]).tolist()
     if not finite:
         raise ValueError("the factors 'w' and 'v' contain NaN or infinite values; "
@@ -138,99 +250,74 @@ def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool,
             f"graph's factors. Only transductive use on the full graph is supported: pass "
             f"the whole graph's 'x' and factors and index the output (e.g. 'out[mask]'), or "
             f"compute factors for the graph you pass with LowRankInverse")
-    error = rounding / pivot if pivot > 0 else math.inf
-    if not error < 1:
-        raise ValueError(
-            f"I + V^T W is numerically singular in {lu.dtype} (smallest pivot {pivot:.2g}, "
-            f"rounding level {rounding:.2g}), so (I + W V^T) has no inverse; recompute the "
-            f"factors (LowRankInverse) in float64 or with a smaller alpha + beta, or lower "
-            f"the rank")
-    warn_if_imprecise(error, pivot, lu.dtype, stacklevel=5)
-
-
-def gain_precision(eigenvalues: Tensor) -> Tuple[float, float]:
-    r"""For the factors of :func:`factors_from_eigenpairs`, whose core is
-    :math:`\mathbf{I} - \mathbf{\Lambda}`: the relative rounding error of the
-    largest gain :math:`1 / (1 - \lambda)`, about :math:`\epsilon (1 +
-    \max|\lambda|) / \min(1 - \lambda)` in the dtype of :obj:`eigenvalues`,
-    and that smallest pivot :math:`\min(1 - \lambda)`."""
-    pivot, largest = torch.stack([(1 - eigenvalues).min(),
-                                  eigenvalues.abs().max()]).tolist()
-    rounding = torch.finfo(eigenvalues.dtype).eps * (1 + largest)
-    return (rounding / pivot if pivot > 0 else math.inf), pivot
-
-
-def warn_if_imprecise(error: float, pivot: float, dtype: torch.dtype,
-                      stacklevel: int = 2) -> None:
-    r"""Warns when rounding leaves the largest gain of the factors less
-    accurate than :obj:`GAIN_ACCURACY` (see :func:`gain_precision`)."""
-    if error > GAIN_ACCURACY:
-        warnings.warn(
-            f"The Woodbury core I + V^T W has a pivot as small as {pivot:.2g} (1 - lambda "
-            f"for tsGCN's largest eigenvalue lambda), so in {dtype} the largest gain "
-            f"1 / (1 - lambda) is accurate to about {error:.1%} only; compute the factors in "
-            f"float64 (LowRankInverse on data.x.double()) or use a smaller alpha + beta",
-            UserWarning, stacklevel=stacklevel + 1)
-
-
-#: Rows of the factors that :class:`WoodburyCache` compares on every call.
-SAMPLED_ROWS = 16
+    rounding = ROUNDING_UNITS * torch.finfo(computed).eps * (1 + largest)
+    check_core_condition(CoreCondition(pivot, rounding, computed), stacklevel=5)
 
 
 class WoodburyCache:
     r"""Keeps the :func:`woodbury_core` of the last factors it was asked for
-    and returns it while the same factors come back: the same tensor objects,
-    on the same device and in the same dtype, not modified in place (their
-    version counter) and with the same values in :obj:`SAMPLED_ROWS` evenly
-    spaced rows. The sampled rows catch writes that bypass the version counter
-    (through :obj:`.data` or a NumPy array sharing the memory) when they touch
-    one of these rows, as any rewrite of the whole tensor does; an edit of a
-    few other rows that bypasses PyTorch is not seen, so pass new tensors
-    (e.g. :obj:`w.clone()`) after such an edit. Factors that require
-    gradients, inference tensors and calls under :func:`torch.compile` or
-    :func:`torch.inference_mode` are factorised anew on every call. The cache
-    holds weak references only, and copies and pickles of its owner start
-    empty. With a process :obj:`group`, the ranks agree on every call (one
-    all-gather of a flag): if the factors changed on any rank, all of them
-    factorise again, as the core is all-reduced."""
+    and returns it while factors with the same content come back: equal
+    :func:`~torch_geometric_regcn.utils.fingerprint.fingerprint` s of
+    :obj:`w` and :obj:`v` (shape, dtype, device and every stored number), and
+    the same :obj:`from_eigenpairs`. The fingerprint reads all the numbers on
+    every call (:math:`O(N r)`, one synchronisation with the device, next to
+    the :math:`O(N r F)` application), so any edit is seen, also one that
+    bypasses PyTorch's version counter (through :obj:`.data` or a NumPy array
+    sharing the memory), and new tensors holding the same numbers reuse the
+    core; factors holding NaN are factorised (and refused) on every call.
+    Factors that require gradients, inference tensors and calls under
+    :func:`torch.compile` or :func:`torch.inference_mode` are factorised anew
+    on every call. The cache holds no reference to the factors, only the
+    :math:`r \times r` core, and copies and pickles of its owner start
+    empty. With a process :obj:`group`, the ranks agree on every call, in
+    one all-gather of a few integers, on :func:`factor_arguments` and on
+    whether every rank holds its factors' core: if the factors changed on any
+    rank, all of them factorise again, as the core is all-reduced. A caller
+    that agrees on more passes :obj:`agree`, called with this rank's verdict
+    and returning whether every rank's cache holds its core (as
+    :class:`~torch_geometric_regcn.TSGCNConv` does, within its own
+    agreement)."""
     def __init__(self) -> None:
         self._key: Optional[Tuple[Any, ...]] = None
-        self._refs: Optional[Tuple[weakref.ref, weakref.ref]] = None
         self._core: Optional[WoodburyCore] = None
-        self._sample: Optional[Tensor] = None
-
-    @staticmethod
-    def _sampled(w: Tensor, v: Tensor) -> Tensor:
-        rows = torch.linspace(0, max(w.size(0) - 1, 0), min(SAMPLED_ROWS, w.size(0)),
-                              device=w.device).long()
-        return torch.cat([w[rows], v[rows]], dim=1)
 
     def __call__(self, w: Tensor, v: Tensor, from_eigenpairs: bool = False,
-                 group: Group = None) -> WoodburyCore:
-        if (w.requires_grad or v.requires_grad or is_compiling()
+                 group: Group = None, *,
+                 agree: Optional[Callable[[bool], bool]] = None) -> WoodburyCore:
+        key = None  # factorised anew on every call:
+        if not (w.requires_grad or v.requires_grad or is_compiling()
                 or torch.is_inference_mode_enabled() or w.is_inference() or v.is_inference()):
-            return woodbury_core(w, v, from_eigenpairs, group)
-        key = (from_eigenpairs, *((t._version, t.data_ptr(), t.dtype, t.device, t.shape)
-                                  for t in (w, v)))
-        refs = self._refs
-        fresh = not (self._core is None or refs is None or refs[0]() is not w
-                     or refs[1]() is not v or self._key != key
-                     or not torch.equal(self._sample, self._sampled(w, v)))
-        if group is not None:  # every rank recomputes (an all-reduce) if any rank must
-            fresh = all(flag for (flag,) in all_gather_ints([fresh], group))
-        if not fresh:
-            self._core = woodbury_core(w, v, from_eigenpairs, group)
-            self._key, self._refs = key, (weakref.ref(w), weakref.ref(v))
-            self._sample = self._sampled(w, v)
-        return self._core
+            key = (from_eigenpairs, fingerprint(w), fingerprint(v))
+        fresh = key is not None and self._core is not None and self._key == key
+        if group is not None and not is_compiling():  # all recompute if any rank must
+            fresh = (agree or (lambda mine: self._agree(w, v, from_eigenpairs, group, mine)))(
+                fresh)
+        if fresh:
+            return self._core
+        core = woodbury_core(w, v, from_eigenpairs, group, agreed=True)
+        if key is not None:
+            self._core, self._key = core, key
+        return core
+
+    @staticmethod
+    def _agree(w: Tensor, v: Tensor, from_eigenpairs: bool, group: Group,
+               fresh: bool) -> bool:
+        error, same = None, {}
+        try:
+            _check_factor_shapes(w, v)
+            same = factor_arguments(w, v, from_eigenpairs)
+        except ValueError as failure:
+            error = failure
+        votes = agree_arguments(group, 'WoodburyCache', same, error, share=[fresh])
+        return all(flag for (flag,) in votes)
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {**self.__dict__, '_key': None, '_refs': None, '_core': None, '_sample': None}
+        return {**self.__dict__, '_key': None, '_core': None}
 
 
 def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
                    core: Optional[WoodburyCore] = None, group: Group = None, *,
-                   summary: Optional[Tensor] = None) -> Tensor:
+                   summary: Optional[Tensor] = None, agreed: bool = False) -> Tensor:
     r"""Computes
 
     .. math::
@@ -261,7 +348,11 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
     f` product :math:`\mathbf{V}^{\top}\mathbf{X}` is all-reduced (and its
     gradient in the backward pass), the only communication; no halo is
     needed. A given :obj:`summary` is taken as the whole graph's, never
-    all-reduced.
+    all-reduced. Before, the ranks agree that each one's rows fit and that
+    they hold the same widths and dtypes (:func:`factor_arguments`, the
+    number of columns of :obj:`x`, whether :obj:`core` is given; one
+    all-gather of a few integers), unless the caller did
+    (:obj:`agreed=True`).
 
     Args:
         x (torch.Tensor): The right-hand side :math:`\mathbf{X}`,
@@ -277,7 +368,19 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
         summary (torch.Tensor, optional): :math:`\mathbf{V}^{\top}\mathbf{X}`
             of all rows, :obj:`[r, f]`. (default: :obj:`None`, computed from
             :obj:`x` and :obj:`v`)
+        agreed (bool, optional): The caller has agreed the ranks on these
+            shapes and dtypes already. (default: :obj:`False`)
     """
+    if group is not None and summary is None and not agreed and not is_compiling():
+        error, same = None, {}
+        try:
+            _check_rows(x, w, v)
+            same = {**factor_arguments(w, v, False), "the number of columns of 'x'": x.size(1),
+                    "whether 'core' is given": core is not None}
+        except ValueError as failure:
+            error = failure
+        agree_arguments(group, 'woodbury_apply', same, error)
+        agreed = True
     if summary is None and v is None:
         raise ValueError("woodbury_apply needs the factor 'v', or the summary V^T X of all "
                          "rows as 'summary=' (with 'core=')")
@@ -285,10 +388,22 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
         if summary is not None:
             raise ValueError("'summary' needs 'core' (woodbury_core of the whole graph's "
                              "factors): the rows 'w' given with a summary may be a batch's")
-        core = woodbury_core(w, v, group=group)
+        core = woodbury_core(w, v, group=group, agreed=agreed)
     with torch.autocast(x.device.type, enabled=False):
         y = x.to(w.dtype)
         if summary is None:
             summary = differentiable_all_reduce(v.T @ y, group)
         return (y - w @ torch.linalg.lu_solve(core.lu, core.pivots, summary.to(w.dtype))
                 ).to(x.dtype)
+
+
+def _check_rows(x: Tensor, w: Tensor, v: Optional[Tensor]) -> None:
+    r"""The shapes :func:`woodbury_apply` multiplies: :obj:`x` :obj:`[n, f]`
+    and the factors :obj:`[n, r]`, on this rank's :math:`n` rows."""
+    if v is None:
+        raise ValueError("woodbury_apply needs the factor 'v', or the summary V^T X of all "
+                         "rows as 'summary=' (with 'core=')")
+    _check_factor_shapes(w, v)
+    if x.dim() != 2 or x.size(0) != w.size(0):
+        raise ValueError(f"'x' must have shape [num_rows, channels] with the {w.size(0)} rows "
+                         f"of 'w' and 'v' (got {list(x.shape)})")

@@ -1,10 +1,12 @@
 r"""The regulariser interface of the regularizer-centred framework."""
+import warnings
 from typing import Any, ClassVar, Dict, FrozenSet, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from torch_geometric_regcn.linalg.cg import cg_solve
+from torch_geometric_regcn.linalg.woodbury import GAIN_ACCURACY
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.utils.compat import compiler_disable
 from torch_geometric_regcn.utils.sparse import diagonal, spectral_bound
@@ -128,6 +130,9 @@ class Regularizer(torch.nn.Module):
         -\mathbf{M}^{-1} (\partial \mathbf{M} / \partial \theta) \mathbf{Y}`,
         at the cost of one more product with :math:`\mathbf{M}` in the
         backward pass (see :func:`~torch_geometric_regcn.linalg.cg_solve`).
+        Every propagation first checks that the raw parameters are finite (one
+        synchronisation) and raises :class:`ValueError` naming the coefficient
+        where a diverged optimizer step left one NaN or infinite.
         Returns the regulariser."""
         learned = self.__dict__.setdefault('_learned', {})
         for name in names:
@@ -270,6 +275,7 @@ class Regularizer(torch.nn.Module):
 def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators, solver: str,
                       tol: float, max_iter: int) -> Tensor:
     r""":meth:`Regularizer.propagate` with a solver on the sparse graph, eagerly."""
+    _check_learned_finite(regularizer)
     if solver == 'series':
         return regularizer.series(x, graph)
     rhs = regularizer.numerator(x, graph)
@@ -277,8 +283,84 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
         return _learned_solve(regularizer, rhs, graph, solver, tol, max_iter)
     matrix = regularizer.cached_operator(graph)
     if solver == 'closed':  # dense O(N^3): small graphs and tests only
-        return torch.linalg.solve(matrix.to_dense(), rhs)
+        return closed_solve(matrix.to_dense(), rhs, regularizer)
     return cg_solve(matrix, rhs, tol, max_iter, graph.propagate, graph.propagate_params)
+
+
+def _check_learned_finite(regularizer: Regularizer) -> None:
+    r"""Raises :class:`ValueError` where a learned coefficient's raw parameter
+    is NaN or infinite, as a diverged optimizer step leaves it, naming the
+    coefficient, its value and the fix, before any solve: left alone, it
+    makes :obj:`"closed"` and :obj:`"series"` return NaN and :obj:`"cg"`
+    report a non-finite system matrix of its own. Runs eagerly for every
+    sparse solver, under :func:`torch.compile` as well. Cost: one
+    synchronisation per call, none without learned coefficients."""
+    raws = regularizer.learned_parameters()
+    if not raws:
+        return
+    finite = torch.stack([torch.isfinite(raw.detach()).all() for raw in raws])
+    if bool(finite.all()):
+        return
+    for name, raw, ok in zip(regularizer.learned, raws, finite.tolist()):
+        if not ok:
+            value = getattr(regularizer, name).detach()
+            raise ValueError(
+                f"{type(regularizer).__name__}'s learned coefficient '{name}' has a "
+                f"non-finite raw parameter raw_{name} = {raw.detach().tolist()} ({name} = "
+                f"{value.tolist()}), so no solver can propagate with it: an optimizer step "
+                f"diverged; lower the learning rate, clip the gradients or reload a checkpoint")
+
+
+def closed_solve(matrix: Tensor, rhs: Tensor, regularizer: Regularizer) -> Tensor:
+    r"""The solver :obj:`"closed"`: :math:`\mathbf{M}^{-1}\mathbf{Y}` for the
+    dense :obj:`matrix` of :obj:`regularizer` by the LU factorisation with
+    partial pivoting of :func:`torch.linalg.solve` (the same result and
+    gradients, to the bit), whose pivots are then checked (their smallest
+    and largest magnitude, one synchronisation): where the smallest is at
+    most :math:`N\epsilon` times the largest (:math:`\epsilon` the machine
+    epsilon of the dtype), the matrix is singular to working precision, as
+    coefficients such as :obj:`alpha=1e20` make it, and :class:`ValueError`
+    says so and how to fix it, instead of LAPACK's message or a result of
+    rounding noise; where :math:`\epsilon` times the largest over the
+    smallest, the estimated relative error of the result, exceeds 0.1 %, a
+    :class:`UserWarning` reports it. A matrix with NaN or infinite entries
+    (non-finite learned coefficients) raises :class:`ValueError` as well.
+    Cost: :math:`O(N^3)` time, :math:`O(N^2)` memory."""
+    if hasattr(torch, '_linalg_solve_ex'):  # what torch.linalg.solve runs, with its factors
+        result, lu, _, info = torch._linalg_solve_ex(matrix, rhs)
+    else:  # the same factorisation, by its public parts
+        lu, pivots, info = torch.linalg.lu_factor_ex(matrix)
+        result = torch.linalg.lu_solve(lu, pivots, rhs)
+    n = matrix.size(0)
+    if n == 0:
+        return result
+    magnitude = lu.detach().diagonal().abs()
+    smallest, largest, failed, finite = torch.stack(
+        [magnitude.min(), magnitude.max(), info.to(magnitude.dtype),
+         torch.isfinite(matrix.detach()).all().to(magnitude.dtype)]).tolist()
+    if not finite:
+        raise ValueError(f"solver='closed' cannot solve with {regularizer!r}: its system matrix "
+                         f"M holds NaN or infinite values; check its coefficients (a diverged "
+                         f"training step leaves learned ones non-finite)")
+    eps = torch.finfo(matrix.dtype).eps
+    ratio = smallest / largest if largest > 0 else 0.0
+    if failed or not ratio > n * eps:  # NaN included
+        raise ValueError(
+            f"solver='closed' cannot solve with {regularizer!r}: its system matrix M is "
+            f"singular to {matrix.dtype} precision (the smallest pivot of its LU "
+            f"factorisation is {ratio:.2g} times the largest, at most N * eps = "
+            f"{n * eps:.2g}), so M^-1 does not exist in this precision. Use smaller "
+            f"coefficients (e.g. a smaller alpha), float64 ('.double()' on the layer and "
+            f"its input) or solver='cg', which reports the residual it reaches")
+    error = eps / ratio
+    if error > GAIN_ACCURACY:
+        warnings.warn(
+            f"solver='closed' with {regularizer!r}: the system matrix M is ill-conditioned in "
+            f"{matrix.dtype} (the smallest pivot of its LU factorisation is {ratio:.2g} "
+            f"times the largest), so the result is accurate to about {error:.1%} only; use "
+            f"float64 ('.double()' on the layer and its input), smaller coefficients, or "
+            f"solver='cg'", UserWarning, stacklevel=2)
+    return result
 
 
 def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators, solver: str,
@@ -296,7 +378,7 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
         eye = torch.eye(graph.num_nodes, dtype=rhs.dtype, device=rhs.device)
         dense = sum(c * (eye if m is None else m.to_dense())
                     for c, m in regularizer.operator_terms(graph))
-        return torch.linalg.solve(dense, rhs)
+        return closed_solve(dense, rhs, regularizer)
     with torch.no_grad():  # diag(M) now, for the preconditioner (CG's products are product())
         diag = torch.zeros(graph.num_nodes, dtype=rhs.dtype, device=rhs.device)
         for c, m in regularizer.operator_terms(graph):

@@ -20,7 +20,7 @@ from torch_geometric.utils import to_edge_index
 
 from torch_geometric_regcn.distributed.collectives import (
     Group,
-    agree,
+    agree_arguments,
     all_gather_ints,
     check_group,
 )
@@ -57,13 +57,27 @@ def is_sparse_tensor(edge_index: Any) -> bool:
     return WITH_TORCH_SPARSE and isinstance(edge_index, SparseTensor)
 
 
+#: How every graph input is read where it holds an entry more than once: the
+#: entries add up (see :func:`adjacency_edges`).
+DUPLICATES = 'sum'
+
+
 def _as_edge_index(edge_index: Any, edge_weight: Optional[Tensor]):
+    r"""The entries of a graph input as :obj:`(edge_index, edge_weight)`,
+    without touching it: a :obj:`torch.sparse` COO matrix is read through a
+    coalesced copy (:meth:`torch.Tensor.coalesce`, which sums duplicates and
+    returns the tensor itself when it is coalesced already), never through
+    PyG's :func:`~torch_geometric.utils.to_edge_index`, which would mark the
+    caller's tensor as coalesced without merging its duplicates."""
     if is_sparse_tensor(edge_index) or (isinstance(edge_index, Tensor)
                                         and edge_index.layout != torch.strided):
         if edge_weight is not None:
             raise ValueError("Pass 'edge_weight' only with an 'edge_index' tensor; a sparse "
                              "adjacency carries its own weights")
-        return to_edge_index(edge_index)
+        if isinstance(edge_index, Tensor) and edge_index.layout == torch.sparse_coo:
+            matrix = edge_index.coalesce()
+            return matrix.indices(), matrix.values()
+        return to_edge_index(edge_index)  # CSR, CSC, SparseTensor: read, not marked
     return edge_index, edge_weight
 
 
@@ -103,7 +117,19 @@ def adjacency_edges(edge_index: Any, num_nodes: int, edge_weight: Optional[Tenso
     (:func:`~torch_geometric_regcn.linalg.normalized_adjacency`), from an
     :obj:`edge_index` (with optional :obj:`edge_weight`) or a
     :obj:`torch.sparse` adjacency matrix; with a :obj:`partition` and
-    :obj:`group`, this rank's rows of it."""
+    :obj:`group`, this rank's rows of it.
+
+    Entries that occur more than once add up (:data:`DUPLICATES`): a
+    :obj:`torch.sparse` matrix is the matrix torch means (the one
+    :meth:`~torch.Tensor.coalesce` gives), and an :obj:`edge_index` with
+    repeated pairs is read as PyG's :class:`~torch_geometric.nn.conv.GCNConv`,
+    :class:`~torch_geometric.nn.conv.SGConv` and
+    :class:`~torch_geometric.nn.conv.APPNP` read it (their messages and
+    degrees add up over the repeats, with or without :obj:`edge_weight`).
+    The summed matrix is then made symmetric by the maximum, its self loops
+    replaced by unit ones. The caller's tensors and their flags are never
+    modified. On a graph without repeated entries the sum changes nothing:
+    the result is the one of :obj:`reduce="max"`, to the bit."""
     weight_name = 'edge_weight'
     if is_sparse_tensor(edge_index) or edge_index.layout != torch.strided:
         weight_name = f'{name}.values()'
@@ -111,7 +137,7 @@ def adjacency_edges(edge_index: Any, num_nodes: int, edge_weight: Optional[Tenso
     if edge_weight is not None:
         edge_weight = edge_weight.to(dtype)
     return normalized_adjacency(edge_index, num_nodes, edge_weight, dtype, name, weight_name,
-                                partition=partition, group=group)
+                                reduce=DUPLICATES, partition=partition, group=group)
 
 
 def adjacency(edge_index: Any, num_nodes: int, edge_weight: Optional[Tensor] = None,
@@ -123,13 +149,25 @@ def adjacency(edge_index: Any, num_nodes: int, edge_weight: Optional[Tensor] = N
                    num_nodes)
 
 
+def _shard_arguments(partition: RowPartition, dtype: torch.dtype, seed: int,
+                     **inputs: Any) -> Dict[str, Any]:
+    r"""What every rank's :class:`GraphOperators` must hold alike: the row
+    blocks, the dtype, the seed of a search, and which inputs are given
+    (each operator built from them runs its own collectives)."""
+    return {"the row blocks of 'partition'": partition.bounds, "'dtype'": dtype,
+            "'seed'": seed, **{f"whether '{name}' is given": value is not None
+                               for name, value in inputs.items()}}
+
+
 class GraphOperators:
     r"""The operators of one graph that a regulariser reads, each built on
     first use and then kept (a layer with :obj:`cached=True` keeps the whole
     object, so nothing is built twice):
 
     - :attr:`adj`: the renormalised adjacency :math:`\hat{\mathbf{A}}`
-      (sparse CSR) of :obj:`edge_index`;
+      (sparse CSR) of :obj:`edge_index`, repeated entries added up (PyG's
+      reading of an :obj:`edge_index`, torch's of a sparse matrix; see
+      :func:`adjacency_edges`), the semantic graph's likewise;
     - :meth:`semantic_adjacency`: that of the semantic graph
       :obj:`semantic_edge_index`, or, without one, of the cosine
       :math:`k`-NN graph of :obj:`x` (:math:`O(N^2 d)`, built once per
@@ -180,7 +218,7 @@ class GraphOperators:
                  lowrank: Optional[Tuple[Tensor, Tensor]] = None, progress: bool = True,
                  seed: int = 0, *, partition: Optional[RowPartition] = None,
                  group: Group = None) -> None:
-        self.group, error = check_group(group), None
+        self.group, error, same = check_group(group), None, {}
         try:  # on shards agreed, so that a rank with a bad partition cannot leave the
             # others waiting in the first collective of the operators
             if partition is not None or group is not None:
@@ -188,9 +226,13 @@ class GraphOperators:
                 if partition.num_nodes != num_nodes:
                     raise ValueError(f"'num_nodes' ({num_nodes}) must be the number of nodes "
                                      f"of the whole graph, {partition.num_nodes} in 'partition'")
+                same = _shard_arguments(partition, dtype, seed, edge_index=edge_index,
+                                        edge_weight=edge_weight,
+                                        semantic_edge_index=semantic_edge_index, x=x,
+                                        lowrank=lowrank)
         except (TypeError, ValueError) as failure:
             error = failure
-        agree(error, self.group, 'GraphOperators')
+        agree_arguments(self.group, 'GraphOperators', same, error)
         self.partition = partition if group is not None else None
         self.num_nodes = num_nodes
         self.edge_index, self.edge_weight, self.dtype = edge_index, edge_weight, dtype
@@ -268,6 +310,16 @@ class GraphOperators:
         return self.memo(('knn', k), lambda: knn_graph_cosine(
             self.x.detach().to(self.dtype), k, progress=self.progress,
             generator=torch.Generator().manual_seed(self.seed), **shards))
+
+    def adopt_semantic_graphs(self, other: 'GraphOperators') -> None:
+        r"""Takes over the semantic graphs that :obj:`other` (the same graph,
+        built in another dtype or on another device) searched from its
+        features, moved to this graph's device, so that a layer cast or moved
+        with :obj:`cached=True` keeps the graph it built on its first call
+        and does not search again."""
+        for key, edges in other.derived.items():
+            if isinstance(key, tuple) and key[0] == 'knn':
+                self.derived.setdefault(key, edges.to(self.device))
 
     def semantic_adjacency(self, k: int = 10) -> Operator:
         r"""The renormalised adjacency :math:`\hat{\mathbf{A}}_X` of the

@@ -5,7 +5,7 @@ from typing import Any, FrozenSet, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.distributed.collectives import Group, agree
+from torch_geometric_regcn.distributed.collectives import Group, agree_arguments
 from torch_geometric_regcn.distributed.row_partition import RowPartition
 from torch_geometric_regcn.linalg.graph_operator import coo_entries, linear_combination
 from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
@@ -63,6 +63,15 @@ def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float,
     :math:`k`-NN search when the semantic graph is built from the features)
     and one sort of their entries.
     """
+    error = None  # on shards agreed first: every rank builds the same terms
+    if beta > 0 and graph.semantic_edge_index is None and graph.x is None:
+        error = ValueError("beta > 0 needs node features 'data.x' or a precomputed "
+                           "'data.semantic_edge_index' (see SemanticGraph); use beta=0 "
+                           "for the topology-only model (tsGCN-t)")
+    same = {} if graph.group is None else {  # learned coefficients are tensors
+        f"'{name}'": float(c.detach() if isinstance(c, Tensor) else c)
+        for name, c in (('alpha', alpha), ('beta', beta))}
+    agree_arguments(graph.group, 'tsgcn_adjacency', {**same, "'k'": k}, error)
     scale = 1.0 + alpha + beta
     terms = []
     if alpha > 0:
@@ -73,12 +82,6 @@ def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float,
                              f"(tsGCN-s)")
         terms.append((graph.adjacency_edges(), alpha / scale))
     if beta > 0:
-        error = None
-        if graph.semantic_edge_index is None and graph.x is None:
-            error = ValueError("beta > 0 needs node features 'data.x' or a precomputed "
-                               "'data.semantic_edge_index' (see SemanticGraph); use beta=0 "
-                               "for the topology-only model (tsGCN-t)")
-        agree(error, graph.group, 'tsgcn_adjacency')
         terms.append((graph.semantic_adjacency_edges(k), beta / scale))
     return graph.sparse(terms)
 

@@ -1,22 +1,30 @@
 r"""The on-disk cache of :class:`~torch_geometric_regcn.LowRankInverse`'s
 factors: files of tensors keyed by a hash of their inputs.
 
-A cache file holds the tensors, a few plain values (:obj:`meta`) and a
-checksum over both. :func:`load` trusts none of it: a file that cannot be
-read, lacks the checksum (an older format), fails it, or holds other names,
-shapes, dtypes or non-finite values than expected is reported by a warning
-that names the file and the problem, and counts as a miss, so the caller
-recomputes and overwrites it. :func:`save` writes atomically.
-:func:`load_factors` and :func:`save_factors` are the transform's reads and
-writes; :func:`shard_key` keys a rank's file on row shards. The policy (what
-a key covers, when files are recomputed) is in ``docs/tsgcn.md``, and for
-shards in ``docs/distributed.md``.
+A cache file holds the tensors, a few plain values (:obj:`meta`), the name
+it was written under (its key) and a checksum over all three. :func:`load`
+trusts none of it: a file that cannot be read, lacks the checksum (an older
+format), fails it, was written under another name (a file copied or renamed
+from another input's entry), or holds other names, shapes, dtypes or
+non-finite values than expected is reported by a warning that names the file
+and the problem, and counts as a miss, so the caller recomputes and
+overwrites it. :func:`save` writes atomically, through a temporary file
+named after the writer's host and process; :func:`load` and :func:`save`
+remove those of writers that died before their rename
+(:func:`remove_stale_temporaries`). :func:`load_factors` and
+:func:`save_factors` are the transform's reads and writes; :func:`shard_key`
+keys a rank's file on row shards. The policy (what a key covers, when files
+are recomputed, which temporary files are removed) is in ``docs/tsgcn.md``,
+and for shards in ``docs/distributed.md``.
 """
 import hashlib
 import math
 import os
 import os.path as osp
+import re
+import socket
 import tempfile
+import time
 import warnings
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -31,8 +39,14 @@ from torch_geometric_regcn.version import __version__  # solver changes come wit
 #: Bumped whenever a solver change alters the cached results.
 CACHE_FORMAT = 'regcn-lowrank-1'
 
-#: The layout of a cache file (the tensors, :obj:`meta` and a checksum).
-FILE_FORMAT = 'regcn-cache-2'
+#: The layout of a cache file (the tensors, :obj:`meta`, its key and a checksum).
+FILE_FORMAT = 'regcn-cache-3'
+
+#: Seconds after its last write when any temporary file of :func:`save` counts
+#: as abandoned (a writer on another host, or one whose process number was
+#: reused): a live writer's file grows while it writes and is renamed within
+#: microseconds of its last write.
+STALE_AFTER = 3600.0
 
 
 def _update(digest: Any, items: Mapping[str, Any]) -> None:
@@ -65,15 +79,25 @@ def fingerprint(**items: Any) -> str:
     return digest.hexdigest()
 
 
-def checksum(tensors: Mapping[str, Tensor], meta: Mapping[str, Any]) -> str:
+def checksum(tensors: Mapping[str, Tensor], meta: Mapping[str, Any],
+             key: Optional[str] = None) -> str:
     r"""The blake2b digest of a cache file's payload: the names, dtypes,
-    shapes and bytes of :obj:`tensors` and the names and :func:`repr` of the
-    :obj:`meta` values."""
+    shapes and bytes of :obj:`tensors`, the names and :func:`repr` of the
+    :obj:`meta` values, and the entry's :obj:`key` (the file name it was
+    written under, see :func:`entry_key`)."""
     digest = hashlib.blake2b(digest_size=32)
     digest.update(FILE_FORMAT.encode())
     _update(digest, {f'tensor:{name}': t for name, t in tensors.items()})
     _update(digest, {f'meta:{name}': value for name, value in meta.items()})
+    _update(digest, {'key': key})
     return digest.hexdigest()
+
+
+def entry_key(path: str) -> str:
+    r"""The key of the cache entry at :obj:`path`: its file name (for the
+    factors, :obj:`lowrank-<hash of the inputs>.pt`), which :func:`save`
+    stores under the checksum and :func:`load` compares."""
+    return osp.basename(path)
 
 
 class Entry(NamedTuple):
@@ -82,9 +106,10 @@ class Entry(NamedTuple):
     meta: Dict[str, Any]  #: plain values saved with them
 
 
-def _problems(payload: Any, shapes: Optional[Mapping[str, Sequence[int]]],
+def _problems(payload: Any, key: str, shapes: Optional[Mapping[str, Sequence[int]]],
               dtype: Optional[torch.dtype], meta: Sequence[str]) -> List[str]:
-    r"""What is wrong with a loaded payload (nothing: an empty list)."""
+    r"""What is wrong with a payload loaded as the entry :obj:`key` (nothing:
+    an empty list)."""
     if not isinstance(payload, dict):
         return [f'it holds a {type(payload).__name__}, not a cache entry']
     if 'checksum' not in payload:
@@ -95,8 +120,12 @@ def _problems(payload: Any, shapes: Optional[Mapping[str, Sequence[int]]],
     if (not isinstance(tensors, dict) or not isinstance(values, dict)
             or not all(isinstance(t, Tensor) for t in tensors.values())):
         return ['its tensors or values are malformed']
-    if payload['checksum'] != checksum(tensors, values):
+    if payload['checksum'] != checksum(tensors, values, payload.get('key')):
         return ['checksum mismatch (the file is damaged)']
+    if payload.get('key') != key:
+        return [f"it was written as {payload.get('key')!r}, the entry of other inputs (another "
+                f"graph, other arguments or another rank's shard), and copied or renamed to "
+                f"{key!r}"]
     problems = []
     if shapes is not None:
         problems += [f"missing '{name}'" for name in shapes if name not in tensors]
@@ -122,11 +151,13 @@ def load(path: str, shapes: Optional[Mapping[str, Sequence[int]]] = None,
          dtype: Optional[torch.dtype] = None, meta: Sequence[str] = ()) -> Optional[Entry]:
     r"""The content of the cache file at :obj:`path`, or :obj:`None` when there
     is none or it is not valid. A file is valid when it can be read (with
-    :obj:`weights_only=True`), is in the current format and passes its
-    checksum, and, where given, holds exactly the tensors named in
-    :obj:`shapes` with these shapes, of :obj:`dtype`, finite, and the numbers
-    named in :obj:`meta`. An invalid file is reported by a warning that names
-    it and what is wrong; the caller recomputes it and overwrites it.
+    :obj:`weights_only=True`), is in the current format, passes its
+    checksum, was written under this file name (:func:`entry_key`) and,
+    where given, holds exactly the tensors named in :obj:`shapes` with these
+    shapes, of :obj:`dtype`, finite, and the numbers named in :obj:`meta`. An
+    invalid file is reported by a warning that names it and what is wrong;
+    the caller recomputes it and overwrites it. Temporary files of dead
+    writers in its folder are removed first (:func:`remove_stale_temporaries`).
 
     Args:
         path (str): The cache file.
@@ -137,6 +168,7 @@ def load(path: str, shapes: Optional[Mapping[str, Sequence[int]]] = None,
         meta (Sequence[str], optional): The names of the numbers expected
             among the saved values. (default: :obj:`()`)
     """
+    remove_stale_temporaries(osp.dirname(osp.abspath(path)))
     try:
         payload = torch.load(path, map_location='cpu', weights_only=True)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
@@ -145,7 +177,7 @@ def load(path: str, shapes: Optional[Mapping[str, Sequence[int]]] = None,
         warnings.warn(f"Ignoring the unreadable cache file '{path}' ({error}); recomputing "
                       f"and overwriting it", UserWarning, stacklevel=2)
         return None
-    problems = _problems(payload, shapes, dtype, meta)
+    problems = _problems(payload, entry_key(path), shapes, dtype, meta)
     if problems:
         warnings.warn(f"Ignoring the cache file '{path}': {'; '.join(problems)}; recomputing "
                       f"and overwriting it", UserWarning, stacklevel=2)
@@ -155,17 +187,24 @@ def load(path: str, shapes: Optional[Mapping[str, Sequence[int]]] = None,
 
 def save(path: str, tensors: Dict[str, Tensor], meta: Optional[Dict[str, Any]] = None) -> None:
     r"""Saves :obj:`tensors` and the plain values :obj:`meta` (numbers,
-    strings) with their :func:`checksum`, atomically (write to a temporary
-    file, then rename), so a crash or a concurrent run never leaves a
-    half-written file. Raises :class:`OSError` when the file cannot be
-    written."""
+    strings) with the entry's key (:func:`entry_key`) and their
+    :func:`checksum`, atomically (write to a temporary file, then rename), so
+    a crash or a concurrent run never leaves a half-written file. The
+    temporary file, :obj:`<name>~<host>~<pid>~<random>.tmp` beside
+    :obj:`path`, names its writer, so a later :func:`save` or :func:`load`
+    can remove it if the writer dies before the rename
+    (:func:`remove_stale_temporaries`, run here first). Raises
+    :class:`OSError` when the file cannot be written."""
     tensors = {name: t.detach().cpu().contiguous() for name, t in tensors.items()}
     meta = dict(meta or {})
-    payload = {'format': FILE_FORMAT, 'tensors': tensors, 'meta': meta,
-               'checksum': checksum(tensors, meta)}
+    key = entry_key(path)
+    payload = {'format': FILE_FORMAT, 'key': key, 'tensors': tensors, 'meta': meta,
+               'checksum': checksum(tensors, meta, key)}
     folder = osp.dirname(osp.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=osp.basename(path) + '.', suffix='.tmp')
+    remove_stale_temporaries(folder)
+    handle, tmp = tempfile.mkstemp(dir=folder, prefix=f'{key}~{_host()}~{os.getpid()}~',
+                                   suffix='.tmp')
     os.close(handle)
     try:
         try:
@@ -176,6 +215,65 @@ def save(path: str, tensors: Dict[str, Tensor], meta: Optional[Dict[str, Any]] =
     finally:
         if osp.exists(tmp):
             os.remove(tmp)
+
+
+# A temporary file of save(): the entry's name, the writer's host and process.
+_TEMPORARY = re.compile(r'(?P<key>[^~]+)~(?P<host>[A-Za-z0-9-]+)~(?P<pid>[0-9]+)~[^~]*\.tmp')
+# One of the format before (regcn-cache-2), which named no writer: by age only.
+_OLD_TEMPORARY = re.compile(r'lowrank-[0-9a-f-]+(part[0-9]+of[0-9]+)?\.pt\.[a-z0-9_]+\.tmp')
+
+
+def _host() -> str:
+    r"""This machine's name as it appears in temporary file names."""
+    return re.sub(r'[^A-Za-z0-9-]', '-', socket.gethostname()) or 'host'
+
+
+def _process_is_alive(pid: int) -> bool:
+    r"""Whether process :obj:`pid` of this machine exists (a zombie, killed
+    but not yet reaped, still does); :obj:`True` where that cannot be told."""
+    if pid == os.getpid():
+        return True
+    if os.name == 'nt':  # os.kill(pid, 0) would signal it: trust the age only
+        return True
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # none, or a number no process has
+        return False
+    except OSError:  # e.g. PermissionError: another user's live process
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: str) -> List[str]:
+    r"""Removes the temporary files that :func:`save` left in :obj:`folder`
+    when its process died between the write and the rename, and returns
+    their names. A file is removed when its writer, named in it, ran on this
+    host and no longer exists, or when nothing has written to it for
+    :obj:`STALE_AFTER` seconds (a writer on another host sharing the folder,
+    a process number reused since). A live writer's file is never removed
+    on its host: its process exists and it is renamed right after its last
+    write. Files that are not :func:`save`'s are left alone. Cost: one
+    listing of :obj:`folder`, one :func:`os.stat` per temporary file."""
+    removed: List[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:  # no folder (yet), or not readable: nothing to clean
+        return removed
+    host, now = _host(), time.time()
+    for entry in entries:
+        match = _TEMPORARY.fullmatch(entry.name)
+        if match is None and _OLD_TEMPORARY.fullmatch(entry.name) is None:
+            continue
+        try:
+            stale = now - entry.stat(follow_symlinks=False).st_mtime >= STALE_AFTER
+            if not stale and match is not None and match['host'] == host:
+                stale = not _process_is_alive(int(match['pid']))
+            if stale:
+                os.remove(entry.path)
+                removed.append(entry.name)
+        except OSError:  # renamed or removed meanwhile, or not ours to remove
+            continue
+    return removed
 
 
 def check_cache_dir(cache_dir: Union[str, 'os.PathLike[str]']) -> str:

@@ -15,8 +15,9 @@ from torch_geometric_regcn.linalg.laplacian_spectrum import (
     DENSE_THRESHOLD,
     laplacian_eigenpairs,
 )
+from torch_geometric_regcn.transforms.attributes import NODE_MATRIX, check_attr_name, check_outputs
 from torch_geometric_regcn.utils.deprecation import moved
-from torch_geometric_regcn.utils.validation import check_int, check_real
+from torch_geometric_regcn.utils.validation import check_dtype, check_int, check_real, check_seed
 
 __all__ = ['LaplacianEigenPE']
 
@@ -80,15 +81,22 @@ class LaplacianEigenPE(BaseTransform):
         k (int): The number of non-trivial eigenvectors, :math:`1 \leq k < N`.
         attr_name (str, optional): The attribute of the data object to store
             the encoding in. If set to :obj:`None`, it is concatenated to
-            :obj:`data.x` (cast to its dtype), or becomes :obj:`data.x` when
-            there is none. (default: :obj:`"laplacian_eigenvector_pe"`)
+            :obj:`data.x` (cast to its dtype, on every application, as PyG
+            does), or becomes :obj:`data.x` when there is none. PyG's
+            standard attributes (:obj:`"x"`, :obj:`"pos"`, ...) and the
+            names other transforms of this package write are refused. Under
+            the default name an earlier encoding (a floating-point matrix) is
+            replaced; under a name you choose, an existing attribute raises
+            a :class:`ValueError` before any work (delete it first, or
+            choose another name). (default: :obj:`"laplacian_eigenvector_pe"`)
         is_undirected (bool, optional): Accepted for compatibility with PyG.
             The Laplacian is always made symmetric, which leaves an undirected
             graph unchanged, so both values give the same result; PyG's
             :obj:`False` would solve the non-symmetric Laplacian of a directed
             graph with :func:`scipy.sparse.linalg.eigs`. (default: :obj:`False`)
-        seed (int, optional): The seed of the Lanczos starting blocks; the same
-            seed gives the same encoding. (default: :obj:`0`)
+        seed (int, optional): The seed of the Lanczos starting blocks, in
+            :math:`[0, 2^{64})`; the same seed gives the same encoding.
+            (default: :obj:`0`)
         tol (float, optional): The relative residual
             :math:`\|\mathbf{L}\mathbf{u} - \lambda\mathbf{u}\|` each Lanczos
             pair must reach. (default: :obj:`1e-6`)
@@ -122,19 +130,15 @@ class LaplacianEigenPE(BaseTransform):
                  max_iter: int = 100, dtype: Optional[torch.dtype] = None,
                  **kwargs: Any) -> None:
         self.k = check_int('k', k)
-        if attr_name is not None and not isinstance(attr_name, str):
-            raise TypeError(f"'attr_name' must be a str, or None to concatenate the encoding "
-                            f"to 'data.x' (got {type(attr_name).__name__} {attr_name!r})")
+        if attr_name is not None:
+            attr_name = check_attr_name(attr_name, 'attr_name', 'LaplacianEigenPE',
+                                        'attr_name=None concatenates the encoding to data.x')
         self.attr_name = attr_name
         self.is_undirected = bool(is_undirected)
-        self.seed = check_int('seed', seed, minimum=0)
+        self.seed = check_seed(seed, minimum=0)
         self.tol = check_real('tol', tol, 0.0, 1.0, low_open=True)
         self.max_iter = check_int('max_iter', max_iter)
-        if dtype is not None and (not isinstance(dtype, torch.dtype)
-                                  or not dtype.is_floating_point):
-            raise TypeError(f"'dtype' must be a floating-point torch.dtype such as "
-                            f"torch.float32, or None (got {dtype!r})")
-        self.dtype = dtype
+        self.dtype = None if dtype is None else check_dtype('dtype', dtype)
         unknown = sorted(set(kwargs) - set(ARPACK_KEYWORDS) - {'tol'})
         if unknown:
             raise TypeError(f"LaplacianEigenPE got unexpected keyword argument(s) {unknown}; "
@@ -147,6 +151,8 @@ class LaplacianEigenPE(BaseTransform):
         self.kwargs = kwargs
 
     def forward(self, data: Data) -> Data:
+        if self.attr_name is not None:
+            check_outputs(data, [self.attr_name], 'LaplacianEigenPE', NODE_MATRIX, 'attr_name')
         pairs = self.eigenpairs(data, stacklevel=4)  # forward, BaseTransform.__call__, caller
         dtype = self.dtype
         if dtype is None:

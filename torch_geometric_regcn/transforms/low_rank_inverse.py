@@ -1,6 +1,6 @@
 r"""Low-rank factors of the tsGCN propagation matrix."""
 import copy
-from typing import Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -9,7 +9,7 @@ from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_regcn.distributed.collectives import (
     Group,
-    agree,
+    agree_arguments,
     all_gather_ints,
     check_group,
     rank_of,
@@ -21,14 +21,11 @@ from torch_geometric_regcn.distributed.row_partition import (
 )
 from torch_geometric_regcn.linalg.eigenpairs import WHICH
 from torch_geometric_regcn.linalg.eigensolver import EIGENSOLVER_METHODS, extreme_eigenpairs
-from torch_geometric_regcn.linalg.woodbury import (
-    factors_from_eigenpairs,
-    gain_precision,
-    warn_if_imprecise,
-)
+from torch_geometric_regcn.linalg.woodbury import factors_from_eigenpairs, woodbury_core
 from torch_geometric_regcn.regularizers.graph import GraphOperators, Operator
 from torch_geometric_regcn.regularizers.tsgcn import check_tsgcn_coefficients, tsgcn_adjacency
 from torch_geometric_regcn.transforms import factor_cache
+from torch_geometric_regcn.transforms.attributes import NODE_MATRIX, check_outputs
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.progress import EigensolverProgress
 from torch_geometric_regcn.utils.validation import (
@@ -36,6 +33,7 @@ from torch_geometric_regcn.utils.validation import (
     check_finite,
     check_int,
     check_real,
+    check_seed,
     solve_dtype,
 )
 
@@ -51,10 +49,12 @@ def paper_rank(num_nodes: int, p: int) -> int:
     the authors' code does (the paper's text calls :math:`d` the feature
     dimension, which would give :math:`r = 0` on PubMed with :math:`p = 2048`).
 
+    Both arguments are positive integers (NumPy integers accepted); a
+    :obj:`bool`, a float, or a value below one raises an error that names it.
+
     Example: Cora (:math:`N = 2708`) with :math:`p = 16` gives :math:`r = 169`.
     """
-    if p <= 0:
-        raise ValueError(f"'p' must be a positive integer (got {p})")
+    num_nodes, p = check_int('num_nodes', num_nodes), check_int('p', p)
     rank = num_nodes // p
     if rank < 1:
         raise ValueError(f"num_nodes // p = {num_nodes} // {p} = 0; choose p <= {num_nodes}")
@@ -78,7 +78,9 @@ def _edge_weight(data: Data) -> Optional[Tensor]:
 
 
 def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[int] = None,
-                what: str = 'tsgcn_operator') -> Optional[RowPartition]:
+                what: str = 'tsgcn_operator',
+                arguments: Optional[Mapping[str, Any]] = None,
+                outputs: Sequence[str] = ()) -> Optional[RowPartition]:
     r"""The checks of a graph from which tsGCN's operator is built (with a
     :obj:`group`: of this rank's shard), before any work; returns the shard's
     :obj:`data.partition` (:obj:`None` without a group).
@@ -88,8 +90,13 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
     partition against the group, the shard's edges, and features or a
     semantic graph when :obj:`beta > 0`, and the outcome is agreed across
     the ranks, so a rank with bad input makes every rank raise (the error of
-    :obj:`what`; see ``docs/distributed.md``)."""
+    :obj:`what`; see ``docs/distributed.md``), in the one collective that
+    also checks that every rank holds the same :obj:`arguments` and the same
+    row blocks, inputs, dtype and device (:func:`_shard_arguments`). The
+    attributes :obj:`outputs` must be free for :obj:`what` to write
+    (:func:`~torch_geometric_regcn.transforms.attributes.check_outputs`)."""
     error = part = None
+    values: Dict[str, Any] = {}
     try:
         if group is not None:
             part = check_partition(data.partition if 'partition' in data else None, group)
@@ -101,12 +108,26 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
             raise ValueError('The graph is empty (it has no nodes)')
         if data.x is not None:
             check_finite('data.x', data.x)
+        check_outputs(data, outputs, what, NODE_MATRIX)
         if part is not None:
             _check_shard_edges(data, part, beta)
+            values = {**(arguments or {}), **_shard_arguments(data, part)}
     except (ValueError, TypeError) as failure:
         error = failure
-    agree(error, group, what)
+    agree_arguments(group, what, values, error)
     return part
+
+
+def _shard_arguments(data: Data, part: RowPartition) -> Dict[str, Any]:
+    r"""What every rank's shard must have alike: the row blocks, which
+    optional inputs are given (each adds or removes collectives), and the
+    dtype and device of the operator."""
+    dtype, device = _target(data)
+    return {"the row blocks of 'data.partition'": part.bounds,
+            "whether 'data.edge_weight' is given": _edge_weight(data) is not None,
+            "whether 'data.semantic_edge_index' is given": _semantic(data) is not None,
+            "whether 'data.x' is given": data.x is not None,
+            "the dtype and device of 'data.x'": (dtype, device.type)}
 
 
 def _check_shard_edges(data: Data, part: RowPartition, beta: float) -> None:
@@ -149,7 +170,8 @@ def tsgcn_operator(data: Data, alpha: float, beta: float, k: int = 10,
     (:func:`~torch_geometric_regcn.knn.knn_graph_cosine`, exact or, above
     50,000 nodes on CPU, approximate with centroids seeded by :obj:`seed`)."""
     group = check_group(group)
-    partition = _check_graph(data, beta, group)
+    partition = _check_graph(data, beta, group, arguments={
+        "'alpha'": alpha, "'beta'": beta, "'k'": k, "'seed'": seed})
     return _operator(data, alpha, beta, k, progress, seed, partition, group)
 
 
@@ -191,6 +213,9 @@ class LowRankInverse(BaseTransform):
     instead of :math:`1 / (1 - \lambda)`. :obj:`beta=0` gives tsGCN-t (no
     features needed), :obj:`alpha=0` tsGCN-s. The factors belong to the whole
     graph (transductive use); the layers reject rows sliced by a loader.
+    Applied again, it replaces the factors it wrote before; a
+    :obj:`data.lowrank_w` or :obj:`data.lowrank_v` that is not a
+    floating-point matrix raises a :class:`ValueError` before any work.
     ``docs/tsgcn.md`` explains the choices (:obj:`which`, the eigensolver, the
     rank) and the cache; ``docs/distributed.md`` the row shards.
 
@@ -237,11 +262,22 @@ class LowRankInverse(BaseTransform):
           dtype of :obj:`data.x` (:obj:`float32` for half precision) and on
           its device
 
+    Precision: the factors get the verdict that the layers give them
+    (:func:`~torch_geometric_regcn.linalg.woodbury.check_core_condition` on
+    their core :math:`\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W}`, also
+    when loaded from the cache): a warning that states the accuracy of the
+    largest gain :math:`1 / (1 - \lambda_{\max})` when rounding in their
+    dtype leaves it worse than 0.1% (float32 factors from :math:`\alpha +
+    \beta \approx 260` on), a :class:`ValueError` when the core is
+    numerically singular (float32 factors from :math:`\alpha + \beta \approx
+    2.6 \cdot 10^5` on); computed factors are saved to the cache before.
+
     Cost: the operator (:func:`tsgcn_operator`; the :math:`k`-NN search
     dominates when the semantic graph is built, :math:`O(N^2 F)` exact),
     then :math:`O(N r)` memory and a few hundred sparse products with
     :math:`O(r)` columns in total for the eigensolver
-    (``benchmarks/results/eigensolver.md``).
+    (``benchmarks/results/eigensolver.md``), and :math:`O(N r^2 + r^3)` for
+    the core of the verdict.
 
     Example:
         .. code-block:: python
@@ -272,13 +308,7 @@ class LowRankInverse(BaseTransform):
             raise ValueError(f"'tol' must be a finite positive number (got {tol!r}), "
                              f"e.g. 1e-4") from None
         max_iter = check_int('max_iter', max_iter)
-        try:
-            seed = check_int('seed', seed, minimum=-2 ** 63)
-            if seed >= 2 ** 64:
-                raise ValueError
-        except ValueError:
-            raise ValueError(f"'seed' must be an integer in [-2**63, 2**64), as "
-                             f"torch.Generator.manual_seed accepts (got {seed!r})") from None
+        seed = check_seed(seed)
         self.group = check_group(group)
         if group is not None and method != 'lanczos':
             raise ValueError(f"'group' needs method='lanczos', the row-sharded eigensolver "
@@ -292,7 +322,8 @@ class LowRankInverse(BaseTransform):
 
     def forward(self, data: Data) -> Data:
         group = self.group
-        part = _check_graph(data, self.beta, group, self.rank, 'LowRankInverse')
+        part = _check_graph(data, self.beta, group, self.rank, 'LowRankInverse',
+                            self._arguments(), outputs=('lowrank_w', 'lowrank_v'))
         dtype, device = _compute_dtype(data), _target(data)[1]
         path = None
         if self.cache_dir is not None:
@@ -301,6 +332,7 @@ class LowRankInverse(BaseTransform):
             rows = data.num_nodes if part is None else part.num_local
             factors = factor_cache.load_factors(path, (rows, self.rank), dtype, device)
             if all(hit for (hit,) in all_gather_ints([factors is not None], group)):
+                woodbury_core(*factors, from_eigenpairs=True, group=group)  # the verdict
                 data.lowrank_w, data.lowrank_v = factors
                 return data
         source = data
@@ -316,15 +348,22 @@ class LowRankInverse(BaseTransform):
                                        self.max_iter, self.method, generator=generator,
                                        callback=progress, step_callback=progress.step)
             progress.finish(pairs.converged)
-        if pairs.eigenvalues.numel():
-            warn_if_imprecise(*gain_precision(pairs.eigenvalues), pairs.eigenvalues.dtype,
-                              stacklevel=3)
-        data.lowrank_w, data.lowrank_v = factors_from_eigenpairs(pairs.eigenvalues,
-                                                                 pairs.eigenvectors)
-        if path is not None:
-            factor_cache.save_factors(path, data.lowrank_w, data.lowrank_v, pairs.residual,
-                                      self.tol)
+        w, v = factors_from_eigenpairs(pairs.eigenvalues, pairs.eigenvectors)
+        if path is not None:  # saved first: a rerun gets the verdict without the eigensolve
+            factor_cache.save_factors(path, w, v, pairs.residual, self.tol)
+        # The verdict on the condition of the factors' core, the layers' one.
+        woodbury_core(w, v, from_eigenpairs=True, group=group)
+        data.lowrank_w, data.lowrank_v = w, v
         return data
+
+    def _arguments(self) -> Dict[str, Any]:
+        r"""The arguments every rank of :obj:`group` must give alike: each
+        decides the collectives that follow (the operator's terms, the
+        eigensolver's block sizes, iterations and stopping test, the starting
+        block, whether the cache is read)."""
+        names = ('alpha', 'beta', 'rank', 'k', 'which', 'tol', 'max_iter', 'method', 'seed')
+        return {**{f"'{name}'": getattr(self, name) for name in names},
+                "whether 'cache_dir' is given": self.cache_dir is not None}
 
     def _fingerprint(self, data: Data, partition: Optional[RowPartition] = None) -> str:
         r"""The cache key of :obj:`data` (of this rank's shard with a

@@ -9,6 +9,7 @@ from torch_geometric.transforms import BaseTransform
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import build_graph
 from torch_geometric_regcn.regularizers.registry import get
+from torch_geometric_regcn.transforms.attributes import NODE_MATRIX, check_attr_name, check_outputs
 from torch_geometric_regcn.utils.validation import (
     check_finite,
     check_int,
@@ -88,7 +89,13 @@ class PropagateFeatures(BaseTransform):
         max_iter (int, optional): The iterations of :obj:`"cg"`.
             (default: :obj:`1000`)
         prefix (str, optional): The attributes' names are :obj:`prefix`
-            followed by :math:`k`. (default: :obj:`"x"`)
+            followed by :math:`k`. With the default :obj:`"x"`, earlier
+            :obj:`x1`, ..., :obj:`xK` (floating-point matrices, as this
+            transform and PyG's :class:`~torch_geometric.transforms.SIGN`
+            write) are replaced; with a prefix of your own, an existing
+            attribute of one of the names raises a :class:`ValueError`
+            before any work (delete it first, or choose another prefix).
+            (default: :obj:`"x"`)
         **coefficients (optional): The regulariser's coefficients, e.g.
             :obj:`alpha=1.0, beta=0.3` for :obj:`"tsgcn"` with :obj:`"cg"`
             (the low-rank factors already hold theirs).
@@ -126,12 +133,15 @@ class PropagateFeatures(BaseTransform):
             raise ValueError(f"'prefix' must be a name that can start an attribute name, "
                              f"e.g. 'x' (got {prefix!r})")
         self.prefix = prefix
+        self.attr_names = [check_attr_name(f'{prefix}{k}', 'prefix', 'PropagateFeatures')
+                      for k in range(1, self.hops + 1)]
 
     def forward(self, data: Data) -> Data:
         x = data.x if 'x' in data else None
         if x is None:
             raise ValueError("PropagateFeatures needs node features 'data.x'")
         check_node_features(x, 'data.x', finite=False)  # values: block by block below
+        check_outputs(data, self.attr_names, 'PropagateFeatures', NODE_MATRIX, 'prefix')
         num_nodes = x.size(0)
         dtype = solve_dtype(x.dtype)
         graph = build_graph(
@@ -157,8 +167,8 @@ class PropagateFeatures(BaseTransform):
                 block = self.regularizer.propagate(block, graph, self.solver, self.tol,
                                                    self.max_iter)
                 out[:, start:end] = block
-        for k, out in enumerate(outs, 1):
-            data[f'{self.prefix}{k}'] = out
+        for name, out in zip(self.attr_names, outs):
+            data[name] = out
         return data
 
     def __repr__(self) -> str:

@@ -9,7 +9,13 @@ from torch_geometric.transforms import BaseTransform
 from torch_geometric_regcn.distributed.collectives import Group, agree, check_group
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
 from torch_geometric_regcn.knn import KNN_METHODS, knn_graph_cosine
-from torch_geometric_regcn.utils.validation import check_choice, check_int, check_node_features
+from torch_geometric_regcn.transforms.attributes import EDGE_INDEX, check_outputs
+from torch_geometric_regcn.utils.validation import (
+    check_choice,
+    check_int,
+    check_node_features,
+    check_seed,
+)
 
 __all__ = ['SemanticGraph', 'knn_graph_cosine']
 
@@ -39,6 +45,10 @@ class SemanticGraph(BaseTransform):
     recall against the exact search is measured in
     ``benchmarks/results/scale.md``.
 
+    Applied again, it replaces the :obj:`data.semantic_edge_index` it wrote
+    before; an attribute of that name that is not an integer edge index
+    :obj:`[2, E]` raises a :class:`ValueError` before the search.
+
     Args:
         k (int): The number of neighbours of each node.
         block_size (int, optional): Rows per block of the exact search.
@@ -48,7 +58,8 @@ class SemanticGraph(BaseTransform):
             nodes, IVF otherwise. (default: :obj:`"auto"`)
         progress (bool, optional): Show a progress bar with ETA when the
             search takes longer than a second. (default: :obj:`True`)
-        seed (int, optional): The seed of the IVF centroids. (default: :obj:`0`)
+        seed (int, optional): The seed of the IVF centroids, in
+            :math:`[-2^{63}, 2^{64})`. (default: :obj:`0`)
         group (torch.distributed.ProcessGroup, optional): Build the graph on
             the ranks of :obj:`group`: the input is then this rank's shard of
             the graph, as :func:`~torch_geometric_regcn.distributed.partition`
@@ -72,7 +83,7 @@ class SemanticGraph(BaseTransform):
                  progress: bool = True, seed: int = 0, group: Group = None) -> None:
         k = check_int('k', k)
         block_size = None if block_size is None else check_int('block_size', block_size)
-        seed = check_int('seed', seed, minimum=-2**63)
+        seed = check_seed(seed)
         check_choice('method', method, KNN_METHODS)
         self.k, self.block_size, self.method = k, block_size, method
         self.progress, self.seed = progress, seed
@@ -82,6 +93,7 @@ class SemanticGraph(BaseTransform):
         error = x = partition = None
         try:  # with a group, a rank with a bad shard makes every rank raise, none waits
             x = self._features(data)
+            check_outputs(data, ['semantic_edge_index'], 'SemanticGraph', EDGE_INDEX)
             partition = getattr(data, 'partition', None)
             # A shard of several parts needs its group (else its kNN graph would
             # silently be that of its rows alone); any other 'partition' is not ours.

@@ -1,13 +1,28 @@
-r"""Small helpers for :obj:`torch.sparse` matrices (COO and CSR)."""
+r"""Small helpers for :obj:`torch.sparse` matrices (COO and CSR).
+
+The public ones check their arguments (:func:`check_matrix`,
+:func:`check_int`, :func:`check_dtype`: :math:`O(1)`, no tensor data read)
+and name the argument and the fix; the row helpers :func:`dense_rows` and
+:func:`gather_rows` are internal and trust their callers."""
+import math
 import warnings
 
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.utils.validation import check_dtype, check_int, check_matrix
+
+#: The sparse layouts the helpers read.
+SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr)
+
 
 def to_csr(matrix: Tensor) -> Tensor:
     r"""The sparse (COO or CSR) :obj:`matrix` as coalesced CSR, without torch's
     one-time warning that its CSR support is in beta."""
+    check_matrix('matrix', matrix)
+    if matrix.layout not in SPARSE_LAYOUTS:
+        raise TypeError(f"'matrix' must be a sparse COO or CSR matrix (got layout "
+                        f"{matrix.layout}); convert a dense one with 'matrix.to_sparse_csr()'")
     if matrix.layout == torch.sparse_csr:
         return matrix
     with warnings.catch_warnings():
@@ -19,6 +34,7 @@ def compact_csr(matrix: Tensor) -> Tensor:
     r"""The matrix as CSR with 32-bit indices where they fit, whose sparse
     products are markedly faster than with 64-bit ones (COO becomes CSR;
     dense matrices are returned as they are)."""
+    check_matrix('matrix', matrix)
     if matrix.layout == torch.sparse_coo:
         matrix = to_csr(matrix)
     if (matrix.layout == torch.sparse_csr and matrix.crow_indices().dtype == torch.int64
@@ -31,7 +47,10 @@ def compact_csr(matrix: Tensor) -> Tensor:
 
 def sparse_identity(num_nodes: int, dtype: torch.dtype = torch.float32,
                     device: torch.device = None) -> Tensor:
-    r"""The :math:`N \times N` identity as a coalesced sparse COO matrix."""
+    r"""The :math:`N \times N` identity as a coalesced sparse COO matrix,
+    :math:`N \geq 0`."""
+    num_nodes = check_int('num_nodes', num_nodes, minimum=0)
+    dtype = check_dtype('dtype', dtype, floating=False)
     eye = torch.arange(num_nodes, device=device)
     return torch.sparse_coo_tensor(torch.stack([eye, eye]),
                                    torch.ones(num_nodes, dtype=dtype, device=device),
@@ -40,7 +59,8 @@ def sparse_identity(num_nodes: int, dtype: torch.dtype = torch.float32,
 
 
 def diagonal(matrix: Tensor) -> Tensor:
-    r"""The diagonal of a dense, COO or CSR matrix."""
+    r"""The diagonal of a square dense, COO or CSR matrix."""
+    check_matrix('matrix', matrix, square=True)
     if matrix.layout == torch.strided:
         return matrix.diagonal()
     coo = matrix.to_sparse_coo().coalesce()
@@ -52,7 +72,10 @@ def diagonal(matrix: Tensor) -> Tensor:
 
 def spectral_bound(matrix: Tensor) -> float:
     r"""The largest absolute row sum :math:`\|\mathbf{M}\|_\infty`, an upper
-    bound on the spectral radius of :obj:`matrix` (dense, COO or CSR)."""
+    bound on the spectral radius of the square :obj:`matrix` (dense, COO or
+    CSR). A :obj:`matrix` with NaN entries, which has no bound, raises a
+    :class:`ValueError`."""
+    check_matrix('matrix', matrix, square=True)
     if matrix.layout == torch.sparse_csr:
         counts = matrix.crow_indices().diff()
         rows = torch.repeat_interleave(torch.arange(matrix.size(0), device=counts.device),
@@ -65,7 +88,11 @@ def spectral_bound(matrix: Tensor) -> float:
         sums.index_add_(0, matrix.indices()[0], matrix.values().abs())
     else:
         sums = matrix.abs().sum(dim=1)
-    return float(sums.max()) if sums.numel() > 0 else 0.0
+    bound = float(sums.max()) if sums.numel() > 0 else 0.0
+    if math.isnan(bound):
+        raise ValueError("'matrix' contains NaN values, so it has no spectral bound; clean "
+                         "them (e.g. 'torch.nan_to_num') before solving with it")
+    return bound
 
 
 def dense_rows(x: Tensor, start: int, end: int) -> Tensor:

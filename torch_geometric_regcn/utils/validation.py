@@ -48,23 +48,81 @@ def check_real(name: str, value: float, low: float = -math.inf, high: float = ma
     return value
 
 
-def check_int(name: str, value: int, minimum: int = 1) -> int:
-    r"""Returns :obj:`value` as an :class:`int` of at least :obj:`minimum`.
+def _integer_rule(minimum: Optional[int], maximum: Optional[int]) -> str:
+    r"""What :func:`check_int` asks for, in words: "a positive integer",
+    "an integer in [0, 9]", ..."""
+    if maximum is not None:
+        low = '' if minimum is None else f'{minimum}'
+        return f'an integer in [{low}, {maximum}]' if low else f'an integer of at most {maximum}'
+    if minimum is None:
+        return 'an integer'
+    return {1: 'a positive integer', 0: 'a non-negative integer'}.get(
+        minimum, f'an integer of at least {minimum}')
+
+
+def check_int(name: str, value: int, minimum: Optional[int] = 1,
+              maximum: Optional[int] = None) -> int:
+    r"""Returns :obj:`value` as an :class:`int` in
+    :math:`[\text{minimum}, \text{maximum}]` (:obj:`None`: no bound).
     NumPy integers and integer scalar tensors are accepted; booleans and
     floats (even whole ones) raise :class:`ValueError`, other types
     :class:`TypeError`."""
-    qualifier = {1: 'a positive', 0: 'a non-negative'}.get(minimum, f'an at least {minimum}')
+    rule = _integer_rule(minimum, maximum)
     if isinstance(value, bool) or (isinstance(value, numbers.Number)
                                    and not isinstance(value, numbers.Integral)):
-        raise ValueError(f"'{name}' must be {qualifier} integer (got {value!r})")
+        fix = ''
+        if isinstance(value, numbers.Real) and not isinstance(value, bool) \
+                and math.isfinite(value) and float(value) == int(value):
+            fix = f'; pass it as an int, e.g. {int(value)}'
+        raise ValueError(f"'{name}' must be {rule} (got {value!r}){fix}")
     try:
         value = operator.index(value)
     except TypeError:
         raise TypeError(f"'{name}' must be an integer (got {type(value).__name__} "
                         f"{value!r})") from None
-    if value < minimum:
-        raise ValueError(f"'{name}' must be {qualifier} integer (got {value})")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError(f"'{name}' must be {rule} (got {value})")
     return value
+
+
+#: The seeds :meth:`torch.Generator.manual_seed` accepts: :math:`[-2^{63}, 2^{64})`.
+SEED_RANGE = (-2**63, 2**64 - 1)
+
+
+def check_seed(seed: int, name: str = 'seed', minimum: int = SEED_RANGE[0]) -> int:
+    r"""Returns a random seed as an :class:`int` that
+    :meth:`torch.Generator.manual_seed` accepts, in :math:`[-2^{63},
+    2^{64})`, or from a larger :obj:`minimum` (NumPy integers accepted;
+    booleans and floats are not)."""
+    try:
+        return check_int(name, seed, minimum, SEED_RANGE[1])
+    except ValueError:
+        low, why = '-2**63', ', as torch.Generator.manual_seed accepts'
+        if minimum != SEED_RANGE[0]:
+            low, why = str(minimum), ''
+        raise ValueError(f"'{name}' must be an integer in [{low}, 2**64){why} "
+                         f"(got {seed!r})") from None
+
+
+def check_dtype(name: str, dtype: Any, floating: bool = True) -> torch.dtype:
+    r"""Returns :obj:`dtype` if it is a :class:`torch.dtype`, a
+    floating-point one if :obj:`floating`, else raises :class:`TypeError`."""
+    if not isinstance(dtype, torch.dtype) or (floating and not dtype.is_floating_point):
+        kind = 'a floating-point torch.dtype' if floating else 'a torch.dtype'
+        raise TypeError(f"'{name}' must be {kind} such as torch.float32 (got "
+                        f"{type(dtype).__name__} {dtype!r})")
+    return dtype
+
+
+def check_matrix(name: str, matrix: Any, square: bool = False) -> None:
+    r"""A 2-D :class:`torch.Tensor` (dense, COO or CSR), square if
+    :obj:`square`: :obj:`O(1)`, reads no values."""
+    if not isinstance(matrix, Tensor):
+        raise TypeError(f"'{name}' must be a matrix, a 2-D dense or sparse (COO or CSR) "
+                        f"tensor (got {type(matrix).__name__}); use torch.as_tensor")
+    if matrix.dim() != 2 or (square and matrix.size(0) != matrix.size(1)):
+        what = 'square matrix' if square else 'matrix (a 2-D tensor)'
+        raise ValueError(f"'{name}' must be a {what} (got shape {list(matrix.shape)})")
 
 
 def check_choice(name: str, value: _Choice, choices: Sequence[Any],

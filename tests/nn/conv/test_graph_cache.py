@@ -19,7 +19,9 @@ def test_cached_reuses_graph_and_reset_clears_it():
         layer(x, ei[:, :4])  # another graph is an error, not the cached result
     with pytest.raises(ValueError, match="'num_nodes' differs"):
         layer(x[:-1], ei[:, :4])
-    ei.add_(0)  # an in-place write, even of the same values, bumps the version
+    ei.add_(0)  # an in-place write of the same values: the same graph
+    torch.testing.assert_close(layer(x, ei), first, rtol=0, atol=0)
+    ei[0, 0] = (ei[0, 0] + 1) % 30  # a real edit
     with pytest.raises(ValueError, match="'edge_index' was modified in place"):
         layer(x, ei)
     layer.reset_cache()
@@ -78,9 +80,15 @@ def test_the_cache_alone_accepts_the_same_or_an_equal_graph_and_names_a_change()
     weight = torch.rand(ei.size(1), dtype=torch.float64)
     cache, graph = GraphCache(), object()
     cache.store(graph, 30, {'edge_index': ei, 'edge_weight': weight})
-    cache.seal()
     cache.check('Layer', 30, {'edge_index': ei, 'edge_weight': weight})  # the same objects
     cache.check('Layer', 30, {'edge_index': ei.int(), 'edge_weight': weight.clone()})  # equal
+    value = float(weight[3])
+    weight.numpy()[3] = value + 1.0  # a write the version counter does not see
+    assert weight._version == 0
+    with pytest.raises(ValueError, match="'edge_weight' was modified in place"):
+        cache.check('Layer', 30, {'edge_index': ei, 'edge_weight': weight})
+    weight.numpy()[3] = value  # the same numbers again: the same graph
+    cache.check('Layer', 30, {'edge_index': ei, 'edge_weight': weight})
     sparse = torch.sparse_coo_tensor(ei, weight, (30, 30))
     cache.store(graph, 30, {'edge_index': sparse, 'edge_weight': None})
     cache.check('Layer', 30, {'edge_index': sparse.coalesce(), 'edge_weight': None})

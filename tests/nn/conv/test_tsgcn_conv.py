@@ -143,10 +143,20 @@ def test_rejects_bad_shapes(shapes, message):
         conv(*(torch.randn(*s) for s in shapes))
 
 
+@CUDA
 def test_rejects_tensors_on_different_devices():
     conv = TSGCNConv(6, 4)
+    w = torch.randn(30, 5, device='cuda')
+    with pytest.raises(ValueError, match="one device.*'w' on cuda"):
+        conv(torch.randn(30, 6), w, torch.randn(30, 5))
+
+
+def test_rejects_meta_tensors_before_comparing_devices():
+    # A meta tensor is named as such (tests/reliability/test_tsgcn_factors.py
+    # has the other cases), not as a tensor on another device.
+    conv = TSGCNConv(6, 4)
     w = torch.randn(30, 5, device='meta')
-    with pytest.raises(ValueError, match="one device.*'w' on meta"):
+    with pytest.raises(ValueError, match="'w' is on the 'meta' device"):
         conv(torch.randn(30, 6), w, torch.randn(30, 5))
 
 

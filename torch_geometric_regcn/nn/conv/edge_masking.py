@@ -1,6 +1,6 @@
 r"""An explainer's edge mask on the sparse operators of
 :class:`~torch_geometric_regcn.RegularizerConv`."""
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -18,7 +18,12 @@ class EdgeMasking:
     where :math:`[j \to i]` is one if the edge is a column of
     :obj:`edge_index` (the mean of the masks of the edges present in either
     direction; one where neither is: self loops, semantic edges), so
-    symmetric operators stay symmetric and conjugate gradient applies.
+    symmetric operators stay symmetric and conjugate gradient applies. A pair
+    that :obj:`edge_index` repeats (a multigraph, whose entries the operators
+    sum) takes the mean over all its columns, in either direction; for one
+    direction this is what PyG's explainers give a layer that passes one
+    message per column, the mask of each repeat scaling its share of the
+    entry.
 
     The layer keeps one instance per call of its forward pass, so that the
     solvers' backward passes, which may run after the explainer has cleared
@@ -38,6 +43,7 @@ class EdgeMasking:
     def __init__(self, mask: Tensor, apply_sigmoid: bool, edge_index: Tensor) -> None:
         self.mask, self.apply_sigmoid, self.edge_index = mask, apply_sigmoid, edge_index
         self._ids: Dict[int, Tuple[Tensor, Tensor, Tensor]] = {}
+        self._distinct_edges: Optional[Tuple[int, Tensor, Tensor, Tensor]] = None
 
     def weights(self, matrix: Tensor) -> Tensor:
         r"""One weight per stored entry of the sparse :obj:`matrix`, in the
@@ -48,9 +54,15 @@ class EdgeMasking:
         mask = self.mask.sigmoid() if self.apply_sigmoid else self.mask
         if mask.numel() == 0:  # no edges to mask
             return torch.ones(forward.numel(), dtype=mask.dtype, device=mask.device)
-        count = (forward >= 0).to(mask.dtype) + (backward >= 0).to(mask.dtype)
-        total = (torch.where(forward >= 0, mask[forward.clamp_min(0)], 0.0)
-                 + torch.where(backward >= 0, mask[backward.clamp_min(0)], 0.0))
+        _, groups, sizes = self._distinct(matrix.size(0))
+        # The masks of the columns of each distinct edge added up (a single
+        # column's exactly: 0 + m), and how many columns each has.
+        sums = mask.new_zeros(sizes.numel()).index_add(0, groups, mask)
+        sizes = sizes.to(mask.dtype)
+        count = (torch.where(forward >= 0, sizes[forward.clamp_min(0)], 0.0)
+                 + torch.where(backward >= 0, sizes[backward.clamp_min(0)], 0.0))
+        total = (torch.where(forward >= 0, sums[forward.clamp_min(0)], 0.0)
+                 + torch.where(backward >= 0, sums[backward.clamp_min(0)], 0.0))
         return torch.where(count > 0, total / count.clamp_min(1), 1.0)
 
     def apply(self, matrix: Tensor, x: Tensor) -> Tensor:
@@ -60,21 +72,30 @@ class EdgeMasking:
         return torch.zeros_like(x).index_add_(0, row, messages)
 
     def _edge_ids(self, matrix: Tensor) -> Tuple[Tensor, Tensor]:
-        # The index of the edge j -> i and of the edge i -> j of each entry
-        # (i, j) (-1 where absent), once per operator.
+        # The distinct edge j -> i and the distinct edge i -> j of each entry
+        # (i, j), as indices into the sorted distinct columns of edge_index
+        # (-1 where absent), once per operator.
         key = id(matrix)
         if key not in self._ids or self._ids[key][0] is not matrix:
-            n, edge_index = matrix.size(0), self.edge_index
+            n = matrix.size(0)
             (row, col), _ = to_edge_index(matrix)
-            keys = edge_index[1] * n + edge_index[0]  # target * n + source
-            order = keys.argsort()
-            ordered = keys[order]
+            distinct = self._distinct(n)[0]
 
             def lookup(query: Tensor) -> Tensor:
-                if ordered.numel() == 0:
+                if distinct.numel() == 0:
                     return torch.full_like(query, -1)
-                pos = torch.searchsorted(ordered, query).clamp_max(ordered.numel() - 1)
-                return torch.where(ordered[pos] == query, order[pos], -1)
+                pos = torch.searchsorted(distinct, query).clamp_max(distinct.numel() - 1)
+                return torch.where(distinct[pos] == query, pos, -1)
 
             self._ids[key] = (matrix, lookup(row * n + col), lookup(col * n + row))
         return self._ids[key][1:]
+
+    def _distinct(self, n: int) -> Tuple[Tensor, Tensor, Tensor]:
+        # The sorted distinct keys target * n + source of the columns of
+        # edge_index, the distinct edge of each column and the number of
+        # columns of each distinct edge, once.
+        if self._distinct_edges is None or self._distinct_edges[0] != n:
+            keys = self.edge_index[1] * n + self.edge_index[0]
+            self._distinct_edges = (n, *torch.unique(keys, return_inverse=True,
+                                                     return_counts=True))
+        return self._distinct_edges[1:]

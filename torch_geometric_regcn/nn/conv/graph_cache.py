@@ -6,48 +6,60 @@ import torch
 from torch import Tensor
 
 from torch_geometric_regcn.regularizers.graph import GraphOperators
+from torch_geometric_regcn.utils.fingerprint import fingerprint
 
 
 class GraphCache:
     r"""The graph operators built on a layer's first call and the inputs
     (:obj:`edge_index`, :obj:`edge_weight`, the semantic graph, the number of
-    nodes) they were built from. A later call passes the same graph when each
-    input is the same object, not modified in place since the operators were
-    built (its version counter, recorded by :meth:`seal`), or an equal one
-    (one :math:`O(|\mathcal{E}|)` comparison); anything else raises
-    (:meth:`check`). The operators are a cache: copies and pickles of the
-    owner start empty."""
+    nodes) they were built from.
+
+    Each input is recorded by its :func:`~torch_geometric_regcn.utils.fingerprint.fingerprint`
+    when it is stored, so a change is seen however it was written: an
+    in-place operation, :obj:`.data`, or a NumPy array sharing the memory. A
+    later call passes the same graph when each input holds the same numbers
+    as then: the same tensor left as it was, a copy of it, or the same
+    matrix in another dtype or, for a :obj:`torch.sparse` COO matrix, with
+    its duplicates merged or not (compared as :meth:`~torch.Tensor.coalesce`
+    gives it). Anything else raises (:meth:`check`); a write that leaves the
+    numbers as they were is no change.
+
+    Cost per call: one pass over each input (:math:`O(|\mathcal{E}|)`) and one
+    synchronisation with the device each; an input that differs from the
+    stored one as stored is compared once more in the stored device, dtype
+    and (for a COO matrix) coalesced form. The operators are a cache: copies
+    and pickles of the owner start empty."""
     def __init__(self) -> None:
         self.graph: Optional[GraphOperators] = None
         self._inputs: Dict[str, Any] = {}
-        self._versions: Optional[Dict[str, int]] = None
+        self._prints: Dict[str, Any] = {}
+        self._canonical: Dict[str, Any] = {}
 
     def clear(self) -> None:
         r"""Forgets the graph."""
-        self.graph, self._inputs, self._versions = None, {}, None
+        self.graph, self._inputs, self._prints, self._canonical = None, {}, {}, {}
 
     def store(self, graph: GraphOperators, num_nodes: int, inputs: Dict[str, Any]) -> None:
-        r"""Keeps :obj:`graph`, built from :obj:`inputs` of :obj:`num_nodes` nodes."""
-        self.graph, self._inputs, self._versions = graph, {'num_nodes': num_nodes, **inputs}, None
-
-    def seal(self) -> None:
-        r"""Records the version counters of the inputs once the operators are
-        built (coalescing a sparse input bumps its version), if not yet done."""
-        if self._versions is None:
-            self._versions = {name: getattr(value, '_version', 0)
-                              for name, value in self._inputs.items()}
+        r"""Keeps :obj:`graph`, built from :obj:`inputs` of :obj:`num_nodes`
+        nodes, and the fingerprints of the inputs as they are now."""
+        inputs = {'num_nodes': num_nodes, **inputs}
+        self.graph, self._inputs = graph, inputs
+        self._prints = {name: fingerprint(value) for name, value in inputs.items()}
+        self._canonical = {name: _canonical(value, self._prints[name])
+                           for name, value in inputs.items()}
 
     def check(self, owner: str, num_nodes: int, inputs: Dict[str, Any]) -> None:
         r"""Raises :class:`ValueError` unless :obj:`inputs` are the graph kept
         (see the class); :obj:`owner` names the layer in the error."""
         for name, value in {'num_nodes': num_nodes, **inputs}.items():
-            cached = self._inputs[name]
+            cached, printed = self._inputs[name], self._prints[name]
+            if (value is None and cached is None) or fingerprint(value) == printed:
+                continue
             if value is cached:
-                versions = self._versions
-                if versions is None or getattr(value, '_version', 0) == versions[name]:
-                    continue
-                change = 'was modified in place'
-            elif _same_value(cached, value):
+                change = 'was modified in place (through PyTorch, .data or a NumPy view)'
+            elif (isinstance(value, Tensor) and isinstance(cached, Tensor)
+                  and _canonical(_on_device(value, printed.device))
+                  == self._canonical[name]):
                 continue
             else:
                 change = 'differs from the cached one'
@@ -58,19 +70,22 @@ class GraphCache:
 
     def __getstate__(self) -> Dict[str, Any]:
         # Sparse CSR operators cannot be copied; copies and pickles rebuild them.
-        return {'graph': None, '_inputs': {}, '_versions': None}
+        return {'graph': None, '_inputs': {}, '_prints': {}, '_canonical': {}}
 
 
-def _same_value(a: Any, b: Any) -> bool:
-    r"""Whether two inputs hold the same graph: equal tensors (the same layout
-    and shape, compared in :obj:`a`'s dtype and device) or equal non-tensors."""
-    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
-        return a is b or (not isinstance(a, Tensor) and not isinstance(b, Tensor) and a == b)
-    if (a.layout, a.shape) != (b.layout, b.shape) or a.is_floating_point() != \
-            b.is_floating_point():
-        return False
-    b = b.to(a.device, a.dtype)
-    if a.layout != torch.strided:
-        a, b = a.to_sparse_coo().coalesce(), b.to_sparse_coo().coalesce()
-        return torch.equal(a.indices(), b.indices()) and torch.equal(a.values(), b.values())
-    return torch.equal(a, b)
+def _on_device(value: Tensor, device: torch.device) -> Tensor:
+    return value if value.device == device else value.to(device)
+
+
+def _canonical(value: Any, printed: Any = None) -> Any:
+    r"""What two inputs that hold the same graph share: the fingerprint of
+    the tensor without its dtype (equal numbers in another dtype are the same
+    graph), a COO matrix coalesced first; non-tensors as they are.
+    :obj:`printed` is :obj:`value`'s fingerprint, when already taken."""
+    if not isinstance(value, Tensor):
+        return value
+    if value.layout == torch.sparse_coo and not value.is_coalesced():
+        printed = fingerprint(value.coalesce())
+    elif printed is None:
+        printed = fingerprint(value)
+    return printed._replace(dtype=None)

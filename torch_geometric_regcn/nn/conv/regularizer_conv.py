@@ -20,6 +20,8 @@ from torch_geometric_regcn.utils.deprecation import moved, warn_deprecated
 from torch_geometric_regcn.utils.validation import (
     check_channels,
     check_factors,
+    check_layer_dtype,
+    check_materialized,
     check_node_features,
     check_projection,
     check_stopping_rule,
@@ -69,6 +71,21 @@ class RegularizerConv(MessagePassing):
     :obj:`"closed"` (dense) and :obj:`"lowrank"` (factors) have no edges to
     mask.
 
+    Entries that occur more than once add up, so every graph input means one
+    matrix: an :obj:`edge_index` that lists a pair several times (a
+    multigraph) is read as PyG's :class:`~torch_geometric.nn.conv.GCNConv`,
+    :class:`~torch_geometric.nn.conv.SGConv` and
+    :class:`~torch_geometric.nn.conv.APPNP` read it, each repeat adding its
+    :obj:`edge_weight` (one without), so :obj:`"gcn"`, :obj:`"sgc"` and
+    :obj:`"appnp"` equal those layers on multigraphs too; a
+    :obj:`torch.sparse` adjacency is the matrix torch means, its duplicates
+    summed as :meth:`~torch.Tensor.coalesce` sums them, coalesced or not.
+    The summed matrix is made symmetric by the maximum and its self loops
+    are replaced by unit ones (see
+    :func:`~torch_geometric_regcn.regularizers.graph.adjacency_edges`). The
+    layer never modifies its inputs, their values or their flags (a COO
+    matrix is read through a coalesced copy, never marked coalesced).
+
     Args:
         in_channels (int): Size of each input sample, or :obj:`-1` to derive the
             size from the first input(s) to the forward method.
@@ -79,11 +96,21 @@ class RegularizerConv(MessagePassing):
             an additive bias. (default: :obj:`True`)
         solver (str, optional): :obj:`"closed"`, :obj:`"series"`, :obj:`"cg"` or
             :obj:`"lowrank"`; :obj:`None` takes the regulariser's default.
+            :obj:`"closed"` raises where the coefficients make the system
+            singular to working precision (see
+            :func:`~torch_geometric_regcn.regularizers.base.closed_solve`).
             (default: :obj:`None`)
         cached (bool, optional): If set to :obj:`True`, the graph operators
             (and, for :obj:`"tsgcn"` without :obj:`semantic_edge_index`, the
             :math:`O(N^2 d)` semantic kNN graph) are built on the first call and
-            reused; only for transductive learning. (default: :obj:`False`)
+            reused; only for transductive learning. Each later call checks,
+            by one pass over them, that its graph inputs hold the numbers
+            they held then (writes through :obj:`.data` or a NumPy view
+            included; see :class:`~torch_geometric_regcn.nn.conv.graph_cache.GraphCache`)
+            and raises otherwise; after :meth:`double` or :meth:`to` into
+            another dtype or device, the operators are built again for it
+            (the semantic kNN graph is kept).
+            (default: :obj:`False`)
         tol (float, optional): Relative residual of :obj:`"cg"`.
             (default: :obj:`1e-6`)
         max_iter (int, optional): Iteration cap of :obj:`"cg"`.
@@ -197,19 +224,24 @@ class RegularizerConv(MessagePassing):
         # edited, and the Woodbury cache follows them.
         inputs = {'edge_index': edge_index, 'edge_weight': edge_weight,
                   **{k: v for k, v in graph.items() if not k.startswith('lowrank_')}}
-        ops = self._graph_cache.graph
-        if self.cached and ops is not None:
+        cached, dtype = self._graph_cache.graph, solve_dtype(x.dtype)
+        if self.cached and cached is not None:
             self._graph_cache.check(self.__class__.__name__, x.size(0), inputs)
-            if ops.lowrank is not None:
-                w, v = graph.get('lowrank_w'), graph.get('lowrank_v')
-                if w is None or v is None:
-                    raise ValueError("solver='lowrank' needs the factors on every call: pass "
-                                     "both 'lowrank_w=' and 'lowrank_v='")
-                check_factors(w, v, x.size(0), ('lowrank_w', 'lowrank_v'))
-                ops.lowrank = (w, v)
-            return ops
+            if (cached.dtype, cached.device) == (dtype, x.device):
+                if cached.lowrank is not None:
+                    w, v = graph.get('lowrank_w'), graph.get('lowrank_v')
+                    if w is None or v is None:
+                        raise ValueError("solver='lowrank' needs the factors on every call: "
+                                         "pass both 'lowrank_w=' and 'lowrank_v='")
+                    check_factors(w, v, x.size(0), ('lowrank_w', 'lowrank_v'))
+                    cached.lowrank = (w, v)
+                return cached
+            # The layer was cast or moved (.double(), .to(device)) since the graph
+            # was cached: the same graph is built again in the new dtype and device.
         ops = build_graph(self.regularizer, edge_index, x.size(0), edge_weight,
-                          solve_dtype(x.dtype), x=x, solver=self.solver, **graph)
+                          dtype, x=x, solver=self.solver, **graph)
+        if self.cached and cached is not None:
+            ops.adopt_semantic_graphs(cached)
         if ops.semantic_edge_index is None and ops.x is not None and not self.cached:
             warnings.warn(
                 f"{self.__class__.__name__} builds the semantic kNN graph from its input "
@@ -227,6 +259,10 @@ class RegularizerConv(MessagePassing):
         r"""Runs the forward pass of the module. Each graph input is read only
         if the regulariser and solver need it
         (:meth:`~torch_geometric_regcn.regularizers.Regularizer.requires`).
+        Before any work, :obj:`x` must have the dtype of the layer's
+        parameters (outside :func:`torch.autocast`; :class:`TypeError`
+        naming both fixes otherwise) and no input may lie on the
+        :obj:`meta` device (:class:`ValueError`).
 
         Args:
             x (torch.Tensor): The node features, shape :obj:`[N, F_in]`.
@@ -244,8 +280,17 @@ class RegularizerConv(MessagePassing):
             lowrank_v (torch.Tensor, optional): The factor :math:`\mathbf{V}`,
                 for :obj:`solver="lowrank"`. (default: :obj:`None`)
         """
-        if not is_compiling():
+        if not is_compiling():  # before any work: the inputs, then the layer's dtype
             check_node_features(x, finite=False)
+            check_materialized(x=x, edge_index=edge_index, edge_weight=edge_weight,
+                               semantic_edge_index=semantic_edge_index, lowrank_w=lowrank_w,
+                               lowrank_v=lowrank_v)
+            if self.lin.weight.device.type == 'meta':
+                raise ValueError(f"The parameters of {self.__class__.__name__} are on the 'meta' "
+                                 f"device and hold no values; materialise the layer with "
+                                 f"'.to_empty(device=...)' and 'reset_parameters()' (or load a "
+                                 f"state dict) before calling it")
+            check_layer_dtype('x', x, self.lin.weight.dtype, self.__class__.__name__)
         graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)
         graph.propagate = self._propagate_matrix
@@ -267,8 +312,6 @@ class RegularizerConv(MessagePassing):
         with torch.autocast(h.device.type, enabled=False):
             out = self.regularizer.propagate(h.to(solve_dtype(h.dtype)), graph, self.solver,
                                              self.tol, self.max_iter).to(h.dtype)
-        if self.cached:  # after building, as coalescing bumps the versions of the inputs
-            self._graph_cache.seal()
         if self.bias is not None:
             out = out + self.bias
         return out

@@ -1,18 +1,25 @@
 r"""The tsGCN layer."""
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
 from torch_geometric.nn.inits import zeros
 
-from torch_geometric_regcn.distributed.collectives import Group, check_group
-from torch_geometric_regcn.linalg.woodbury import WoodburyCache, WoodburyCore, woodbury_apply
+from torch_geometric_regcn.distributed.collectives import Group, agree_arguments, check_group
+from torch_geometric_regcn.linalg.woodbury import (
+    WoodburyCache,
+    WoodburyCore,
+    factor_arguments,
+    woodbury_apply,
+)
 from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.validation import (
     check_channels,
     check_factors,
+    check_layer_dtype,
+    check_materialized,
     check_node_features,
     check_projection,
     check_real,
@@ -130,24 +137,53 @@ class TSGCNConv(torch.nn.Module):
             v (torch.Tensor): The factor :math:`\mathbf{V}`, shape
                 :obj:`[N, r]` (:obj:`data.lowrank_v`).
         """
-        if not is_compiling():
-            _check_factors(x, w, v)
-        h = self.lin(x)
-        if not is_compiling():
-            check_projection(h, x)
-        core = self._woodbury(w, v, from_eigenpairs=True, group=self.group)
-        return self.propagate(h, w, v, core)
+        h, error = None, None
+        try:  # on ranks agreed below, before any collective: none waits for one that raised
+            if not is_compiling():
+                _check_factors(x, w, v)
+                _check_parameters(self)
+                check_layer_dtype('x', x, self.lin.weight.dtype, self.__class__.__name__)
+            h = self.lin(x)
+            if not is_compiling():
+                check_projection(h, x)
+        except Exception as failure:
+            if self.group is None or is_compiling():
+                raise
+            error = failure
+        if error is not None:
+            self._agree(x, w, v, error, False)  # raises, as on every rank
+        core = self._woodbury(w, v, from_eigenpairs=True, group=self.group,
+                              agree=lambda fresh: self._agree(x, w, v, None, fresh))
+        return self.propagate(h, w, v, core, agreed=True)
+
+    def _agree(self, x: Tensor, w: Tensor, v: Tensor, error: Optional[Exception],
+               fresh: bool) -> bool:
+        r"""With a :obj:`group`: the one collective of :meth:`forward` before
+        the all-reduce of :math:`\mathbf{V}^{\top}\mathbf{X}\mathbf{\Theta}`
+        (it replaces the :class:`WoodburyCache` vote): every rank's checks
+        passed, the ranks hold factors of one width, dtype and device, inputs
+        of one width and layers of one output width, and whether every rank's
+        cache holds its core (returned)."""
+        same = {} if error is not None else {
+            **factor_arguments(w, v, True), "the number of columns of 'x'": x.size(1),
+            "'out_channels'": self.out_channels}
+        votes = agree_arguments(self.group, self.__class__.__name__, same, error,
+                                share=[fresh])
+        return all(flag for (flag,) in votes)
 
     def propagate(self, h: Tensor, w: Tensor, v: Optional[Tensor], core: WoodburyCore,
-                  summary: Optional[Tensor] = None) -> Tensor:
+                  summary: Optional[Tensor] = None, *, agreed: bool = False) -> Tensor:
         r"""The layer after its projection, :math:`s\,(\mathbf{I} +
         \mathbf{W}\mathbf{V}^{\top})^{-1}\mathbf{H} + \mathbf{b}`, of the
         projected features :obj:`h`
         (:func:`~torch_geometric_regcn.linalg.woodbury_apply`). With
         :obj:`summary`, :math:`\mathbf{V}^{\top}\mathbf{H}` of all rows, :obj:`h`
         and :obj:`w` may be any rows, as
-        :class:`~torch_geometric_regcn.MiniBatchTSGCN` passes a batch's."""
-        out = woodbury_apply(h, w, v, core, self.group, summary=summary)
+        :class:`~torch_geometric_regcn.MiniBatchTSGCN` passes a batch's. With
+        a :obj:`group` the ranks first agree on the shapes (see
+        :func:`~torch_geometric_regcn.linalg.woodbury_apply`), unless
+        :obj:`agreed` says the caller did."""
+        out = woodbury_apply(h, w, v, core, self.group, summary=summary, agreed=agreed)
         if self.scale != 1.0:
             out = out * self.scale
         if self.bias is not None:
@@ -159,7 +195,31 @@ class TSGCNConv(torch.nn.Module):
         return f'{self.__class__.__name__}({self.in_channels}, {self.out_channels}{scale})'
 
 
+def _check_tensor(name: str, value: Any, shape: str) -> None:
+    r"""A :class:`torch.Tensor`; a NumPy array is named with its conversion."""
+    if isinstance(value, Tensor):
+        return
+    kind = f'{type(value).__module__}.{type(value).__name__}'
+    fix = (f"; convert it with 'torch.from_numpy({name})'" if kind == 'numpy.ndarray'
+           else '')
+    raise TypeError(f"'{name}' must be a torch.Tensor {shape} (got {kind}){fix}")
+
+
+def _check_parameters(conv: TSGCNConv) -> None:
+    r"""The layer's parameters hold values (not those of a module built on
+    the :obj:`meta` device)."""
+    if conv.lin.weight.device.type == 'meta':
+        raise ValueError(f"The parameters of {conv.__class__.__name__} are on the 'meta' "
+                         f"device and hold no values; materialise the module with "
+                         f"'.to_empty(device=...)' and 'reset_parameters()' (or "
+                         f"'load_state_dict(..., assign=True)') before calling it")
+
+
 def _check_factors(x: Tensor, w: Tensor, v: Tensor) -> None:
+    _check_tensor('x', x, '[num_nodes, in_channels]')
+    _check_tensor('w', w, '[num_nodes, rank]')
+    _check_tensor('v', v, '[num_nodes, rank]')
+    check_materialized(x=x, w=w, v=v)
     check_same_device(x=x, w=w, v=v)
     check_node_features(x, finite=False)
     check_factors(w, v, x.size(0))

@@ -11,7 +11,14 @@ from torch_geometric_regcn.nn.dropout import dropout
 from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.registry import get
-from torch_geometric_regcn.utils.validation import check_channels, check_int, check_real
+from torch_geometric_regcn.utils.compat import is_compiling
+from torch_geometric_regcn.utils.validation import (
+    check_channels,
+    check_int,
+    check_layer_dtype,
+    check_materialized,
+    check_real,
+)
 
 
 class RegularizerGNN(torch.nn.Module):
@@ -104,7 +111,18 @@ class RegularizerGNN(torch.nn.Module):
 
     def forward(self, x: Tensor, edge_index: Any, **kwargs: Any) -> Tensor:
         r"""Keyword arguments go to every
-        :meth:`~torch_geometric_regcn.RegularizerConv.forward`."""
+        :meth:`~torch_geometric_regcn.RegularizerConv.forward`, whose checks
+        of :obj:`x` (its dtype against the parameters', tensors on the
+        :obj:`meta` device) run here first, before the first layer."""
+        if not is_compiling() and isinstance(x, Tensor):  # other types: the layer names them
+            check_materialized(x=x, edge_index=edge_index)
+            if any(p.device.type == 'meta' for p in self.parameters()):
+                raise ValueError(f"The parameters of {self.__class__.__name__} are on the "
+                                 f"'meta' device and hold no values; materialise the model with "
+                                 f"'.to_empty(device=...)' and 'reset_parameters()' (or load a "
+                                 f"state dict) before calling it")
+            first = self.lins[0] if len(self.lins) else self.convs[0].lin
+            check_layer_dtype('x', x, first.weight.dtype, self.__class__.__name__)
         project = F.relu if self.regularizer.projection == 'relu' else (lambda t: t)
         for lin in self.lins:
             x = F.relu(lin(dropout(x, self.dropout, self.training)))

@@ -1,20 +1,24 @@
 r"""The tsGCN network trained on mini-batches of nodes."""
-import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch.nn.parameter import is_lazy
 
-from torch_geometric_regcn.linalg.woodbury import WoodburyCache, WoodburyCore
+from torch_geometric_regcn.linalg.woodbury import WoodburyCore, woodbury_core
 from torch_geometric_regcn.nn.conv import TSGCNConv
 from torch_geometric_regcn.nn.dropout import dropout
+from torch_geometric_regcn.utils.fingerprint import row_checksums
 from torch_geometric_regcn.utils.sparse import dense_rows, gather_rows
 from torch_geometric_regcn.utils.validation import (
     check_channels,
     check_choice,
     check_factors,
+    check_finite,
     check_index,
     check_int,
+    check_layer_dtype,
+    check_materialized,
     check_node_features,
     check_projection,
     check_real,
@@ -25,6 +29,25 @@ SUMMARIES = ('refresh', 'history')
 
 # How the errors of node indices name the graph of MiniBatchTSGCN.refresh().
 _REFRESHED = 'the graph the model was refreshed with'
+
+# Rows of a batch agree with the stored checksums of their nodes within this
+# many units of float64 rounding per column: row_checksums bounds the
+# difference by 2 (F + 1) eps |row| . weights; twice that covers the rounding
+# of the bound itself.
+_ROW_TOLERANCE = 4 * torch.finfo(torch.float64).eps
+
+
+class _Graph(NamedTuple):
+    r"""What :class:`MiniBatchTSGCN` derives from one whole graph's data
+    alone, and what identifies that data: the layout, shape, dtype and device
+    of :obj:`x`, :obj:`w` and :obj:`v`, the model's device and the chunk size
+    (:obj:`identity`), and the row checksums of the three
+    (:obj:`checksums`, :obj:`[N, 3]` float64 on the device of :obj:`x`; see
+    :func:`~torch_geometric_regcn.utils.fingerprint.row_checksums`)."""
+    identity: Tuple[Any, ...]
+    checksums: Tensor
+    core: WoodburyCore
+    first: Tensor  # V^T X, r x F_in, in the factors' dtype on the model's device
 
 
 class MiniBatchTSGCN(torch.nn.Module):
@@ -60,12 +83,29 @@ class MiniBatchTSGCN(torch.nn.Module):
     left out; :meth:`inference` gives exact outputs for the current weights.
     ``docs/minibatch.md`` describes both modes and the approximation.
 
+    What is kept is refused rather than reused when in doubt: summaries
+    computed with other weights than the current ones are used only after
+    optimizer steps (the approximation above). :meth:`load_state_dict` and
+    :meth:`reset_parameters` forget them, and a forward pass before the next
+    :meth:`refresh` raises, as it does once a parameter changed its dtype,
+    device or shape. The data is identified by the row checksums of
+    :obj:`x`, :obj:`w` and :obj:`v`
+    (:func:`~torch_geometric_regcn.utils.fingerprint.row_checksums`), which
+    see every write, also through :obj:`.data` or NumPy: :meth:`refresh` and
+    :meth:`inference` reuse the core and :math:`\mathbf{V}^{\top}\mathbf{X}`
+    only for unchanged data, and a forward pass given :obj:`n_id` checks the
+    batch's rows against those of the refreshed graph (without :obj:`n_id`
+    nothing can be checked); ``docs/minibatch.md`` gives the rules.
+
     Cost per layer and batch of :math:`B` nodes: :math:`O(B F F' + B r F' +
     r F F' + r^2 F')` time and :math:`O(B (F + r + F'))` memory beyond the
     parameters, the :math:`r \times F` summaries and (:obj:`"history"`) the
-    :math:`N \times F_{hid}` history per hidden layer. A full :meth:`refresh`
-    costs one pass over all nodes per hidden layer (two layers: one pass), in
-    chunks of :obj:`batch_size` rows, plus :math:`O(N r^2)` for the core; the
+    :math:`N \times F_{hid}` history per hidden layer; checking the rows of
+    :obj:`n_id` adds :math:`O(B (F + 2r))` and one synchronisation. A full
+    :meth:`refresh` costs one pass over all nodes per hidden layer (two
+    layers: one pass), in chunks of :obj:`batch_size` rows, plus
+    :math:`O(N r^2)` for the core and :math:`O(N (F + 2r))` for the
+    checksums, kept in 24 bytes per node on the device of :obj:`x`; the
     whole graph's tensors may stay on another device, only chunks move.
 
     Args:
@@ -138,9 +178,6 @@ class MiniBatchTSGCN(torch.nn.Module):
             raise TypeError(f"'history_dtype' must be a floating-point torch.dtype or None "
                             f"(got {history_dtype!r}), e.g. torch.bfloat16")
         self.summary, self.history_dtype = summary, history_dtype
-        self.num_nodes: Optional[int] = None
-        self._woodbury = WoodburyCache()  # the core, kept while the same factors return
-        self._first: Optional[Tuple[Any, ...]] = None  # V^T X, kept likewise
         # Derived from the data and the weights: moved by .to(), not saved.
         self.register_buffer('core_lu', None, persistent=False)
         self.register_buffer('core_pivots', None, persistent=False)
@@ -148,6 +185,7 @@ class MiniBatchTSGCN(torch.nn.Module):
             self.register_buffer(f'summary_{i}', None, persistent=False)
             if i > 0:
                 self.register_buffer(f'history_{i}', None, persistent=False)
+        self._forget(None)
 
     @property
     def summaries(self) -> List[Optional[Tensor]]:
@@ -160,16 +198,65 @@ class MiniBatchTSGCN(torch.nn.Module):
         summaries (call :meth:`refresh` again)."""
         for conv in self.convs:
             conv.reset_parameters()
-        self.reset_summaries()
+        self._forget('reset_parameters()')
 
     def reset_summaries(self) -> None:
-        r"""Forgets the core, the summaries and the history."""
-        self.num_nodes = None
+        r"""Forgets everything derived from the graph and the weights: the
+        core, the summaries, the history and the checksums of the refreshed
+        graph (call :meth:`refresh` again)."""
+        self._forget('reset_summaries()')
+
+    def _forget(self, reason: Optional[str]) -> None:
+        r"""Forgets all derived state; :obj:`reason` names the call that did
+        it in the error of a forward pass before the next :meth:`refresh`."""
         for name in list(self._buffers):
             self._buffers[name] = None
+        self.num_nodes: Optional[int] = None
+        self._cache: Optional[_Graph] = None  # of the last refresh() or inference()
+        self._refreshed: Optional[Tensor] = None  # checksums of the refreshed graph
+        self._parameters_at_refresh: Optional[Tuple[Any, ...]] = None
+        self._forgotten_by = reason
+
+    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        # New weights: the summaries of the old ones must not be reused.
+        super()._load_from_state_dict(*args, **kwargs)
+        self._forget('load_state_dict()')
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {**self.__dict__, '_cache': None}  # a cache: copies and pickles recompute it
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        earlier = '_parameters_at_refresh' not in state  # pickled by an earlier version
+        for name in ('_woodbury', '_first'):  # its caches, keyed by version counters
+            state.pop(name, None)
+        super().__setstate__(state)
+        if earlier:
+            self._forget('unpickling (it was saved by an earlier version)')
 
     def _device(self) -> torch.device:
         return self.convs[0].lin.weight.device
+
+    def _parameter_signature(self) -> Tuple[Any, ...]:
+        r"""The name, dtype, device and shape (:obj:`None` while lazy) of
+        every parameter: what the summaries were computed for."""
+        return tuple((name, p.dtype, p.device, None if is_lazy(p) else tuple(p.shape))
+                     for name, p in self.named_parameters())
+
+    def _changed_parameter(self) -> Optional[str]:
+        r"""How the parameters differ from those the summaries were computed
+        for (:obj:`None` if they do not; a lazy shape matches any)."""
+        before, now = self._parameters_at_refresh, self._parameter_signature()
+        if before is None or [a[0] for a in before] != [b[0] for b in now]:
+            return 'the parameters were replaced'
+
+        def shape(entry: Tuple[Any, ...]) -> str:
+            return 'uninitialised' if entry[3] is None else f'of shape {list(entry[3])}'
+
+        for a, b in zip(before, now):
+            if a[1:3] != b[1:3] or (a[3] is not None and a[3] != b[3]):
+                return (f"'{b[0]}' was {a[1]} on {a[2]} {shape(a)} and is now {b[1]} on "
+                        f"{b[2]} {shape(b)}")
+        return None
 
     def _core(self) -> WoodburyCore:
         return WoodburyCore(self.core_lu, self.core_pivots)
@@ -200,31 +287,89 @@ class MiniBatchTSGCN(torch.nn.Module):
                 h = h.relu()
         return h
 
-    def _check_graph(self, x: Tensor, w: Tensor, v: Tensor, batch_size: int) -> int:
-        r"""Checks the whole graph's inputs but the values of :obj:`x`:
-        :meth:`_fresh` finds NaN and infinity there through the summary
-        :math:`\mathbf{V}^{\top}\mathbf{X}`, whose column :math:`j` is finite
-        if and only if column :math:`j` of :obj:`x` is (for finite :obj:`v`,
-        which the core checks), with no pass over :obj:`x` of its own."""
+    def _check_inputs(self, x: Tensor, w: Tensor, v: Tensor, rows: str,
+                      **indices: Optional[Tensor]) -> None:
+        r"""Checks rows of the node features and factors (the whole graph's
+        or a batch's, named :obj:`rows` in the errors) but the values of
+        :obj:`x`, and that neither they, :obj:`indices` nor the parameters are
+        on the :obj:`meta` device. A NaN or infinity in :obj:`x` surfaces
+        later at no extra pass: through the summary
+        :math:`\mathbf{V}^{\top}\mathbf{X}` or the checksums of the whole
+        graph's rows (whose entry is finite if and only if the row is), or
+        through a batch's projection."""
         if not isinstance(x, Tensor):
-            raise TypeError(f"'x' must be a tensor of node features [num_nodes, channels] "
+            raise TypeError(f"'x' must be a tensor of node features [{rows}, channels] "
                             f"(got {type(x).__name__})")
+        check_materialized(x=x, w=w, v=v, **indices)
+        if any(p.device.type == 'meta' for p in self.parameters()):
+            raise ValueError(f"The parameters of {type(self).__name__} are on the 'meta' "
+                             f"device and hold no values; materialise them with "
+                             f"'model.to_empty(device=...)' followed by "
+                             f"'model.reset_parameters()' or 'model.load_state_dict(...)'")
         check_node_features(x, finite=False)
         check_factors(w, v, x.size(0))
+        check_layer_dtype('x', x, self.convs[0].lin.weight.dtype, type(self).__name__)
+
+    def _check_graph(self, x: Tensor, w: Tensor, v: Tensor, batch_size: int) -> int:
+        r"""Checks the whole graph's inputs (see :meth:`_check_inputs`) and
+        returns :obj:`batch_size` as an :class:`int`."""
+        self._check_inputs(x, w, v, 'num_nodes')
         return check_int('batch_size', batch_size)
+
+    @staticmethod
+    def _checksums(x: Tensor, w: Tensor, v: Tensor, chunks: List[Tuple[int, int]]) -> Tensor:
+        r"""The row checksums of :obj:`x`, :obj:`w` and :obj:`v` as columns
+        of one :obj:`[N, 3]` float64 tensor on the device of :obj:`x`,
+        computed where each tensor lies, chunk by chunk."""
+        parts = [torch.stack([row_checksums(dense_rows(x, s, e)),
+                              row_checksums(w[s:e]).to(x.device),
+                              row_checksums(v[s:e]).to(x.device)], dim=1) for s, e in chunks]
+        return torch.cat(parts) if parts else torch.zeros(0, 3, dtype=torch.float64,
+                                                          device=x.device)
+
+    @torch.no_grad()
+    def _graph(self, x: Tensor, w: Tensor, v: Tensor, batch_size: int) -> _Graph:
+        r"""The core :math:`\mathbf{C}` and :math:`\mathbf{V}^{\top}\mathbf{X}`
+        of the whole graph: those of the last :meth:`refresh` or
+        :meth:`inference` if :obj:`x`, :obj:`w` and :obj:`v` have their
+        identity and row checksums (any write is seen, also one through
+        :obj:`.data` or a NumPy array), else computed anew. The checksums cost
+        one pass over the three tensors in float64, :math:`O(N (F + 2r))`,
+        against :math:`O(N r (F + r))` for what they save."""
+        device, num_nodes = self._device(), x.size(0)
+        chunks = [(s, min(s + batch_size, num_nodes)) for s in range(0, num_nodes, batch_size)]
+        checksums = self._checksums(x, w, v, chunks)
+        if not bool(checksums[:, 0].isfinite().all()):
+            check_node_features(x)  # raises where x holds NaN or infinity (else: overflow)
+        identity = (tuple((t.layout, tuple(t.shape), t.dtype, t.device) for t in (x, w, v)),
+                    device, batch_size)
+        cached = self._cache
+        if cached is not None and cached.identity == identity \
+                and torch.equal(cached.checksums, checksums):  # NaN: never equal
+            return cached
+        core = WoodburyCore(*(t.to(device) for t in woodbury_core(w, v, from_eigenpairs=True)))
+        dtype = w.dtype
+        first = torch.zeros(v.size(1), x.size(1), dtype=dtype, device=device)
+        with torch.autocast(device.type, enabled=False):  # in the factors' dtype
+            for s, e in chunks:
+                first += v[s:e].to(device).T @ dense_rows(x, s, e).to(device, dtype)
+        if not bool(first.isfinite().all()):
+            raise ValueError(f"V^T x overflows {dtype}: the features are too large; scale "
+                             f"them (e.g. normalise the rows)")
+        return _Graph(identity, checksums, core, first)
 
     @torch.no_grad()
     def _fresh(self, x: Tensor, w: Tensor, v: Tensor, batch_size: int, history: bool
-               ) -> Tuple[WoodburyCore, List[Tensor], List[Tensor]]:
-        r"""The core, fresh summaries of all layers' inputs and (with
-        :obj:`history`) the hidden rows of all nodes, in chunks. The history
-        is written into the stored one when it has the same shape, so two
-        are never held at once."""
-        device, num_nodes = self._device(), x.size(0)
-        core = WoodburyCore(*(t.to(device) for t in self._woodbury(w, v, from_eigenpairs=True)))
-        dtype = w.dtype
+               ) -> Tuple[_Graph, List[Tensor], List[Tensor]]:
+        r"""The graph's core and :math:`\mathbf{V}^{\top}\mathbf{X}`
+        (:meth:`_graph`), fresh summaries of all later layers' inputs and
+        (with :obj:`history`) the hidden rows of all nodes, in chunks. The
+        history is written into the stored one when it has the same shape, so
+        two are never held at once."""
+        graph = self._graph(x, w, v, batch_size)
+        device, num_nodes, dtype, core = self._device(), x.size(0), w.dtype, graph.core
         chunks = [(s, min(s + batch_size, num_nodes)) for s in range(0, num_nodes, batch_size)]
-        summaries, rows = [self._first_summary(x, v, chunks, device, dtype)], []
+        summaries, rows = [graph.first], []
         for layer in range(1, len(self.convs)):
             total = None
             kept = None
@@ -246,37 +391,7 @@ class MiniBatchTSGCN(torch.nn.Module):
                 total = part if total is None else total + part
             summaries.append(total)
             rows.append(kept)
-        return core, summaries, rows
-
-    def _first_summary(self, x: Tensor, v: Tensor, chunks: List[Tuple[int, int]],
-                       device: torch.device, dtype: torch.dtype) -> Tensor:
-        r""":math:`\mathbf{V}^{\top}\mathbf{X}`, kept while the same dense
-        :obj:`x` and :obj:`v` come back unmodified (their version counters),
-        as they do every epoch: it depends on the data only. A NaN or an
-        infinity anywhere in column :math:`j` of :obj:`x` makes column
-        :math:`j` of it non-finite, which raises the error of
-        :func:`~torch_geometric_regcn.utils.validation.check_node_features`."""
-        key = (device, dtype, len(chunks), *(
-            (t._version, t.data_ptr(), t.shape, t.dtype, t.device) for t in (x, v))) \
-            if x.layout == torch.strided else None
-        cached = self._first
-        if key is not None and cached is not None and cached[0]() is x \
-                and cached[1]() is v and cached[2] == key:
-            return cached[3]
-        first = torch.zeros(v.size(1), x.size(1), dtype=dtype, device=device)
-        with torch.autocast(device.type, enabled=False):  # in the factors' dtype
-            for s, e in chunks:
-                first += v[s:e].to(device).T @ dense_rows(x, s, e).to(device, dtype)
-        if not bool(first.isfinite().all()):
-            check_node_features(x)  # raises where x holds NaN or infinity
-            raise ValueError(f"V^T x overflows {dtype}: the features are too large; scale "
-                             f"them (e.g. normalise the rows)")
-        if key is not None:
-            self._first = (weakref.ref(x), weakref.ref(v), key, first)
-        return first
-
-    def __getstate__(self) -> Dict[str, Any]:
-        return {**self.__dict__, '_first': None}  # a cache: copies and pickles recompute it
+        return graph, summaries, rows
 
     def refresh(self, x: Tensor, w: Tensor, v: Tensor, index: Optional[Tensor] = None,
                 batch_size: int = 16384) -> 'MiniBatchTSGCN':
@@ -286,12 +401,18 @@ class MiniBatchTSGCN(torch.nn.Module):
         Without :obj:`index`, everything is recomputed: the core
         :math:`\mathbf{C}` (checked to be that of one whole graph's factors,
         see :func:`~torch_geometric_regcn.linalg.woodbury_core`), every
-        summary and, in mode :obj:`"history"`, the hidden rows of all nodes.
+        summary and, in mode :obj:`"history"`, the hidden rows of all nodes;
+        the core and :math:`\mathbf{V}^{\top}\mathbf{X}` are reused only when
+        the row checksums of :obj:`x`, :obj:`w` and :obj:`v` show the data
+        unchanged (one pass in float64, :math:`O(N (F + 2r))`). The checksums
+        are kept (24 bytes per node, on the device of :obj:`x`) to verify the
+        rows of later batches.
         With :obj:`index` (mode :obj:`"history"` only, after a full refresh),
         only the hidden rows of the nodes :obj:`index` are recomputed, chunk by
-        chunk, and the summaries updated by their change (a chunk whose
-        features hold NaN or infinity raises before it is written; the chunks
-        before it stay written, the summaries consistent with them).
+        chunk, and the summaries updated by their change. Their rows of
+        :obj:`x`, :obj:`w` and :obj:`v` are first checked to be those of the
+        graph of the full refresh (finite, and equal to its checksums), so a
+        changed graph raises before anything is written.
 
         Args:
             x (torch.Tensor): The whole graph's node features
@@ -304,24 +425,31 @@ class MiniBatchTSGCN(torch.nn.Module):
         """
         batch_size = self._check_graph(x, w, v, batch_size)
         if index is None:
-            core, summaries, rows = self._fresh(x, w, v, batch_size, self.summary == 'history')
-            self.core_lu, self.core_pivots, self.num_nodes = *core, x.size(0)
+            graph, summaries, rows = self._fresh(x, w, v, batch_size, self.summary == 'history')
+            self._cache, self._refreshed = graph, graph.checksums
+            self.core_lu, self.core_pivots, self.num_nodes = *graph.core, x.size(0)
             for i, summary in enumerate(summaries):
                 setattr(self, f'summary_{i}', summary)
             for i, kept in enumerate(rows, 1):
                 setattr(self, f'history_{i}', kept)
+            self._parameters_at_refresh, self._forgotten_by = self._parameter_signature(), None
             return self
         if self.summary != 'history':
             raise ValueError("refresh(index=...) updates the rows of mode 'history'; in mode "
                              "'refresh' there are no rows to update: call refresh(x, w, v) "
                              "without 'index' to recompute every summary")
-        self._check_ready(w.size(1))
+        check_materialized(index=index)
+        self._check_ready(w)
         if x.size(0) != self.num_nodes:
             raise ValueError(f"'x' has {x.size(0)} nodes but the model was refreshed with a "
                              f"graph of {self.num_nodes}; call refresh(x, w, v) without "
                              f"'index' for a new graph")
         # Each node once, in increasing order: the rows are read in memory order.
         index = torch.unique(check_index('index', index, self.num_nodes, graph=_REFRESHED))
+        for part in index.split(batch_size):
+            self._check_rows(part, 'index', x=gather_rows(x, part),
+                             w=w.index_select(0, part.to(w.device)),
+                             v=v.index_select(0, part.to(v.device)))
         device = self._device()
         with torch.no_grad():
             for layer in range(1, len(self.convs)):
@@ -329,21 +457,67 @@ class MiniBatchTSGCN(torch.nn.Module):
                     h = self._rows_forward(
                         gather_rows(x, part).to(device),
                         w.index_select(0, part.to(w.device)).to(device), self.summaries,
-                        self._core(), layer, check=layer == 1)
+                        self._core(), layer)
                     self._write(layer, h, v.index_select(0, part.to(v.device)).to(device),
                                 part.to(device))
         return self
 
-    def _check_ready(self, rank: int) -> None:
+    def _check_ready(self, w: Tensor) -> None:
+        r"""Checks that the stored summaries may be used with factors
+        :obj:`w`: they exist (no :meth:`refresh` yet, or forgotten since),
+        were computed for parameters of the current dtypes, devices and
+        shapes, and for factors of :obj:`w`'s rank and dtype."""
+        name = type(self).__name__
         if self.summary_0 is None:
-            raise RuntimeError(f"{type(self).__name__} has no summaries yet: call "
+            if self._forgotten_by is not None:
+                raise RuntimeError(
+                    f"{name} has no summaries since {self._forgotten_by} (they depend on the "
+                    f"weights and are not saved): call 'model.refresh(x, w, v)' with the whole "
+                    f"graph's features and factors before the next forward pass")
+            raise RuntimeError(f"{name} has no summaries yet: call "
                                f"'model.refresh(x, w, v)' with the whole graph's features and "
                                f"factors first (and again after reset_parameters() or "
                                f"load_state_dict())")
-        if rank != self.core_lu.size(0):
-            raise ValueError(f"The factors have rank {rank}, but the model was refreshed with "
-                             f"factors of rank {self.core_lu.size(0)}; pass rows of the same "
-                             f"factors, or call refresh() with the new ones")
+        changed = self._changed_parameter()
+        if changed is not None:
+            raise RuntimeError(f"The summaries of {name} were computed for its parameters as "
+                               f"they were at refresh(), but {changed} (converted or moved "
+                               f"since): call 'model.refresh(x, w, v)' again")
+        if w.size(1) != self.core_lu.size(0):
+            raise ValueError(f"The factors have rank {w.size(1)}, but the model was refreshed "
+                             f"with factors of rank {self.core_lu.size(0)}; pass rows of the "
+                             f"same factors, or call refresh() with the new ones")
+        if w.dtype != self.core_lu.dtype:
+            raise ValueError(f"The factors are {w.dtype}, but the model was refreshed with "
+                             f"{self.core_lu.dtype} factors; pass rows of the same factors, "
+                             f"or call refresh() with these")
+
+    def _check_rows(self, n_id: Tensor, id_name: str, **rows: Tensor) -> None:
+        r"""Checks that :obj:`rows` (of :obj:`x`, :obj:`w`, :obj:`v`) are
+        those of nodes :obj:`n_id` in the graph of the last full
+        :meth:`refresh`, by their row checksums: :math:`O(|n_{id}| (F + 2r))`
+        and one synchronisation. A row that differs by more than float64
+        rounding raises, naming the tensor; a non-finite row raises the error
+        of :func:`~torch_geometric_regcn.utils.validation.check_finite`."""
+        stored = self._refreshed.index_select(0, n_id.to(self._refreshed.device))
+        agree = []
+        for column, t in enumerate(rows.values()):
+            expected = stored[:, column].to(t.device)
+            checksums, magnitudes = row_checksums(t, magnitudes=True).unbind(1)
+            bound = _ROW_TOLERANCE * (t.size(1) + 1) * magnitudes
+            agree.append(((checksums - expected).abs() <= bound).logical_and(
+                checksums.isfinite()).all())  # non-finite where the row is (or overflows)
+        if not agree:
+            return
+        for (name, t), good in zip(rows.items(), torch.stack(agree).tolist()):
+            if not good:
+                check_finite(name, t)
+                other = (f", or '{id_name}' does not list the rows' nodes in that graph (pass "
+                         f"a loader's 'batch.n_id')" if id_name == 'n_id' else '')
+                raise ValueError(
+                    f"The rows of '{name}' are not those of the nodes '{id_name}' in the graph "
+                    f"the model was refreshed with: '{name}' was changed since refresh() "
+                    f"(call model.refresh(x, w, v) with the new data){other}")
 
     @torch.no_grad()
     def _write(self, layer: int, h: Tensor, v: Tensor, n_id: Tensor) -> None:
@@ -364,6 +538,11 @@ class MiniBatchTSGCN(torch.nn.Module):
     def forward(self, x: Tensor, w: Tensor, v: Tensor, n_id: Optional[Tensor] = None) -> Tensor:
         r"""Runs the network on the rows of a mini-batch of nodes.
 
+        With :obj:`n_id`, the rows of :obj:`x`, :obj:`w` and :obj:`v` are
+        first checked to be those of these nodes in the graph of the last
+        :meth:`refresh` (by their row checksums, :math:`O(B (F + 2r))` and one
+        synchronisation); without, only their shapes and dtypes are.
+
         Args:
             x (torch.Tensor): The batch's node features
                 :obj:`[B, F_in]` (e.g. :obj:`data.x[batch]`, or a loader's
@@ -377,19 +556,17 @@ class MiniBatchTSGCN(torch.nn.Module):
                 in mode :obj:`"history"` during training, whose rows it writes.
                 (default: :obj:`None`)
         """
-        if not isinstance(x, Tensor):
-            raise TypeError(f"'x' must be a tensor of node features [batch_size, channels] "
-                            f"(got {type(x).__name__})")
-        check_node_features(x, finite=False)  # values: through the projection below
-        check_factors(w, v, x.size(0))
-        self._check_ready(w.size(1))
+        self._check_inputs(x, w, v, 'batch_size', n_id=n_id)
+        self._check_ready(w)
         write = self.summary == 'history' and self.training
-        if write:
-            if n_id is None:
-                raise ValueError("Mode 'history' writes the batch's rows during training, so "
-                                 "it needs their node indices: pass 'n_id' (e.g. the batch "
-                                 "of node indices, or a loader's 'batch.n_id')")
-            n_id = check_index('n_id', n_id, self.num_nodes, x.size(0), _REFRESHED).to(x.device)
+        if write and n_id is None:
+            raise ValueError("Mode 'history' writes the batch's rows during training, so "
+                             "it needs their node indices: pass 'n_id' (e.g. the batch "
+                             "of node indices, or a loader's 'batch.n_id')")
+        if n_id is not None:
+            n_id = check_index('n_id', n_id, self.num_nodes, x.size(0), _REFRESHED)
+            self._check_rows(n_id, 'n_id', x=x, w=w, v=v)
+            n_id = n_id.to(x.device)
         h = x
         for i in range(len(self.convs)):
             h = self._layer(i, h, w, getattr(self, f'summary_{i}'), self._core(), self.training,
@@ -406,20 +583,25 @@ class MiniBatchTSGCN(torch.nn.Module):
         r"""The network's exact output for the current weights (that of
         :class:`~torch_geometric_regcn.TSGCN` in evaluation mode) on the
         nodes :obj:`index` (default: all), from fresh summaries computed in
-        chunks of :obj:`batch_size` rows; the stored summaries and history are
-        left as they are. Arguments as in :meth:`refresh`; returns
-        :obj:`[len(index), F_out]` on the model's device."""
+        chunks of :obj:`batch_size` rows: nothing stored is trusted but the
+        core and :math:`\mathbf{V}^{\top}\mathbf{X}` of data whose row
+        checksums are unchanged (see :meth:`refresh`); the stored summaries
+        and history are left as they are. Arguments as in :meth:`refresh`;
+        returns :obj:`[len(index), F_out]` on the model's device."""
         batch_size = self._check_graph(x, w, v, batch_size)
-        core, summaries, _ = self._fresh(x, w, v, batch_size, history=False)
+        if index is not None:
+            check_materialized(index=index)
+            index = check_index('index', index, x.size(0))
+        graph, summaries, _ = self._fresh(x, w, v, batch_size, history=False)
+        self._cache = graph
         device, layers = self._device(), len(self.convs)
         if index is None:
             parts = ((dense_rows(x, s, min(s + batch_size, x.size(0))), w[s:s + batch_size])
                      for s in range(0, x.size(0), batch_size))
         else:
-            index = check_index('index', index, x.size(0))
             parts = ((gather_rows(x, part), w.index_select(0, part.to(w.device)))
                      for part in index.split(batch_size))
-        outs = [self._rows_forward(xs.to(device), ws.to(device), summaries, core, layers)
+        outs = [self._rows_forward(xs.to(device), ws.to(device), summaries, graph.core, layers)
                 for xs, ws in parts]
         if not outs:
             return torch.zeros(0, self.convs[-1].out_channels, device=device)

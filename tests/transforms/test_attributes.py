@@ -1,0 +1,57 @@
+r"""The attribute policy of the transforms (transforms/attributes.py); the
+transforms' own cases are in tests/reliability/test_transform_attributes.py."""
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from torch_geometric_regcn.transforms.attributes import (
+    EDGE_INDEX,
+    NODE_MATRIX,
+    check_attr_name,
+    check_outputs,
+    describe,
+    owner_of,
+)
+
+
+def test_owner_of():
+    assert owner_of('semantic_edge_index')[0] == 'SemanticGraph'
+    assert owner_of('lowrank_v')[0] == 'LowRankInverse'
+    assert owner_of('x1')[0] == owner_of('x12')[0] == 'PropagateFeatures'
+    for name in ('x0', 'x', 'x1a', 'pe', 'exact1'):
+        assert owner_of(name) is None
+
+
+def test_forms_read_no_data():
+    assert NODE_MATRIX.holds(torch.zeros(3, 2)) and NODE_MATRIX.holds(torch.zeros(3, 2,
+                                                                                  device='meta'))
+    assert not NODE_MATRIX.holds(torch.zeros(3, dtype=torch.float64))
+    assert not NODE_MATRIX.holds(torch.zeros(3, 2, dtype=torch.long))
+    assert EDGE_INDEX.holds(torch.zeros(2, 5, dtype=torch.int32))
+    assert not EDGE_INDEX.holds(torch.zeros(2, 5, dtype=torch.bool))
+    assert not EDGE_INDEX.holds(torch.zeros(5, 2, dtype=torch.long))
+    assert describe(torch.zeros(2, 3)) == 'a torch.float32 tensor of shape [2, 3]'
+    assert describe([1]) == 'a list'
+
+
+def test_check_attr_name_accepts_free_and_own_names():
+    assert check_attr_name('pe', 'attr_name', 'LaplacianEigenPE') == 'pe'
+    assert check_attr_name('laplacian_eigenvector_pe', 'attr_name', 'LaplacianEigenPE')
+    assert check_attr_name('x3', 'prefix', 'PropagateFeatures') == 'x3'
+    with pytest.raises(ValueError, match=r"where PropagateFeatures stores"):
+        check_attr_name('x3', 'attr_name', 'LaplacianEigenPE')
+
+
+def test_check_outputs():
+    data = Data(x=torch.zeros(4, 2), pe=None, mine=torch.ones(4, 2),
+                lowrank_w=torch.ones(4, 1))
+    check_outputs(data, ['pe', 'free'], 'LaplacianEigenPE', NODE_MATRIX, 'attr_name')
+    check_outputs(data, ['lowrank_w', 'lowrank_v'], 'LowRankInverse', NODE_MATRIX)
+    with pytest.raises(ValueError, match=r"pass another 'attr_name', or delete"):
+        check_outputs(data, ['mine'], 'LaplacianEigenPE', NODE_MATRIX, 'attr_name')
+    with pytest.raises(ValueError, match=r"'data.mine' \(a torch.float32 tensor of shape "
+                                         r"\[4, 2\]\).*; rename or delete"):
+        check_outputs(data, ['mine'], 'SomeTransform', NODE_MATRIX)
+    with pytest.raises(ValueError, match=r"^'data.lowrank_w' holds a torch.float32 tensor of "
+                                         r"shape \[4, 1\], not an integer edge index"):
+        check_outputs(data, ['lowrank_w'], 'LowRankInverse', EDGE_INDEX)

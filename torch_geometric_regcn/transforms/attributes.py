@@ -1,0 +1,137 @@
+r"""What the transforms of this package write into a graph: one policy for
+all of them, checked before any work.
+
+- A transform writes only the attributes it documents, and never one of
+  PyG's standard attributes (:data:`STANDARD`: :obj:`x`, :obj:`edge_index`,
+  :obj:`y`, the masks, ...) nor one that another part of this package owns
+  (:data:`OWNERS`: :obj:`semantic_edge_index`, :obj:`lowrank_w`, ...). Every
+  attribute a transform reads is one of these, so none is ever overwritten.
+  A name chosen with an argument (:obj:`attr_name`, :obj:`prefix`) that is
+  one of them is refused when the transform is built
+  (:func:`check_attr_name`). Writing :obj:`data.x` is the documented purpose
+  of :obj:`LaplacianEigenPE(attr_name=None)` only, which concatenates to it
+  as PyG does.
+- Under the transform's own default names (those :data:`OWNERS` gives it), a
+  value of the form it writes is its earlier output and is replaced:
+  applying a transform again recomputes. A value of another form raises.
+- Under a name the user chose, an existing attribute raises: the transform
+  cannot tell its own earlier output from another attribute of the same
+  shape. The fix is another name, or deleting the attribute first.
+
+:func:`check_outputs` applies the last two rules; ``docs/reliability.md``
+states the policy for users.
+"""
+import re
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+#: PyG's standard attributes: those its :class:`~torch_geometric.data.Data`,
+#: loaders, samplers and datasets give a meaning of their own.
+STANDARD = frozenset({
+    'x', 'edge_index', 'edge_weight', 'edge_attr', 'y', 'pos', 'batch', 'ptr', 'face',
+    'time', 'num_nodes', 'adj', 'adj_t', 'train_mask', 'val_mask', 'test_mask',
+    'edge_label', 'edge_label_index', 'edge_time', 'n_id', 'e_id', 'input_id',
+    'batch_size', 'num_sampled_nodes', 'num_sampled_edges', 'node_type', 'edge_type',
+})
+
+#: The attributes this package writes by default: the name, who writes it,
+#: what it holds.
+OWNERS = {
+    'semantic_edge_index': ('SemanticGraph', 'the semantic graph'),
+    'lowrank_w': ('LowRankInverse', 'the low-rank factors'),
+    'lowrank_v': ('LowRankInverse', 'the low-rank factors'),
+    'laplacian_eigenvector_pe': ('LaplacianEigenPE', 'the Laplacian eigenvector encoding'),
+    'partition': ('distributed.partition', "a shard's row blocks"),
+    'node_id': ('distributed.partition', "a shard's global node indices"),
+}
+
+#: :obj:`x1`, :obj:`x2`, ...: :class:`PropagateFeatures`' default names (and
+#: those of PyG's :class:`~torch_geometric.transforms.SIGN`).
+_PROPAGATED = re.compile(r'x[1-9][0-9]*')
+
+
+class Form(NamedTuple):
+    r"""The kind of value a transform writes: a description for errors and
+    a test of a value (:math:`O(1)`, reads no tensor data)."""
+    description: str
+    holds: Callable[[Any], bool]
+
+
+#: A floating-point matrix :obj:`[num_nodes, channels]`, as node encodings,
+#: factors and propagated features are.
+NODE_MATRIX = Form('a floating-point matrix [num_nodes, channels]',
+                   lambda v: isinstance(v, Tensor) and v.is_floating_point() and v.dim() == 2)
+
+#: An integer edge index :obj:`[2, num_edges]`.
+EDGE_INDEX = Form('an integer edge index [2, num_edges]',
+                  lambda v: isinstance(v, Tensor) and v.dim() == 2 and v.size(0) == 2
+                  and not (v.is_floating_point() or v.is_complex() or v.dtype == torch.bool))
+
+
+def owner_of(name: str) -> Optional[Tuple[str, str]]:
+    r"""Who writes :obj:`name` by default in this package, and what it
+    holds; :obj:`None` for a name of no one."""
+    if _PROPAGATED.fullmatch(name):
+        return 'PropagateFeatures', "propagated features (PyG's SIGN names)"
+    return OWNERS.get(name)
+
+
+def describe(value: Any) -> str:
+    r"""A value in a few words: :obj:`"a torch.float32 tensor of shape [60, 8]"`."""
+    if isinstance(value, Tensor):
+        return f'a {value.dtype} tensor of shape {list(value.shape)}'
+    return f'a {type(value).__name__}'
+
+
+def check_attr_name(name: Any, arg: str, owner: str, hint: str = '') -> str:
+    r"""Returns the attribute name :obj:`name` that the argument :obj:`arg`
+    of :obj:`owner` chose, if it may be written: a non-empty :obj:`str`, not
+    a standard attribute (:data:`STANDARD`) and not one that another part of
+    the package owns (:data:`OWNERS`). :obj:`hint` ends the error (another
+    way to reach what was meant)."""
+    if not isinstance(name, str):
+        raise TypeError(f"'{arg}' must be a str, the name of the attribute {owner} writes "
+                        f"(got {type(name).__name__} {name!r})")
+    if not name:
+        raise ValueError(f"'{arg}' must not be empty; choose a name for the attribute "
+                         f"{owner} writes")
+    hint = f'; {hint}' if hint else ''
+    if name in STANDARD:
+        raise ValueError(f"'{arg}' would make {owner} write 'data.{name}', one of PyG's "
+                         f"standard attributes, which the transforms of this package never "
+                         f"overwrite; choose another name{hint}")
+    other = owner_of(name)
+    if other is not None and other[0] != owner:
+        raise ValueError(f"'{arg}' would make {owner} write 'data.{name}', where "
+                         f"{other[0]} stores {other[1]}; choose another name{hint}")
+    return name
+
+
+def check_outputs(data: Data, names: Sequence[str], owner: str, form: Form,
+                  arg: Optional[str] = None) -> None:
+    r"""Checks, before any work, that :obj:`owner` may write :obj:`names`
+    into :obj:`data` as values of :obj:`form`: an absent name (or one set to
+    :obj:`None`) is free; under :obj:`owner`'s own default name
+    (:func:`owner_of`) a value of :obj:`form` is its earlier output and will
+    be replaced, one of another form raises; any other existing attribute
+    raises (the name was chosen with the argument :obj:`arg`).
+    :math:`O(\text{len(names)})`, reads no tensor data."""
+    for name in names:
+        if name not in data:
+            continue
+        value = data[name]
+        default = owner_of(name)
+        if default is not None and default[0] == owner:
+            if form.holds(value):
+                continue
+            raise ValueError(f"'data.{name}' holds {describe(value)}, not {form.description} "
+                             f"as {owner} writes there; if it is something else, move it to "
+                             f"another attribute (or delete it: del data['{name}']) before "
+                             f"applying {owner}")
+        fix = f"pass another '{arg}', or" if arg else 'rename or'
+        raise ValueError(f"{owner} would overwrite 'data.{name}' ({describe(value)}): under a "
+                         f"name you choose it writes only to a free attribute; {fix} delete "
+                         f"the attribute first (del data['{name}'])")
