@@ -11,19 +11,23 @@ def to_dense(edge_index, edge_weight, n):
     return torch.sparse_coo_tensor(edge_index, edge_weight, (n, n)).to_dense()
 
 
-def test_normalized_adjacency_matches_dense_reference():
+@pytest.mark.parametrize('reduce', [None, 'sum', 'max'])
+def test_normalized_adjacency_matches_dense_reference(reduce):
+    # messy_graph repeats pairs: the default sums them, as PyG's GCNConv does.
     edge_index = messy_graph()
-    ei, ew = normalized_adjacency(edge_index, 40, dtype=torch.float64)
-    expected = dense_normalized_adjacency(edge_index, 40, reduce='max')
+    options = {} if reduce is None else {'reduce': reduce}
+    ei, ew = normalized_adjacency(edge_index, 40, dtype=torch.float64, **options)
+    expected = dense_normalized_adjacency(edge_index, 40, reduce=reduce or 'sum')
     torch.testing.assert_close(to_dense(ei, ew, 40), expected, rtol=1e-12, atol=1e-12)
     assert torch.allclose(to_dense(ei, ew, 40)[0, 0], torch.tensor(1.0, dtype=torch.float64))
 
 
-def test_normalized_adjacency_weighted():
+@pytest.mark.parametrize('reduce', ['sum', 'max'])
+def test_normalized_adjacency_weighted(reduce):
     edge_index = messy_graph(seed=1)
     weight = torch.rand(edge_index.size(1), generator=torch.Generator().manual_seed(1))
-    ei, ew = normalized_adjacency(edge_index, 40, weight.double())
-    expected = dense_normalized_adjacency(edge_index, 40, weight, reduce='max')
+    ei, ew = normalized_adjacency(edge_index, 40, weight.double(), reduce=reduce)
+    expected = dense_normalized_adjacency(edge_index, 40, weight, reduce=reduce)
     torch.testing.assert_close(to_dense(ei, ew, 40), expected, rtol=1e-12, atol=1e-12)
 
 

@@ -3,6 +3,7 @@ knn, utils) reject nonsense numbers, integers, strings and dtypes before any
 work, with an error that names the argument; valid arguments, NumPy integers
 included, keep the results the functions document."""
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -18,10 +19,17 @@ from torch_geometric_regcn.datasets import (
 )
 from torch_geometric_regcn.knn import ivf_knn_cosine, normalize_rows, spherical_kmeans
 from torch_geometric_regcn.linalg import (
+    block_lanczos,
+    combine,
+    factors_from_eigenpairs,
     laplacian_eigenpairs,
     normalized_adjacency,
     subspace_iteration,
+    tall_qr,
+    woodbury_apply,
+    woodbury_core,
 )
+from torch_geometric_regcn.regularizers import GraphOperators, tsgcn_adjacency
 from torch_geometric_regcn.utils import (
     compact_csr,
     diagonal,
@@ -60,6 +68,31 @@ def laplacian_inputs():
 
 def eigenpairs(**kwargs):
     return laplacian_eigenpairs(*laplacian_inputs(), 3, **kwargs)
+
+
+def path_edges(n=6):
+    return torch.stack([torch.arange(n - 1), torch.arange(1, n)])
+
+
+def edges_of(n=6):
+    r"""Two operators :obj:`(edge_index, edge_weight)` of a path of :obj:`n` nodes."""
+    index = path_edges(n)
+    return [(index, torch.ones(n - 1, dtype=torch.float64)),
+            (index.flip(0), torch.full((n - 1,), 0.5, dtype=torch.float64))]
+
+
+def a_graph(**kwargs):
+    return GraphOperators(N, contextual_sbm(N, 2, F, seed=0).edge_index, **kwargs)
+
+
+def orthonormal(n=N, r=3):
+    gen = torch.Generator().manual_seed(0)
+    return torch.linalg.qr(torch.randn(n, r, dtype=torch.float64, generator=gen))[0]
+
+
+def factors(n=N, r=3):
+    return factors_from_eigenpairs(torch.tensor([0.5, 0.1, -0.2], dtype=torch.float64)[:r],
+                                   orthonormal(n, r))
 
 
 # (id, call, exception type, regex that names the argument)
@@ -167,6 +200,125 @@ NONSENSE = [
     ('spectral-bound-nan-csr', lambda: spectral_bound(
         torch.tensor([[1.0, math.nan], [0.0, 1.0]]).to_sparse_csr()), ValueError,
      r"^'matrix' contains NaN values"),
+    # normalized_adjacency: was torch's "result type Float can't be cast to ... Long"
+    ('adjacency-fractional-nodes', lambda: normalized_adjacency(path_edges(), 60.5),
+     ValueError, r"^'num_nodes' must be a non-negative integer \(got 60.5\)$"),
+    ('adjacency-whole-float-nodes', lambda: normalized_adjacency(path_edges(), 60.0),
+     ValueError, r"^'num_nodes' must be a non-negative integer \(got 60.0\); pass it as an "
+                 r"int, e.g. 60$"),
+    ('adjacency-negative-nodes', lambda: normalized_adjacency(path_edges(), -1), ValueError,
+     r"^'num_nodes' must be a non-negative integer \(got -1\)$"),
+    # was silently ignored: a float32 result for dtype=torch.long
+    ('adjacency-integer-dtype', lambda: normalized_adjacency(path_edges(), 6,
+                                                             dtype=torch.long),
+     TypeError, r"^'dtype' must be a floating-point torch.dtype such as torch.float32 "
+                r"\(got dtype torch.int64\)$"),
+    ('adjacency-dtype-str', lambda: normalized_adjacency(path_edges(), 6, dtype='float64'),
+     TypeError, r"^'dtype' must be a floating-point torch.dtype"),
+    # combine: zip truncated silently; NaN was summed in; torch's raw errors for num_nodes
+    ('combine-fewer-coefficients', lambda: combine(edges_of(), [1.0], 6), ValueError,
+     r"^'operators' and 'coefficients' must have the same length, one coefficient per "
+     r"operator \(got 2 and 1\)$"),
+    ('combine-more-coefficients', lambda: combine(edges_of()[:1], [1.0, 2.0], 6), ValueError,
+     r"\(got 1 and 2\)$"),
+    ('combine-nan', lambda: combine(edges_of(), [1.0, math.nan], 6), ValueError,
+     r"^'coefficients\[1\]' must be finite \(got nan\)$"),
+    ('combine-inf-tensor', lambda: combine(edges_of(), [torch.tensor(math.inf), 1.0], 6),
+     ValueError, r"^'coefficients\[0\]' must be finite \(got inf\)$"),
+    ('combine-str', lambda: combine(edges_of(), [1.0, '2'], 6), TypeError,
+     r"^'coefficients\[1\]' must be a real number \(got str '2'\)$"),
+    ('combine-vector-tensor', lambda: combine(edges_of(), [1.0, torch.ones(2)], 6), TypeError,
+     r"^'coefficients\[1\]' must be a real number or a one-element floating-point tensor "
+     r"\(got a tensor of shape \[2\], torch.float32\)$"),
+    ('combine-fractional-nodes', lambda: combine(edges_of(), [1.0, 1.0], 6.5), ValueError,
+     r"^'num_nodes' must be a non-negative integer \(got 6.5\)$"),
+    # tsgcn_adjacency: a negative weight built S silently; float('1') accepted a string
+    ('tsgcn-alpha-negative', lambda: tsgcn_adjacency(a_graph(), -1.0, 0.5), ValueError,
+     r"^'alpha' must be non-negative \(got -1.0\)$"),
+    ('tsgcn-alpha-str', lambda: tsgcn_adjacency(a_graph(), '1', 0.0), TypeError,
+     r"^'alpha' must be a real number \(got str '1'\)$"),
+    ('tsgcn-beta-nan', lambda: tsgcn_adjacency(a_graph(x=features().float()), 1.0, math.nan),
+     ValueError, r"^'beta' must be finite \(got nan\)$"),
+    ('tsgcn-learned-alpha-negative', lambda: tsgcn_adjacency(
+        a_graph(), torch.tensor(-0.5, requires_grad=True), 0.0), ValueError,
+     r"^'alpha' must be non-negative \(got -0.5\)$"),
+    ('tsgcn-both-zero', lambda: tsgcn_adjacency(a_graph(), 0, 0.0), ValueError,
+     r"^'alpha' and 'beta' cannot both be zero"),
+    ('tsgcn-k-fractional', lambda: tsgcn_adjacency(a_graph(x=features().float()), 1.0, 0.5,
+                                                   k=2.5),
+     ValueError, r"^'k' must be a positive integer \(got 2.5\)$"),
+    # block_lanczos: was torch's "randn(): argument 'size' failed to unpack", True taken as 1
+    ('lanczos-block-size-float', lambda: block_lanczos(symmetric(40), 2, block_size=1.5),
+     ValueError, r"^'block_size' must be a positive integer \(got 1.5\)$"),
+    ('lanczos-block-size-bool', lambda: block_lanczos(symmetric(40), 2, block_size=True),
+     ValueError, r"^'block_size' must be a positive integer \(got True\)$"),
+    ('lanczos-block-size-zero', lambda: block_lanczos(symmetric(40), 2, block_size=0),
+     ValueError, r"^'block_size' must be a positive integer \(got 0\)$"),
+    ('lanczos-basis-size-float', lambda: block_lanczos(symmetric(40), 2, block_size=2,
+                                                       basis_size=5.5),
+     ValueError, r"^'basis_size' must be a positive integer \(got 5.5\)$"),
+    # was "(got 4)", the rounded value, for basis_size=3
+    ('lanczos-basis-size-small', lambda: block_lanczos(symmetric(40), 2, block_size=2,
+                                                       basis_size=3),
+     ValueError, r"^'basis_size' must be at least k \+ 2 \* block_size = 6 once rounded up to "
+                 r"a multiple of block_size \(got 3, rounded up to 4\)$"),
+    # GraphOperators: -1 was accepted, 60.5 failed later with torch's cast error
+    ('graph-negative-nodes', lambda: GraphOperators(-1, path_edges()), ValueError,
+     r"^'num_nodes' must be a non-negative integer \(got -1\)$"),
+    ('graph-fractional-nodes', lambda: GraphOperators(60.5, path_edges()), ValueError,
+     r"^'num_nodes' must be a non-negative integer \(got 60.5\)$"),
+    ('graph-dtype-long', lambda: GraphOperators(6, path_edges(), dtype=torch.long), TypeError,
+     r"^'dtype' must be a floating-point torch.dtype such as torch.float32"),
+    ('graph-seed-float', lambda: GraphOperators(6, path_edges(), seed=1.5), ValueError,
+     r"^'seed' must be an integer in \[-2\*\*63, 2\*\*64\)"),
+    # woodbury: were AttributeError ("'list' object has no attribute 'device'") and
+    # torch's "size of tensor a (3) must match" or "mat1 and mat2 shapes cannot be multiplied"
+    ('core-list', lambda: woodbury_core(factors()[0].tolist(), factors()[1]), TypeError,
+     r"^'w' must be a tensor \[num_rows, rank\] \(got list\); convert it with "
+     r"'torch.as_tensor\(w\)'$"),
+    ('core-numpy', lambda: woodbury_core(factors()[0], factors()[1].numpy()), TypeError,
+     r"^'v' must be a tensor \[num_rows, rank\] \(got numpy.ndarray\); convert it with "
+     r"'torch.from_numpy\(v\)'$"),
+    ('core-widths', lambda: woodbury_core(factors()[0], factors()[1][:, :2]), ValueError,
+     r"^'w' and 'v' must both have shape \[num_rows, rank\] \(got \[40, 3\] and \[40, 2\]\)$"),
+    ('core-dtypes', lambda: woodbury_core(factors()[0], factors()[1].float()), TypeError,
+     r"^'w' and 'v' must have one floating-point dtype \(got torch.float64 and "
+     r"torch.float32\)$"),
+    ('apply-list', lambda: woodbury_apply(features().tolist(), *factors()), TypeError,
+     r"^'x' must be a tensor \[num_rows, channels\] \(got list\)"),
+    ('apply-rows', lambda: woodbury_apply(features()[:-1], *factors()), ValueError,
+     r"^'x' must have shape \[num_rows, channels\] with the 40 rows of 'w' and 'v' "
+     r"\(got \[39, 5\]\)$"),
+    ('apply-widths', lambda: woodbury_apply(features(), factors()[0], factors()[1][:, :2]),
+     ValueError, r"^'w' and 'v' must both have shape"),
+    ('apply-summary-shape', lambda: woodbury_apply(
+        features()[:4], factors()[0][:4], None, woodbury_core(*factors()),
+        summary=torch.zeros(3, 4, dtype=torch.float64)), ValueError,
+     r"^'summary' must have shape \[rank, channels\] = \[3, 5\], V\^T X of all rows "
+     r"\(got \[3, 4\]\)$"),
+    # factors_from_eigenpairs: an eigenvalue of one (infinite gain) and NaN were accepted
+    ('eigenpairs-one', lambda: factors_from_eigenpairs(
+        torch.tensor([1.0, 0.5], dtype=torch.float64), orthonormal(r=2)), ValueError,
+     r"^I \+ V\^T W is numerically singular in torch.float64: its smallest pivot 0 is not "
+     r"above the rounding level"),
+    ('eigenpairs-nan', lambda: factors_from_eigenpairs(
+        torch.tensor([math.nan, 0.5], dtype=torch.float64), orthonormal(r=2)), ValueError,
+     r"^'eigenvalues' contains NaN or infinite values"),
+    ('eigenpairs-list', lambda: factors_from_eigenpairs([0.5, 0.2], orthonormal(r=2)),
+     TypeError, r"^'eigenvalues' must be a tensor \[rank\] \(got list\); convert it with "
+                r"'torch.as_tensor\(eigenvalues\)'$"),
+    ('eigenpairs-shapes', lambda: factors_from_eigenpairs(
+        torch.tensor([0.5, 0.2, 0.1], dtype=torch.float64), orthonormal(r=2)), ValueError,
+     r"^'eigenvalues' and 'eigenvectors' must have shapes \[rank\] and \[num_nodes, rank\], "
+     r"one eigenvector per column \(got \[3\] and \[40, 2\]\)$"),
+    # tall_qr: was torch's "linalg.qr: The input tensor A must have at least 2 dimensions"
+    ('tall-qr-list', lambda: tall_qr([[1.0], [2.0]], None), TypeError,
+     r"^'block' must be a matrix, a 2-D dense or sparse \(COO or CSR\) tensor \(got list\); "
+     r"convert it with 'torch.as_tensor\(block\)'$"),
+    ('tall-qr-1d', lambda: tall_qr(torch.ones(5), None), ValueError,
+     r"^'block' must be a matrix \(a 2-D tensor\) \(got shape \[5\]\)$"),
+    ('tall-qr-integer', lambda: tall_qr(torch.ones(5, 2, dtype=torch.long), None), TypeError,
+     r"^'block' must be a dense floating-point matrix \(got torch.int64, torch.strided\)"),
 ]
 
 
@@ -278,3 +430,101 @@ def test_seeds_at_both_ends_of_the_range_are_accepted():
     a = SemanticGraph(3, seed=np.uint64(2**64 - 1), progress=False)(Data(x=data.x))
     b = SemanticGraph(3, seed=2**64 - 1, progress=False)(Data(x=data.x))
     assert torch.equal(a.semantic_edge_index, b.semantic_edge_index)
+
+
+# -- the checked functions keep their results on valid arguments ---------------------
+
+def dense(edge_index, weight, n):
+    out = torch.zeros(n, n, dtype=weight.dtype)
+    out.index_put_(tuple(edge_index), weight, accumulate=True)
+    return out
+
+
+@pytest.mark.parametrize('kind', INTEGERS)
+def test_normalized_adjacency_with_numpy_integers_keeps_its_result(kind):
+    edge_index = contextual_sbm(N, 2, F, seed=0).edge_index
+    for dtype in (torch.float32, torch.float64):
+        ref = normalized_adjacency(edge_index, N, dtype=dtype)
+        got = normalized_adjacency(edge_index, kind(N), dtype=dtype)
+        assert all(torch.equal(a, b) for a, b in zip(got, ref))
+        assert got[1].dtype == dtype
+    # Against the dense definition D^-1/2 (A + I) D^-1/2, float64: sums of at most N
+    # terms below one, so 1e-14 bounds the rounding.
+    adjacency = dense(edge_index, torch.ones(edge_index.size(1), dtype=torch.float64), N)
+    adjacency = (adjacency > 0).double() + torch.eye(N, dtype=torch.float64)
+    root = adjacency.sum(1).rsqrt()
+    expected = root[:, None] * adjacency * root[None, :]
+    got = dense(*normalized_adjacency(edge_index, np.int64(N), dtype=torch.float64), N)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-14)
+
+
+def test_combine_keeps_its_result_and_a_learned_coefficient_its_gradient():
+    operators = edges_of()
+    dense_terms = [dense(index, weight, 6) for index, weight in operators]
+    # Exact: c * w and the sum of two terms per entry at most, which are exact here.
+    got = combine(operators, [np.float64(2.0), 3], np.int64(6)).to_dense()
+    assert torch.equal(got, 2 * dense_terms[0] + 3 * dense_terms[1])
+    alpha = torch.tensor(0.25, dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # no "Converting a tensor with requires_grad=True"
+        out = combine(operators, [alpha, 1.0], 6)
+    assert torch.equal(out.detach().to_dense(), 0.25 * dense_terms[0] + dense_terms[1])
+    out.values().sum().backward()
+    assert float(alpha.grad) == float(dense_terms[0].sum())  # d/dalpha sum = sum of M_0
+    assert torch.equal(combine(operators, [0.0, 1.0], 6).to_dense(), dense_terms[1])
+
+
+def test_tsgcn_adjacency_with_a_learned_coefficient_matches_the_float_one():
+    graph = a_graph(dtype=torch.float64)
+    expected = tsgcn_adjacency(graph, 0.75, 0.0).to_dense()
+    alpha = torch.tensor(0.75, dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # was a UserWarning from float() of a grad tensor
+        got = tsgcn_adjacency(graph, alpha, 0.0)
+    assert torch.equal(got.detach().to_dense(), expected)
+    assert torch.equal(tsgcn_adjacency(graph, np.float64(0.75), 0).to_dense(), expected)
+    # S = alpha / (1 + alpha) A_hat: dS/dalpha = A_hat / (1 + alpha)^2, summed over entries.
+    got.values().sum().backward()
+    a_hat = expected * (1 + 0.75) / 0.75
+    torch.testing.assert_close(alpha.grad, a_hat.sum() / 1.75 ** 2, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize('kind', INTEGERS)
+def test_block_lanczos_with_numpy_integers_keeps_its_result(kind):
+    m = symmetric(60)
+    g = torch.Generator
+    ref = block_lanczos(m, 3, block_size=2, basis_size=12, generator=g().manual_seed(0))
+    got = block_lanczos(m, 3, block_size=kind(2), basis_size=kind(12),
+                        generator=g().manual_seed(0))
+    assert torch.equal(got.eigenvalues, ref.eigenvalues)
+    # tol=1e-4 relative to ||S||_2, against the dense spectrum
+    top = torch.linalg.eigvalsh(m).flip(0)[:3]
+    torch.testing.assert_close(ref.eigenvalues, top, rtol=0, atol=1e-4 * float(top[0]))
+
+
+@pytest.mark.parametrize('kind', INTEGERS)
+def test_graph_operators_with_numpy_integers_keep_their_result(kind):
+    edge_index = contextual_sbm(N, 2, F, seed=0).edge_index
+    ref = GraphOperators(N, edge_index, dtype=torch.float64).adj.to_dense()
+    graph = GraphOperators(kind(N), edge_index, dtype=torch.float64, seed=kind(3))
+    assert type(graph.num_nodes) is int and graph.seed == 3
+    assert torch.equal(graph.adj.to_dense(), ref)
+    assert torch.equal(ref, dense(*normalized_adjacency(edge_index, N, dtype=torch.float64), N))
+
+
+def test_woodbury_helpers_keep_their_results():
+    w, v = factors()
+    x = features()
+    # Against the dense inverse of I + W V^T, float64, condition below 3: 1e-13 is loose.
+    expected = torch.linalg.solve(torch.eye(N, dtype=torch.float64) + w @ v.T, x)
+    core = woodbury_core(w, v)
+    torch.testing.assert_close(woodbury_apply(x, w, v, core), expected, rtol=0, atol=1e-13)
+    summary = v.T @ x  # a batch's rows with the whole graph's summary
+    rows = woodbury_apply(x[:7], w[:7], None, core, summary=summary)
+    torch.testing.assert_close(rows, expected[:7], rtol=0, atol=1e-13)
+    # factors_from_eigenpairs: W V^T = -U diag(lambda) U^T
+    lam = torch.tensor([0.5, 0.1, -0.2], dtype=torch.float64)
+    u = orthonormal()
+    torch.testing.assert_close(w @ v.T, -(u * lam) @ u.T, rtol=0, atol=1e-15)
+    q, r = tall_qr(x, None)
+    torch.testing.assert_close(q @ r, x, rtol=0, atol=1e-14)

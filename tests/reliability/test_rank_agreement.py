@@ -13,9 +13,11 @@ instead of hanging the suite. Should a batch die (gloo aborts the process
 on mismatched sizes), its cases are rerun one by one, so each case is
 judged on its own."""
 import datetime
+import math
 import tempfile
 import time
 
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
@@ -334,6 +336,12 @@ def _agreeing(rank, group, g):
             model.load_state_dict(out['state'])
         out['again'] = model(x, w, v)
     out['apply'] = woodbury_apply(x, w, v, group=group)
+    # The same numbers as other Python or NumPy types agree (were 'a disagreement':
+    # '1' on rank 0, '1.0' on rank 1): alpha=1 and 1.0, k 4 and np.int64(4), ...
+    operator = tsgcn_operator(_shard(g, rank, keys=('x', 'edge_index')),
+                              *_on_rank_1(rank, (1, 0.5, 4), (1.0, np.float64(0.5), np.int64(4))),
+                              seed=_on_rank_1(rank, 0, np.int64(0)), group=group)
+    out['operator'] = operator.dense_rows()
     return out
 
 
@@ -379,6 +387,12 @@ def test_ranks_that_agree_compute_what_one_process_computes(graph, outcomes):
     applied = woodbury_apply(graph.x, w, graph.v)
     for key, expected in (('edited', edited), ('again', edited), ('apply', applied)):
         torch.testing.assert_close(torch.cat([r[key] for r in results]), expected, **close)
+    # S with alpha = 1, beta = 0.5 and k = 4 in one process (its semantic kNN graph built
+    # from the features); the rows of the shards: the same sums in another order (~1e-16).
+    full = Data(x=graph.x, edge_index=graph.edge_index)  # the shards' inputs, whole
+    expected = tsgcn_operator(full, 1.0, 0.5, 4).to_dense()
+    torch.testing.assert_close(torch.cat([r['operator'] for r in results]), expected,
+                               rtol=0, atol=1e-14)
 
 
 # -- the helper itself, in one process ------------------------------------------------
@@ -392,3 +406,22 @@ def test_without_a_group_only_the_error_is_raised_and_the_share_returned():
     # a tensor is described by its shape, dtype and device, never its numbers
     assert describe(torch.zeros(2, 3)) == 'a tensor of shape [2, 3], torch.float32, on cpu'
     assert describe(0.1) == '0.1' and describe(1e-06) == '1e-06'
+
+
+def test_numbers_are_described_by_value_not_by_type():
+    from torch_geometric_regcn.distributed.collectives import describe, real
+    # NumPy's numbers as Python's (NumPy 2 writes 'np.int64(4)'), inside tuples too
+    assert describe(np.int64(4)) == describe(4) == '4'
+    assert describe(np.float64(0.5)) == describe(0.5) == '0.5'
+    assert describe(np.float32(0.5)) == '0.5'
+    assert describe(np.bool_(True)) == describe(True) == 'True'
+    assert describe((np.int64(0), 60, np.int32(120))) == describe((0, 60, 120)) == '(0, 60, 120)'
+    assert describe([np.float64(1.5)]) == '[1.5]'
+    assert describe(2**64 - 1) == '18446744073709551615'  # seeds stay exact integers
+    # an integer argument is not a float: k=4 and k=4.0 differ (the latter fails its check)
+    assert describe(4) != describe(4.0)
+    # a real coefficient is compared by value: alpha=1 and alpha=1.0 agree; booleans,
+    # strings and tensors are left to the caller's own check
+    assert describe(real(1)) == describe(real(1.0)) == describe(real(np.int64(1))) == '1.0'
+    assert real(True) is True and real('1') == '1' and real(None) is None
+    assert describe(real(math.nan)) == 'nan'

@@ -1,4 +1,6 @@
 r"""The shared argument checks: each names the argument, the rule and the fix."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -39,18 +41,18 @@ def test_check_index_returns_int64_indices(dtype):
     assert torch.equal(check_index('n_id', index, 10, size=4), index.long())
 
 
-@pytest.mark.parametrize('index, got', [
-    ([1, 2], 'list'),
-    (np.arange(3), 'ndarray'),
-    (torch.zeros(3), 'torch.float32 of shape [3]'),
-    (torch.zeros(2, 2, dtype=torch.long), 'torch.int64 of shape [2, 2]'),
-    (torch.tensor(3), 'torch.int64 of shape []'),
-    (torch.zeros(3, dtype=torch.complex64), 'torch.complex64 of shape [3]'),
+@pytest.mark.parametrize('index, got', [  # the conversion of a list or NumPy array is named
+    ([1, 2], "list); convert it with 'torch.as_tensor(index)'"),
+    (np.arange(3), "numpy.ndarray); convert it with 'torch.from_numpy(index)'"),
+    (torch.zeros(3), 'torch.float32 of shape [3])'),
+    (torch.zeros(2, 2, dtype=torch.long), 'torch.int64 of shape [2, 2])'),
+    (torch.tensor(3), 'torch.int64 of shape [])'),
+    (torch.zeros(3, dtype=torch.complex64), 'torch.complex64 of shape [3])'),
 ])
 def test_check_index_rejects_what_is_not_a_1d_integer_tensor(index, got):
     with pytest.raises(TypeError) as error:
         check_index('index', index, 10)
-    assert str(error.value) == f"'index' must be a 1-D tensor of integer node indices (got {got})"
+    assert str(error.value) == f"'index' must be a 1-D tensor of integer node indices (got {got}"
 
 
 def test_check_index_names_the_fix_for_a_boolean_mask():
@@ -149,3 +151,129 @@ def test_check_dtype_and_check_matrix():
         check_matrix('m', torch.ones(2, 3), square=True)
     with pytest.raises(TypeError, match=r"^'m' must be a matrix, a 2-D dense or sparse"):
         check_matrix('m', np.eye(2))
+
+
+# -- one check, one message: non-tensors, learned coefficients, meta modules -------------
+
+def test_check_tensor_names_the_type_and_the_conversion():
+    from torch_geometric_regcn.utils.validation import check_tensor
+    t = torch.zeros(2)
+    assert check_tensor('x', t) is t
+    for value, tail in [
+        (np.zeros(2), "numpy.ndarray); convert it with 'torch.from_numpy(x)'"),
+        ([0.0, 1.0], "list); convert it with 'torch.as_tensor(x)'"),
+        ((0.0,), "tuple); convert it with 'torch.as_tensor(x)'"),
+        ('x', 'str)'), (None, 'NoneType)'),
+    ]:
+        with pytest.raises(TypeError) as error:
+            check_tensor('x', value, 'a torch.Tensor [n, f]')
+        assert str(error.value) == f"'x' must be a torch.Tensor [n, f] (got {tail}"
+
+
+def test_check_coefficient_reads_a_learned_tensor_without_its_gradient():
+    import warnings
+
+    from torch_geometric_regcn.utils.validation import check_coefficient
+    alpha = torch.tensor(0.3, dtype=torch.float64, requires_grad=True) * 1  # not a leaf
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # float() of a grad tensor warns since torch 2.6
+        assert check_coefficient('alpha', alpha, 0.0) == 0.3
+    assert check_coefficient('alpha', torch.tensor([0.5]), 0.0) == 0.5  # one element
+    assert check_coefficient('alpha', np.float32(0.5)) == 0.5
+    assert type(check_coefficient('alpha', 2)) is float
+    for value, error, match in [
+        (torch.tensor(-1.0), ValueError, r"^'alpha' must be non-negative \(got -1.0\)$"),
+        (torch.tensor(float('nan')), ValueError, r"^'alpha' must be finite \(got nan\)$"),
+        (torch.ones(2), TypeError, r"one-element floating-point tensor \(got a tensor of "
+                                   r"shape \[2\], torch.float32\)$"),
+        (torch.tensor(1), TypeError, r"\(got a tensor of shape \[\], torch.int64\)$"),
+        (True, TypeError, r"^'alpha' must be a real number \(got bool True\)$"),
+    ]:
+        with pytest.raises(error, match=match):
+            check_coefficient('alpha', value, 0.0)
+
+
+def test_check_module_materialized_names_the_owner_and_the_fix():
+    from torch_geometric_regcn.utils.validation import check_module_materialized
+    module = torch.nn.Linear(2, 3)
+    check_module_materialized(module)
+    check_module_materialized(torch.nn.ReLU())  # no parameters
+    with pytest.raises(ValueError) as error:
+        check_module_materialized(module.to('meta'), 'MyModel')
+    assert str(error.value) == (
+        "The parameters of MyModel are on the 'meta' device and hold no values; materialise "
+        "it with '.to_empty(device=...)' followed by '.reset_parameters()' or "
+        "'.load_state_dict(...)' (or load a state dict into the meta module with "
+        "'load_state_dict(..., assign=True)') before calling it")
+
+
+def _layer_inputs():
+    r"""Node features and factors of eigenpairs of one graph of 30 nodes (rank 3),
+    float32, for every layer and model."""
+    from torch_geometric_regcn.linalg import factors_from_eigenpairs
+    gen = torch.Generator().manual_seed(0)
+    u = torch.linalg.qr(torch.randn(30, 3, dtype=torch.float64, generator=gen))[0]
+    w, v = factors_from_eigenpairs(torch.tensor([0.5, 0.2, -0.1], dtype=torch.float64), u)
+    edge_index = torch.stack([torch.arange(29), torch.arange(1, 30)])
+    return torch.randn(30, 4, generator=gen), w.float(), v.float(), edge_index
+
+
+def _models():
+    from torch_geometric_regcn import (
+        TSGCN,
+        MiniBatchTSGCN,
+        RegularizerConv,
+        RegularizerGNN,
+        TSGCNConv,
+    )
+    torch.manual_seed(0)
+    return {'TSGCNConv': TSGCNConv(4, 2), 'TSGCN': TSGCN(4, 8, 2),
+            'RegularizerConv': RegularizerConv(4, 2, 'tsgcn', solver='lowrank'),
+            'RegularizerGNN': RegularizerGNN(4, 8, 2, num_layers=2),
+            'MiniBatchTSGCN': MiniBatchTSGCN(4, 8, 2)}
+
+
+def _call(name, model, x, w, v, edge_index, n_id=None):
+    if name in ('TSGCNConv', 'TSGCN'):
+        return model(x, w, v)
+    if name == 'RegularizerConv':
+        return model(x, edge_index, lowrank_w=w, lowrank_v=v)
+    if name == 'RegularizerGNN':
+        return model(x, edge_index)
+    if n_id is None:  # MiniBatchTSGCN
+        return model.refresh(x, w, v)
+    model.refresh(*_layer_inputs()[:3])
+    return model(x[:5], w[:5], v[:5], n_id)
+
+
+NUMPY_INPUTS = [('TSGCNConv', 'x'), ('TSGCNConv', 'w'), ('TSGCNConv', 'v'), ('TSGCN', 'x'),
+                ('TSGCN', 'w'), ('RegularizerConv', 'x'), ('RegularizerConv', 'edge_index'),
+                ('RegularizerConv', 'lowrank_w'), ('RegularizerGNN', 'x'),
+                ('RegularizerGNN', 'edge_index'), ('MiniBatchTSGCN', 'x'),
+                ('MiniBatchTSGCN', 'w'), ('MiniBatchTSGCN', 'n_id')]
+
+
+@pytest.mark.parametrize('model, name', NUMPY_INPUTS, ids=[f'{m}-{n}' for m, n in NUMPY_INPUTS])
+def test_a_numpy_array_is_named_with_its_conversion_by_every_layer_and_model(model, name):
+    # Was: RegularizerGNN's x raised "'numpy.ndarray' object has no attribute 'layout'",
+    # the others named the type without the conversion (or "ndarray" alone).
+    x, w, v, edge_index = _layer_inputs()
+    inputs = {'x': x, 'w': w, 'v': v, 'edge_index': edge_index, 'n_id': None}
+    key = {'lowrank_w': 'w'}.get(name, name)
+    inputs[key] = torch.arange(5).numpy() if name == 'n_id' else inputs[key].numpy()
+    with pytest.raises(TypeError, match=rf"^'{name}'.* \(got [^)]*numpy\.ndarray[^)]*\); "
+                                        rf"convert it with 'torch\.from_numpy\({name}\)'$"):
+        _call(model, _models()[model], **inputs)
+
+
+def test_every_layer_and_model_on_the_meta_device_gets_one_message():
+    x, w, v, edge_index = _layer_inputs()
+    messages, owners = {}, {}
+    for name, model in _models().items():
+        with pytest.raises(ValueError) as error:
+            _call(name, model.to('meta'), x, w, v, edge_index)
+        owners[name] = re.match(r'^The parameters of (\w+) are ', str(error.value))[1]
+        messages[name] = str(error.value).replace(owners[name], '<owner>', 1)
+    assert len(set(messages.values())) == 1, messages
+    # each names itself, TSGCN its layer (whose checks the ranks of a group agree on)
+    assert owners == {**{name: name for name in messages}, 'TSGCN': 'TSGCNConv'}

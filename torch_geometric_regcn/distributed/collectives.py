@@ -12,9 +12,11 @@ Each collective adds the bytes this rank sends to
 (a peer that raised, died or ran past the process group's :obj:`timeout`) into
 a :class:`DistributedError` that names this rank and the operation.
 """
+import copy
 import hashlib
 import json
 import math
+import numbers
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -63,6 +65,55 @@ def check_group(group: Group, name: str = 'group') -> Group:
         raise TypeError(f"'{name}' must be a torch.distributed.ProcessGroup (e.g. "
                         f"torch.distributed.group.WORLD) or None (got {type(group).__name__})")
     return group
+
+
+class SharesGroup:
+    r"""A mixin for objects that keep a process group in their attribute
+    :obj:`group` (a :class:`torch.nn.Module` listed after it, e.g.
+    :class:`~torch_geometric_regcn.TSGCNConv`). A process group is a handle
+    of this process's :mod:`torch.distributed`, not data, so:
+
+    - :func:`copy.deepcopy` copies everything else and shares the group
+      (an EMA or best-model copy runs on the same ranks, with the same
+      collectives); :func:`copy.copy` shares it too;
+    - pickling (:func:`torch.save` of the object, or sending it to another
+      process) raises :class:`TypeError` naming :obj:`group`: a handle
+      cannot travel, and one dropped silently would make the loaded copy
+      compute on one rank's rows as if they were the whole graph. Save the
+      :meth:`~torch.nn.Module.state_dict` and build the object with the
+      loading process's group. Without a group it pickles as before."""
+
+    def __getstate__(self) -> Dict[str, Any]:
+        if self.__dict__.get('group') is not None:
+            raise TypeError(
+                f"{type(self).__name__} holds a torch.distributed process group in 'group', "
+                f"which cannot be pickled (a handle of this process, not data); save "
+                f"'state_dict()' instead and build the module with group= in the process "
+                f"that loads it, or copy it within this process with copy.deepcopy, which "
+                f"shares the group")
+        return super().__getstate__()  # type: ignore[misc]
+
+    def _copy(self, memo: Optional[Dict[int, Any]]) -> Any:
+        cls = type(self)
+        new = cls.__new__(cls)
+        state = super().__getstate__()  # type: ignore[misc]
+        if memo is not None:
+            memo[id(self)] = new
+            group = self.__dict__.get('group')
+            if group is not None:  # shared, never copied
+                memo[id(group)] = group
+            state = copy.deepcopy(state, memo)
+        if hasattr(new, '__setstate__'):
+            new.__setstate__(state)
+        else:
+            new.__dict__.update(state)
+        return new
+
+    def __copy__(self) -> Any:
+        return self._copy(None)
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> Any:
+        return self._copy(memo)
 
 
 @contextmanager
@@ -198,10 +249,44 @@ def describe(value: Any) -> str:
     r"""The description of :obj:`value` that :func:`agree_arguments`
     compares and shows: the shape, dtype and device type of a tensor (never
     its numbers), the exact :func:`repr` of anything else (a float's
-    :func:`repr` is exact)."""
+    :func:`repr` is exact) after :func:`plain`, so that the type of a
+    number does not count where its value is the same (NumPy's or
+    Python's); tuples and lists are described item by item."""
     if isinstance(value, torch.Tensor):
         return f'a tensor of shape {list(value.shape)}, {value.dtype}, on {value.device.type}'
-    return repr(value)
+    return repr(plain(value))
+
+
+def plain(value: Any) -> Any:
+    r"""A number as the Python number of its kind: a boolean (Python's or
+    NumPy's) as :class:`bool`, an integer as :class:`int`, another real
+    number as :class:`float`; tuples and lists item by item; anything else
+    as it is. :obj:`1` and :obj:`1.0` stay different (an integer argument
+    is not a float); pass a real coefficient through :func:`real` to compare
+    it by value."""
+    kind = type(value)
+    if kind in (tuple, list):
+        return kind(plain(item) for item in value)
+    if isinstance(value, bool) or (kind.__module__ == 'numpy'
+                                   and kind.__name__ in ('bool', 'bool_')):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return value
+
+
+def real(value: Any) -> Any:
+    r"""A real coefficient (:math:`\alpha`, a tolerance) as
+    :func:`agree_arguments` should compare it: a non-boolean real number
+    (Python's or NumPy's, integer or not) as a :class:`float`, so that
+    :obj:`alpha=1` on one rank and :obj:`alpha=1.0` on another agree;
+    anything else (a boolean, a string, a tensor) as it is, for the
+    caller's own check to name."""
+    if isinstance(value, numbers.Real) and not isinstance(plain(value), bool):
+        return float(value)
+    return value
 
 
 def _digest(descriptions: Sequence[Tuple[str, str]]) -> int:

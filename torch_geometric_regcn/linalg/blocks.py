@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import Group, all_gather, all_reduce, rank_of
+from torch_geometric_regcn.utils.validation import check_matrix
 
 
 def gram(a: Tensor, b: Tensor, group: Group) -> Tensor:
@@ -74,8 +75,14 @@ def tall_qr(block: Tensor, group: Group) -> Tuple[Tensor, Tensor]:
         every rank.
 
     Shapes:
-        - **block:** :obj:`[n, b]`, :math:`b \leq N`
+        - **block:** :obj:`[n, b]`, :math:`b \leq N`, dense floating point
+          (checked on each rank before any collective, :obj:`O(1)`)
     """
+    check_matrix('block', block)
+    if block.layout != torch.strided or not (block.is_floating_point() or block.is_complex()):
+        raise TypeError(f"'block' must be a dense floating-point matrix (got {block.dtype}, "
+                        f"{block.layout}); convert it with '.to_dense()' and '.float()' or "
+                        f"'.double()'")
     if group is None:
         return torch.linalg.qr(block)
     b = block.size(1)

@@ -15,7 +15,13 @@ from torch_geometric_regcn.distributed.row_partition import (
 )
 from torch_geometric_regcn.utils.deprecation import warn_deprecated
 from torch_geometric_regcn.utils.sparse import to_csr
-from torch_geometric_regcn.utils.validation import check_choice, check_edge_index
+from torch_geometric_regcn.utils.validation import (
+    check_choice,
+    check_coefficient,
+    check_dtype,
+    check_edge_index,
+    check_int,
+)
 
 Edges = Tuple[Tensor, Tensor]
 
@@ -32,7 +38,7 @@ def normalized_adjacency(
     weight_name: str = 'edge_weight',
     *,
     self_loops: bool = True,
-    reduce: str = 'max',
+    reduce: str = 'sum',
     partition: Optional[RowPartition] = None,
     group: Group = None,
     return_degree: bool = False,
@@ -53,8 +59,9 @@ def normalized_adjacency(
         \mathbf{A}_{ij} = \max(w_{ij}, w_{ji}).
 
     Self loops of the input are dropped, duplicate edges are combined by
-    :obj:`reduce` (:obj:`"max"`: they count once; :obj:`"sum"`: their
-    weights add up, as PyG's Laplacian), and the graph is made symmetric by
+    :obj:`reduce` (:obj:`"sum"`: their weights add up, as in PyG's
+    :class:`~torch_geometric.nn.conv.GCNConv` and Laplacian; :obj:`"max"`:
+    they count once), and the graph is made symmetric by
     the maximum, which leaves an undirected graph as it is. With
     :obj:`self_loops=True` unit self loops are added, so every node has
     degree at least one; without, edges of weight zero are dropped and a node
@@ -75,16 +82,17 @@ def normalized_adjacency(
         edge_weight (torch.Tensor, optional): Non-negative edge weights, shape
             :obj:`[E]`; the result is in their dtype. (default: :obj:`None`,
             all ones)
-        dtype (torch.dtype, optional): The dtype of the result when
-            :obj:`edge_weight` is :obj:`None`. (default: :obj:`torch.float32`)
+        dtype (torch.dtype, optional): The floating-point dtype of the
+            result when :obj:`edge_weight` is :obj:`None` (checked also when
+            it is given). (default: :obj:`torch.float32`)
         name (str, optional): The name of :obj:`edge_index` in error messages.
             (default: :obj:`"edge_index"`)
         weight_name (str, optional): The name of :obj:`edge_weight` in error
             messages. (default: :obj:`"edge_weight"`)
         self_loops (bool, optional): Add unit self loops (Kipf and Welling);
             if :obj:`False`, PyG's Laplacian convention. (default: :obj:`True`)
-        reduce (str, optional): :obj:`"max"` or :obj:`"sum"`, how duplicate
-            edges combine. (default: :obj:`"max"`)
+        reduce (str, optional): :obj:`"sum"` or :obj:`"max"`, how duplicate
+            edges combine. (default: :obj:`"sum"`)
         partition (RowPartition, optional): The row blocks, seen from this
             rank. (default: :obj:`None`, one process)
         group (torch.distributed.ProcessGroup, optional): The ranks holding
@@ -107,12 +115,13 @@ def normalized_adjacency(
                                   "'self_loops'": bool(self_loops), "'reduce'": reduce,
                                   "whether 'edge_weight' is given": edge_weight is not None,
                                   "the dtype of the result": dtype if edge_weight is None
-                                  else getattr(edge_weight, 'dtype', None)})
+                                  else getattr(edge_weight, 'dtype', None)}, dtype)
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
     edge_index, edge_weight = remove_self_loops(edge_index, edge_weight)
     if reduce == 'sum':
-        edge_index, edge_weight = coalesce(edge_index, edge_weight, num_nodes, reduce='sum')
+        edge_index, edge_weight = coalesce(edge_index, edge_weight, part.num_nodes,
+                                           reduce='sum')
     if not self_loops:
         keep = edge_weight > 0
         edge_index, edge_weight = edge_index[:, keep], edge_weight[keep]
@@ -140,7 +149,8 @@ def normalized_adjacency(
 def _checked_partition(edge_index: Tensor, num_nodes: int, edge_weight: Optional[Tensor],
                        name: str, weight_name: str, reduce: str,
                        partition: Optional[RowPartition], group: Group,
-                       arguments: Mapping[str, Any]) -> RowPartition:
+                       arguments: Mapping[str, Any],
+                       dtype: torch.dtype = torch.float32) -> RowPartition:
     r"""Checks the input of :func:`normalized_adjacency` (on shards: on
     every rank, agreed, with the :obj:`arguments` and the row blocks the
     same on every rank) and returns the row blocks: one part without a
@@ -150,11 +160,13 @@ def _checked_partition(edge_index: Tensor, num_nodes: int, edge_weight: Optional
             raise ValueError("'group' needs the 'partition' of the shards (a RowPartition, "
                              "as torch_geometric_regcn.distributed.partition() gives it)")
         check_choice('reduce', reduce, REDUCE)
+        num_nodes = _check_size(num_nodes, dtype)
         check_edge_index(edge_index, num_nodes, edge_weight, name, weight_name)
         return RowPartition((0, num_nodes), 0)
     error, same = None, {}
     try:
         check_choice('reduce', reduce, REDUCE)
+        num_nodes = _check_size(num_nodes, dtype)
         check_partition(partition, group, 'partition')
         if num_nodes != partition.num_nodes:
             raise ValueError(f"'num_nodes' ({num_nodes}) must be the number of nodes of the "
@@ -165,6 +177,14 @@ def _checked_partition(edge_index: Tensor, num_nodes: int, edge_weight: Optional
         error = failure
     agree_arguments(group, 'normalized_adjacency', same, error)
     return partition
+
+
+def _check_size(num_nodes: Any, dtype: Any) -> int:
+    r"""The checks of :func:`normalized_adjacency`'s :obj:`num_nodes` (a
+    non-negative integer, returned as :class:`int`) and :obj:`dtype` (a
+    floating-point one: the normalisation divides)."""
+    check_dtype('dtype', dtype)
+    return check_int('num_nodes', num_nodes, minimum=0)
 
 
 def _symmetrized(edge_index: Tensor, edge_weight: Tensor, part: RowPartition,
@@ -210,8 +230,19 @@ def coo_entries(matrix: Tensor) -> Edges:
 def combine(operators: Sequence[Edges], coefficients: Sequence[float], num_nodes: int) -> Tensor:
     r"""Returns :math:`\sum_i c_i \mathbf{M}_i` as a sparse CSR matrix, where each
     :math:`\mathbf{M}_i` is given as a pair :obj:`(edge_index, edge_weight)`.
-    Terms whose coefficient is zero are skipped."""
-    terms = [(ei, c * ew) for (ei, ew), c in zip(operators, coefficients) if c != 0]
+    Terms whose coefficient is zero are skipped. Before any work: one
+    coefficient per operator, each a finite real number or a one-element
+    floating-point tensor (a learned coefficient, whose gradient flows), and
+    a non-negative integer :obj:`num_nodes`."""
+    operators, coefficients = list(operators), list(coefficients)
+    if len(operators) != len(coefficients):
+        raise ValueError(f"'operators' and 'coefficients' must have the same length, one "
+                         f"coefficient per operator (got {len(operators)} and "
+                         f"{len(coefficients)})")
+    values = [check_coefficient(f'coefficients[{i}]', c) for i, c in enumerate(coefficients)]
+    num_nodes = check_int('num_nodes', num_nodes, minimum=0)
+    terms = [(ei, c * ew) for (ei, ew), c, value in zip(operators, coefficients, values)
+             if value != 0]
     if not terms:
         raise ValueError('combine() needs at least one non-zero coefficient')
     index = torch.cat([ei for ei, _ in terms], dim=1)

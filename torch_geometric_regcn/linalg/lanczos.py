@@ -25,6 +25,7 @@ from torch_geometric_regcn.linalg.eigenpairs import (
 )
 from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix, gather_dense
 from torch_geometric_regcn.utils.sparse import compact_csr
+from torch_geometric_regcn.utils.validation import check_int
 
 STALL = 5  # cycles without progress after which block_lanczos lowers the degree
 #: :obj:`step_callback(cycle, step, steps)` of :func:`block_lanczos`
@@ -383,13 +384,14 @@ def block_lanczos(
     group, error, same = _group_of(operator), None, {}
     try:  # on row shards agreed: a rank that raises alone would leave the others waiting
         n = check_problem(operator, k, which, max_iter, degree, tol)
-        b = min(k, 16) if block_size is None else block_size
-        if b < 1:
-            raise ValueError(f"'block_size' must be a positive integer (got {b})")
+        b = min(k, 16) if block_size is None else check_int('block_size', block_size)
+        if basis_size is not None:
+            basis_size = check_int('basis_size', basis_size)
         m = b * math.ceil((2 * k + 8 * b if basis_size is None else basis_size) / b)
         if m < k + 2 * b:
             raise ValueError(f"'basis_size' must be at least k + 2 * block_size = "
-                             f"{k + 2 * b} (got {m})")
+                             f"{k + 2 * b} once rounded up to a multiple of block_size "
+                             f"(got {basis_size}, rounded up to {m})")
         if group is not None:  # each decides the iteration's collectives or its stop
             same = {"'k'": k, "'which'": which, "'tol'": float(tol), "'max_iter'": max_iter,
                     "'degree'": degree, "the block size 'block_size'": b,

@@ -15,6 +15,7 @@ from torch_geometric_regcn.distributed.collectives import (
 )
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.fingerprint import fingerprint
+from torch_geometric_regcn.utils.validation import check_tensor
 
 
 def factors_from_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> Tuple[Tensor, Tensor]:
@@ -26,9 +27,38 @@ def factors_from_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> Tuple[
     :math:`\mathbf{V} = -\mathbf{U}\,\mathrm{sign}(\mathbf{\Lambda})
     |\mathbf{\Lambda}|^{1/2}`. Then :math:`\mathbf{I} - \mathbf{W}(\mathbf{I}_r +
     \mathbf{V}^{\top}\mathbf{W})^{-1}\mathbf{V}^{\top} = (\mathbf{I} +
-    \mathbf{W}\mathbf{V}^{\top})^{-1} \approx (\mathbf{I} - \mathbf{S})^{-1}`."""
+    \mathbf{W}\mathbf{V}^{\top})^{-1} \approx (\mathbf{I} - \mathbf{S})^{-1}`.
+
+    :obj:`eigenvalues` :obj:`[r]` and :obj:`eigenvectors` :obj:`[N, r]` are
+    checked first (:obj:`O(r)`, one synchronisation): floating-point tensors
+    of matching shapes, finite eigenvalues, and none equal to one, where
+    :math:`\mathbf{I} - \mathbf{S}` is singular and the gain :math:`1 / (1 -
+    \lambda)` infinite (the error of :func:`check_core_condition` for a zero
+    pivot)."""
+    _check_eigenpairs(eigenvalues, eigenvectors)
     root = eigenvalues.abs().sqrt()
     return eigenvectors * root, -eigenvectors * (eigenvalues.sign() * root)
+
+
+def _check_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> None:
+    check_tensor('eigenvalues', eigenvalues, 'a tensor [rank]')
+    check_tensor('eigenvectors', eigenvectors, 'a tensor [num_nodes, rank]')
+    if eigenvalues.dim() != 1 or eigenvectors.dim() != 2 \
+            or eigenvectors.size(1) != eigenvalues.numel():
+        raise ValueError(f"'eigenvalues' and 'eigenvectors' must have shapes [rank] and "
+                         f"[num_nodes, rank], one eigenvector per column (got "
+                         f"{list(eigenvalues.shape)} and {list(eigenvectors.shape)})")
+    if not eigenvalues.is_floating_point() or not eigenvectors.is_floating_point():
+        raise TypeError(f"'eigenvalues' and 'eigenvectors' must be floating point (got "
+                        f"{eigenvalues.dtype} and {eigenvectors.dtype})")
+    if not bool(eigenvalues.isfinite().all()):
+        raise ValueError("'eigenvalues' contains NaN or infinite values: the eigensolver "
+                         "diverged or its operator was not finite; recompute the eigenpairs "
+                         "(e.g. with LowRankInverse, which checks its operator)")
+    if bool((eigenvalues == 1).any()):  # the core I - diag(eigenvalues) has a zero pivot
+        largest = float(eigenvalues.abs().max())
+        rounding = ROUNDING_UNITS * torch.finfo(eigenvalues.dtype).eps * (1 + largest)
+        check_core_condition(CoreCondition(0.0, rounding, eigenvalues.dtype), stacklevel=3)
 
 
 class WoodburyCore(NamedTuple):
@@ -54,9 +84,16 @@ def factor_arguments(w: Tensor, v: Tensor, from_eigenpairs: bool) -> Dict[str, A
 
 
 def _check_factor_shapes(w: Tensor, v: Tensor) -> None:
+    r"""Factors :obj:`[n, r]` of one shape and one floating-point dtype
+    (:obj:`O(1)`)."""
+    check_tensor('w', w, 'a tensor [num_rows, rank]')
+    check_tensor('v', v, 'a tensor [num_rows, rank]')
     if w.dim() != 2 or w.shape != v.shape:
         raise ValueError(f"'w' and 'v' must both have shape [num_rows, rank] (got "
                          f"{list(w.shape)} and {list(v.shape)})")
+    if w.dtype != v.dtype or not w.is_floating_point():
+        raise TypeError(f"'w' and 'v' must have one floating-point dtype (got {w.dtype} and "
+                        f"{v.dtype})")
 
 
 def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
@@ -92,12 +129,14 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     :class:`WoodburyCache` and :class:`~torch_geometric_regcn.TSGCNConv`
     do), and on the verdict of the check of factors of eigenpairs, whose
     rounding level is each rank's own."""
-    if group is not None and not agreed and not is_compiling():
+    if group is None and not is_compiling():
+        _check_factor_shapes(w, v)
+    elif not agreed and not is_compiling():
         error, same = None, {}
         try:
             _check_factor_shapes(w, v)
             same = factor_arguments(w, v, from_eigenpairs)
-        except ValueError as failure:
+        except (TypeError, ValueError) as failure:
             error = failure
         agree_arguments(group, 'woodbury_core', same, error)
     with torch.autocast(w.device.type, enabled=False):
@@ -306,7 +345,7 @@ class WoodburyCache:
         try:
             _check_factor_shapes(w, v)
             same = factor_arguments(w, v, from_eigenpairs)
-        except ValueError as failure:
+        except (TypeError, ValueError) as failure:
             error = failure
         votes = agree_arguments(group, 'WoodburyCache', same, error, share=[fresh])
         return all(flag for (flag,) in votes)
@@ -377,10 +416,12 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
             _check_rows(x, w, v)
             same = {**factor_arguments(w, v, False), "the number of columns of 'x'": x.size(1),
                     "whether 'core' is given": core is not None}
-        except ValueError as failure:
+        except (TypeError, ValueError) as failure:
             error = failure
         agree_arguments(group, 'woodbury_apply', same, error)
         agreed = True
+    elif (group is None or summary is not None) and not is_compiling():
+        _check_rows(x, w, v, summary)  # no collective follows that a lone error could strand
     if summary is None and v is None:
         raise ValueError("woodbury_apply needs the factor 'v', or the summary V^T X of all "
                          "rows as 'summary=' (with 'core=')")
@@ -397,13 +438,28 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
                 ).to(x.dtype)
 
 
-def _check_rows(x: Tensor, w: Tensor, v: Optional[Tensor]) -> None:
+def _check_rows(x: Tensor, w: Tensor, v: Optional[Tensor],
+                summary: Optional[Tensor] = None) -> None:
     r"""The shapes :func:`woodbury_apply` multiplies: :obj:`x` :obj:`[n, f]`
-    and the factors :obj:`[n, r]`, on this rank's :math:`n` rows."""
-    if v is None:
-        raise ValueError("woodbury_apply needs the factor 'v', or the summary V^T X of all "
-                         "rows as 'summary=' (with 'core=')")
-    _check_factor_shapes(w, v)
+    and the factors :obj:`[n, r]`, on this rank's :math:`n` rows, or, with
+    a :obj:`summary` :obj:`[r, f]`, :obj:`x` and :obj:`w` of any rows
+    (:obj:`O(1)`)."""
+    check_tensor('x', x, 'a tensor [num_rows, channels]')
+    if summary is None:
+        if v is None:
+            raise ValueError("woodbury_apply needs the factor 'v', or the summary V^T X of all "
+                             "rows as 'summary=' (with 'core=')")
+        _check_factor_shapes(w, v)
+    else:
+        check_tensor('w', w, 'a tensor [num_rows, rank]')
+        check_tensor('summary', summary, 'a tensor [rank, channels]')
+        if w.dim() != 2 or not w.is_floating_point():
+            raise ValueError(f"'w' must be a floating-point matrix [num_rows, rank] (got shape "
+                             f"{list(w.shape)}, {w.dtype})")
     if x.dim() != 2 or x.size(0) != w.size(0):
+        what = "'w' and 'v'" if summary is None else "'w'"
         raise ValueError(f"'x' must have shape [num_rows, channels] with the {w.size(0)} rows "
-                         f"of 'w' and 'v' (got {list(x.shape)})")
+                         f"of {what} (got {list(x.shape)})")
+    if summary is not None and list(summary.shape) != [w.size(1), x.size(1)]:
+        raise ValueError(f"'summary' must have shape [rank, channels] = [{w.size(1)}, "
+                         f"{x.size(1)}], V^T X of all rows (got {list(summary.shape)})")

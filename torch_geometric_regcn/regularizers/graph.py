@@ -35,7 +35,14 @@ from torch_geometric_regcn.linalg.graph_operator import (
 from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.sparse import sparse_identity
-from torch_geometric_regcn.utils.validation import check_edge_index, check_factors
+from torch_geometric_regcn.utils.validation import (
+    check_dtype,
+    check_edge_index,
+    check_factors,
+    check_int,
+    check_seed,
+    check_tensor,
+)
 
 if TYPE_CHECKING:
     from torch_geometric_regcn.regularizers.base import Regularizer
@@ -81,6 +88,25 @@ def _as_edge_index(edge_index: Any, edge_weight: Optional[Tensor]):
     return edge_index, edge_weight
 
 
+#: What a graph input :obj:`edge_index` may be, as the errors say.
+GRAPH_INPUT = ('an edge index tensor [2, num_edges], a torch.sparse adjacency matrix or a '
+               'torch_sparse.SparseTensor')
+
+
+def check_graph_types(edge_index: Any = None, edge_weight: Any = None,
+                      semantic_edge_index: Any = None) -> None:
+    r"""The types of a layer's graph inputs, those given (:obj:`O(1)`, reads
+    no values): each a tensor (:obj:`edge_index` also a
+    :class:`torch_sparse.SparseTensor`); a NumPy array or a list is named
+    with its conversion (:func:`~torch_geometric_regcn.utils.validation.check_tensor`)."""
+    if edge_index is not None and not is_sparse_tensor(edge_index):
+        check_tensor('edge_index', edge_index, GRAPH_INPUT)
+    if edge_weight is not None:
+        check_tensor('edge_weight', edge_weight, 'a tensor [num_edges]')
+    if semantic_edge_index is not None:
+        check_tensor('semantic_edge_index', semantic_edge_index, 'a tensor [2, num_edges]')
+
+
 def check_graph_input(edge_index: Any, num_nodes: int,
                       edge_weight: Optional[Tensor] = None) -> None:
     r"""Checks an :obj:`edge_index` (with :obj:`edge_weight`), a
@@ -95,10 +121,7 @@ def check_graph_input(edge_index: Any, num_nodes: int,
             raise ValueError("Pass 'edge_weight' only with an 'edge_index' tensor; a sparse "
                              "adjacency carries its own weights")
         return
-    if not isinstance(edge_index, Tensor):
-        raise TypeError(f"'edge_index' must be an edge index tensor [2, num_edges], a "
-                        f"torch.sparse adjacency matrix or a torch_sparse.SparseTensor (got "
-                        f"{type(edge_index).__name__})")
+    check_tensor('edge_index', edge_index, GRAPH_INPUT)
     if edge_index.layout == torch.strided:
         check_edge_index(edge_index, num_nodes, edge_weight)
     elif tuple(edge_index.shape) != (num_nodes, num_nodes):
@@ -221,6 +244,9 @@ class GraphOperators:
         self.group, error, same = check_group(group), None, {}
         try:  # on shards agreed, so that a rank with a bad partition cannot leave the
             # others waiting in the first collective of the operators
+            num_nodes = check_int('num_nodes', num_nodes, minimum=0)
+            dtype = check_dtype('dtype', dtype)
+            seed = check_seed(seed)
             if partition is not None or group is not None:
                 partition = check_partition(partition, group, 'partition')
                 if partition.num_nodes != num_nodes:

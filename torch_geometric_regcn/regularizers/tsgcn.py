@@ -14,7 +14,7 @@ from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators, Operator
 from torch_geometric_regcn.regularizers.registry import register
 from torch_geometric_regcn.utils.deprecation import warn_deprecated
-from torch_geometric_regcn.utils.validation import check_int, check_real
+from torch_geometric_regcn.utils.validation import check_coefficient, check_int, check_real
 
 
 def check_tsgcn_coefficients(alpha: float, beta: float, k: int) -> Tuple[float, float, int]:
@@ -50,8 +50,11 @@ def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float,
     Args:
         graph (GraphOperators): The graph; with a :obj:`partition` and a
             :obj:`group`, this rank's shard of it.
-        alpha (float): The weight :math:`\alpha \geq 0` of the graph.
-        beta (float): The weight :math:`\beta \geq 0` of the semantic graph.
+        alpha (float or torch.Tensor): The weight :math:`\alpha \geq 0` of
+            the graph, a finite real number or, learned, a one-element
+            tensor (through which the gradient flows).
+        beta (float or torch.Tensor): The weight :math:`\beta \geq 0` of
+            the semantic graph, likewise; not both zero.
         k (int, optional): Neighbours of a semantic graph built from the
             features. (default: :obj:`10`)
 
@@ -63,25 +66,30 @@ def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float,
     :math:`k`-NN search when the semantic graph is built from the features)
     and one sort of their entries.
     """
-    error = None  # on shards agreed first: every rank builds the same terms
-    if beta > 0 and graph.semantic_edge_index is None and graph.x is None:
-        error = ValueError("beta > 0 needs node features 'data.x' or a precomputed "
-                           "'data.semantic_edge_index' (see SemanticGraph); use beta=0 "
-                           "for the topology-only model (tsGCN-t)")
-    same = {} if graph.group is None else {  # learned coefficients are tensors
-        f"'{name}'": float(c.detach() if isinstance(c, Tensor) else c)
-        for name, c in (('alpha', alpha), ('beta', beta))}
-    agree_arguments(graph.group, 'tsgcn_adjacency', {**same, "'k'": k}, error)
+    error, same = None, {}  # on shards agreed first: every rank builds the same terms
+    try:  # learned coefficients are one-element tensors, read without their gradient
+        a, b, k = check_tsgcn_coefficients(check_coefficient('alpha', alpha),
+                                           check_coefficient('beta', beta), k)
+        if b > 0 and graph.semantic_edge_index is None and graph.x is None:
+            raise ValueError("beta > 0 needs node features 'data.x' or a precomputed "
+                             "'data.semantic_edge_index' (see SemanticGraph); use beta=0 "
+                             "for the topology-only model (tsGCN-t)")
+        same = {"'alpha'": a, "'beta'": b, "'k'": k}
+    except (TypeError, ValueError) as failure:
+        error = failure
+    agree_arguments(graph.group, 'tsgcn_adjacency', same, error)
+    # The checked floats (NumPy's as Python's); a learned tensor stays, for its gradient.
+    alpha, beta = (c if isinstance(c, Tensor) else f for c, f in ((alpha, a), (beta, b)))
     scale = 1.0 + alpha + beta
     terms = []
-    if alpha > 0:
+    if a > 0:
         if graph.num_edges() == 0:  # the same total on every rank: all raise, or none
             where = '' if graph.group is None else ' on any rank'
             raise ValueError(f"'edge_index' has no edges{where}, so the topological "
                              f"regulariser vanishes; use alpha=0 for the semantic-only model "
                              f"(tsGCN-s)")
         terms.append((graph.adjacency_edges(), alpha / scale))
-    if beta > 0:
+    if b > 0:
         terms.append((graph.semantic_adjacency_edges(k), beta / scale))
     return graph.sparse(terms)
 

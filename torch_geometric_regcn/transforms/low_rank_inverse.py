@@ -13,6 +13,7 @@ from torch_geometric_regcn.distributed.collectives import (
     all_gather_ints,
     check_group,
     rank_of,
+    real,
 )
 from torch_geometric_regcn.distributed.row_partition import (
     RowPartition,
@@ -170,8 +171,8 @@ def tsgcn_operator(data: Data, alpha: float, beta: float, k: int = 10,
     (:func:`~torch_geometric_regcn.knn.knn_graph_cosine`, exact or, above
     50,000 nodes on CPU, approximate with centroids seeded by :obj:`seed`)."""
     group = check_group(group)
-    partition = _check_graph(data, beta, group, arguments={
-        "'alpha'": alpha, "'beta'": beta, "'k'": k, "'seed'": seed})
+    partition = _check_graph(data, beta, group, arguments={  # 1 and 1.0 agree; checked later
+        "'alpha'": real(alpha), "'beta'": real(beta), "'k'": k, "'seed'": seed})
     return _operator(data, alpha, beta, k, progress, seed, partition, group)
 
 

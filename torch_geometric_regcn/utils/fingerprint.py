@@ -6,10 +6,14 @@ from typing import Any, Dict, NamedTuple, Tuple
 import torch
 from torch import Tensor
 
-# Weights of the content sums, one vector per length and device, drawn once.
+# Weights of the sums, one vector per length and device, drawn once.
 _WEIGHTS: Dict[Tuple[int, torch.device], Tensor] = {}
-# Numbers converted to float64 at a time (8 MiB).
+# Numbers converted to float64 at a time (8 MiB), and the numbers one thread
+# sums (below torch's grain size of 32768, so that the order of every sum is
+# fixed whatever the number of threads).
 _CHUNK = 1 << 20
+_BLOCK = 1 << 10
+_GOLDEN = (5 ** 0.5 - 1) / 2
 
 
 class Fingerprint(NamedTuple):
@@ -41,28 +45,48 @@ def _parts(tensor: Tensor) -> Tuple[Tensor, ...]:
 
 
 def _content(part: Tensor) -> Tuple[float, float]:
-    if part.numel() == 0:
-        return 0.0, 0.0
-    flat = part.detach().reshape(part.size(0) if part.dim() else 1, -1)  # rows x columns
-    rows, cols = flat.shape
-    step = max(1, _CHUNK // cols)  # rows converted to float64 at a time
+    r"""Two weighted sums of :obj:`part`'s numbers, each summed in an order
+    that does not depend on the number of threads: blocks of :obj:`_BLOCK`
+    numbers (below torch's grain size, so one thread sums a block), weighted
+    by position in the block, in the tensor's dtype for float32 and float64
+    (no copy) and in float64 for other dtypes (exact for integers below
+    :math:`2^{53}`); then the block sums, weighted by the block's index, in
+    float64."""
+    flat = part.detach().reshape(-1)
+    dtype = flat.dtype if flat.dtype in (torch.float32, torch.float64) else torch.float64
+    total = torch.zeros(2, dtype=torch.float64, device=part.device)
     with torch.autocast(part.device.type, enabled=False):
-        weights = _weights(cols, part.device)
-        mixed = torch.cat([flat[s:s + step].to(torch.float64) @ weights
-                           for s in range(0, rows, step)])  # [rows]
-        sums = torch.stack([mixed @ _weights(rows, part.device), mixed.sum()])
-    return tuple(sums.tolist())
+        inner = _weights(_BLOCK, part.device).to(dtype)
+        for s in range(0, flat.numel(), _CHUNK):
+            chunk = flat[s:s + _CHUNK].to(dtype)
+            tail = -chunk.numel() % _BLOCK
+            if tail:
+                chunk = torch.cat([chunk, chunk.new_zeros(tail)])
+            blocks = chunk.view(-1, _BLOCK)  # [b, _BLOCK]
+            weighted = (blocks * inner).sum(dim=1).double()  # [b], one thread per block
+            first = s // _BLOCK  # a block's weight from its index: 0.5 + frac(index / phi)
+            outer = torch.arange(first, first + blocks.size(0), dtype=torch.float64,
+                                 device=part.device).mul_(_GOLDEN).frac_().add_(0.5)
+            total += torch.stack([(weighted * outer).sum(), weighted.sum()])
+    first, second = total.tolist()
+    return first, second
 
 
 def fingerprint(tensor: Any) -> Any:
     r"""A :class:`Fingerprint` of :obj:`tensor` (a dense or sparse tensor),
-    equal for two calls exactly when the tensor kept its shape, dtype, device
-    and numbers, up to the chance that an edit leaves two random weighted
-    sums of float64 numbers unchanged. Non-tensors are returned as they are.
+    equal for two calls when the tensor kept its shape, dtype, device and
+    numbers. Its content is two random weighted sums of the numbers, taken in
+    the tensor's dtype for float32 and float64 tensors and in float64 for the
+    others (integers, exactly): an edit changes them unless it is below the
+    rounding of its dtype relative to the sum of its block of 1024 numbers
+    (a change that small moves the results computed from the tensor by less
+    than their own rounding), or by a chance of the order of that rounding.
+    Non-tensors are returned as they are.
 
-    Cost: one pass over the stored numbers, converted to float64 in chunks
-    of :math:`2^{20}` (:math:`O(\text{numel})` time, 8 MiB plus
-    :math:`O(\text{rows} + \text{columns})` extra memory) and one
+    Every sum is taken in an order fixed by the tensor's size, so the
+    fingerprint does not depend on the number of threads. Cost: one pass over
+    the stored numbers, in chunks of :math:`2^{20}` (:math:`O(\text{numel})`
+    time, 16 MiB of extra memory at most) and one
     synchronisation with the device; a layer calls it once per input per
     call, next to propagations that cost a multiple of that. Two fingerprints
     of a tensor that holds NaN are never equal (NaN is unequal to itself),
@@ -73,23 +97,31 @@ def fingerprint(tensor: Any) -> Any:
     return Fingerprint(tensor.layout, tuple(tensor.shape), tensor.dtype, tensor.device, content)
 
 
-def row_checksums(rows: Tensor, magnitudes: bool = False) -> Tensor:
-    r"""The weighted float64 sum of each row of the dense 2-D tensor
-    :obj:`rows` :obj:`[B, F]`, with the weights :func:`fingerprint` uses for
-    :math:`F` columns: a :obj:`[B]` float64 tensor on the device of
+def row_checksums(rows: Tensor, magnitudes: bool = False,
+                  dtype: torch.dtype = torch.float64) -> Tensor:
+    r"""The weighted sum of each row of the dense 2-D tensor :obj:`rows`
+    :obj:`[B, F]`, with random weights in :math:`[0.5, 1.5)` drawn once per
+    :math:`F`, computed in :obj:`dtype`: a :obj:`[B]` tensor on the device of
     :obj:`rows` (NaN where a row holds NaN); with :obj:`magnitudes`, a
     :obj:`[B, 2]` one whose second column holds the same sums of the absolute
     values. Unlike :func:`fingerprint`, it tells which rows changed, and a
-    caller can compute it chunk by chunk.
+    caller can compute it chunk by chunk; the sum of a row may depend on the
+    number of threads (a matrix-vector product), so callers compare within
+    the bound below or treat a difference as a change to recompute.
 
     The same rows on the same device in chunks of the same shape give equal
-    sums; rows gathered elsewhere (a batch's rows of a whole graph, on another
-    device) agree to the rounding of two sums of :math:`F` products,
-    :math:`|\Delta| \le 2 (F + 1) \epsilon` times the sum of magnitudes
-    (:math:`\epsilon` of float64). Cost: :math:`O(B F)` time and one float64
-    copy of :obj:`rows` (two with :obj:`magnitudes`), no synchronisation."""
-    values = rows.detach().to(torch.float64)  # autocast leaves float64 products alone
-    weights = _weights(rows.size(1), rows.device)
-    if not magnitudes:
-        return values @ weights
-    return torch.stack([values @ weights, values.abs() @ weights], dim=1)
+    sums. A sum computed elsewhere (a batch's rows of a whole graph, on
+    another device, or in another :obj:`dtype`) differs from the exact one by
+    at most :math:`(F + 2) \epsilon` times the sum of magnitudes
+    (:math:`\epsilon` of the :obj:`dtype` it was computed in: :math:`F`
+    roundings of the sum, one of the weights and one of the rows when they
+    are cast). Cost: :math:`O(B F)` time, no synchronisation, and a copy of
+    :obj:`rows` unless they are in :obj:`dtype` already (another with
+    :obj:`magnitudes`); in the rows' own dtype the sums are one
+    matrix-vector product."""
+    with torch.autocast(rows.device.type, enabled=False):
+        values = rows.detach().to(dtype)
+        weights = _weights(rows.size(1), rows.device).to(dtype)
+        if not magnitudes:
+            return values @ weights
+        return torch.stack([values @ weights, values.abs() @ weights], dim=1)

@@ -14,6 +14,37 @@ from torch import Tensor
 _Choice = TypeVar('_Choice')
 
 
+def type_name(value: Any) -> str:
+    r"""The type of :obj:`value` as the errors name it: :obj:`"list"` for a
+    built-in, else with its module, e.g. :obj:`"numpy.ndarray"`."""
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == 'builtins' else f'{kind.__module__}.{kind.__name__}'
+
+
+def conversion(name: str, value: Any) -> str:
+    r"""The fix appended to the error for a non-tensor :obj:`value` passed
+    as :obj:`name`: :func:`torch.from_numpy` for a NumPy array (which shares
+    its memory), :func:`torch.as_tensor` for a list or tuple, else nothing."""
+    kind = type(value)
+    if kind.__module__ == 'numpy' and kind.__name__ == 'ndarray':
+        return f"; convert it with 'torch.from_numpy({name})'"
+    if isinstance(value, (list, tuple)):
+        return f"; convert it with 'torch.as_tensor({name})'"
+    return ''
+
+
+def check_tensor(name: str, value: Any, what: str = 'a torch.Tensor') -> Tensor:
+    r"""Returns :obj:`value` if it is a :class:`torch.Tensor`, else raises
+    :class:`TypeError`: :obj:`"'{name}' must be {what} (got {type})"`,
+    with the conversion of a NumPy array or a list (:func:`conversion`).
+    :obj:`what` says what is expected, e.g. :obj:`"a torch.Tensor
+    [num_nodes, rank]"`. :obj:`O(1)`."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"'{name}' must be {what} (got {type_name(value)})"
+                        f"{conversion(name, value)}")
+    return value
+
+
 def check_finite(name: str, tensor: Tensor) -> None:
     if tensor.layout == torch.sparse_coo:
         tensor = tensor.coalesce()
@@ -46,6 +77,20 @@ def check_real(name: str, value: float, low: float = -math.inf, high: float = ma
             rule = f"lie in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
         raise ValueError(f"'{name}' must {rule} (got {value})")
     return value
+
+
+def check_coefficient(name: str, value: Any, low: float = -math.inf, high: float = math.inf,
+                      low_open: bool = False, high_open: bool = False) -> float:
+    r""":func:`check_real` of a coefficient that may also be learned: a
+    one-element floating-point tensor is accepted and its value read
+    without its gradient (one synchronisation with its device). Returns the
+    value as a :class:`float`; the caller keeps the tensor to compute with."""
+    if isinstance(value, Tensor):
+        if value.numel() != 1 or not value.is_floating_point():
+            raise TypeError(f"'{name}' must be a real number or a one-element floating-point "
+                            f"tensor (got a tensor of shape {list(value.shape)}, {value.dtype})")
+        value = value.detach().item()
+    return check_real(name, value, low, high, low_open, high_open)
 
 
 def _integer_rule(minimum: Optional[int], maximum: Optional[int]) -> str:
@@ -117,9 +162,7 @@ def check_dtype(name: str, dtype: Any, floating: bool = True) -> torch.dtype:
 def check_matrix(name: str, matrix: Any, square: bool = False) -> None:
     r"""A 2-D :class:`torch.Tensor` (dense, COO or CSR), square if
     :obj:`square`: :obj:`O(1)`, reads no values."""
-    if not isinstance(matrix, Tensor):
-        raise TypeError(f"'{name}' must be a matrix, a 2-D dense or sparse (COO or CSR) "
-                        f"tensor (got {type(matrix).__name__}); use torch.as_tensor")
+    check_tensor(name, matrix, 'a matrix, a 2-D dense or sparse (COO or CSR) tensor')
     if matrix.dim() != 2 or (square and matrix.size(0) != matrix.size(1)):
         what = 'square matrix' if square else 'matrix (a 2-D tensor)'
         raise ValueError(f"'{name}' must be a {what} (got shape {list(matrix.shape)})")
@@ -153,9 +196,10 @@ def check_index(name: str, index: Any, num_nodes: int, size: Optional[int] = Non
     if not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() \
             or index.is_complex() or index.dtype == torch.bool:
         got = (f'{index.dtype} of shape {list(index.shape)}' if isinstance(index, Tensor)
-               else type(index).__name__)
+               else type_name(index))
         fix = (f"; for a boolean mask pass '{name}.nonzero().view(-1)'"
-               if isinstance(index, Tensor) and index.dtype == torch.bool else '')
+               if isinstance(index, Tensor) and index.dtype == torch.bool
+               else conversion(name, index))
         raise TypeError(f"'{name}' must be a 1-D tensor of integer node indices "
                         f"(got {got}){fix}")
     if size is not None and index.numel() != size:
@@ -172,9 +216,7 @@ def check_index(name: str, index: Any, num_nodes: int, size: Optional[int] = Non
 def check_edge_index(edge_index: Tensor, num_nodes: int,
                      edge_weight: Optional[Tensor] = None, name: str = 'edge_index',
                      weight_name: str = 'edge_weight') -> None:
-    if not isinstance(edge_index, Tensor):
-        raise TypeError(f"'{name}' must be a tensor [2, num_edges] (got "
-                        f"{type(edge_index).__name__})")
+    check_tensor(name, edge_index, 'a tensor [2, num_edges]')
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"'{name}' must have shape [2, num_edges] "
                          f"(got {list(edge_index.shape)})")
@@ -189,9 +231,7 @@ def check_edge_index(edge_index: Tensor, num_nodes: int,
                    f"'{name}' as it was; rebuild it for this graph with SemanticGraph")
         raise ValueError(f"'{name}' refers to nodes outside [0, {num_nodes - 1}]; {fix}")
     if edge_weight is not None:
-        if not isinstance(edge_weight, Tensor):
-            raise TypeError(f"'{weight_name}' must be a tensor [num_edges] (got "
-                            f"{type(edge_weight).__name__})")
+        check_tensor(weight_name, edge_weight, 'a tensor [num_edges]')
         if edge_weight.dim() != 1 or edge_weight.numel() != edge_index.size(1):
             raise ValueError(f"'{weight_name}' must have shape [{edge_index.size(1)}] to match "
                              f"'{name}' (got {list(edge_weight.shape)})")
@@ -217,9 +257,7 @@ def check_node_features(x: Tensor, name: str = 'x', finite: bool = True) -> None
     r"""A floating-point node feature matrix :obj:`[N, F]`, without NaN or
     infinite values if :obj:`finite` (which reads the whole tensor once;
     layers instead check their projection, see :func:`check_projection`)."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"'{name}' must be a tensor of node features [num_nodes, channels] "
-                        f"(got {type(x).__name__})")
+    check_tensor(name, x, 'a tensor of node features [num_nodes, channels]')
     if x.dim() != 2:
         raise ValueError(f"'{name}' must be a node feature matrix of shape "
                          f"[num_nodes, channels] (got shape {list(x.shape)}); use "
@@ -248,8 +286,9 @@ def check_factors(w: Tensor, v: Tensor, num_nodes: int,
     float32 or float64 (see :class:`~torch_geometric_regcn.LowRankInverse`)."""
     a, b = names
     if not (isinstance(w, Tensor) and isinstance(v, Tensor)):
+        name, value = (a, w) if not isinstance(w, Tensor) else (b, v)
         raise TypeError(f"'{a}' and '{b}' must be tensors [num_nodes, rank] (got "
-                        f"{type(w).__name__} and {type(v).__name__})")
+                        f"{type_name(w)} and {type_name(v)}){conversion(name, value)}")
     if w.dim() != 2 or w.shape != v.shape:
         raise ValueError(f"'{a}' and '{b}' must both have shape [num_nodes, rank] "
                          f"(got {list(w.shape)} and {list(v.shape)})")
@@ -291,6 +330,21 @@ def check_materialized(**tensors: Tensor) -> None:
             raise ValueError(f"'{name}' is on the 'meta' device and holds no values; "
                              f"materialise it (e.g. 'torch.empty_like(..., device=\'cpu\')' "
                              f"and fill it) before calling this layer or transform")
+
+
+def check_module_materialized(module: torch.nn.Module, owner: Optional[str] = None) -> None:
+    r"""Raises :class:`ValueError` when a parameter of :obj:`module` lies on
+    the :obj:`meta` device (a module built under :obj:`torch.device("meta")`
+    has shapes but no values), naming :obj:`owner` (default: the module's
+    class) and how to materialise it. :obj:`O(\text{number of
+    parameters})`, reads no values."""
+    if any(p.device.type == 'meta' for p in module.parameters()):
+        owner = owner or type(module).__name__
+        raise ValueError(f"The parameters of {owner} are on the 'meta' device and hold no "
+                         f"values; materialise it with '.to_empty(device=...)' followed by "
+                         f"'.reset_parameters()' or '.load_state_dict(...)' (or load a state "
+                         f"dict into the meta module with 'load_state_dict(..., assign=True)') "
+                         f"before calling it")
 
 
 def check_layer_dtype(name: str, tensor: Tensor, dtype: torch.dtype, owner: str) -> None:

@@ -3,13 +3,16 @@ checks of its factors; woodbury_apply, woodbury_core and WoodburyCache
 themselves are tested in tests/linalg/test_woodbury.py."""
 import copy
 import io
+import pickle
 
 import pytest
 import torch
+import torch.distributed as dist
 
 from tests.conftest import CUDA
+from tests.distributed.launch import requires_gloo, run_ranks
 from tests.nn.helpers import eigen_factors
-from torch_geometric_regcn import TSGCNConv
+from torch_geometric_regcn import TSGCN, TSGCNConv
 
 
 def dense_reference(conv, x, w, v):
@@ -168,3 +171,108 @@ def test_cuda_matches_cpu():
     expected = conv(x, w, v)
     got = conv.cuda()(x.cuda(), w.cuda(), v.cuda())
     torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+# -- a process group is shared by copies, never pickled --------------------------------
+
+class _Handle:
+    r"""Stands for a :class:`torch.distributed.ProcessGroup`: a handle that refuses
+    to be copied or pickled, as the real one does."""
+    def __deepcopy__(self, memo):
+        raise TypeError("cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object")
+
+    def __reduce__(self):
+        raise TypeError("cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object")
+
+
+def _layers(model):
+    return list(model.convs) if isinstance(model, TSGCN) else [model]
+
+
+PICKLE_ERROR = (r"^TSGCNConv holds a torch.distributed process group in 'group', which cannot "
+                r"be pickled .* save 'state_dict\(\)' instead and build the module with group= "
+                r"in the process that loads it, or copy it within this process with "
+                r"copy.deepcopy, which shares the group$")
+
+
+@pytest.mark.parametrize('make', [lambda: TSGCNConv(7, 4), lambda: TSGCN(7, 8, 4)],
+                         ids=['TSGCNConv', 'TSGCN'])
+def test_a_deepcopy_shares_the_group_and_pickling_names_it(make):
+    # Was: copy.deepcopy raised "cannot pickle 'ProcessGroup' object" (EMA and best-model
+    # copies in DDP). The group is set after construction: check_group wants a real one.
+    w, v = eigen_factors()
+    x = torch.randn(30, 7, dtype=torch.float64)
+    model = make().double()
+    expected = model(x, w, v).detach()
+    handle = _Handle()
+    for conv in _layers(model):
+        conv.group = handle
+    copied = copy.deepcopy(model)
+    assert all(conv.group is handle for conv in _layers(copied))
+    assert all(conv.group is handle for conv in _layers(copy.copy(model)))
+    for mine, theirs in zip(model.parameters(), copied.parameters()):  # copied, not shared
+        assert torch.equal(mine, theirs) and mine.data_ptr() != theirs.data_ptr()
+    for target in (model, copied):
+        with pytest.raises(TypeError, match=PICKLE_ERROR):
+            pickle.dumps(target)
+        with pytest.raises(TypeError, match=PICKLE_ERROR):
+            torch.save(target, io.BytesIO())
+    # Without the (fake) group both compute what the original computed, to the bit.
+    for conv in _layers(model) + _layers(copied):
+        conv.group = None
+    assert torch.equal(copied(x, w, v), expected)
+    with torch.no_grad():  # and a step on the copy leaves the original as it was
+        next(copied.parameters()).mul_(2)
+    assert torch.equal(model(x, w, v), expected)
+    assert torch.equal(pickle.loads(pickle.dumps(model))(x, w, v), expected)  # no group
+
+
+def _copies_on_two_ranks(rank, world_size):
+    r"""TSGCN on this rank's rows, its deepcopy (an EMA or best-model copy) and a
+    pickle attempt, on a real gloo group."""
+    from torch.nn.parallel import DistributedDataParallel
+    group = dist.group.WORLD
+    w, v = eigen_factors(n=40, rank=6)
+    x = torch.randn(40, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    rows = slice(rank * 20, (rank + 1) * 20)
+    torch.manual_seed(0)
+    model = TSGCN(7, 8, 4, group=group).double()
+    ema = copy.deepcopy(model)
+    out = {'shared': all(a.group is b.group is group
+                         for a, b in zip(ema.convs, model.convs))}
+    out['model'] = model(x[rows], w[rows], v[rows]).detach()
+    out['copy'] = ema(x[rows], w[rows], v[rows]).detach()
+    ddp = DistributedDataParallel(model)  # a training step of the original only
+    ddp(x[rows], w[rows], v[rows]).square().sum().backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= 0.1 * p.grad
+    out['copy_after_step'] = ema(x[rows], w[rows], v[rows]).detach()
+    out['best'] = copy.deepcopy(model)(x[rows], w[rows], v[rows]).detach()
+    out['trained'] = model(x[rows], w[rows], v[rows]).detach()
+    try:
+        pickle.dumps(ema)
+        out['pickle'] = 'pickled'
+    except TypeError as error:
+        out['pickle'] = str(error)
+    return out
+
+
+@pytest.mark.slow
+@requires_gloo
+def test_a_deepcopy_on_a_process_group_computes_what_the_original_computes():
+    results = run_ranks(_copies_on_two_ranks, 2, timeout=120.0)
+    w, v = eigen_factors(n=40, rank=6)
+    x = torch.randn(40, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    torch.manual_seed(0)
+    expected = TSGCN(7, 8, 4).double()(x, w, v).detach()  # one process, the same weights
+    for r in results:
+        assert r['shared']
+        assert torch.equal(r['copy'], r['model'])  # the same collectives, the same bits
+        assert torch.equal(r['copy_after_step'], r['model'])  # the copy did not train
+        assert torch.equal(r['best'], r['trained'])
+        assert not torch.equal(r['trained'], r['model'])
+        assert 'cannot be pickled' in r['pickle'] and "'group'" in r['pickle']
+    # V^T X summed over two ranks instead of one: float64 rounding of 40-term sums.
+    torch.testing.assert_close(torch.cat([r['model'] for r in results]), expected,
+                               rtol=1e-12, atol=1e-14)

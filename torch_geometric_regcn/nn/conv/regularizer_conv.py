@@ -13,7 +13,11 @@ from torch_geometric_regcn.nn.conv.graph_cache import GraphCache
 from torch_geometric_regcn.nn.conv.state_dict_upgrade import upgrade_0_1_state_dict
 from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.regularizers.base import Regularizer
-from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
+from torch_geometric_regcn.regularizers.graph import (
+    GraphOperators,
+    build_graph,
+    check_graph_types,
+)
 from torch_geometric_regcn.regularizers.registry import get
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.deprecation import moved, warn_deprecated
@@ -22,6 +26,7 @@ from torch_geometric_regcn.utils.validation import (
     check_factors,
     check_layer_dtype,
     check_materialized,
+    check_module_materialized,
     check_node_features,
     check_projection,
     check_stopping_rule,
@@ -261,8 +266,9 @@ class RegularizerConv(MessagePassing):
         (:meth:`~torch_geometric_regcn.regularizers.Regularizer.requires`).
         Before any work, :obj:`x` must have the dtype of the layer's
         parameters (outside :func:`torch.autocast`; :class:`TypeError`
-        naming both fixes otherwise) and no input may lie on the
-        :obj:`meta` device (:class:`ValueError`).
+        naming both fixes otherwise), the graph inputs must be tensors (a
+        NumPy array is named with its conversion, :class:`TypeError`) and no
+        input may lie on the :obj:`meta` device (:class:`ValueError`).
 
         Args:
             x (torch.Tensor): The node features, shape :obj:`[N, F_in]`.
@@ -282,14 +288,11 @@ class RegularizerConv(MessagePassing):
         """
         if not is_compiling():  # before any work: the inputs, then the layer's dtype
             check_node_features(x, finite=False)
+            check_graph_types(edge_index, edge_weight, semantic_edge_index)
             check_materialized(x=x, edge_index=edge_index, edge_weight=edge_weight,
                                semantic_edge_index=semantic_edge_index, lowrank_w=lowrank_w,
                                lowrank_v=lowrank_v)
-            if self.lin.weight.device.type == 'meta':
-                raise ValueError(f"The parameters of {self.__class__.__name__} are on the 'meta' "
-                                 f"device and hold no values; materialise the layer with "
-                                 f"'.to_empty(device=...)' and 'reset_parameters()' (or load a "
-                                 f"state dict) before calling it")
+            check_module_materialized(self)
             check_layer_dtype('x', x, self.lin.weight.dtype, self.__class__.__name__)
         graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)

@@ -1,12 +1,17 @@
 r"""The tsGCN layer."""
 
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
 from torch_geometric.nn.inits import zeros
 
-from torch_geometric_regcn.distributed.collectives import Group, agree_arguments, check_group
+from torch_geometric_regcn.distributed.collectives import (
+    Group,
+    SharesGroup,
+    agree_arguments,
+    check_group,
+)
 from torch_geometric_regcn.linalg.woodbury import (
     WoodburyCache,
     WoodburyCore,
@@ -20,14 +25,16 @@ from torch_geometric_regcn.utils.validation import (
     check_factors,
     check_layer_dtype,
     check_materialized,
+    check_module_materialized,
     check_node_features,
     check_projection,
     check_real,
     check_same_device,
+    check_tensor,
 )
 
 
-class TSGCNConv(torch.nn.Module):
+class TSGCNConv(SharesGroup, torch.nn.Module):
     r"""The topological and semantic regularised graph convolution from the
     `"Beyond Graph Convolutional Network: An Interpretable Regularizer-centered
     Optimization Framework" <https://arxiv.org/abs/2301.04318>`_ paper
@@ -84,7 +91,10 @@ class TSGCNConv(torch.nn.Module):
             output are this rank's rows, and each forward pass all-reduces
             the :math:`r \times F_{out}` matrix
             :math:`\mathbf{V}^{\top}\mathbf{X}\mathbf{\Theta}` (the backward
-            pass its gradient). (default: :obj:`None`, one process)
+            pass its gradient). :func:`copy.deepcopy` shares it (an EMA or
+            best-model copy runs on the same ranks); pickling raises (see
+            :class:`~torch_geometric_regcn.distributed.collectives.SharesGroup`).
+            (default: :obj:`None`, one process)
 
     Shapes:
         - **input:**
@@ -141,7 +151,7 @@ class TSGCNConv(torch.nn.Module):
         try:  # on ranks agreed below, before any collective: none waits for one that raised
             if not is_compiling():
                 _check_factors(x, w, v)
-                _check_parameters(self)
+                check_module_materialized(self)
                 check_layer_dtype('x', x, self.lin.weight.dtype, self.__class__.__name__)
             h = self.lin(x)
             if not is_compiling():
@@ -195,30 +205,10 @@ class TSGCNConv(torch.nn.Module):
         return f'{self.__class__.__name__}({self.in_channels}, {self.out_channels}{scale})'
 
 
-def _check_tensor(name: str, value: Any, shape: str) -> None:
-    r"""A :class:`torch.Tensor`; a NumPy array is named with its conversion."""
-    if isinstance(value, Tensor):
-        return
-    kind = f'{type(value).__module__}.{type(value).__name__}'
-    fix = (f"; convert it with 'torch.from_numpy({name})'" if kind == 'numpy.ndarray'
-           else '')
-    raise TypeError(f"'{name}' must be a torch.Tensor {shape} (got {kind}){fix}")
-
-
-def _check_parameters(conv: TSGCNConv) -> None:
-    r"""The layer's parameters hold values (not those of a module built on
-    the :obj:`meta` device)."""
-    if conv.lin.weight.device.type == 'meta':
-        raise ValueError(f"The parameters of {conv.__class__.__name__} are on the 'meta' "
-                         f"device and hold no values; materialise the module with "
-                         f"'.to_empty(device=...)' and 'reset_parameters()' (or "
-                         f"'load_state_dict(..., assign=True)') before calling it")
-
-
 def _check_factors(x: Tensor, w: Tensor, v: Tensor) -> None:
-    _check_tensor('x', x, '[num_nodes, in_channels]')
-    _check_tensor('w', w, '[num_nodes, rank]')
-    _check_tensor('v', v, '[num_nodes, rank]')
+    check_tensor('x', x, 'a torch.Tensor [num_nodes, in_channels]')
+    check_tensor('w', w, 'a torch.Tensor [num_nodes, rank]')
+    check_tensor('v', v, 'a torch.Tensor [num_nodes, rank]')
     check_materialized(x=x, w=w, v=v)
     check_same_device(x=x, w=w, v=v)
     check_node_features(x, finite=False)

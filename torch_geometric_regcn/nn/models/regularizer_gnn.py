@@ -10,6 +10,7 @@ from torch_geometric_regcn.nn.conv.regularizer_conv import RegularizerConv
 from torch_geometric_regcn.nn.dropout import dropout
 from torch_geometric_regcn.nn.linear import Linear
 from torch_geometric_regcn.regularizers.base import Regularizer
+from torch_geometric_regcn.regularizers.graph import check_graph_types
 from torch_geometric_regcn.regularizers.registry import get
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.validation import (
@@ -17,6 +18,8 @@ from torch_geometric_regcn.utils.validation import (
     check_int,
     check_layer_dtype,
     check_materialized,
+    check_module_materialized,
+    check_node_features,
     check_real,
 )
 
@@ -112,15 +115,15 @@ class RegularizerGNN(torch.nn.Module):
     def forward(self, x: Tensor, edge_index: Any, **kwargs: Any) -> Tensor:
         r"""Keyword arguments go to every
         :meth:`~torch_geometric_regcn.RegularizerConv.forward`, whose checks
-        of :obj:`x` (its dtype against the parameters', tensors on the
-        :obj:`meta` device) run here first, before the first layer."""
-        if not is_compiling() and isinstance(x, Tensor):  # other types: the layer names them
+        of the inputs (tensors, named with their conversion where they are
+        NumPy arrays; :obj:`x`'s dtype against the parameters'; tensors on
+        the :obj:`meta` device) run here first, before the first layer."""
+        if not is_compiling():
+            check_node_features(x, finite=False)
+            check_graph_types(edge_index, kwargs.get('edge_weight'),
+                              kwargs.get('semantic_edge_index'))
             check_materialized(x=x, edge_index=edge_index)
-            if any(p.device.type == 'meta' for p in self.parameters()):
-                raise ValueError(f"The parameters of {self.__class__.__name__} are on the "
-                                 f"'meta' device and hold no values; materialise the model with "
-                                 f"'.to_empty(device=...)' and 'reset_parameters()' (or load a "
-                                 f"state dict) before calling it")
+            check_module_materialized(self)
             first = self.lins[0] if len(self.lins) else self.convs[0].lin
             check_layer_dtype('x', x, first.weight.dtype, self.__class__.__name__)
         project = F.relu if self.regularizer.projection == 'relu' else (lambda t: t)

@@ -41,6 +41,8 @@ class TSGCN(torch.nn.Module):
             on this rank's rows (see :class:`~torch_geometric_regcn.TSGCNConv`),
             one all-reduce of :math:`r \times F` per layer and pass. Wrap the
             model in :class:`~torch.nn.parallel.DistributedDataParallel`.
+            :func:`copy.deepcopy` of the model shares the group; pickling
+            it raises (save its :meth:`state_dict` instead).
             (default: :obj:`None`, one process)
 
     Shapes:
@@ -81,7 +83,8 @@ class TSGCN(torch.nn.Module):
         r"""Runs the forward pass of the module; the arguments are those of
         :meth:`TSGCNConv.forward <torch_geometric_regcn.TSGCNConv.forward>`."""
         for i, conv in enumerate(self.convs):
-            x = dropout(x, self.dropout, self.training)
+            if i > 0 or isinstance(x, Tensor):  # else the first layer names x, on every rank
+                x = dropout(x, self.dropout, self.training)
             x = conv(x, w, v)
             if i < len(self.convs) - 1:
                 x = x.relu()

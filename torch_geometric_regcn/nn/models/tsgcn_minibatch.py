@@ -19,9 +19,12 @@ from torch_geometric_regcn.utils.validation import (
     check_int,
     check_layer_dtype,
     check_materialized,
+    check_module_materialized,
     check_node_features,
     check_projection,
     check_real,
+    check_tensor,
+    solve_dtype,
 )
 
 #: How :class:`MiniBatchTSGCN` keeps the summaries :math:`\mathbf{V}^{\top}\mathbf{H}`.
@@ -30,11 +33,13 @@ SUMMARIES = ('refresh', 'history')
 # How the errors of node indices name the graph of MiniBatchTSGCN.refresh().
 _REFRESHED = 'the graph the model was refreshed with'
 
-# Rows of a batch agree with the stored checksums of their nodes within this
-# many units of float64 rounding per column: row_checksums bounds the
-# difference by 2 (F + 1) eps |row| . weights; twice that covers the rounding
-# of the bound itself.
-_ROW_TOLERANCE = 4 * torch.finfo(torch.float64).eps
+# A batch's row checksums, computed in the rows' dtype (one matrix-vector
+# product, no copy), agree with the float64 ones stored at refresh() within
+# (F + 2) eps of that dtype times the row's stored magnitude (row_checksums);
+# the stored sums add (F + 2) eps of float64. Twice the sum of both covers the
+# rounding of the bound itself.
+def _row_tolerance(dtype: torch.dtype, columns: int) -> float:
+    return 2 * (columns + 2) * (torch.finfo(dtype).eps + torch.finfo(torch.float64).eps)
 
 
 class _Graph(NamedTuple):
@@ -42,7 +47,8 @@ class _Graph(NamedTuple):
     alone, and what identifies that data: the layout, shape, dtype and device
     of :obj:`x`, :obj:`w` and :obj:`v`, the model's device and the chunk size
     (:obj:`identity`), and the row checksums of the three
-    (:obj:`checksums`, :obj:`[N, 3]` float64 on the device of :obj:`x`; see
+    (:obj:`checksums`, :obj:`[N, 3, 2]` float64 on the device of :obj:`x`:
+    each row's weighted sum and sum of magnitudes; see
     :func:`~torch_geometric_regcn.utils.fingerprint.row_checksums`)."""
     identity: Tuple[Any, ...]
     checksums: Tensor
@@ -105,7 +111,7 @@ class MiniBatchTSGCN(torch.nn.Module):
     :meth:`refresh` costs one pass over all nodes per hidden layer (two
     layers: one pass), in chunks of :obj:`batch_size` rows, plus
     :math:`O(N r^2)` for the core and :math:`O(N (F + 2r))` for the
-    checksums, kept in 24 bytes per node on the device of :obj:`x`; the
+    checksums, kept in 48 bytes per node on the device of :obj:`x`; the
     whole graph's tensors may stay on another device, only chunks move.
 
     Args:
@@ -297,15 +303,9 @@ class MiniBatchTSGCN(torch.nn.Module):
         :math:`\mathbf{V}^{\top}\mathbf{X}` or the checksums of the whole
         graph's rows (whose entry is finite if and only if the row is), or
         through a batch's projection."""
-        if not isinstance(x, Tensor):
-            raise TypeError(f"'x' must be a tensor of node features [{rows}, channels] "
-                            f"(got {type(x).__name__})")
+        check_tensor('x', x, f'a tensor of node features [{rows}, channels]')
         check_materialized(x=x, w=w, v=v, **indices)
-        if any(p.device.type == 'meta' for p in self.parameters()):
-            raise ValueError(f"The parameters of {type(self).__name__} are on the 'meta' "
-                             f"device and hold no values; materialise them with "
-                             f"'model.to_empty(device=...)' followed by "
-                             f"'model.reset_parameters()' or 'model.load_state_dict(...)'")
+        check_module_materialized(self)
         check_node_features(x, finite=False)
         check_factors(w, v, x.size(0))
         check_layer_dtype('x', x, self.convs[0].lin.weight.dtype, type(self).__name__)
@@ -318,13 +318,14 @@ class MiniBatchTSGCN(torch.nn.Module):
 
     @staticmethod
     def _checksums(x: Tensor, w: Tensor, v: Tensor, chunks: List[Tuple[int, int]]) -> Tensor:
-        r"""The row checksums of :obj:`x`, :obj:`w` and :obj:`v` as columns
-        of one :obj:`[N, 3]` float64 tensor on the device of :obj:`x`,
-        computed where each tensor lies, chunk by chunk."""
-        parts = [torch.stack([row_checksums(dense_rows(x, s, e)),
-                              row_checksums(w[s:e]).to(x.device),
-                              row_checksums(v[s:e]).to(x.device)], dim=1) for s, e in chunks]
-        return torch.cat(parts) if parts else torch.zeros(0, 3, dtype=torch.float64,
+        r"""The row checksums of :obj:`x`, :obj:`w` and :obj:`v` with their
+        magnitudes, as one :obj:`[N, 3, 2]` float64 tensor on the device of
+        :obj:`x`, computed where each tensor lies, chunk by chunk."""
+        parts = [torch.stack([row_checksums(dense_rows(x, s, e), magnitudes=True),
+                              row_checksums(w[s:e], magnitudes=True).to(x.device),
+                              row_checksums(v[s:e], magnitudes=True).to(x.device)], dim=1)
+                 for s, e in chunks]
+        return torch.cat(parts) if parts else torch.zeros(0, 3, 2, dtype=torch.float64,
                                                           device=x.device)
 
     @torch.no_grad()
@@ -405,7 +406,7 @@ class MiniBatchTSGCN(torch.nn.Module):
         the core and :math:`\mathbf{V}^{\top}\mathbf{X}` are reused only when
         the row checksums of :obj:`x`, :obj:`w` and :obj:`v` show the data
         unchanged (one pass in float64, :math:`O(N (F + 2r))`). The checksums
-        are kept (24 bytes per node, on the device of :obj:`x`) to verify the
+        are kept (48 bytes per node, on the device of :obj:`x`) to verify the
         rows of later batches.
         With :obj:`index` (mode :obj:`"history"` only, after a full refresh),
         only the hidden rows of the nodes :obj:`index` are recomputed, chunk by
@@ -495,16 +496,20 @@ class MiniBatchTSGCN(torch.nn.Module):
     def _check_rows(self, n_id: Tensor, id_name: str, **rows: Tensor) -> None:
         r"""Checks that :obj:`rows` (of :obj:`x`, :obj:`w`, :obj:`v`) are
         those of nodes :obj:`n_id` in the graph of the last full
-        :meth:`refresh`, by their row checksums: :math:`O(|n_{id}| (F + 2r))`
-        and one synchronisation. A row that differs by more than float64
-        rounding raises, naming the tensor; a non-finite row raises the error
+        :meth:`refresh`, by their row checksums, computed in the rows' dtype
+        (one matrix-vector product each, :math:`O(|n_{id}| (F + 2r))`) and
+        compared with the stored float64 ones: one synchronisation. A row
+        whose sum differs by more than the rounding of its dtype
+        (:func:`_row_tolerance`) raises, naming the tensor, so an edit
+        smaller than that rounding relative to the row is not seen; a
+        non-finite row raises the error
         of :func:`~torch_geometric_regcn.utils.validation.check_finite`."""
         stored = self._refreshed.index_select(0, n_id.to(self._refreshed.device))
         agree = []
         for column, t in enumerate(rows.values()):
-            expected = stored[:, column].to(t.device)
-            checksums, magnitudes = row_checksums(t, magnitudes=True).unbind(1)
-            bound = _ROW_TOLERANCE * (t.size(1) + 1) * magnitudes
+            expected, magnitudes = stored[:, column].to(t.device).unbind(1)
+            checksums = row_checksums(t, dtype=solve_dtype(t.dtype)).to(torch.float64)
+            bound = _row_tolerance(solve_dtype(t.dtype), t.size(1)) * magnitudes
             agree.append(((checksums - expected).abs() <= bound).logical_and(
                 checksums.isfinite()).all())  # non-finite where the row is (or overflows)
         if not agree:
