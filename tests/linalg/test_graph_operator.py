@@ -1,10 +1,12 @@
+from unittest import mock
+
 import pytest
 import torch
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import coalesce, to_undirected
 
 from tests.conftest import dense_normalized_adjacency, messy_graph
-from torch_geometric_regcn.linalg import combine, normalized_adjacency
+from torch_geometric_regcn.linalg import combine, graph_operator, normalized_adjacency
 
 
 def to_dense(edge_index, edge_weight, n):
@@ -29,6 +31,50 @@ def test_normalized_adjacency_weighted(reduce):
     ei, ew = normalized_adjacency(edge_index, 40, weight.double(), reduce=reduce)
     expected = dense_normalized_adjacency(edge_index, 40, weight, reduce=reduce)
     torch.testing.assert_close(to_dense(ei, ew, 40), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize('self_loops', [True, False])
+def test_sorted_unique_edges_skip_the_summing_sort_bit_for_bit(self_loops):
+    # PyG's datasets hold their edges coalesced (sorted by row, then column, no
+    # repeated pair): reduce='sum' skips its sort for them, and the result must be
+    # that of the sorting path bit for bit (the sort has nothing to move or add).
+    generator = torch.Generator().manual_seed(3)
+    edge_index = coalesce(to_undirected(torch.randint(0, 50, (2, 300), generator=generator)))
+    weight = torch.rand(edge_index.size(1), generator=generator, dtype=torch.float64) + 0.1
+    assert graph_operator._sorted_unique(edge_index)
+    with mock.patch.object(graph_operator, 'coalesce', wraps=coalesce) as spy:
+        fast = normalized_adjacency(edge_index, 50, weight, self_loops=self_loops)
+    assert spy.call_count == 1  # only the symmetrisation's
+    with mock.patch.object(graph_operator, '_sorted_unique', return_value=False), \
+            mock.patch.object(graph_operator, 'coalesce', wraps=coalesce) as spy:
+        slow = normalized_adjacency(edge_index, 50, weight, self_loops=self_loops)
+    assert spy.call_count == 2
+    assert torch.equal(fast[0], slow[0]) and torch.equal(fast[1], slow[1])
+
+
+@pytest.mark.parametrize('order', ['sorted', 'unsorted'])
+def test_repeated_pairs_still_sum_whatever_their_order(order):
+    # A multigraph sorted by row and column but repeating a pair is not coalesced:
+    # its repeats must still add up (dense float64 reference; 1e-12 is far above
+    # float64 rounding of sums of a few terms).
+    edge_index = coalesce(messy_graph(seed=2))
+    edge_index = torch.cat([edge_index, edge_index[:, ::3]], dim=1)
+    edge_index = edge_index[:, torch.argsort(edge_index[0] * 40 + edge_index[1], stable=True)]
+    if order == 'unsorted':
+        edge_index = edge_index.flip(1)
+    assert not graph_operator._sorted_unique(edge_index)
+    ei, ew = normalized_adjacency(edge_index, 40, dtype=torch.float64)
+    expected = dense_normalized_adjacency(edge_index, 40, reduce='sum')
+    torch.testing.assert_close(to_dense(ei, ew, 40), expected, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(expected, dense_normalized_adjacency(edge_index, 40, reduce='max'))
+
+
+def test_sorted_unique_detects_order_and_repeats():
+    assert graph_operator._sorted_unique(torch.tensor([[0, 0, 1, 2], [1, 2, 0, 0]]))
+    assert graph_operator._sorted_unique(torch.zeros(2, 0, dtype=torch.long))
+    assert not graph_operator._sorted_unique(torch.tensor([[0, 0, 1], [2, 1, 0]]))  # column
+    assert not graph_operator._sorted_unique(torch.tensor([[1, 0], [0, 1]]))  # row
+    assert not graph_operator._sorted_unique(torch.tensor([[0, 0, 1], [1, 1, 0]]))  # repeat
 
 
 def test_normalized_adjacency_equals_pyg_gcn_norm_on_clean_graphs():

@@ -130,12 +130,25 @@ def test_rounded_ties_across_components_follow_the_lowest_node():
 
 
 def test_tie_groups_merge_values_within_the_tolerance():
-    # Consecutive sorted values at most TIE_TOLERANCE apart share a group (chained);
-    # a larger gap starts the next one. Groups are numbered in ascending value order,
-    # whatever the input order.
+    # Sorted, a group takes the values within TIE_TOLERANCE of its first one; the
+    # next value starts the next group. Groups are numbered in ascending value
+    # order, whatever the input order.
     eps = torch.finfo(torch.float64).eps
     values = torch.tensor([1.0, 0.5, 1.0 - 2 * eps, 0.5 + 0.9 * TIE_TOLERANCE,
                            0.5 + 1.8 * TIE_TOLERANCE, 0.5 + 3.0 * TIE_TOLERANCE, 0.0],
                           dtype=torch.float64)
-    assert tie_groups(values).tolist() == [3, 1, 3, 1, 1, 2, 0]
+    assert tie_groups(values).tolist() == [4, 1, 4, 1, 2, 3, 0]
     assert tie_groups(values[:0]).tolist() == []
+
+
+def test_tie_groups_do_not_chain_beyond_the_tolerance():
+    # Values 1e-13 apart (each step below TIE_TOLERANCE = 1.14e-13): chained, all
+    # five would form one group spanning 4e-13, though the docs promise that a
+    # group descends by at most the tolerance. Anchored at its first value, a group
+    # spans at most TIE_TOLERANCE: {0, 1e-13}, {2e-13, 3e-13}, {4e-13}.
+    values = torch.tensor([4e-13, 0.0, 3e-13, 1e-13, 2e-13], dtype=torch.float64)
+    groups = tie_groups(values)
+    assert groups.tolist() == [2, 0, 1, 0, 1]
+    for group in groups.unique():
+        members = values[groups == group]
+        assert float(members.max() - members.min()) <= TIE_TOLERANCE

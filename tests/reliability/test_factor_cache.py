@@ -414,6 +414,12 @@ def _dead_writer(tmp_path):
     return name
 
 
+def _age(path, seconds):
+    """Sets the last write of :obj:`path` :obj:`seconds` in the past."""
+    past = time.time() - seconds
+    os.utime(path, (past, past))
+
+
 needs_posix = pytest.mark.skipif(os.name != 'posix', reason='SIGKILL and process numbers')
 
 
@@ -423,7 +429,13 @@ def test_a_dead_writers_temporary_file_is_removed_by_the_next_use(tmp_path, next
     reference = LowRankInverse(1.0, 0.4, rank=RANK, progress=False)(graph())
     if next_use == 'read':
         transform(tmp_path)(graph())  # the entry exists: the next run only reads
-    _dead_writer(tmp_path)
+    name = _dead_writer(tmp_path)
+    # Just written, its writer's pid gone: it may be a live writer in another
+    # container of this host name (another pid namespace), so it is kept ...
+    assert factor_cache.remove_stale_temporaries(str(tmp_path)) == []
+    assert _temporaries(tmp_path) == [name]
+    # ... until untouched for DEAD_WRITER_AFTER (aged here, not awaited).
+    _age(tmp_path / name, factor_cache.DEAD_WRITER_AFTER + 5)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter('always')
         out = transform(tmp_path)(graph())
@@ -445,6 +457,9 @@ def test_a_live_writers_temporary_file_is_kept_until_it_dies(tmp_path):
     try:
         name = _temporary_name('lowrank-other.pt', factor_cache._host(), writer.pid)
         (tmp_path / name).write_bytes(b'half written')
+        # Older than DEAD_WRITER_AFTER: only its live process keeps it (a frozen
+        # writer; younger ones are kept by their age alone).
+        _age(tmp_path / name, factor_cache.DEAD_WRITER_AFTER + 5)
         transform(tmp_path)(graph())  # a write
         transform(tmp_path)(graph())  # a read
         assert _temporaries(tmp_path) == [name]

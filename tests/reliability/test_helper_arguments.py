@@ -274,18 +274,18 @@ NONSENSE = [
     # woodbury: were AttributeError ("'list' object has no attribute 'device'") and
     # torch's "size of tensor a (3) must match" or "mat1 and mat2 shapes cannot be multiplied"
     ('core-list', lambda: woodbury_core(factors()[0].tolist(), factors()[1]), TypeError,
-     r"^'w' must be a tensor \[num_rows, rank\] \(got list\); convert it with "
-     r"'torch.as_tensor\(w\)'$"),
+     r"^'w' and 'v' must be tensors \[num_nodes, rank\] \(got list and torch.Tensor\); "
+     r"convert it with 'torch.as_tensor\(w\)'$"),
     ('core-numpy', lambda: woodbury_core(factors()[0], factors()[1].numpy()), TypeError,
-     r"^'v' must be a tensor \[num_rows, rank\] \(got numpy.ndarray\); convert it with "
-     r"'torch.from_numpy\(v\)'$"),
+     r"^'w' and 'v' must be tensors \[num_nodes, rank\] \(got torch.Tensor and "
+     r"numpy.ndarray\); convert it with 'torch.from_numpy\(v\)'$"),
     ('core-widths', lambda: woodbury_core(factors()[0], factors()[1][:, :2]), ValueError,
-     r"^'w' and 'v' must both have shape \[num_rows, rank\] \(got \[40, 3\] and \[40, 2\]\)$"),
+     r"^'w' and 'v' must both have shape \[num_nodes, rank\] \(got \[40, 3\] and \[40, 2\]\)$"),
     ('core-dtypes', lambda: woodbury_core(factors()[0], factors()[1].float()), TypeError,
-     r"^'w' and 'v' must have one floating-point dtype \(got torch.float64 and "
-     r"torch.float32\)$"),
+     r"^'w' and 'v' must both be float32 or float64 \(got torch.float64 and "
+     r"torch.float32\)"),
     ('apply-list', lambda: woodbury_apply(features().tolist(), *factors()), TypeError,
-     r"^'x' must be a tensor \[num_rows, channels\] \(got list\)"),
+     r"^'x' must be a tensor of node features \[num_nodes, channels\] \(got list\)"),
     ('apply-rows', lambda: woodbury_apply(features()[:-1], *factors()), ValueError,
      r"^'x' must have shape \[num_rows, channels\] with the 40 rows of 'w' and 'v' "
      r"\(got \[39, 5\]\)$"),

@@ -16,6 +16,7 @@ import datetime
 import math
 import tempfile
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ from torch_geometric_regcn.distributed import RowPartition, global_mean
 from torch_geometric_regcn.linalg import (
     ShardedMatrix,
     block_lanczos,
+    factors_from_eigenpairs,
     normalized_adjacency,
     woodbury_apply,
     woodbury_core,
@@ -416,7 +418,10 @@ def test_numbers_are_described_by_value_not_by_type():
     assert describe(np.float32(0.5)) == '0.5'
     assert describe(np.bool_(True)) == describe(True) == 'True'
     assert describe((np.int64(0), 60, np.int32(120))) == describe((0, 60, 120)) == '(0, 60, 120)'
-    assert describe([np.float64(1.5)]) == '[1.5]'
+    assert describe([np.float64(1.5)]) == describe((1.5,)) == '(1.5,)'
+    # a tuple and a list of the same numbers agree (row bounds from a config file)
+    assert describe([0, 60, 120]) == describe((0, 60, 120))
+    assert describe([(0, 1), [2, np.int64(3)]]) == describe(((0, 1), (2, 3)))
     assert describe(2**64 - 1) == '18446744073709551615'  # seeds stay exact integers
     # an integer argument is not a float: k=4 and k=4.0 differ (the latter fails its check)
     assert describe(4) != describe(4.0)
@@ -425,3 +430,56 @@ def test_numbers_are_described_by_value_not_by_type():
     assert describe(real(1)) == describe(real(1.0)) == describe(real(np.int64(1))) == '1.0'
     assert real(True) is True and real('1') == '1' and real(None) is None
     assert describe(real(math.nan)) == 'nan'
+
+
+# -- one verdict on the core's rounding level, an empty shard included ------------------
+
+
+def _eigen_factors(gap, cast):
+    r"""Factors of eigenpairs of 40 nodes whose core has the smallest pivot
+    :obj:`gap`; float64, or float64 casts of float32 ones (:obj:`cast`)."""
+    gen = torch.Generator().manual_seed(0)
+    u, _ = torch.linalg.qr(torch.randn(40, 3, dtype=torch.float64, generator=gen))
+    lam = torch.tensor([1 - gap, 0.5, -0.3], dtype=torch.float64)
+    w, v = factors_from_eigenpairs(lam, u)
+    return (w.float().double(), v.float().double()) if cast else (w, v)
+
+
+def _verdict(w, v, group=None):
+    r"""What :func:`woodbury_core` says of these factors: its error, its
+    warning, or nothing."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        try:
+            woodbury_core(w, v, from_eigenpairs=True, group=group)
+        except ValueError as error:
+            return 'raises', str(error)
+    messages = [str(w.message) for w in caught if 'Woodbury core' in str(w.message)]
+    return ('warns', messages[0]) if messages else ('silent', '')
+
+
+#: gap and cast: float64 factors that float32 would find singular (an empty
+#: shard made its rank judge them in float32 and every rank raise), and float32
+#: casts whose float32 verdict is a warning (float64's would be silence).
+VERDICT_CASES = [(1e-9, False), (1e-4, True)]
+
+
+def _verdicts_with_an_empty_shard(rank, world_size):
+    out = []
+    for gap, cast in VERDICT_CASES:
+        w, v = _eigen_factors(gap, cast)
+        rows = slice(0, 40) if rank == 0 else slice(0, 0)  # rank 1 holds no rows
+        out.append(_verdict(w[rows], v[rows], dist.group.WORLD))
+    return out
+
+
+@pytest.mark.slow
+def test_an_empty_shard_does_not_change_the_verdict_on_the_core():
+    # The rounding level (float32 for float64 casts of float32 factors) is
+    # decided once for all ranks, from the ranks that hold rows: an empty
+    # shard, trivially a "cast", used to judge float64 factors in float32.
+    results = run_ranks(_verdicts_with_an_empty_shard, 2, timeout=120.0, pg_timeout=30.0)
+    for (gap, cast), rank0, rank1 in zip(VERDICT_CASES, *results):
+        expected = _verdict(*_eigen_factors(gap, cast))  # one process, all rows
+        assert expected[0] == ('warns' if cast else 'silent'), expected
+        assert rank0 == rank1 == expected

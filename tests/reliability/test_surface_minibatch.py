@@ -126,7 +126,8 @@ def test_refresh_refuses_rows_sliced_by_a_loader(graph):
     batch = next(iter(NodeLoader(graph, SeedNodes(), input_nodes=torch.arange(N),
                                  batch_size=10, shuffle=True)))
     model = make_model()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"the factors 'w' and 'v' .* are not those of one "
+                                         r"whole graph"):
         model.refresh(batch.x, batch.lowrank_w, batch.lowrank_v)
 
 

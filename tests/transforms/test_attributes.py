@@ -9,7 +9,7 @@ from torch_geometric_regcn.transforms.attributes import (
     NODE_MATRIX,
     check_attr_name,
     check_outputs,
-    describe,
+    form_of,
     owner_of,
 )
 
@@ -30,8 +30,8 @@ def test_forms_read_no_data():
     assert EDGE_INDEX.holds(torch.zeros(2, 5, dtype=torch.int32))
     assert not EDGE_INDEX.holds(torch.zeros(2, 5, dtype=torch.bool))
     assert not EDGE_INDEX.holds(torch.zeros(5, 2, dtype=torch.long))
-    assert describe(torch.zeros(2, 3)) == 'a torch.float32 tensor of shape [2, 3]'
-    assert describe([1]) == 'a list'
+    assert form_of(torch.zeros(2, 3)) == 'a torch.float32 tensor of shape [2, 3]'
+    assert form_of([1]) == 'a list'
 
 
 def test_check_attr_name_accepts_free_and_own_names():

@@ -1,4 +1,4 @@
-r"""transforms.factor_cache, function by function: fingerprint() is stable
+r"""transforms.factor_cache, function by function: cache_key() is stable
 and sees every byte, dtype, shape and name; checksum(); save() and load()
 round trip and load() refuses what fails the checksum or the expected
 names, shapes, dtypes and numbers, or was written under another name;
@@ -8,6 +8,7 @@ as LowRankInverse meets them (damaged files, full disks, concurrent writers)
 are in tests/reliability/test_factor_cache.py."""
 import os
 import re
+import time
 import warnings
 
 import pytest
@@ -31,22 +32,22 @@ def load_quietly(*args, **kwargs):
         return factor_cache.load(*args, **kwargs)
 
 
-# fingerprint, checksum ---------------------------------------------------------
+# cache_key, checksum ---------------------------------------------------------
 
-def test_fingerprint_is_stable():
+def test_cache_key_is_stable():
     x = torch.randn(5, 3, dtype=torch.float64)
-    key = factor_cache.fingerprint(x=x, alpha=1.0, rank=8, semantic=None)
+    key = factor_cache.cache_key(x=x, alpha=1.0, rank=8, semantic=None)
     assert HEX40.fullmatch(key)
     # The same values in new tensors and in another keyword order: the same key.
-    assert factor_cache.fingerprint(rank=8, semantic=None, alpha=1.0, x=x.clone()) == key
+    assert factor_cache.cache_key(rank=8, semantic=None, alpha=1.0, x=x.clone()) == key
     # A non-contiguous view with the same values and shape: the same key.
-    assert factor_cache.fingerprint(x=x.T.contiguous().T, alpha=1.0, rank=8,
+    assert factor_cache.cache_key(x=x.T.contiguous().T, alpha=1.0, rank=8,
                                     semantic=None) == key
 
 
-def test_fingerprint_sees_every_difference():
+def test_cache_key_sees_every_difference():
     x = torch.randn(5, 3, dtype=torch.float64)
-    base = factor_cache.fingerprint(x=x, alpha=1.0)
+    base = factor_cache.cache_key(x=x, alpha=1.0)
     flipped = x.clone()
     flipped.view(torch.int64)[4, 2] ^= 1  # the last bit of one entry
     changes = {
@@ -59,29 +60,29 @@ def test_fingerprint_sees_every_difference():
         'a missing tensor': dict(x=None, alpha=1.0),
         'an extra item': dict(x=x, alpha=1.0, beta=None),
     }
-    keys = {name: factor_cache.fingerprint(**items) for name, items in changes.items()}
+    keys = {name: factor_cache.cache_key(**items) for name, items in changes.items()}
     assert base not in keys.values()
     assert len(set(keys.values())) == len(keys)
 
 
-def test_fingerprint_of_sparse_tensors_reads_their_coalesced_entries():
+def test_cache_key_of_sparse_tensors_reads_their_coalesced_entries():
     index = torch.tensor([[0, 2, 0, 1], [1, 0, 1, 2]])  # (0, 1) twice
     values = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
     coo = torch.sparse_coo_tensor(index, values, (3, 3))
-    key = factor_cache.fingerprint(a=coo)
-    assert factor_cache.fingerprint(a=coo.coalesce()) == key
-    assert factor_cache.fingerprint(a=coo.to_sparse_csr()) == key
-    assert factor_cache.fingerprint(a=coo.to_dense()) != key  # dense: another layout of bytes
-    assert factor_cache.fingerprint(a=coo * 2) != key
+    key = factor_cache.cache_key(a=coo)
+    assert factor_cache.cache_key(a=coo.coalesce()) == key
+    assert factor_cache.cache_key(a=coo.to_sparse_csr()) == key
+    assert factor_cache.cache_key(a=coo.to_dense()) != key  # dense: another layout of bytes
+    assert factor_cache.cache_key(a=coo * 2) != key
 
 
-def test_fingerprint_changes_with_the_release(monkeypatch):
-    key = factor_cache.fingerprint(alpha=1.0)
+def test_cache_key_changes_with_the_release(monkeypatch):
+    key = factor_cache.cache_key(alpha=1.0)
     monkeypatch.setattr(factor_cache, '__version__', '0.0.0-other')
-    assert factor_cache.fingerprint(alpha=1.0) != key
+    assert factor_cache.cache_key(alpha=1.0) != key
     monkeypatch.undo()
     monkeypatch.setattr(factor_cache, 'CACHE_FORMAT', 'regcn-lowrank-other')
-    assert factor_cache.fingerprint(alpha=1.0) != key
+    assert factor_cache.cache_key(alpha=1.0) != key
 
 
 def test_checksum_covers_tensors_and_values():
@@ -145,10 +146,16 @@ def test_remove_stale_temporaries_names_what_it_removed(tmp_path):
     own = f'e.pt~{host}~{os.getpid()}~x.tmp'  # this live process
     # Numbers no process has: above Linux's largest pid, and above any pid_t.
     gone = [f'e.pt~{host}~{2 ** 31 - 1}~x.tmp', f'e.pt~{host}~{2 ** 40}~x.tmp']
-    for name in (own, *gone):
+    # A dead writer's file written just now: perhaps a live writer in another
+    # container of this host name, so kept until DEAD_WRITER_AFTER untouched.
+    recent = f'f.pt~{host}~{2 ** 31 - 1}~x.tmp'
+    for name in (own, *gone, recent):
         (tmp_path / name).write_bytes(b'')
+    past = time.time() - factor_cache.DEAD_WRITER_AFTER - 5  # aged, not awaited
+    for name in (own, *gone):
+        os.utime(tmp_path / name, (past, past))
     assert sorted(factor_cache.remove_stale_temporaries(str(tmp_path))) == sorted(gone)
-    assert os.listdir(tmp_path) == [own]
+    assert sorted(os.listdir(tmp_path)) == sorted([own, recent])
 
 def test_save_and_load_round_trip(tmp_path):
     path = str(tmp_path / 'sub' / 'entry.pt')  # the folder is created
@@ -235,7 +242,7 @@ def test_one_process_keeps_its_key():
 
 
 def test_a_shard_key_names_the_part_and_hashes_every_ranks_key():
-    key = factor_cache.fingerprint(alpha=1.0)
+    key = factor_cache.cache_key(alpha=1.0)
     shard = factor_cache.shard_key(key, RowPartition.even(10, 1), None)
     common, suffix = shard.split('-', 1)
     assert HEX40.fullmatch(common) and suffix == 'part0of1' and common != key
@@ -243,7 +250,7 @@ def test_a_shard_key_names_the_part_and_hashes_every_ranks_key():
     # partition (world size, rank) gives another file.
     assert factor_cache.shard_key(key, RowPartition.even(10, 1), None) == shard
     assert factor_cache.shard_key(key, RowPartition.even(10, 2, 1), None).endswith('part1of2')
-    other = factor_cache.shard_key(factor_cache.fingerprint(alpha=2.0), RowPartition.even(10, 1),
+    other = factor_cache.shard_key(factor_cache.cache_key(alpha=2.0), RowPartition.even(10, 1),
                                    None)
     assert other != shard
 

@@ -218,11 +218,11 @@ def test_factors_are_cached_on_disk(tmp_path, monkeypatch):
     # Features only matter when the semantic graph is built from them.
     other_x = graph(n=300)
     other_x.x = other_x.x + 1
-    assert transform._fingerprint(other_x) == transform._fingerprint(graph(n=300))
+    assert transform._cache_key(other_x) == transform._cache_key(graph(n=300))
     del other_x.semantic_edge_index
     no_semantic = graph(n=300)
     del no_semantic.semantic_edge_index
-    assert transform._fingerprint(other_x) != transform._fingerprint(no_semantic)
+    assert transform._cache_key(other_x) != transform._cache_key(no_semantic)
 
 
 def test_progress_reports_the_residual():
@@ -282,7 +282,7 @@ def test_accepts_numpy_scalars():
     for name in ('rank', 'k', 'max_iter', 'seed', 'tol'):
         assert type(getattr(numpy, name)) is type(getattr(plain, name))
     # The same arguments give the same cache key and the same factors.
-    assert numpy._fingerprint(data) == plain._fingerprint(data)
+    assert numpy._cache_key(data) == plain._cache_key(data)
     assert torch.equal(numpy(data.clone()).lowrank_w, plain(data.clone()).lowrank_w)
 
 
@@ -304,9 +304,9 @@ def test_half_precision_features_give_float32_factors(tmp_path, monkeypatch, dty
     assert torch.equal(out.lowrank_w, expected.lowrank_w)
     assert torch.equal(out.lowrank_v, expected.lowrank_v)
     # The cache key names the dtype computed in, float32, and the entry reloads.
-    monkeypatch.setattr(module.factor_cache, 'fingerprint',
+    monkeypatch.setattr(module.factor_cache, 'cache_key',
                         lambda **items: f"{items['dtype']}")
-    assert transform._fingerprint(data) == 'torch.float32'
+    assert transform._cache_key(data) == 'torch.float32'
     monkeypatch.undo()
 
     def fail(*args, **kwargs):

@@ -251,7 +251,8 @@ def describe(value: Any) -> str:
     its numbers), the exact :func:`repr` of anything else (a float's
     :func:`repr` is exact) after :func:`plain`, so that the type of a
     number does not count where its value is the same (NumPy's or
-    Python's); tuples and lists are described item by item."""
+    Python's); tuples and lists are described item by item, both as a
+    tuple, so that :obj:`(0, 60, 120)` and :obj:`[0, 60, 120]` agree."""
     if isinstance(value, torch.Tensor):
         return f'a tensor of shape {list(value.shape)}, {value.dtype}, on {value.device.type}'
     return repr(plain(value))
@@ -260,13 +261,14 @@ def describe(value: Any) -> str:
 def plain(value: Any) -> Any:
     r"""A number as the Python number of its kind: a boolean (Python's or
     NumPy's) as :class:`bool`, an integer as :class:`int`, another real
-    number as :class:`float`; tuples and lists item by item; anything else
-    as it is. :obj:`1` and :obj:`1.0` stay different (an integer argument
+    number as :class:`float`; tuples and lists item by item, as a
+    :class:`tuple` (a sequence of the same numbers is one value); anything
+    else as it is. :obj:`1` and :obj:`1.0` stay different (an integer argument
     is not a float); pass a real coefficient through :func:`real` to compare
     it by value."""
     kind = type(value)
     if kind in (tuple, list):
-        return kind(plain(item) for item in value)
+        return tuple(plain(item) for item in value)
     if isinstance(value, bool) or (kind.__module__ == 'numpy'
                                    and kind.__name__ in ('bool', 'bool_')):
         return bool(value)

@@ -17,9 +17,8 @@ EXACT_LIMIT = 50_000
 #: The values of :obj:`method`: chosen from the graph, exact, or approximate.
 KNN_METHODS = ('auto', 'exact', 'ivf')
 
-#: A value every rank must hold alike: (its name in the error, the value,
-#: whether the value is readable in the error; else its :func:`digest` is shown).
-Field = Tuple[str, object, bool]
+#: A value every rank must hold alike: (its name in the error, the value).
+Field = Tuple[str, object]
 
 
 def resolve_method(method: str, x: Tensor, num_nodes: int) -> str:
@@ -90,17 +89,17 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
             fields = options(num_nodes)
         if group is not None:  # agreed with the checks, in one collective
             state = torch.default_generator if generator is None else generator
-            same = {name: value if readable else f'digest {digest(value)}'
-                    for name, value, readable in [
-                        ("'k'", k, True),
-                        ("the number of columns of 'x'", x.size(1), True),
-                        ('the search method', method, True),
-                        ("the dtype, layout (dense or sparse) and device of 'x'",
-                         (x.dtype, x.layout, x.device.type), True),
-                        ("the row blocks of 'partition'", partition.bounds, True),
-                        ("the state of 'generator'", state.get_state().numpy().tobytes()
-                         if method == 'ivf' else 0, False),
-                        *fields]}
+            same = dict([
+                ("'k'", k),
+                ("the number of columns of 'x'", x.size(1)),
+                ('the search method', method),
+                ("the dtype, layout (dense or sparse) and device of 'x'",
+                 (x.dtype, x.layout, x.device.type)),
+                ("the row blocks of 'partition'", partition.bounds),
+                # a few thousand bytes: compared, and shown, by their checksum
+                ("the state of 'generator'", f'checksum {zlib.crc32(state.get_state().numpy())}'
+                 if method == 'ivf' else 0),
+                *fields])
     except (TypeError, ValueError) as exc:
         error = exc
     agree_arguments(group, what, same, error)
@@ -124,7 +123,3 @@ def check_kmeans(x: Tensor, cells: int, iterations: int,
     return (cells, check_int('iterations', iterations, minimum=0),
             check_int('block_size', block_size))
 
-
-def digest(*values: object) -> int:
-    r"""A 32-bit checksum of the :func:`repr` of :obj:`values`."""
-    return zlib.crc32(repr(values).encode())

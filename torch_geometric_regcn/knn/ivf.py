@@ -134,7 +134,7 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
     def options(num_nodes: int) -> List[Field]:
         settings.update(ivf_options(num_nodes, cells, probes, target_recall, sample,
                                     iterations))
-        return [(f"'{name}'", value, True) for name, value in settings.items()]
+        return [(f"'{name}'", value) for name, value in settings.items()]
 
     x, partition, _ = check_search(x, k, partition, group, 'ivf_knn_cosine', 'ivf',
                                    generator=generator, options=options)

@@ -71,12 +71,13 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
     trivial one is simple). A component :math:`C` with edges adds the
     eigenvalue 0 with the eigenvector :math:`\mathbf{D}^{1/2}\mathbf{1}_C /
     \|\mathbf{D}^{1/2}\mathbf{1}_C\|`, an isolated node :math:`i` the
-    eigenvalue 1 with :math:`\mathbf{e}_i`. Eigenvalues that differ by at
-    most :data:`TIE_TOLERANCE` (:math:`512\epsilon`, the float64 rounding of a
-    dense solve of a spectrum within :math:`[0, 2]`) from the next smaller
-    one count as equal and are ordered by the lowest node of their
-    component, then as their component's solve returned them; distinct
-    eigenvalues follow their values. Each eigenvector is multiplied by
+    eigenvalue 1 with :math:`\mathbf{e}_i`. Eigenvalues that exceed the
+    smallest of their group by at most :data:`TIE_TOLERANCE`
+    (:math:`512\epsilon`, the float64 rounding of a dense solve of a spectrum
+    within :math:`[0, 2]`; see :func:`tie_groups`) count as equal and are
+    ordered by the lowest node of their component, then as their
+    component's solve returned them; distinct eigenvalues follow their
+    values. Each eigenvector is multiplied by
     :math:`\pm 1` so that its first entry whose magnitude reaches
     :data:`SIGN_TIE` of the largest is positive. A Lanczos solve that does
     not reach :obj:`tol` is repeated with twice the restarts, then solved
@@ -356,18 +357,26 @@ def _assemble(graph: _Components, chosen: Tensor, known_comps: Tensor,
 
 def tie_groups(values: Tensor) -> Tensor:
     r"""The rank of each of :obj:`values` after eigenvalues closer than
-    :data:`TIE_TOLERANCE` are merged: sorted, a value starts a new group
-    where it exceeds the one before it by more than the tolerance, and
-    every value gets its group's number, so equal numbers mark values that
-    float64 cannot tell apart. Cost: one sort, :math:`O(n \log n)`."""
+    :data:`TIE_TOLERANCE` are merged: sorted, a group starts at its first
+    (smallest) value and takes every following value within the tolerance
+    of that first one; the next value starts the next group. Every value
+    gets its group's number, so equal numbers mark values that float64
+    cannot tell apart, and a group spans at most the tolerance (values
+    spaced just below it are not chained into one wide group). Cost: one
+    sort, :math:`O(n \log n)`, and one pass over the sorted values in
+    Python, :math:`O(n)`."""
     if values.numel() == 0:
         return torch.zeros(0, dtype=torch.long, device=values.device)
     by_value = values.argsort(stable=True)
-    sorted_values = values[by_value]
-    step = (sorted_values.diff() > TIE_TOLERANCE).long()
-    group = torch.empty_like(by_value)
-    group[by_value] = torch.cat([step.new_zeros(1), step.cumsum(0)])
-    return group
+    ordered = values[by_value].tolist()
+    numbers, group, first = [], 0, ordered[0]
+    for value in ordered:
+        if value - first > TIE_TOLERANCE:  # beyond the group's first value: a new group
+            group, first = group + 1, value
+        numbers.append(group)
+    result = torch.empty_like(by_value)
+    result[by_value] = torch.tensor(numbers, dtype=torch.long, device=values.device)
+    return result
 
 
 def fix_signs(vectors: Tensor) -> Tensor:

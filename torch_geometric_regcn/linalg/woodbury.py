@@ -1,10 +1,13 @@
 r"""Low-rank factors of :math:`(\mathbf{I} - \mathbf{S})^{-1}` and their
 application through the Woodbury identity."""
 import math
+import os
+import sys
 import warnings
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import torch
+import torch_geometric
 from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import (
@@ -15,7 +18,11 @@ from torch_geometric_regcn.distributed.collectives import (
 )
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.fingerprint import fingerprint
-from torch_geometric_regcn.utils.validation import check_tensor
+from torch_geometric_regcn.utils.validation import (
+    check_factors,
+    check_node_features,
+    check_tensor,
+)
 
 
 def factors_from_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> Tuple[Tensor, Tensor]:
@@ -58,7 +65,7 @@ def _check_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> None:
     if bool((eigenvalues == 1).any()):  # the core I - diag(eigenvalues) has a zero pivot
         largest = float(eigenvalues.abs().max())
         rounding = ROUNDING_UNITS * torch.finfo(eigenvalues.dtype).eps * (1 + largest)
-        check_core_condition(CoreCondition(0.0, rounding, eigenvalues.dtype), stacklevel=3)
+        check_core_condition(CoreCondition(0.0, rounding, eigenvalues.dtype))
 
 
 class WoodburyCore(NamedTuple):
@@ -81,19 +88,6 @@ def factor_arguments(w: Tensor, v: Tensor, from_eigenpairs: bool) -> Dict[str, A
             "the device type of 'w'": w.device.type,
             "whether 'w' or 'v' require gradients": w.requires_grad or v.requires_grad,
             "'from_eigenpairs'": bool(from_eigenpairs)}
-
-
-def _check_factor_shapes(w: Tensor, v: Tensor) -> None:
-    r"""Factors :obj:`[n, r]` of one shape and one floating-point dtype
-    (:obj:`O(1)`)."""
-    check_tensor('w', w, 'a tensor [num_rows, rank]')
-    check_tensor('v', v, 'a tensor [num_rows, rank]')
-    if w.dim() != 2 or w.shape != v.shape:
-        raise ValueError(f"'w' and 'v' must both have shape [num_rows, rank] (got "
-                         f"{list(w.shape)} and {list(v.shape)})")
-    if w.dtype != v.dtype or not w.is_floating_point():
-        raise TypeError(f"'w' and 'v' must have one floating-point dtype (got {w.dtype} and "
-                        f"{v.dtype})")
 
 
 def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
@@ -128,13 +122,14 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     a few integers), unless the caller did (:obj:`agreed=True`, as
     :class:`WoodburyCache` and :class:`~torch_geometric_regcn.TSGCNConv`
     do), and on the verdict of the check of factors of eigenpairs, whose
-    rounding level is each rank's own."""
+    rounding level they decide together (float32 for float64 factors only
+    if every rank holding rows has float32 casts)."""
     if group is None and not is_compiling():
-        _check_factor_shapes(w, v)
+        check_factors(w, v, None)
     elif not agreed and not is_compiling():
         error, same = None, {}
         try:
-            _check_factor_shapes(w, v)
+            check_factors(w, v, None)
             same = factor_arguments(w, v, from_eigenpairs)
         except (TypeError, ValueError) as failure:
             error = failure
@@ -146,9 +141,10 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     if not is_compiling() and lu.numel() > 0:
         check = from_eigenpairs and not (w.requires_grad or v.requires_grad)
         error = None
+        computed = _computed_dtype(w, v, group) if check else w.dtype  # one for all ranks
         try:
-            _check_core(lu, vtw, check, _computed_dtype(w, v) if check else w.dtype)
-        except ValueError as failure:  # on ranks, 'computed' is each rank's own
+            _check_core(lu, vtw, check, computed)
+        except ValueError as failure:
             if group is None or not check:
                 raise
             error = failure
@@ -198,21 +194,31 @@ GAIN_ACCURACY = 1e-3
 SINGULAR_ERROR = 1.0
 
 #: The rounding level of a core's entries in units of :math:`\epsilon (1 +
-#: \max|c_{ij}|)`. The entries are sums of :math:`N` products and, for
-#: tsGCN's factors, come from eigenvalues that an iterative solver computed
-#: in the same dtype: on contextual SBMs of 60 to 5,000 nodes (ranks 8 to
-#: 64, Lanczos and Chebyshev, :math:`\alpha` up to :math:`10^8`) the
-#: smallest pivot of float32 factors differs from that of float64 factors of
-#: the same graph by up to :math:`10\,\epsilon (1 + \max|c_{ij}|)`,
-#: convergence to :obj:`tol` included; 16 leaves a margin.
+#: \max|c_{ij}|)`, :math:`\epsilon` that of the dtype the factors were
+#: computed in. The rule: the smallest pivot of factors computed in a dtype
+#: (eigenpairs of an iterative solver converged to its :obj:`tol`, then
+#: :math:`N`-term inner products) lies within this level of the exact pivot
+#: of the same graph, so a pivot not above it has no correct digit.
+#: ``tests/reliability/test_tsgcn_factors.py``
+#: (:obj:`test_an_imprecise_core_gets_the_same_warning_from_the_transform_and_the_layer`)
+#: checks it against the dense float64 spectrum.
 ROUNDING_UNITS = 16
 
 
-def _computed_dtype(w: Tensor, v: Tensor) -> torch.dtype:
-    # float64 factors that float32 holds exactly were computed in float32.
-    if w.dtype == torch.float64 and all(torch.equal(t, t.float().double()) for t in (w, v)):
-        return torch.float32
-    return w.dtype
+def _computed_dtype(w: Tensor, v: Tensor, group: Group = None) -> torch.dtype:
+    r"""The dtype the factors were computed in: float32 for float64 factors
+    that float32 holds exactly (:obj:`O(N r)`). With a :obj:`group`, one
+    verdict for all ranks (one all-gather of a few integers, every rank
+    calls): float32 only if every rank holding rows says so, as one process
+    holding all of them would (an empty shard holds no evidence either
+    way)."""
+    if w.dtype != torch.float64:
+        return w.dtype
+    cast = all(torch.equal(t, t.float().double()) for t in (w, v))
+    if group is not None:
+        votes = agree_arguments(group, 'woodbury_core', {}, share=[w.size(0) > 0, cast])
+        cast = all(flag for rows, flag in votes if rows)
+    return torch.float32 if cast else w.dtype
 
 
 class CoreCondition(NamedTuple):
@@ -233,7 +239,7 @@ class CoreCondition(NamedTuple):
         return self.rounding / self.pivot if self.pivot > 0 else math.inf
 
 
-def check_core_condition(condition: CoreCondition, stacklevel: int = 2) -> None:
+def check_core_condition(condition: CoreCondition, stacklevel: Optional[int] = None) -> None:
     r"""The verdict on a Woodbury core's condition, the one that
     :func:`woodbury_core` gives for every layer and that
     :class:`~torch_geometric_regcn.LowRankInverse` gives for the factors it
@@ -243,7 +249,10 @@ def check_core_condition(condition: CoreCondition, stacklevel: int = 2) -> None:
     when rounding takes the largest eigenvalue of :math:`\mathbf{S}` to one
     or beyond), and warns when it is less accurate than
     :obj:`GAIN_ACCURACY`. Both messages state the pivot, the rounding level
-    and the dtype."""
+    and the dtype. The warning points to :obj:`stacklevel` (as in
+    :func:`warnings.warn`, counted from the caller) or, by default, to the
+    first line outside this package, PyG and PyTorch: the user's call of a
+    layer, a model or a transform, however deep the verdict was given."""
     pivot, rounding, dtype, error = (*condition, condition.error)
     if not error < SINGULAR_ERROR:
         raise ValueError(
@@ -260,7 +269,23 @@ def check_core_condition(condition: CoreCondition, stacklevel: int = 2) -> None:
             f"lambda), so in {dtype} the largest gain 1 / (1 - lambda) is accurate to about "
             f"{error:.1%} only; compute the factors in float64 (LowRankInverse on "
             f"data.x.double()) or use a smaller alpha + beta",
-            UserWarning, stacklevel=stacklevel + 1)
+            UserWarning, stacklevel=_outside_stacklevel() if stacklevel is None
+            else stacklevel + 1)
+
+
+#: The folders of the packages whose frames a warning skips (see
+#: :func:`_outside_stacklevel`): this one, PyG and PyTorch.
+_LIBRARIES = tuple(os.path.join(os.path.dirname(os.path.abspath(path)), '') for path in (
+    os.path.dirname(__file__), torch_geometric.__file__, torch.__file__))
+
+
+def _outside_stacklevel() -> int:
+    r"""The :obj:`stacklevel` of a :func:`warnings.warn` in the caller that
+    names the first frame outside :data:`_LIBRARIES` (:obj:`O(depth)`)."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARIES):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool,
@@ -290,7 +315,7 @@ def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool,
             f"the whole graph's 'x' and factors and index the output (e.g. 'out[mask]'), or "
             f"compute factors for the graph you pass with LowRankInverse")
     rounding = ROUNDING_UNITS * torch.finfo(computed).eps * (1 + largest)
-    check_core_condition(CoreCondition(pivot, rounding, computed), stacklevel=5)
+    check_core_condition(CoreCondition(pivot, rounding, computed))
 
 
 class WoodburyCache:
@@ -343,7 +368,7 @@ class WoodburyCache:
                fresh: bool) -> bool:
         error, same = None, {}
         try:
-            _check_factor_shapes(w, v)
+            check_factors(w, v, None)
             same = factor_arguments(w, v, from_eigenpairs)
         except (TypeError, ValueError) as failure:
             error = failure
@@ -444,12 +469,12 @@ def _check_rows(x: Tensor, w: Tensor, v: Optional[Tensor],
     and the factors :obj:`[n, r]`, on this rank's :math:`n` rows, or, with
     a :obj:`summary` :obj:`[r, f]`, :obj:`x` and :obj:`w` of any rows
     (:obj:`O(1)`)."""
-    check_tensor('x', x, 'a tensor [num_rows, channels]')
+    check_node_features(x, finite=False)
     if summary is None:
         if v is None:
             raise ValueError("woodbury_apply needs the factor 'v', or the summary V^T X of all "
                              "rows as 'summary=' (with 'core=')")
-        _check_factor_shapes(w, v)
+        check_factors(w, v, None)
     else:
         check_tensor('w', w, 'a tensor [num_rows, rank]')
         check_tensor('summary', summary, 'a tensor [rank, channels]')

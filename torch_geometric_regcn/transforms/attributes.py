@@ -79,8 +79,10 @@ def owner_of(name: str) -> Optional[Tuple[str, str]]:
     return OWNERS.get(name)
 
 
-def describe(value: Any) -> str:
-    r"""A value in a few words: :obj:`"a torch.float32 tensor of shape [60, 8]"`."""
+def form_of(value: Any) -> str:
+    r"""The form of a value found in a graph, in a few words, as errors set
+    it against a :class:`Form`: :obj:`"a torch.float32 tensor of shape [60,
+    8]"`, else its type (:obj:`"a list"`)."""
     if isinstance(value, Tensor):
         return f'a {value.dtype} tensor of shape {list(value.shape)}'
     return f'a {type(value).__name__}'
@@ -127,11 +129,11 @@ def check_outputs(data: Data, names: Sequence[str], owner: str, form: Form,
         if default is not None and default[0] == owner:
             if form.holds(value):
                 continue
-            raise ValueError(f"'data.{name}' holds {describe(value)}, not {form.description} "
+            raise ValueError(f"'data.{name}' holds {form_of(value)}, not {form.description} "
                              f"as {owner} writes there; if it is something else, move it to "
                              f"another attribute (or delete it: del data['{name}']) before "
                              f"applying {owner}")
         fix = f"pass another '{arg}', or" if arg else 'rename or'
-        raise ValueError(f"{owner} would overwrite 'data.{name}' ({describe(value)}): under a "
+        raise ValueError(f"{owner} would overwrite 'data.{name}' ({form_of(value)}): under a "
                          f"name you choose it writes only to a free attribute; {fix} delete "
                          f"the attribute first (del data['{name}'])")

@@ -48,6 +48,13 @@ FILE_FORMAT = 'regcn-cache-3'
 #: microseconds of its last write.
 STALE_AFTER = 3600.0
 
+#: Seconds after its last write when a temporary file of :func:`save` whose
+#: writer, named in it, ran on this host and no longer exists counts as
+#: abandoned. Not at once: containers may share a host name but not their
+#: process numbers, so a writer alive in another one looks dead from here; a
+#: live writer renames its file within microseconds of its last write.
+DEAD_WRITER_AFTER = 60.0
+
 
 def _update(digest: Any, items: Mapping[str, Any]) -> None:
     for name in sorted(items):
@@ -69,7 +76,7 @@ def _update(digest: Any, items: Mapping[str, Any]) -> None:
             digest.update(repr(value).encode())
 
 
-def fingerprint(**items: Any) -> str:
+def cache_key(**items: Any) -> str:
     r"""A hex digest of named tensors (dtype, shape and bytes; sparse ones by
     their coalesced indices and values) and plain values (by :func:`repr`).
     :obj:`None` items count too, so a missing tensor differs from any given."""
@@ -247,12 +254,14 @@ def _process_is_alive(pid: int) -> bool:
 def remove_stale_temporaries(folder: str) -> List[str]:
     r"""Removes the temporary files that :func:`save` left in :obj:`folder`
     when its process died between the write and the rename, and returns
-    their names. A file is removed when its writer, named in it, ran on this
+    their names. A file is removed when nothing has written to it for
+    :obj:`DEAD_WRITER_AFTER` seconds and its writer, named in it, ran on this
     host and no longer exists, or when nothing has written to it for
     :obj:`STALE_AFTER` seconds (a writer on another host sharing the folder,
     a process number reused since). A live writer's file is never removed
     on its host: its process exists and it is renamed right after its last
-    write. Files that are not :func:`save`'s are left alone. Cost: one
+    write; one in another container of the same host name is renamed long
+    before :obj:`DEAD_WRITER_AFTER`. Files that are not :func:`save`'s are left alone. Cost: one
     listing of :obj:`folder`, one :func:`os.stat` per temporary file."""
     removed: List[str] = []
     try:
@@ -265,8 +274,10 @@ def remove_stale_temporaries(folder: str) -> List[str]:
         if match is None and _OLD_TEMPORARY.fullmatch(entry.name) is None:
             continue
         try:
-            stale = now - entry.stat(follow_symlinks=False).st_mtime >= STALE_AFTER
-            if not stale and match is not None and match['host'] == host:
+            age = now - entry.stat(follow_symlinks=False).st_mtime
+            stale = age >= STALE_AFTER
+            if not stale and age >= DEAD_WRITER_AFTER and match is not None \
+                    and match['host'] == host:
                 stale = not _process_is_alive(int(match['pid']))
             if stale:
                 os.remove(entry.path)
@@ -304,7 +315,7 @@ def shard_key(key: str, partition: Optional[RowPartition], group: Group) -> str:
     if partition is None:
         return key
     digests = all_gather_ints(list(bytes.fromhex(key)), group)
-    common = fingerprint(ranks=[bytes(digest).hex() for digest in digests])
+    common = cache_key(ranks=[bytes(digest).hex() for digest in digests])
     return f'{common}-part{partition.rank}of{partition.num_parts}'
 
 

@@ -328,7 +328,7 @@ class LowRankInverse(BaseTransform):
         dtype, device = _compute_dtype(data), _target(data)[1]
         path = None
         if self.cache_dir is not None:
-            key = factor_cache.shard_key(self._fingerprint(data, part), part, group)
+            key = factor_cache.shard_key(self._cache_key(data, part), part, group)
             path = factor_cache.factors_path(self.cache_dir, key)
             rows = data.num_nodes if part is None else part.num_local
             factors = factor_cache.load_factors(path, (rows, self.rank), dtype, device)
@@ -366,12 +366,12 @@ class LowRankInverse(BaseTransform):
         return {**{f"'{name}'": getattr(self, name) for name in names},
                 "whether 'cache_dir' is given": self.cache_dir is not None}
 
-    def _fingerprint(self, data: Data, partition: Optional[RowPartition] = None) -> str:
+    def _cache_key(self, data: Data, partition: Optional[RowPartition] = None) -> str:
         r"""The cache key of :obj:`data` (of this rank's shard with a
         :obj:`partition`) and of the arguments."""
         semantic = _semantic(data)
         shard = {} if partition is None else {'partition': tuple(partition)}
-        return factor_cache.fingerprint(**shard,
+        return factor_cache.cache_key(**shard,
             num_nodes=data.num_nodes, edge_index=data.edge_index,
             edge_weight=_edge_weight(data), semantic_edge_index=semantic,
             x=data.x if semantic is None and self.beta > 0 else None,

@@ -280,10 +280,11 @@ def check_projection(h: Tensor, x: Tensor, name: str = 'x') -> None:
                          f"(lower the learning rate) or overflow {h.dtype}")
 
 
-def check_factors(w: Tensor, v: Tensor, num_nodes: int,
+def check_factors(w: Tensor, v: Tensor, num_nodes: Optional[int],
                   names: Tuple[str, str] = ('w', 'v')) -> None:
-    r"""Low-rank factors :obj:`[N, r]` of one graph with :obj:`num_nodes` nodes, in
-    float32 or float64 (see :class:`~torch_geometric_regcn.LowRankInverse`)."""
+    r"""Low-rank factors :obj:`[N, r]` of one graph with :obj:`num_nodes` nodes
+    (:obj:`None`: any number of rows, as a shard's), in float32 or float64
+    (see :class:`~torch_geometric_regcn.LowRankInverse`)."""
     a, b = names
     if not (isinstance(w, Tensor) and isinstance(v, Tensor)):
         name, value = (a, w) if not isinstance(w, Tensor) else (b, v)
@@ -292,7 +293,7 @@ def check_factors(w: Tensor, v: Tensor, num_nodes: int,
     if w.dim() != 2 or w.shape != v.shape:
         raise ValueError(f"'{a}' and '{b}' must both have shape [num_nodes, rank] "
                          f"(got {list(w.shape)} and {list(v.shape)})")
-    if w.size(0) != num_nodes:
+    if num_nodes is not None and w.size(0) != num_nodes:
         raise ValueError(f"'{a}' and '{b}' have {w.size(0)} rows but 'x' has {num_nodes} "
                          f"nodes; recompute the factors with LowRankInverse for this graph")
     if w.dtype != v.dtype or w.dtype not in (torch.float32, torch.float64):

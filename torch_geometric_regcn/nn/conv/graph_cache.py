@@ -18,17 +18,19 @@ class GraphCache:
     when it is stored, so a change is seen however it was written: an
     in-place operation, :obj:`.data`, or a NumPy array sharing the memory. A
     later call passes the same graph when each input holds the same numbers
-    as then: the same tensor left as it was, a copy of it, or the same
-    matrix in another dtype or, for a :obj:`torch.sparse` COO matrix, with
-    its duplicates merged or not (compared as :meth:`~torch.Tensor.coalesce`
-    gives it). Anything else raises (:meth:`check`); a write that leaves the
-    numbers as they were is no change.
+    as then: the same tensor left as it was, a copy of it, the same indices
+    in another integer dtype (:obj:`int32` for :obj:`int64`) or, for a
+    :obj:`torch.sparse` COO matrix, with its duplicates merged or not
+    (compared as :meth:`~torch.Tensor.coalesce` gives it). Anything else
+    raises (:meth:`check`), also the same weights in another floating-point
+    dtype (their fingerprint is taken in their own dtype, so it differs); a
+    write that leaves the numbers as they were is no change.
 
     Cost per call: one pass over each input (:math:`O(|\mathcal{E}|)`) and one
     synchronisation with the device each; an input that differs from the
-    stored one as stored is compared once more in the stored device, dtype
-    and (for a COO matrix) coalesced form. The operators are a cache: copies
-    and pickles of the owner start empty."""
+    stored one as stored is compared once more, moved to the stored device
+    (for a COO matrix, coalesced), by its fingerprint without the dtype.
+    The operators are a cache: copies and pickles of the owner start empty."""
     def __init__(self) -> None:
         self.graph: Optional[GraphOperators] = None
         self._inputs: Dict[str, Any] = {}
@@ -79,8 +81,10 @@ def _on_device(value: Tensor, device: torch.device) -> Tensor:
 
 def _canonical(value: Any, printed: Any = None) -> Any:
     r"""What two inputs that hold the same graph share: the fingerprint of
-    the tensor without its dtype (equal numbers in another dtype are the same
-    graph), a COO matrix coalesced first; non-tensors as they are.
+    the tensor without its dtype (equal integers in another integer dtype
+    are the same graph; floating-point numbers are summed in their own
+    dtype, so another one differs), a COO matrix coalesced first;
+    non-tensors as they are.
     :obj:`printed` is :obj:`value`'s fingerprint, when already taken."""
     if not isinstance(value, Tensor):
         return value

@@ -147,6 +147,14 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
             v (torch.Tensor): The factor :math:`\mathbf{V}`, shape
                 :obj:`[N, r]` (:obj:`data.lowrank_v`).
         """
+        h = self._project(x, w, v)
+        return self.propagate(h, w, v, self._core(x, w, v), agreed=True)
+
+    def _project(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
+        r"""The checks of :meth:`forward` and the projection
+        :math:`\mathbf{X}\mathbf{\Theta}`. With a :obj:`group`, a failed check
+        raises on every rank through :meth:`_agree`; a rank whose checks
+        passed must call :meth:`_agree` next (:meth:`_core` does)."""
         h, error = None, None
         try:  # on ranks agreed below, before any collective: none waits for one that raised
             if not is_compiling():
@@ -162,9 +170,16 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
             error = failure
         if error is not None:
             self._agree(x, w, v, error, False)  # raises, as on every rank
-        core = self._woodbury(w, v, from_eigenpairs=True, group=self.group,
+        return h
+
+    def _core(self, x: Tensor, w: Tensor, v: Tensor) -> WoodburyCore:
+        r"""The Woodbury core of :obj:`w` and :obj:`v` from the layer's
+        :class:`WoodburyCache` (fingerprinting both, :math:`O(N r)`), the
+        ranks agreed in the same collective (:meth:`_agree`).
+        :class:`~torch_geometric_regcn.TSGCN` calls it once per forward pass
+        for all its layers."""
+        return self._woodbury(w, v, from_eigenpairs=True, group=self.group,
                               agree=lambda fresh: self._agree(x, w, v, None, fresh))
-        return self.propagate(h, w, v, core, agreed=True)
 
     def _agree(self, x: Tensor, w: Tensor, v: Tensor, error: Optional[Exception],
                fresh: bool) -> bool:

@@ -5,6 +5,7 @@ from torch import Tensor
 from torch_geometric_regcn.distributed.collectives import Group
 from torch_geometric_regcn.nn.conv import TSGCNConv
 from torch_geometric_regcn.nn.dropout import dropout
+from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.validation import check_channels, check_int, check_real
 
 
@@ -81,11 +82,20 @@ class TSGCN(torch.nn.Module):
 
     def forward(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
         r"""Runs the forward pass of the module; the arguments are those of
-        :meth:`TSGCNConv.forward <torch_geometric_regcn.TSGCNConv.forward>`."""
+        :meth:`TSGCNConv.forward <torch_geometric_regcn.TSGCNConv.forward>`.
+        The Woodbury core of :obj:`w` and :obj:`v` is looked up once, in the
+        first layer's cache, and shared by every layer (one fingerprint of
+        the factors per pass, not one per layer)."""
+        core = None
         for i, conv in enumerate(self.convs):
             if i > 0 or isinstance(x, Tensor):  # else the first layer names x, on every rank
                 x = dropout(x, self.dropout, self.training)
-            x = conv(x, w, v)
+            h = conv._project(x, w, v)  # checked and, on ranks, agreed on failure
+            if core is None:
+                core = conv._core(x, w, v)  # the ranks agree in its collective
+            elif conv.group is not None and not is_compiling():
+                conv._agree(x, w, v, None, True)  # this layer's widths, before its all-reduce
+            x = conv.propagate(h, w, v, core, agreed=True)
             if i < len(self.convs) - 1:
                 x = x.relu()
         return x

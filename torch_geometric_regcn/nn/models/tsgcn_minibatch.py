@@ -33,13 +33,24 @@ SUMMARIES = ('refresh', 'history')
 # How the errors of node indices name the graph of MiniBatchTSGCN.refresh().
 _REFRESHED = 'the graph the model was refreshed with'
 
-# A batch's row checksums, computed in the rows' dtype (one matrix-vector
-# product, no copy), agree with the float64 ones stored at refresh() within
-# (F + 2) eps of that dtype times the row's stored magnitude (row_checksums);
-# the stored sums add (F + 2) eps of float64. Twice the sum of both covers the
-# rounding of the bound itself.
+# Row checksums, computed in the rows' dtype d (solve_dtype: one matrix-vector
+# product, no float64 copy) and converted to float64 exactly, both those kept at
+# refresh() (chunk by chunk) and a batch's. Each differs from the exact weighted
+# sum by at most (F + 2) eps_d M (row_checksums), M the exact weighted sum of the
+# row's magnitudes, so the two differ by at most 2 (F + 2) eps_d M. The bound is
+# taken of the kept magnitude M', itself computed in d: M' >= M (1 - a) with
+# a = (F + 2) eps_d, and 2 a / (1 - a) <= 2 a (1 + 2 a) for a <= 1/2. The last
+# term covers the float64 roundings of the bound, its product with M' and the
+# difference (fewer than 16, each below eps of float64 times M').
 def _row_tolerance(dtype: torch.dtype, columns: int) -> float:
-    return 2 * (columns + 2) * (torch.finfo(dtype).eps + torch.finfo(torch.float64).eps)
+    a = (columns + 2) * torch.finfo(dtype).eps
+    return 2 * a * (1 + 2 * a) + 16 * torch.finfo(torch.float64).eps
+
+
+def _row_checksums(rows: Tensor) -> Tensor:
+    r"""The row checksums of :obj:`rows` and their magnitudes, :obj:`[B, 2]`
+    float64, computed in the rows' dtype (see :func:`_row_tolerance`)."""
+    return row_checksums(rows, magnitudes=True, dtype=solve_dtype(rows.dtype)).double()
 
 
 class _Graph(NamedTuple):
@@ -281,14 +292,12 @@ class MiniBatchTSGCN(torch.nn.Module):
         return conv.propagate(z, w, None, core, summary=projected)
 
     def _rows_forward(self, x: Tensor, w: Tensor, summaries: List[Tensor], core: WoodburyCore,
-                      layers: int, check: bool = False) -> Tensor:
+                      layers: int) -> Tensor:
         r"""The first :obj:`layers` layers on rows :obj:`x`, :obj:`w`, in
-        evaluation mode (hidden layers with ReLU); with :obj:`check`, NaN and
-        infinity in :obj:`x` raise (through the projection)."""
+        evaluation mode (hidden layers with ReLU)."""
         h = x
         for i in range(layers):
-            h = self._layer(i, h, w, summaries[i], core, training=False,
-                            check=x if check and i == 0 else None)
+            h = self._layer(i, h, w, summaries[i], core, training=False)
             if i < len(self.convs) - 1:
                 h = h.relu()
         return h
@@ -316,17 +325,31 @@ class MiniBatchTSGCN(torch.nn.Module):
         self._check_inputs(x, w, v, 'num_nodes')
         return check_int('batch_size', batch_size)
 
-    @staticmethod
-    def _checksums(x: Tensor, w: Tensor, v: Tensor, chunks: List[Tuple[int, int]]) -> Tensor:
-        r"""The row checksums of :obj:`x`, :obj:`w` and :obj:`v` with their
-        magnitudes, as one :obj:`[N, 3, 2]` float64 tensor on the device of
-        :obj:`x`, computed where each tensor lies, chunk by chunk."""
-        parts = [torch.stack([row_checksums(dense_rows(x, s, e), magnitudes=True),
-                              row_checksums(w[s:e], magnitudes=True).to(x.device),
-                              row_checksums(v[s:e], magnitudes=True).to(x.device)], dim=1)
-                 for s, e in chunks]
-        return torch.cat(parts) if parts else torch.zeros(0, 3, 2, dtype=torch.float64,
-                                                          device=x.device)
+    def _scan(self, x: Tensor, w: Tensor, v: Tensor, chunks: List[Tuple[int, int]],
+              checksums: bool, first: bool) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+        r"""One pass over :obj:`x`, :obj:`w` and :obj:`v`, chunk by chunk:
+        with :obj:`checksums`, their row checksums with magnitudes, as one
+        :obj:`[N, 3, 2]` float64 tensor on the device of :obj:`x` (each
+        computed where its tensor lies, in its dtype, see
+        :func:`_row_checksums`), and with :obj:`first`,
+        :math:`\mathbf{V}^{\top}\mathbf{X}` from the same chunks of
+        :obj:`x` (in the factors' dtype on the model's device)."""
+        device, dtype = self._device(), w.dtype
+        total = torch.zeros(v.size(1), x.size(1), dtype=dtype, device=device) if first else None
+        parts = []
+        for s, e in chunks:
+            rows = dense_rows(x, s, e)
+            if checksums:
+                parts.append(torch.stack([_row_checksums(rows),
+                                          _row_checksums(w[s:e]).to(x.device),
+                                          _row_checksums(v[s:e]).to(x.device)], dim=1))
+            if total is not None:
+                with torch.autocast(device.type, enabled=False):  # in the factors' dtype
+                    total += v[s:e].to(device).T @ rows.to(device, dtype)
+        if not checksums:
+            return None, total
+        return torch.cat(parts) if parts else torch.zeros(
+            0, 3, 2, dtype=torch.float64, device=x.device), total
 
     @torch.no_grad()
     def _graph(self, x: Tensor, w: Tensor, v: Tensor, batch_size: int) -> _Graph:
@@ -335,27 +358,29 @@ class MiniBatchTSGCN(torch.nn.Module):
         :meth:`inference` if :obj:`x`, :obj:`w` and :obj:`v` have their
         identity and row checksums (any write is seen, also one through
         :obj:`.data` or a NumPy array), else computed anew. The checksums cost
-        one pass over the three tensors in float64, :math:`O(N (F + 2r))`,
-        against :math:`O(N r (F + r))` for what they save."""
+        one pass over the three tensors in their own dtype,
+        :math:`O(N (F + 2r))`, against :math:`O(N r (F + r))` for what they
+        save; when the identity differs (nothing to reuse), they are computed
+        in the pass that computes :math:`\mathbf{V}^{\top}\mathbf{X}`. They are
+        compared bit for bit: a sum that depends on the number of threads (a
+        matrix-vector product may) makes a change of the thread count only
+        cost a recomputation."""
         device, num_nodes = self._device(), x.size(0)
         chunks = [(s, min(s + batch_size, num_nodes)) for s in range(0, num_nodes, batch_size)]
-        checksums = self._checksums(x, w, v, chunks)
-        if not bool(checksums[:, 0].isfinite().all()):
-            check_node_features(x)  # raises where x holds NaN or infinity (else: overflow)
         identity = (tuple((t.layout, tuple(t.shape), t.dtype, t.device) for t in (x, w, v)),
                     device, batch_size)
         cached = self._cache
-        if cached is not None and cached.identity == identity \
-                and torch.equal(cached.checksums, checksums):  # NaN: never equal
+        reusable = cached is not None and cached.identity == identity
+        checksums, first = self._scan(x, w, v, chunks, checksums=True, first=not reusable)
+        if not bool(checksums[:, 0].isfinite().all()):
+            check_node_features(x)  # raises where x holds NaN or infinity (else: overflow)
+        if reusable and torch.equal(cached.checksums, checksums):  # NaN: never equal
             return cached
         core = WoodburyCore(*(t.to(device) for t in woodbury_core(w, v, from_eigenpairs=True)))
-        dtype = w.dtype
-        first = torch.zeros(v.size(1), x.size(1), dtype=dtype, device=device)
-        with torch.autocast(device.type, enabled=False):  # in the factors' dtype
-            for s, e in chunks:
-                first += v[s:e].to(device).T @ dense_rows(x, s, e).to(device, dtype)
+        if first is None:
+            first = self._scan(x, w, v, chunks, checksums=False, first=True)[1]
         if not bool(first.isfinite().all()):
-            raise ValueError(f"V^T x overflows {dtype}: the features are too large; scale "
+            raise ValueError(f"V^T x overflows {w.dtype}: the features are too large; scale "
                              f"them (e.g. normalise the rows)")
         return _Graph(identity, checksums, core, first)
 
@@ -405,7 +430,8 @@ class MiniBatchTSGCN(torch.nn.Module):
         summary and, in mode :obj:`"history"`, the hidden rows of all nodes;
         the core and :math:`\mathbf{V}^{\top}\mathbf{X}` are reused only when
         the row checksums of :obj:`x`, :obj:`w` and :obj:`v` show the data
-        unchanged (one pass in float64, :math:`O(N (F + 2r))`). The checksums
+        unchanged (one pass in their own dtypes, :math:`O(N (F + 2r))`; a
+        change of the thread count may cause a recomputation). The checksums
         are kept (48 bytes per node, on the device of :obj:`x`) to verify the
         rows of later batches.
         With :obj:`index` (mode :obj:`"history"` only, after a full refresh),
@@ -498,7 +524,8 @@ class MiniBatchTSGCN(torch.nn.Module):
         those of nodes :obj:`n_id` in the graph of the last full
         :meth:`refresh`, by their row checksums, computed in the rows' dtype
         (one matrix-vector product each, :math:`O(|n_{id}| (F + 2r))`) and
-        compared with the stored float64 ones: one synchronisation. A row
+        compared with those kept at :meth:`refresh`, computed the same way
+        and stored in float64: one synchronisation. A row
         whose sum differs by more than the rounding of its dtype
         (:func:`_row_tolerance`) raises, naming the tensor, so an edit
         smaller than that rounding relative to the row is not seen; a
