@@ -344,6 +344,15 @@ class WoodburyCache:
     def __init__(self) -> None:
         self._key: Optional[Tuple[Any, ...]] = None
         self._core: Optional[WoodburyCore] = None
+        self._last_cached = False
+
+    @property
+    def last(self) -> Optional[WoodburyCore]:
+        r"""The core the last call returned, if it was kept (else
+        :obj:`None`): a caller that applies the same factors again in one
+        pass (:class:`~torch_geometric_regcn.TSGCN`'s later layers) takes it
+        from here instead of fingerprinting them again."""
+        return self._core if self._last_cached else None
 
     def __call__(self, w: Tensor, v: Tensor, from_eigenpairs: bool = False,
                  group: Group = None, *,
@@ -356,6 +365,7 @@ class WoodburyCache:
         if group is not None and not is_compiling():  # all recompute if any rank must
             fresh = (agree or (lambda mine: self._agree(w, v, from_eigenpairs, group, mine)))(
                 fresh)
+        self._last_cached = key is not None
         if fresh:
             return self._core
         core = woodbury_core(w, v, from_eigenpairs, group, agreed=True)
@@ -376,7 +386,7 @@ class WoodburyCache:
         return all(flag for (flag,) in votes)
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {**self.__dict__, '_key': None, '_core': None}
+        return {**self.__dict__, '_key': None, '_core': None, '_last_cached': False}
 
 
 def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],

@@ -136,7 +136,8 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         self.lin.reset_parameters()
         zeros(self.bias)
 
-    def forward(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
+    def forward(self, x: Tensor, w: Tensor, v: Tensor,
+                core: Optional[WoodburyCore] = None) -> Tensor:
         r"""Runs the forward pass of the module.
 
         Args:
@@ -146,9 +147,18 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
                 :class:`~torch_geometric_regcn.LowRankInverse`).
             v (torch.Tensor): The factor :math:`\mathbf{V}`, shape
                 :obj:`[N, r]` (:obj:`data.lowrank_v`).
+            core (WoodburyCore, optional): The core of :obj:`w` and
+                :obj:`v` when the caller holds it already, as
+                :class:`~torch_geometric_regcn.TSGCN` does for its later
+                layers; it is not checked against them. (default:
+                :obj:`None`, from the layer's cache)
         """
         h = self._project(x, w, v)
-        return self.propagate(h, w, v, self._core(x, w, v), agreed=True)
+        if core is None:
+            core = self._core(x, w, v)
+        elif self.group is not None and not is_compiling():
+            self._agree(x, w, v, None, True)  # this layer's widths, before its all-reduce
+        return self.propagate(h, w, v, core, agreed=True)
 
     def _project(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
         r"""The checks of :meth:`forward` and the projection
@@ -176,8 +186,8 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         r"""The Woodbury core of :obj:`w` and :obj:`v` from the layer's
         :class:`WoodburyCache` (fingerprinting both, :math:`O(N r)`), the
         ranks agreed in the same collective (:meth:`_agree`).
-        :class:`~torch_geometric_regcn.TSGCN` calls it once per forward pass
-        for all its layers."""
+        :class:`~torch_geometric_regcn.TSGCN` passes the core its first layer
+        found (:attr:`WoodburyCache.last`) to the later ones."""
         return self._woodbury(w, v, from_eigenpairs=True, group=self.group,
                               agree=lambda fresh: self._agree(x, w, v, None, fresh))
 

@@ -5,7 +5,6 @@ from torch import Tensor
 from torch_geometric_regcn.distributed.collectives import Group
 from torch_geometric_regcn.nn.conv import TSGCNConv
 from torch_geometric_regcn.nn.dropout import dropout
-from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.validation import check_channels, check_int, check_real
 
 
@@ -84,18 +83,16 @@ class TSGCN(torch.nn.Module):
         r"""Runs the forward pass of the module; the arguments are those of
         :meth:`TSGCNConv.forward <torch_geometric_regcn.TSGCNConv.forward>`.
         The Woodbury core of :obj:`w` and :obj:`v` is looked up once, in the
-        first layer's cache, and shared by every layer (one fingerprint of
-        the factors per pass, not one per layer)."""
+        first layer's cache, and passed to the later layers (one fingerprint
+        of the factors per pass, not one per layer); factors the cache does
+        not keep (that require gradients) are factorised by every layer."""
         core = None
         for i, conv in enumerate(self.convs):
             if i > 0 or isinstance(x, Tensor):  # else the first layer names x, on every rank
                 x = dropout(x, self.dropout, self.training)
-            h = conv._project(x, w, v)  # checked and, on ranks, agreed on failure
+            x = conv(x, w, v, core=core)
             if core is None:
-                core = conv._core(x, w, v)  # the ranks agree in its collective
-            elif conv.group is not None and not is_compiling():
-                conv._agree(x, w, v, None, True)  # this layer's widths, before its all-reduce
-            x = conv.propagate(h, w, v, core, agreed=True)
+                core = conv._woodbury.last
             if i < len(self.convs) - 1:
                 x = x.relu()
         return x
