@@ -274,3 +274,20 @@ def test_closed_solver_at_ordinary_coefficients_is_silent_and_exact(dtype):
     # Condition number below 10: float32 keeps 6 digits, float64 13.
     tol = 1e-5 if dtype == torch.float32 else 1e-12
     torch.testing.assert_close(out.double(), expected, rtol=tol, atol=tol)
+
+
+def test_cached_layer_sees_a_small_weight_next_to_large_ones():
+    # A float32 weight edited next to weights 1e8 times larger in the same
+    # block of the fingerprint changes node 10's normalisation by half: the
+    # cached layer must see it (a float32 fingerprint would not).
+    n = 600
+    row = torch.arange(n - 1)
+    edge_index = torch.stack([torch.cat([row, row + 1]), torch.cat([row + 1, row])])
+    weight = torch.ones(edge_index.size(1))
+    weight[[0, n - 1]] = 1e8
+    x = torch.randn(n, 4)
+    conv = RegularizerConv(4, 4, 'gcn', cached=True)
+    conv(x, edge_index, weight)
+    weight.numpy()[[10, n - 1 + 10]] = 3.0  # past the version counter
+    with pytest.raises(ValueError, match="'edge_weight' was modified in place"):
+        conv(x, edge_index, weight)

@@ -88,3 +88,13 @@ def test_fingerprint_does_not_depend_on_the_number_of_threads(shape):
     finally:
         torch.set_num_threads(threads)
     assert prints[0] == prints[1] == prints[2]
+
+
+def test_an_entry_next_to_much_larger_ones_is_seen():
+    # float32 numbers are summed in float64: an entry 1e8 times smaller than
+    # its block's largest is still seen (float32 sums would lose it).
+    w = torch.ones(1000)
+    w[0] = 1e8
+    before = fingerprint(w)
+    w.numpy()[5] = 1.5
+    assert fingerprint(w) != before

@@ -365,12 +365,13 @@ class WoodburyCache:
         if group is not None and not is_compiling():  # all recompute if any rank must
             fresh = (agree or (lambda mine: self._agree(w, v, from_eigenpairs, group, mine)))(
                 fresh)
-        self._last_cached = key is not None
+        self._last_cached = False  # until this call returns a kept core
         if fresh:
+            self._last_cached = True
             return self._core
         core = woodbury_core(w, v, from_eigenpairs, group, agreed=True)
         if key is not None:
-            self._core, self._key = core, key
+            self._core, self._key, self._last_cached = core, key, True
         return core
 
     @staticmethod

@@ -48,12 +48,11 @@ def _content(part: Tensor) -> Tuple[float, float]:
     r"""Two weighted sums of :obj:`part`'s numbers, each summed in an order
     that does not depend on the number of threads: blocks of :obj:`_BLOCK`
     numbers (below torch's grain size, so one thread sums a block), weighted
-    by position in the block, in the tensor's dtype for float32 and float64
-    (no copy) and in float64 for other dtypes (exact for integers below
-    :math:`2^{53}`); then the block sums, weighted by the block's index, in
-    float64."""
+    by position in the block, then the block sums, weighted by the block's
+    index, all in float64 (a float32 or half-precision number, and an
+    integer below :math:`2^{53}`, is exact in it)."""
     flat = part.detach().reshape(-1)
-    dtype = flat.dtype if flat.dtype in (torch.float32, torch.float64) else torch.float64
+    dtype = torch.float64
     total = torch.zeros(2, dtype=torch.float64, device=part.device)
     with torch.autocast(part.device.type, enabled=False):
         inner = _weights(_BLOCK, part.device).to(dtype)
@@ -63,7 +62,7 @@ def _content(part: Tensor) -> Tuple[float, float]:
             if tail:
                 chunk = torch.cat([chunk, chunk.new_zeros(tail)])
             blocks = chunk.view(-1, _BLOCK)  # [b, _BLOCK]
-            weighted = (blocks * inner).sum(dim=1).double()  # [b], one thread per block
+            weighted = (blocks * inner).sum(dim=1)  # [b], one thread per block
             first = s // _BLOCK  # a block's weight from its index: 0.5 + frac(index / phi)
             outer = torch.arange(first, first + blocks.size(0), dtype=torch.float64,
                                  device=part.device).mul_(_GOLDEN).frac_().add_(0.5)
@@ -75,18 +74,17 @@ def _content(part: Tensor) -> Tuple[float, float]:
 def fingerprint(tensor: Any) -> Any:
     r"""A :class:`Fingerprint` of :obj:`tensor` (a dense or sparse tensor),
     equal for two calls when the tensor kept its shape, dtype, device and
-    numbers. Its content is two random weighted sums of the numbers, taken in
-    the tensor's dtype for float32 and float64 tensors and in float64 for the
-    others (integers, exactly): an edit changes them unless it is below the
-    rounding of its dtype relative to the sum of its block of 1024 numbers
-    (a change that small moves the results computed from the tensor by less
-    than their own rounding), or by a chance of the order of that rounding.
-    Non-tensors are returned as they are.
+    numbers. Its content is two random weighted sums of the numbers in
+    float64 (exact copies of float32, half-precision and integer numbers): an
+    edit changes them unless it is below float64's rounding relative to the
+    sum of its block of 1024 numbers (a float32 edit of one entry is seen
+    while the block's other entries are less than about :math:`10^{8}` times
+    larger). Non-tensors are returned as they are.
 
     Every sum is taken in an order fixed by the tensor's size, so the
     fingerprint does not depend on the number of threads. Cost: one pass over
-    the stored numbers, in chunks of :math:`2^{20}` (:math:`O(\text{numel})`
-    time, 16 MiB of extra memory at most) and one
+    the stored numbers, converted to float64 in chunks of :math:`2^{20}`
+    (:math:`O(\text{numel})` time, 16 MiB of extra memory at most) and one
     synchronisation with the device; a layer calls it once per input per
     call, next to propagations that cost a multiple of that. Two fingerprints
     of a tensor that holds NaN are never equal (NaN is unequal to itself),
