@@ -44,47 +44,52 @@ def _parts(tensor: Tensor) -> Tuple[Tensor, ...]:
     return (tensor,)
 
 
-def _content(part: Tensor) -> Tuple[float, float]:
+def _content(part: Tensor) -> Tuple[Any, ...]:
     r"""Two weighted sums of :obj:`part`'s numbers, each summed in an order
     that does not depend on the number of threads: blocks of :obj:`_BLOCK`
     numbers (below torch's grain size, so one thread sums a block), weighted
     by position in the block, then the block sums, weighted by the block's
-    index, all in float64 (a float32 or half-precision number, and an
-    integer below :math:`2^{53}`, is exact in it)."""
+    index, in float64. A float64 tensor is summed as it is; a float32 one in
+    float32 (no copy), plus the exact integer sum of its bit patterns, which
+    sees a change of any entry however small next to the others; other dtypes
+    are converted to float64 (exact for integers below :math:`2^{53}`)."""
     flat = part.detach().reshape(-1)
-    dtype = torch.float64
+    dtype = flat.dtype if flat.dtype in (torch.float32, torch.float64) else torch.float64
     total = torch.zeros(2, dtype=torch.float64, device=part.device)
+    bits = torch.zeros((), dtype=torch.int64, device=part.device)
     with torch.autocast(part.device.type, enabled=False):
         inner = _weights(_BLOCK, part.device).to(dtype)
         for s in range(0, flat.numel(), _CHUNK):
             chunk = flat[s:s + _CHUNK].to(dtype)
+            if dtype == torch.float32:  # |pattern| < 2^31: exact in int64 in any order
+                bits += chunk.view(torch.int32).sum(dtype=torch.int64)
             tail = -chunk.numel() % _BLOCK
             if tail:
                 chunk = torch.cat([chunk, chunk.new_zeros(tail)])
             blocks = chunk.view(-1, _BLOCK)  # [b, _BLOCK]
-            weighted = (blocks * inner).sum(dim=1)  # [b], one thread per block
+            weighted = (blocks * inner).sum(dim=1).double()  # [b], one thread per block
             first = s // _BLOCK  # a block's weight from its index: 0.5 + frac(index / phi)
             outer = torch.arange(first, first + blocks.size(0), dtype=torch.float64,
                                  device=part.device).mul_(_GOLDEN).frac_().add_(0.5)
             total += torch.stack([(weighted * outer).sum(), weighted.sum()])
-    first, second = total.tolist()
-    return first, second
+    return (*total.tolist(), int(bits)) if dtype == torch.float32 else tuple(total.tolist())
 
 
 def fingerprint(tensor: Any) -> Any:
     r"""A :class:`Fingerprint` of :obj:`tensor` (a dense or sparse tensor),
     equal for two calls when the tensor kept its shape, dtype, device and
-    numbers. Its content is two random weighted sums of the numbers in
-    float64 (exact copies of float32, half-precision and integer numbers): an
-    edit changes them unless it is below float64's rounding relative to the
-    sum of its block of 1024 numbers (a float32 edit of one entry is seen
-    while the block's other entries are less than about :math:`10^{8}` times
-    larger). Non-tensors are returned as they are.
+    numbers. Its content is two random weighted sums of the numbers (in
+    float64, or in float32 for float32 tensors), and for float32 tensors the
+    exact integer sum of their bit patterns: a change of one entry, however
+    small next to the others, changes that sum, and a move of numbers between
+    positions changes the weighted sums unless they are below the rounding of
+    their block of 1024 numbers. Non-tensors are returned as they are.
 
-    Every sum is taken in an order fixed by the tensor's size, so the
-    fingerprint does not depend on the number of threads. Cost: one pass over
-    the stored numbers, converted to float64 in chunks of :math:`2^{20}`
-    (:math:`O(\text{numel})` time, 16 MiB of extra memory at most) and one
+    Every sum is taken in an order fixed by the tensor's size, or exactly,
+    so the fingerprint does not depend on the number of threads. Cost: two
+    passes over the stored numbers in chunks of :math:`2^{20}`
+    (:math:`O(\text{numel})` time, 16 MiB of extra memory at most; float32
+    and float64 tensors are not copied) and one
     synchronisation with the device; a layer calls it once per input per
     call, next to propagations that cost a multiple of that. Two fingerprints
     of a tensor that holds NaN are never equal (NaN is unequal to itself),
