@@ -115,7 +115,8 @@ def main(argv=None) -> None:
                  f'{checked / bare:.2f}'])
 
     rep(f'Contextual SBM, {args.nodes} nodes, {args.features} features, factors of rank '
-        f'{args.rank}, hidden {args.hidden}; medians of {args.repeats} alternating calls.')
+        f'{args.rank}, hidden {args.hidden}; medians of {args.repeats} alternating calls, both '
+        f'sides of each pair in this one process.')
     rep()
     rep.table(['call', 'with the checks', 'without', 'ratio'], rows)
     rep.finish(start, args.output)
