@@ -356,14 +356,22 @@ def check_layer_dtype(name: str, tensor: Tensor, dtype: torch.dtype, owner: str)
         return
     if torch.is_autocast_enabled(tensor.device.type):
         return
-    method = {torch.float64: 'double', torch.float32: 'float', torch.float16: 'half',
-              torch.bfloat16: 'bfloat16'}.get(dtype)
-    fix = f"'{name}.{method}()'" if method else f"'{name}.to({dtype})'"
-    back = {torch.float64: 'double', torch.float32: 'float', torch.float16: 'half',
-            torch.bfloat16: 'bfloat16'}.get(tensor.dtype, 'to')
     raise TypeError(f"'{name}' is {tensor.dtype} but the parameters of {owner} are {dtype}; "
-                    f"pass {fix}, or convert the module with '.{back}()', or run it under "
-                    f"torch.autocast")
+                    f"pass '{name}{_cast(dtype)}', or convert the module with "
+                    f"'{_cast(tensor.dtype)}', or run it under torch.autocast")
+
+
+#: The conversion method of each floating-point dtype.
+_CASTS = {torch.float64: 'double', torch.float32: 'float', torch.float16: 'half',
+          torch.bfloat16: 'bfloat16'}
+
+
+def _cast(dtype: torch.dtype) -> str:
+    r"""The call that converts a tensor or module to :obj:`dtype`:
+    :obj:`".float()"`, ..., or :obj:`".to(dtype)"`."""
+    method = _CASTS.get(dtype)
+    return f'.{method}()' if method else f'.to({dtype})'
+
 
 
 def as_root(root: Any, name: str = 'root') -> str:
