@@ -3,9 +3,10 @@
     python examples/minibatch.py [--nodes 3000] [--epochs 100] [--batch-size 32]
 
 Trains the paper's 2-layer tsGCN four ways on the same split: full batch
-(``TSGCN``), in mini-batches of labelled nodes with the summary VᵀH¹ refreshed
-once per epoch (``MiniBatchTSGCN``, mode A) or kept from a history of hidden
-rows (mode B), and an MLP on features propagated once (``PropagateFeatures``).
+(``TSGCN``), in mini-batches of labelled nodes from a ``SeedNodeLoader`` with
+the summary VᵀH¹ refreshed once per epoch (``MiniBatchTSGCN``, mode A) or kept
+from a history of hidden rows (mode B), and an MLP on features propagated once
+(``PropagateFeatures``).
 """
 import argparse
 import time
@@ -22,6 +23,7 @@ from torch_geometric_regcn import (
     paper_rank,
 )
 from torch_geometric_regcn.datasets import contextual_sbm, paper_split
+from torch_geometric_regcn.loader import SeedNodeLoader
 
 
 def accuracy(logits: torch.Tensor, y: torch.Tensor) -> float:
@@ -46,6 +48,9 @@ def main() -> None:
     train = data.train_mask.nonzero().view(-1)
     test = data.test_mask.nonzero().view(-1)
     loader = DataLoader(train, batch_size=args.batch_size, shuffle=True)  # node indices
+    # PyG's NodeLoader with the seed nodes only: batches of the labelled nodes' rows.
+    seed_loader = SeedNodeLoader(data, input_nodes=data.train_mask,
+                                 batch_size=args.batch_size, shuffle=True)
 
     # Full batch: every node's rows in every step.
     torch.manual_seed(0)
@@ -71,10 +76,10 @@ def main() -> None:
             if summary == 'refresh':
                 model.refresh(x, w, v)  # mode A: the summary of this epoch's weights
             model.train()
-            for batch in loader:
+            for batch in seed_loader:  # batch.n_id: the rows' nodes (mode B writes them)
                 optimizer.zero_grad()
-                out = model(x[batch], w[batch], v[batch], batch)  # mode B writes the rows
-                F.cross_entropy(out, y[batch]).backward()
+                out = model(batch.x, batch.lowrank_w, batch.lowrank_v, batch.n_id)
+                F.cross_entropy(out, batch.y).backward()
                 optimizer.step()
             if summary == 'history':  # mode B: renew the other rows every 4 epochs
                 model.refresh(x, w, v, index=torch.randperm(data.num_nodes)[:args.nodes // 4])

@@ -2,24 +2,8 @@ import warnings
 
 import pytest
 import torch
-from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from harness.data import SHARED_DATA, has_offline_copy, offline_root
-
-
-class SeedNodes(BaseSampler):
-    """A sampler that returns the seed nodes only (no neighbours): a
-    NodeLoader then slices every node attribute, without pyg-lib or
-    torch-sparse (what MiniBatchTSGCN and an MLP on precomputed features need)."""
-
-    def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
-        empty = torch.empty(0, dtype=torch.long)
-        return SamplerOutput(node=inputs.node, row=empty, col=empty, edge=None,
-                             metadata=(inputs.input_id, inputs.time))
-
-    def sample_from_edges(self, inputs, neg_sampling=None):
-        raise NotImplementedError
-
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
 

@@ -54,6 +54,7 @@ LAYERS = {
     'regularizers': {'regularizers', 'linalg', 'knn', 'distributed', 'utils'},
     'transforms': {'transforms', 'regularizers', 'linalg', 'knn', 'distributed', 'utils'},
     'nn': {'nn', 'regularizers', 'linalg', 'distributed', 'utils'},
+    'loader': {'loader', 'utils'},
 }
 
 

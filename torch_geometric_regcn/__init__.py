@@ -1,5 +1,5 @@
 r"""tsGCN and the regularizer-centred GCN framework for PyTorch Geometric."""
-from torch_geometric_regcn import regularizers
+from torch_geometric_regcn import loader, regularizers
 from torch_geometric_regcn.nn import (
     TSGCN,
     MiniBatchTSGCN,
@@ -18,4 +18,4 @@ from torch_geometric_regcn.version import __version__
 
 __all__ = ['TSGCN', 'LaplacianEigenPE', 'LowRankInverse', 'MiniBatchTSGCN', 'PropagateFeatures',
            'RegularizerConv', 'RegularizerGNN', 'SemanticGraph', 'TSGCNConv', '__version__',
-           'paper_rank', 'regularizers']
+           'loader', 'paper_rank', 'regularizers']

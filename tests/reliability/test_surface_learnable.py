@@ -202,12 +202,16 @@ def test_output_follows_the_coefficients_after_decayed_steps(graph, cached):
     conv(x, edge_index, **kwargs)  # builds the cache, if any, at the initial α
     raw = list(conv.regularizer.learned_parameters())
     optimizer = torch.optim.SGD([{'params': raw, 'weight_decay': 1.0}], lr=0.2)
-    for _ in range(10):
+    for step in range(10):
         with torch.no_grad():
             conv(x, edge_index, **kwargs)  # a forward at every α on the way
         for p in raw:  # no data gradient: the step is weight decay alone
             p.grad = torch.zeros_like(p)
-        optimizer.step()
+        if step == 0:  # decaying the coefficients is deliberate here: the package warns
+            with pytest.warns(UserWarning, match='applies weight_decay'):
+                optimizer.step()
+        else:
+            optimizer.step()
     alpha = float(conv.regularizer.alpha.detach())
     # raw_alpha = softplus⁻¹(1) * 0.8^10: α moved most of the way towards ln 2
     expected_raw = math.log(math.expm1(ALPHA)) * 0.8 ** 10

@@ -10,9 +10,9 @@ import torch.nn.functional as F
 import torch_geometric.typing
 from torch_geometric.loader import NodeLoader, RandomNodeLoader
 
-from tests.conftest import SeedNodes
 from torch_geometric_regcn import LowRankInverse, MiniBatchTSGCN
 from torch_geometric_regcn.datasets import contextual_sbm
+from torch_geometric_regcn.loader import SeedNodeSampler
 
 N, F_IN, HIDDEN, C, RANK = 48, 5, 7, 3, 12
 # Float64 throughout: the library's rows and the dense reference are the same sums
@@ -75,7 +75,7 @@ def test_node_loader_batches_match_the_full_graph(graph):
     # of batch.n_id (the docs: exactly TSGCN's output on those rows).
     model = make_model().refresh(graph.x, graph.lowrank_w, graph.lowrank_v).eval()
     reference = dense_layers(model, graph.x, graph.lowrank_w, graph.lowrank_v)[-1]
-    loader = NodeLoader(graph, SeedNodes(), input_nodes=torch.arange(N), batch_size=10,
+    loader = NodeLoader(graph, SeedNodeSampler(), input_nodes=torch.arange(N), batch_size=10,
                         shuffle=True)
     seen = []
     with torch.no_grad():
@@ -123,7 +123,7 @@ def test_refresh_refuses_rows_sliced_by_a_loader(graph):
     # refresh() needs the whole graph's x, w, v ("checked to be that of one whole
     # graph's factors"): a user who passes a loader batch's rows by mistake gets an
     # error, not summaries of a 10-node graph used for a 48-node one.
-    batch = next(iter(NodeLoader(graph, SeedNodes(), input_nodes=torch.arange(N),
+    batch = next(iter(NodeLoader(graph, SeedNodeSampler(), input_nodes=torch.arange(N),
                                  batch_size=10, shuffle=True)))
     model = make_model()
     with pytest.raises(ValueError, match=r"the factors 'w' and 'v' .* are not those of one "

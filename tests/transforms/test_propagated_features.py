@@ -1,5 +1,5 @@
 """PropagateFeatures against dense float64 propagations, mini-batch training on
-its output through a DataLoader and PyG's NodeLoader, and the mini-batch
+its output through a DataLoader and SeedNodeLoader, and the mini-batch
 example run as a script."""
 import os.path as osp
 import subprocess
@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from torch_geometric.data import Data
-from torch_geometric.loader import NodeLoader
 
-from tests.conftest import SeedNodes, dense_normalized_adjacency, messy_graph
+from tests.conftest import dense_normalized_adjacency, messy_graph
 from torch_geometric_regcn import LowRankInverse, PropagateFeatures
+from torch_geometric_regcn.loader import SeedNodeLoader
 from torch_geometric_regcn.regularizers import APPNPRegularizer
 from torch_geometric_regcn.regularizers.graph import build_graph
 from torch_geometric_regcn.transforms.propagated_features import _column_block
@@ -170,18 +170,19 @@ def mlp_inputs(data, keys):
     return torch.cat([data[key] for key in keys], dim=-1).float()
 
 
-def test_mlp_trains_in_mini_batches_with_dataloader_and_nodeloader():
+def test_mlp_trains_in_mini_batches_with_dataloader_and_seed_node_loader():
     data = LowRankInverse(1.0, 0.3, rank=12, progress=False)(graph(n=120))
     data = PropagateFeatures(2)(data)
     keys = ['x', 'x1', 'x2']
     train = torch.arange(0, 120, 2)
-    # A NodeLoader slices the propagated features with x.
-    loader = NodeLoader(data, SeedNodes(), input_nodes=train, batch_size=16, shuffle=False)
+    # SeedNodeLoader slices the propagated features with x (shuffled, the last batch short).
+    loader = SeedNodeLoader(data, input_nodes=train, batch_size=16, shuffle=True)
     seen = []
     for batch in loader:
-        torch.testing.assert_close(mlp_inputs(batch, keys), mlp_inputs(data, keys)[batch.n_id])
+        for key in keys:
+            assert torch.equal(batch[key], data[key][batch.n_id]), key
         seen.append(batch.n_id)
-    assert torch.equal(torch.cat(seen), train)
+    assert torch.equal(torch.cat(seen).sort().values, train)
     # Any MLP then trains with a plain DataLoader over node indices.
     torch.manual_seed(0)
     features = mlp_inputs(data, keys)

@@ -1,13 +1,10 @@
 r"""Low-rank factors of :math:`(\mathbf{I} - \mathbf{S})^{-1}` and their
 application through the Woodbury identity."""
 import math
-import os
-import sys
 import warnings
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import torch
-import torch_geometric
 from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import (
@@ -23,6 +20,7 @@ from torch_geometric_regcn.utils.validation import (
     check_node_features,
     check_tensor,
 )
+from torch_geometric_regcn.utils.warn_once import outside_stacklevel
 
 
 def factors_from_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> Tuple[Tensor, Tensor]:
@@ -269,23 +267,8 @@ def check_core_condition(condition: CoreCondition, stacklevel: Optional[int] = N
             f"lambda), so in {dtype} the largest gain 1 / (1 - lambda) is accurate to about "
             f"{error:.1%} only; compute the factors in float64 (LowRankInverse on "
             f"data.x.double()) or use a smaller alpha + beta",
-            UserWarning, stacklevel=_outside_stacklevel() if stacklevel is None
+            UserWarning, stacklevel=outside_stacklevel() if stacklevel is None
             else stacklevel + 1)
-
-
-#: The folders of the packages whose frames a warning skips (see
-#: :func:`_outside_stacklevel`): this one, PyG and PyTorch.
-_LIBRARIES = tuple(os.path.join(os.path.dirname(os.path.abspath(path)), '') for path in (
-    os.path.dirname(__file__), torch_geometric.__file__, torch.__file__))
-
-
-def _outside_stacklevel() -> int:
-    r"""The :obj:`stacklevel` of a :func:`warnings.warn` in the caller that
-    names the first frame outside :data:`_LIBRARIES` (:obj:`O(depth)`)."""
-    frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARIES):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool,
@@ -311,9 +294,12 @@ def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool,
             f"one whole graph: V^T W, diagonal for the factors of LowRankInverse, has "
             f"off-diagonal entries up to {off[0]:.2g} times the diagonal ones (tolerance "
             f"{tolerance:.2g}), as when a loader or subgraph() slices the rows of a larger "
-            f"graph's factors. Only transductive use on the full graph is supported: pass "
-            f"the whole graph's 'x' and factors and index the output (e.g. 'out[mask]'), or "
-            f"compute factors for the graph you pass with LowRankInverse")
+            f"graph's factors. The layers (TSGCNConv, TSGCN, RegularizerConv) take the full "
+            f"graph: pass the whole graph's 'x' and factors and index the output (e.g. "
+            f"'out[mask]'), or compute factors for the graph you pass with LowRankInverse. "
+            f"To train on mini-batches of a larger graph, use MiniBatchTSGCN (refresh(x, w, "
+            f"v) with the whole graph, then a batch's rows per step) with "
+            f"torch_geometric_regcn.loader.SeedNodeLoader: see docs/minibatch.md")
     rounding = ROUNDING_UNITS * torch.finfo(computed).eps * (1 + largest)
     check_core_condition(CoreCondition(pivot, rounding, computed))
 

@@ -7,6 +7,7 @@ from torch import Tensor
 
 from torch_geometric_regcn.linalg.cg import cg_solve
 from torch_geometric_regcn.linalg.woodbury import GAIN_ACCURACY
+from torch_geometric_regcn.regularizers import weight_decay
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.utils.compat import compiler_disable
 from torch_geometric_regcn.utils.sparse import diagonal, spectral_bound
@@ -132,7 +133,9 @@ class Regularizer(torch.nn.Module):
         backward pass (see :func:`~torch_geometric_regcn.linalg.cg_solve`).
         Every propagation first checks that the raw parameters are finite (one
         synchronisation) and raises :class:`ValueError` naming the coefficient
-        where a diverged optimizer step left one NaN or infinite.
+        where a diverged optimizer step left one NaN or infinite. An
+        optimizer that applies weight decay to the raw parameters warns once,
+        at its first step (see :mod:`~torch_geometric_regcn.regularizers.weight_decay`).
         Returns the regulariser."""
         learned = self.__dict__.setdefault('_learned', {})
         for name in names:
@@ -153,6 +156,7 @@ class Regularizer(torch.nn.Module):
             self.register_parameter(f'raw_{name}',
                                     torch.nn.Parameter(raw.to(torch.get_default_dtype())))
             learned[name] = kind
+        weight_decay.watch(self)
         return self
 
     @property
@@ -193,6 +197,10 @@ class Regularizer(torch.nn.Module):
                 child.reset_parameters()
 
     # -- state --------------------------------------------------------------------
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        super().__setstate__(state)
+        weight_decay.watch(self)  # copies and unpickled regularisers with learned coefficients
+
     def get_extra_state(self) -> Dict[str, Any]:
         return self.coefficients()
 

@@ -68,9 +68,10 @@ class PropagateFeatures(BaseTransform):
     it. Any model that takes per-node inputs, an MLP on
     :math:`[\mathbf{X}, \mathbf{X}^{(1)}, \dots, \mathbf{X}^{(K)}]` for
     instance, then trains on mini-batches of nodes with a plain
-    :class:`~torch.utils.data.DataLoader` over node indices or PyG's
-    :class:`~torch_geometric.loader.NodeLoader` (which slices the new
-    attributes with :obj:`x`). Several transforms, each with a
+    :class:`~torch.utils.data.DataLoader` over node indices or
+    :class:`~torch_geometric_regcn.loader.SeedNodeLoader` (PyG's
+    :class:`~torch_geometric.loader.NodeLoader` of the seed nodes, which
+    slices the new attributes with :obj:`x`). Several transforms, each with a
     :obj:`prefix` of its own, combine several regularisers or coefficients.
 
     Args:

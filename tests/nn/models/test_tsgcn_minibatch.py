@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
-from tests.conftest import CUDA, SeedNodes, messy_graph
+from tests.conftest import CUDA, messy_graph
 from torch_geometric_regcn import TSGCN, LowRankInverse, MiniBatchTSGCN
+from torch_geometric_regcn.loader import SeedNodeSampler
 from torch_geometric_regcn.utils.sparse import dense_rows, gather_rows
 
 N, F_IN, HIDDEN, CLASSES, RANK = 60, 7, 6, 3, 10
@@ -193,7 +194,7 @@ def test_trains_with_pyg_nodeloader_in_both_modes():
         model, ref = pair(summary=summary)
         model.refresh(data.x, data.lowrank_w, data.lowrank_v)
         optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-        loader = NodeLoader(data, SeedNodes(), input_nodes=torch.arange(N), batch_size=16,
+        loader = NodeLoader(data, SeedNodeSampler(), input_nodes=torch.arange(N), batch_size=16,
                             shuffle=True)
         losses = []
         for _ in range(15):

@@ -1,6 +1,5 @@
 r"""One layer for the whole regularizer-centred framework."""
 import functools
-import warnings
 from typing import Any, Dict, Optional, Sequence, Tuple, Type, Union
 
 import torch
@@ -19,7 +18,7 @@ from torch_geometric_regcn.regularizers.graph import (
     check_graph_types,
 )
 from torch_geometric_regcn.regularizers.registry import get
-from torch_geometric_regcn.utils.compat import is_compiling
+from torch_geometric_regcn.utils.compat import compiler_disable, is_compiling
 from torch_geometric_regcn.utils.deprecation import moved, warn_deprecated
 from torch_geometric_regcn.utils.validation import (
     check_channels,
@@ -32,6 +31,7 @@ from torch_geometric_regcn.utils.validation import (
     check_stopping_rule,
     solve_dtype,
 )
+from torch_geometric_regcn.utils.warn_once import outside_stacklevel, warn_once
 
 
 class RegularizerConv(MessagePassing):
@@ -125,6 +125,8 @@ class RegularizerConv(MessagePassing):
             given values, e.g. :obj:`("alpha", "beta")` for :obj:`"tsgcn"`
             (see :meth:`~torch_geometric_regcn.regularizers.Regularizer.learn`;
             not with :obj:`solver="lowrank"`, whose factors are precomputed).
+            Keep them out of weight decay: an optimizer that decays them
+            warns at its first step (see ``docs/learnable.md``).
             (default: :obj:`()`)
         **coefficients (optional): The regulariser's coefficients, e.g.
             :obj:`K=10, alpha=0.1` for :obj:`"appnp"`.
@@ -249,11 +251,11 @@ class RegularizerConv(MessagePassing):
         if self.cached and cached is not None:
             ops.adopt_semantic_graphs(cached)
         if ops.semantic_edge_index is None and ops.x is not None and not self.cached:
-            warnings.warn(
+            _warn_once(self, 'semantic_knn', (
                 f"{self.__class__.__name__} builds the semantic kNN graph from its input "
                 f"features on every call (O(N^2 d), and from hidden features after the "
                 f"first layer); pass 'semantic_edge_index=' (see SemanticGraph) or set "
-                f"cached=True", UserWarning, stacklevel=2)
+                f"cached=True (each layer warns once)"))
         if self.cached:
             self._graph_cache.store(ops, x.size(0), inputs)
         return ops
@@ -279,7 +281,8 @@ class RegularizerConv(MessagePassing):
                 :obj:`[E]`. (default: :obj:`None`)
             semantic_edge_index (torch.Tensor, optional): tsGCN's semantic
                 graph (see :class:`~torch_geometric_regcn.SemanticGraph`);
-                without it, :obj:`"tsgcn"` builds it from :obj:`x`.
+                without it, :obj:`"tsgcn"` builds it from :obj:`x`, on every
+                call unless :obj:`cached=True` (and warns, once per layer).
                 (default: :obj:`None`)
             lowrank_w (torch.Tensor, optional): The factor :math:`\mathbf{W}`
                 of :class:`~torch_geometric_regcn.LowRankInverse`, for
@@ -353,6 +356,15 @@ class RegularizerConv(MessagePassing):
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.in_channels}, {self.out_channels}, '
                 f'regularizer={self.regularizer}, solver={self.solver!r})')
+
+
+@compiler_disable(reason="RegularizerConv's warnings run eagerly: each is given once per "
+                  "layer, pointing at the caller's line")
+def _warn_once(layer: RegularizerConv, key: str, message: str) -> None:
+    r"""A :class:`UserWarning` whose text is the same on every call: once per
+    layer (:func:`~torch_geometric_regcn.utils.warn_once.warn_once`),
+    pointing at the first line outside this package, PyG and PyTorch."""
+    warn_once(layer, key, message, UserWarning, stacklevel=outside_stacklevel())
 
 
 def _clear_cache_after_loading(module: RegularizerConv, incompatible_keys: Any) -> None:

@@ -1,0 +1,209 @@
+r"""A PyG :class:`~torch_geometric.loader.NodeLoader` whose mini-batches are
+the seed nodes alone: the loader of :class:`~torch_geometric_regcn.MiniBatchTSGCN`
+and of models on precomputed features, with nothing beyond PyG itself."""
+from typing import Any, Callable, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.loader import NodeLoader
+from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+
+from torch_geometric_regcn.utils.validation import check_callable, check_index, type_name
+
+#: Sparse layouts whose rows :func:`torch.index_select` cannot take.
+_COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
+class SeedNodeSampler(BaseSampler):
+    r"""A :class:`~torch_geometric.sampler.BaseSampler` that samples no
+    neighbours: the nodes of a mini-batch are its seed nodes, in their order
+    (a node given twice appears twice), and it has no edges. PyG's
+    :class:`~torch_geometric.loader.NodeLoader` with this sampler slices
+    every node-level attribute of a :class:`~torch_geometric.data.Data` to
+    the seed rows, what :class:`~torch_geometric_regcn.MiniBatchTSGCN` (the
+    propagation through the whole graph is in its factors and summaries) and
+    a model on :class:`~torch_geometric_regcn.PropagateFeatures`' outputs
+    need. Unlike :class:`~torch_geometric.sampler.NeighborSampler`, it needs
+    neither :obj:`pyg-lib` nor :obj:`torch-sparse`. Sampling costs nothing
+    (the seed indices are passed on); :class:`SeedNodeLoader` builds the
+    loader.
+    """
+    def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
+        r"""Returns the seed nodes :obj:`inputs.node` as the sampled nodes,
+        with no edges.
+
+        Args:
+            inputs (torch_geometric.sampler.NodeSamplerInput): The seed nodes
+                of a mini-batch.
+        """
+        empty = torch.empty(0, dtype=torch.long, device=inputs.node.device)
+        return SamplerOutput(node=inputs.node, row=empty, col=empty, edge=None,
+                             metadata=(inputs.input_id, inputs.time))
+
+    def sample_from_edges(self, index: Any, neg_sampling: Any = None) -> Any:
+        r"""Not supported: the sampler starts from nodes only."""
+        raise NotImplementedError(
+            f"{type(self).__name__} samples seed nodes only, for node-level mini-batches "
+            f"(SeedNodeLoader); for mini-batches of edges use PyG's LinkNeighborLoader")
+
+
+class _EmptyEdgeIndices:
+    r"""Empties the edge index attributes :obj:`keys` of a mini-batch (their
+    node numbers are the whole graph's), then applies :obj:`transform`. A
+    class rather than a closure, so that worker processes started with
+    :obj:`spawn` can pickle it."""
+    def __init__(self, keys: Sequence[str], transform: Optional[Callable]) -> None:
+        self.keys, self.transform = tuple(keys), transform
+
+    def __call__(self, batch: Data) -> Data:
+        for key in self.keys:
+            value = batch[key] if key in batch else None
+            if isinstance(value, Tensor) and value.dim() == 2:
+                batch[key] = torch.empty((value.size(0), 0), dtype=value.dtype,
+                                         device=value.device)
+        return batch if self.transform is None else self.transform(batch)
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(keys={list(self.keys)}, transform={self.transform!r})'
+
+
+def _check_seed_nodes(input_nodes: Optional[Tensor], num_nodes: int) -> None:
+    r"""Checks the seed nodes, a boolean mask or node indices, against
+    :obj:`num_nodes` before any batch is drawn (:math:`O(|\text{input\_nodes}|)`,
+    once)."""
+    if input_nodes is None:
+        return
+    if isinstance(input_nodes, Tensor) and input_nodes.dtype == torch.bool:
+        if input_nodes.shape != (num_nodes,):
+            raise ValueError(f"'input_nodes' as a boolean mask must have one entry per node "
+                             f"[{num_nodes}] (got shape {list(input_nodes.shape)})")
+        return
+    check_index('input_nodes', input_nodes, num_nodes, graph="'data'")
+
+
+class SeedNodeLoader(NodeLoader):
+    r"""A data loader over mini-batches of seed nodes, without neighbours:
+    PyG's :class:`~torch_geometric.loader.NodeLoader` with a
+    :class:`SeedNodeSampler`, the loader of
+    :class:`~torch_geometric_regcn.MiniBatchTSGCN` (whose propagation through
+    the whole graph lies in the factors and summaries, so a batch needs its
+    own rows only) and of any model on per-node inputs, such as an MLP on
+    :class:`~torch_geometric_regcn.PropagateFeatures`' outputs. It is
+    :class:`~torch_geometric.loader.NeighborLoader` with
+    :obj:`num_neighbors=[0]`, but needs neither :obj:`pyg-lib` nor
+    :obj:`torch-sparse`.
+
+    Each mini-batch is a :class:`~torch_geometric.data.Data` of :math:`B`
+    nodes that holds
+
+    - every node-level attribute of :obj:`data`, sliced to the seed rows:
+      :obj:`x`, :obj:`y`, :obj:`lowrank_w`, :obj:`lowrank_v`, :obj:`x1`,
+      ... and the masks;
+    - :obj:`n_id`, the seed nodes' indices in :obj:`data` (pass it to
+      :class:`~torch_geometric_regcn.MiniBatchTSGCN`, which then checks the
+      rows against those it was refreshed with), :obj:`batch_size`
+      :math:`= B` and :obj:`input_id`, the seeds' positions in
+      :obj:`input_nodes` (their indices when :obj:`input_nodes` is a mask);
+    - no edges: :obj:`edge_index` and every other edge index attribute
+      (a key ending in :obj:`edge_index`, such as :obj:`semantic_edge_index`,
+      whose node numbers are the whole graph's) are empty :obj:`[2, 0]`,
+      and edge-level attributes are left out;
+    - anything else (graph-level values) as in :obj:`data`, shared, not
+      copied.
+
+    An epoch visits every entry of :obj:`input_nodes` once, in order or
+    shuffled. A mini-batch costs :math:`O(B \cdot D)` time and memory for
+    the :math:`D` numbers per node of the node-level attributes (one
+    :func:`torch.index_select` each) and nothing per edge: no edge is read
+    or copied. By default (data on the CPU) the slicing runs in the main
+    process and :obj:`num_workers > 0` only moves the (free) sampling to the
+    workers; :obj:`filter_per_worker=True` slices in the workers, which
+    write each mini-batch to shared memory. Attributes in a compressed
+    sparse layout (CSR, CSC) are refused: :func:`torch.index_select` cannot
+    take their rows (COO can).
+
+    Args:
+        data (torch_geometric.data.Data): The whole graph. It must not hold
+            an :obj:`n_id` of its own (PyG would slice it into the
+            mini-batches' :obj:`n_id`, which would then not index
+            :obj:`data`).
+        input_nodes (torch.Tensor, optional): The seed nodes: a
+            :obj:`torch.BoolTensor` mask over the nodes (e.g.
+            :obj:`data.train_mask`) or a :obj:`torch.LongTensor` (or list)
+            of node indices. If set to :obj:`None`, all nodes.
+            (default: :obj:`None`)
+        transform (callable, optional): A function/transform that takes in
+            a mini-batch and returns a transformed version, applied after its
+            edge indices were emptied. (default: :obj:`None`)
+        filter_per_worker (bool, optional): Whether to slice the mini-batches
+            in each worker's subprocess (:obj:`True`) or in the main process
+            (:obj:`False`); :obj:`None` infers it as
+            :class:`~torch_geometric.loader.NodeLoader` does (:obj:`True`
+            when :obj:`data` lies partly on a GPU). (default: :obj:`None`)
+        **kwargs (optional): Additional arguments of
+            :class:`torch.utils.data.DataLoader`, such as :obj:`batch_size`,
+            :obj:`shuffle`, :obj:`drop_last`, :obj:`generator` or
+            :obj:`num_workers`.
+
+    Example:
+        .. code-block:: python
+
+            import torch
+            import torch.nn.functional as F
+            from torch_geometric_regcn import LowRankInverse, MiniBatchTSGCN
+            from torch_geometric_regcn.datasets import contextual_sbm, paper_split
+            from torch_geometric_regcn.loader import SeedNodeLoader
+
+            data = contextual_sbm(num_nodes=500, num_classes=5, num_features=16)
+            data = LowRankInverse(alpha=1.0, beta=0.2, rank=32)(data)
+            data = paper_split(data, num_val=100, num_test=200)  # 20 labels per class
+            loader = SeedNodeLoader(data, input_nodes=data.train_mask, batch_size=32,
+                                    shuffle=True)
+            model = MiniBatchTSGCN(16, 32, 5)  # the paper's network, mode A
+            optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+            for epoch in range(5):
+                model.refresh(data.x, data.lowrank_w, data.lowrank_v)
+                for batch in loader:  # batch.x: [32, 16], batch.lowrank_w: [32, 32]
+                    optimizer.zero_grad()
+                    out = model(batch.x, batch.lowrank_w, batch.lowrank_v, batch.n_id)
+                    F.cross_entropy(out, batch.y).backward()
+                    optimizer.step()
+    """
+    def __init__(
+        self,
+        data: Data,
+        input_nodes: Union[Tensor, Sequence[int], None] = None,
+        transform: Optional[Callable] = None,
+        filter_per_worker: Optional[bool] = None,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(data, Data):
+            raise TypeError(f"{type(self).__name__} takes one graph as a "
+                            f"torch_geometric.data.Data (got {type_name(data)}); for "
+                            f"HeteroData or remote stores use PyG's NodeLoader with a sampler "
+                            f"of their own")
+        if 'n_id' in data:
+            raise ValueError(f"'data' holds an attribute 'n_id' ({type_name(data.n_id)}), "
+                             f"which PyG would slice into each mini-batch's 'n_id' in place "
+                             f"of the batch's node indices in 'data': rename or delete it "
+                             f"(e.g. 'del data.n_id') before building the loader")
+        check_callable('transform', transform)
+        for key, value in data.items():
+            if isinstance(value, Tensor) and value.layout in _COMPRESSED \
+                    and data.is_node_attr(key):
+                raise TypeError(f"'data.{key}' is a {value.layout} tensor, whose rows PyG "
+                                f"cannot select for a batch; convert it with "
+                                f"'data.{key} = data.{key}.to_sparse_coo()' (or '.to_dense()')")
+        for key in ('input_time', 'node_sampler', 'neighbor_sampler', 'num_neighbors'):
+            if key in kwargs:
+                raise TypeError(f"{type(self).__name__} samples the seed nodes only, without "
+                                f"time or neighbours: it takes no '{key}'; use PyG's "
+                                f"NeighborLoader for neighbourhoods")
+        if isinstance(input_nodes, (list, tuple, range)):
+            input_nodes = torch.as_tensor(list(input_nodes), dtype=torch.long)
+        _check_seed_nodes(input_nodes, data.num_nodes)
+        keys = [key for key in data.keys() if key != 'edge_index' and key.endswith('edge_index')]
+        super().__init__(data, SeedNodeSampler(), input_nodes=input_nodes,
+                         transform=_EmptyEdgeIndices(keys, transform),
+                         filter_per_worker=filter_per_worker, **kwargs)

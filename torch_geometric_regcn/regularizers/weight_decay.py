@@ -1,0 +1,110 @@
+r"""The warning that an optimizer decays learned regulariser coefficients.
+
+Weight decay pulls a learned coefficient's raw parameter :obj:`raw_<name>`
+towards 0, that is a positive coefficient towards :math:`\mathrm{softplus}(0)
+= \ln 2` and one in :math:`(0, 1)` towards :math:`1/2`, whatever the data
+say (see ``docs/learnable.md``). The coefficients belong in a parameter
+group of their own with :obj:`weight_decay=0`.
+
+How it is found: every :class:`~torch_geometric_regcn.regularizers.Regularizer`
+with learned coefficients is marked here (weakly: by :meth:`~Regularizer.learn`
+and when one is copied or unpickled), and the first marking registers one
+global optimizer step pre-hook
+(:func:`torch.optim.optimizer.register_optimizer_step_pre_hook`). Before an
+optimizer's first step, and again after :meth:`~torch.optim.Optimizer.add_param_group`,
+the hook compares its parameter groups with the raw parameters of the
+marked regularisers that are alive; where a group with a non-zero
+:obj:`weight_decay` holds some, a :class:`UserWarning` names them and the
+fix, once per optimizer. Other steps cost one weak dictionary look-up. The
+hook changes nothing (no numbers, no state of the optimizer or the model,
+no strong reference to either), so pickles and copies of both are as
+before.
+"""
+import collections
+import weakref
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+from torch_geometric_regcn.utils.compat import compiler_disable
+from torch_geometric_regcn.utils.warn_once import outside_stacklevel, warn_once
+
+#: The regularisers with learned coefficients (weakly held).
+_LEARNED: 'weakref.WeakSet[torch.nn.Module]' = weakref.WeakSet()
+#: For each optimizer checked, the number of its parameter groups then.
+_CHECKED: 'weakref.WeakKeyDictionary[torch.optim.Optimizer, int]' = weakref.WeakKeyDictionary()
+_HOOK: Optional[Any] = None  # the hook's handle, once registered
+
+
+def watch(regularizer: torch.nn.Module) -> None:
+    r"""Marks :obj:`regularizer` as one whose learned coefficients no
+    optimizer should decay, and registers the step pre-hook on the first
+    call. A regulariser without learned coefficients is not marked, nor one
+    that is not hashable (a subclass that defines :meth:`__eq__` alone)."""
+    global _HOOK
+    if not getattr(regularizer, 'learned', ()):
+        return
+    try:
+        _LEARNED.add(regularizer)
+    except TypeError:  # unhashable: never checked, as before this warning existed
+        return
+    if _HOOK is None:
+        _HOOK = register_optimizer_step_pre_hook(_step_pre_hook)
+
+
+def _step_pre_hook(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    try:
+        checked = _CHECKED.get(optimizer)
+    except TypeError:  # an optimizer without weak references (__slots__): not checked
+        return None
+    if checked != len(optimizer.param_groups):  # not on later steps
+        _check(optimizer)
+    return None  # a pre-hook that returns None leaves the step's arguments as they are
+
+
+@compiler_disable(reason="the weight decay check of learned regulariser coefficients runs "
+                  "eagerly, before an optimizer's first step")
+def _check(optimizer: torch.optim.Optimizer) -> None:
+    _CHECKED[optimizer] = len(optimizer.param_groups)
+    decayed = decayed_coefficients(optimizer)
+    if decayed:
+        counts = collections.Counter(name for name, _ in decayed)
+        names = ', '.join(name if count == 1 else f'{count} x {name}'
+                          for name, count in counts.items())
+        decays = ', '.join(f'{d:g}' for d in dict.fromkeys(d for _, d in decayed))
+        warn_once(optimizer, 'weight_decay', (
+            f"{type(optimizer).__name__} applies weight_decay={decays} to {len(decayed)} raw "
+            f"parameter(s) of learned regulariser coefficients ({names}): it pulls each "
+            f"towards 0, that is a positive coefficient towards softplus(0) = ln 2 = 0.69 and "
+            f"one in (0, 1) towards 0.5, whatever the data say. Give them a parameter group "
+            f"with weight_decay=0, as docs/learnable.md shows: raw = [p for m in "
+            f"model.modules() if isinstance(m, Regularizer) for p in m.learned_parameters()]"),
+            UserWarning, stacklevel=outside_stacklevel())
+
+
+def decayed_coefficients(optimizer: torch.optim.Optimizer) -> List[Tuple[str, float]]:
+    r"""The raw parameters of learned coefficients that :obj:`optimizer`
+    decays, as pairs of a name and the group's :obj:`weight_decay`. The name
+    is the one the optimizer was given (:obj:`named_parameters()`, where
+    torch keeps it) or :obj:`"<Regulariser>.raw_<name>"`. Only
+    regularisers that are alive and marked by :func:`watch` count.
+    Cost: :math:`O(P)` for :math:`P` parameters of the optimizer."""
+    coefficients: Dict[int, str] = {}
+    for regularizer in list(_LEARNED):
+        for name, raw in zip(regularizer.learned, regularizer.learned_parameters()):
+            coefficients[id(raw)] = f'{type(regularizer).__name__}.raw_{name}'
+    found: List[Tuple[str, float]] = []
+    if not coefficients:
+        return found
+    for group in optimizer.param_groups:
+        decay = group.get('weight_decay', 0.0)
+        if not decay:
+            continue
+        names = group.get('param_names') or [None] * len(group['params'])
+        for param, given in zip(group['params'], names):
+            # Both are alive here, so equal ids are the same parameter.
+            name = coefficients.get(id(param))
+            if name is not None:
+                found.append((given or name, float(decay)))
+    return found
