@@ -1,6 +1,7 @@
 """LaplacianEigenPE against dense numpy.linalg.eigh and scipy's eigsh of PyG's
 own Laplacian, on connected, disconnected and weighted graphs."""
 import os.path as osp
+import re
 import subprocess
 import sys
 import warnings
@@ -362,13 +363,79 @@ def test_cuda_matches_cpu():
     assert torch.equal(again.laplacian_eigenvector_pe, pe)
 
 
+def example_accuracies(section):
+    """The test accuracies the example lists in `section`, by input."""
+    return {name: float(acc) for name, acc in
+            re.findall(r'^  (\S.*?)\s+(\d\.\d{3})\b', section, re.MULTILINE)}
+
+
 @pytest.mark.slow
-def test_example_runs():
+def test_example_shows_that_the_encoding_carries_signal():
+    """examples/laplacian_pe.py on an SBM whose classes are its 5 blocks and whose
+    features are noise: an MLP is at chance on the features and far above it on
+    either encoding; the trained MLP gets the same encoding from a second call."""
     out = subprocess.run([sys.executable, 'examples/laplacian_pe.py', '--nodes', '600',
-                          '--epochs', '5'], cwd=REPO, capture_output=True, text=True,
-                         timeout=120)
+                          '--epochs', '100'], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert 'identical on both calls: True' in out.stdout
+    head, trained, again = re.split(r'^MLP test accuracy.*$|^The same MLPs.*$', out.stdout,
+                                    flags=re.MULTILINE)
+    # The graph is connected (asserted by scipy in the example; here its words).
+    assert '600 nodes,' in head and '1 connected component, 0 isolated nodes' in head
+    assert 'widest gap after λ_4 ' in head  # 5 blocks: 4 eigenvectors span them
+    acc = example_accuracies(trained)
+    assert set(acc) == {'features (noise)', 'LaplacianEigenPE', 'features + LaplacianEigenPE',
+                        "PyG's AddLaplacianEigenvectorPE"}
+    # 200 test nodes: at chance (0.2) the accuracy's standard deviation is
+    # sqrt(0.2 * 0.8 / 200) = 0.028, so 0.35 lies 5 deviations above it; the
+    # encodings give 0.97 on this seed, the bound 0.8 leaves room for any CPU's
+    # rounding of the training.
+    assert acc['features (noise)'] < 0.35
+    for name in ('LaplacianEigenPE', 'features + LaplacianEigenPE',
+                 "PyG's AddLaplacianEigenvectorPE"):
+        assert acc[name] > 0.8, (name, acc)
+    # A second call gives the identical encoding, hence the identical accuracy.
+    assert '(identical encoding: True)' in again
+    assert example_accuracies(again)['LaplacianEigenPE'] == acc['LaplacianEigenPE']
+    assert re.search(r'PyG\s+\d\.\d{3} \(\d of 8 columns flipped sign', again)
+
+
+def test_example_describes_the_graph_it_encodes():
+    """The example's description of a graph built by hand: components, isolated
+    nodes (a self loop alone leaves a node isolated), a one-way edge counted
+    once, and the eigenvalues 0 and 1 placed as docs/positional_encoding.md says."""
+    from examples.laplacian_pe import describe_graph, explain_eigenvalues, graph_summary
+
+    # Two triangles, a path 6-7-8, nodes 9, 10 (self loop only), 11 without
+    # edges, and the edge 12 -> 13 given one way: 14 nodes, 9 undirected edges,
+    # 7 components, 4 of them with edges, 3 isolated nodes.
+    pairs = [(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3), (6, 7), (7, 8)]
+    edge_index = to_undirected(torch.tensor(pairs).t(), num_nodes=14)
+    edge_index = torch.cat([edge_index, torch.tensor([[10, 12], [10, 13]])], dim=1)
+    data = Data(edge_index=edge_index, num_nodes=14)
+    num_edges, sizes, isolated = graph_summary(data)
+    assert describe_graph(14, num_edges, sizes) == (
+        '14 nodes, 9 undirected edges, 7 connected components (the largest has 3 nodes), '
+        '3 isolated nodes')
+    assert isolated.tolist() == [9, 10, 11]
+
+    # k=3: the 3 components with edges beyond the first fill every column.
+    pe = LaplacianEigenPE(3).eigenpairs(data)
+    lines = explain_eigenvalues(pe.eigenvalues.tolist(), sizes, pe.eigenvectors, isolated)
+    assert lines[0] == 'eigenvalues λ_1..λ_3: 0.0000 0.0000 0.0000'
+    assert lines[1].startswith('λ_1..λ_3 = 0: each connected component with edges beyond '
+                               'the first adds a zero (3 here)')
+    assert lines[2].startswith('positions within components start at λ_4')
+    assert lines[3].endswith('0 of them within the k columns, 3 with an all-zero encoding row')
+
+    # k=6: then the eigenvalue 1 of the path (lowest node 6) and of the
+    # isolated nodes 9 and 10 (ties go to the lowest node); the triangles' 1.5
+    # and the isolated node 11 come later.
+    pe = LaplacianEigenPE(6).eigenpairs(data)
+    lines = explain_eigenvalues(pe.eigenvalues.tolist(), sizes, pe.eigenvectors, isolated)
+    assert lines[0] == 'eigenvalues λ_1..λ_6: 0.0000 0.0000 0.0000 1.0000 1.0000 1.0000'
+    assert len(lines) == 3 and lines[1].startswith('λ_1..λ_3 = 0')
+    assert lines[2].endswith('2 of them within the k columns, 1 with an all-zero encoding row')
 
 
 def test_moved_constants_keep_their_old_path():
