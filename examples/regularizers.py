@@ -17,13 +17,13 @@ import statistics
 import time
 
 import torch
-from tqdm import tqdm
 
 from harness.data import OFFLINE, load_paper_dataset
 from harness.methods import TABLE3
 from harness.training import fit
 from torch_geometric_regcn import LowRankInverse, SemanticGraph, paper_rank
 from torch_geometric_regcn.datasets import PAPER_SETTINGS, paper_split
+from torch_geometric_regcn.utils.progress import progress_bar
 
 
 def model_name(name: str) -> str:
@@ -54,7 +54,7 @@ def run(name: str, model_name: str, data, seed: int, epochs, device: str):
     torch.manual_seed(seed)
     model = method.build(data, int(data.y.max()) + 1, PAPER_SETTINGS[name]).to(device)
     epochs = epochs or method.epochs
-    with tqdm(total=epochs, desc=f'{model_name} seed {seed}', leave=False) as bar:
+    with progress_bar(epochs, f'{model_name} seed {seed}', 'epoch', leave=False) as bar:
         return fit(model, lambda: method.run(model, data), data, epochs, method.lr,
                    method.weight_decay, on_epoch=lambda _: bar.update())
 

@@ -15,18 +15,18 @@ import statistics
 import time
 
 import torch
-from tqdm import tqdm
 
 from harness.data import OFFLINE, load_paper_dataset
 from harness.training import fit
 from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph, paper_rank
 from torch_geometric_regcn.datasets import PAPER_SETTINGS, paper_split
+from torch_geometric_regcn.utils.progress import progress_bar
 
 
 def train(data, run: int, num_classes: int, args):
     torch.manual_seed(run)
     model = TSGCN(data.num_features, 32, num_classes).to(args.device)
-    with tqdm(total=args.epochs, desc=f'run {run}', leave=False) as bar:
+    with progress_bar(args.epochs, f'run {run}', 'epoch', leave=False) as bar:
         return fit(model, lambda: model(data.x, data.lowrank_w, data.lowrank_v), data,
                    args.epochs, lr=0.01, weight_decay=5e-4, on_epoch=lambda _: bar.update())
 

@@ -2,8 +2,9 @@
 installed without extras into a fresh virtual environment (no system site
 packages), then used from a folder outside the repository. It checks that the
 wheel holds the library and nothing else, that its metadata is what
-pyproject.toml and version.py say, that the package imports and
-``examples/csbm.py`` (which needs nothing but the package) runs.
+pyproject.toml and version.py say, that the package imports, that
+``examples/csbm.py`` (which needs nothing but the package) runs, and that
+every Python block of the README and of ``docs/`` runs as written.
 
 It installs torch and PyG into the new environment (about two minutes here,
 torch's wheel coming from the machine's disk, the rest from PyPI). It skips
@@ -19,6 +20,9 @@ import sys
 import zipfile
 
 import pytest
+
+from harness.data import has_offline_copy
+from tests.doc_snippets import DATA_ROOTS, PAGES, blocks, lay_datasets, needs_data, run_page
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 PACKAGE = 'torch_geometric_regcn'
@@ -132,3 +136,17 @@ def test_wheel_installs_into_a_fresh_environment_and_runs_the_example(tmp_path):
               cwd=user, timeout=600, env=env)
     assert re.search(r'^tsGCN\s+test accuracy: \d', out, flags=re.M), out
     assert re.search(r'^GCN\s+test accuracy: \d', out, flags=re.M), out
+
+    # Every Python block of the README and of docs/, as a reader runs them: with
+    # the wheel and nothing else, from a folder where the datasets they load lie
+    # offline (tests/doc_snippets.py); tests/test_doc_snippets.py runs them here.
+    snippets = tmp_path / 'snippets'
+    snippets.mkdir()
+    offline = all(has_offline_copy(name) for names in DATA_ROOTS.values() for name in names)
+    if offline:
+        lay_datasets(str(snippets))
+    pages = [page for page in PAGES if blocks(page) and (offline or not needs_data(page))]
+    assert 'README.md' in pages or not offline
+    failures = [failure for page in pages
+                for failure in run_page(page, str(python), str(snippets), env)]
+    assert not failures, '\n\n'.join(failures)

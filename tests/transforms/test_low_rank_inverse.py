@@ -318,7 +318,8 @@ def test_half_precision_features_give_float32_factors(tmp_path, monkeypatch, dty
 
 
 def bar_output(monkeypatch, delay=0.0, **kwargs):
-    """The transform's stderr, written to a file (not a terminal)."""
+    """The transform's stderr, a terminal (a file gets status lines instead,
+    tested in tests/utils/test_progress.py)."""
     import contextlib
     import io
 
@@ -327,7 +328,11 @@ def bar_output(monkeypatch, delay=0.0, **kwargs):
     monkeypatch.setattr(progress, 'PROGRESS_INTERVAL', 0.0)
     data = Data(edge_index=messy_graph(300, num_edges=900), num_nodes=300,
                 semantic_edge_index=messy_graph(300, num_edges=600, seed=100))
-    err = io.StringIO()
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    err = Terminal()
     with contextlib.redirect_stderr(err):
         LowRankInverse(1.0, 0.4, rank=6, tol=1e-5, **kwargs)(data)
     return err.getvalue()

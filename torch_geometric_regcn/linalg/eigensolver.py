@@ -22,7 +22,8 @@ def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float =
                        max_iter: int = 100, method: str = 'lanczos',
                        generator: Optional[torch.Generator] = None,
                        callback: Optional[Callable[[int, float], None]] = None,
-                       step_callback: Optional[Callable[[int, int, int], None]] = None
+                       step_callback: Optional[Callable[[int, int, int], None]] = None,
+                       residuals_callback: Optional[Callable[[int, Tensor], None]] = None
                        ) -> EigenPairs:
     r"""The :obj:`k` eigenpairs of the symmetric :obj:`operator` selected by
     :obj:`which`, by :func:`block_lanczos` (:obj:`method="lanczos"`) or
@@ -30,10 +31,11 @@ def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float =
     :obj:`tol` and :obj:`max_iter` keep each solver's meaning (see there);
     :obj:`callback(iteration, residual)` is called after every iteration
     (:func:`block_lanczos` also calls :obj:`callback(0, math.inf)` after
-    locating the spectrum); :obj:`step_callback` goes to :func:`block_lanczos`
-    (see there) and is not called by the other methods. A row-sharded
-    :obj:`operator` (a :class:`ShardedMatrix`) needs :obj:`"lanczos"`, the
-    same on every rank."""
+    locating the spectrum); :obj:`step_callback` and
+    :obj:`residuals_callback` (the residual of each pair) go to
+    :func:`block_lanczos` (see there) and are not called by the other
+    methods. A row-sharded :obj:`operator` (a :class:`ShardedMatrix`) needs
+    :obj:`"lanczos"`, the same on every rank."""
     if isinstance(operator, ShardedMatrix):  # agreed: a rank must not raise alone
         error = None
         try:
@@ -48,7 +50,8 @@ def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float =
     check_choice('method', method, EIGENSOLVER_METHODS)
     if method == 'lanczos':
         return block_lanczos(operator, k, which, tol, max_iter, generator=generator,
-                             callback=callback, step_callback=step_callback)
+                             callback=callback, step_callback=step_callback,
+                             residuals_callback=residuals_callback)
     return subspace_iteration(operator, k, which, tol, max_iter, method,
                               generator=generator, callback=callback)
 

@@ -140,6 +140,7 @@ class RitzPairs(NamedTuple):
     values: Tensor  #: the :obj:`k` Ritz values, ordered by the selection rule
     vectors: Tensor  #: the :obj:`k` Ritz vectors
     residual: float  #: the largest relative residual of a pair
+    residuals: Tensor  #: the relative residual of each pair, :obj:`[k]`
 
 
 class CycleResult(NamedTuple):
@@ -203,11 +204,12 @@ class _FilteredCycles:
     def __init__(self, operator: Tensor, k: int, which: str, tol: float, window: FilterWindow,
                  degree: int, best: Optional[RitzPairs] = None, cycles_before: int = 0,
                  callback: Optional[Callable[[int, float], None]] = None,
-                 step_callback: Optional[StepCallback] = None):
+                 step_callback: Optional[StepCallback] = None,
+                 residuals_callback: Optional[Callable[[int, Tensor], None]] = None):
         self.operator, self.k, self.which, self.tol = operator, k, which, tol
         self.window, self.degree = window, degree
         self.cycles_before, self.callback = cycles_before, callback
-        self.step_callback = step_callback
+        self.step_callback, self.residuals_callback = step_callback, residuals_callback
         self.history: list[float] = []
         self.last: Optional[CycleResult] = None
         self.best = best
@@ -239,8 +241,8 @@ class _FilteredCycles:
         vectors, image = ritz @ rotation, image @ rotation
         norm = max(abs(window.top), abs(window.bottom), float(values.abs().max()),
                    torch.finfo(values.dtype).tiny)
-        residual = float(column_norms(image - vectors * values, group).max()) / norm
-        return RitzPairs(values, vectors, residual)
+        norms = column_norms(image - vectors * values, group)
+        return RitzPairs(values, vectors, float(norms.max()) / norm, norms / norm)
 
     def is_faint(self, cycle: int, theta: Tensor, values: Tensor) -> bool:
         r"""Whether the filter is too steep for the precision. It is faint when
@@ -272,6 +274,8 @@ class _FilteredCycles:
         self.last = CycleResult(pairs, bool(faint))
         if pairs.residual < (math.inf if self.best is None else self.best.residual):
             self.best = pairs
+        if self.residuals_callback is not None:
+            self.residuals_callback(self.cycles_before + cycle, pairs.residuals)
         if self.callback is not None:
             self.callback(self.cycles_before + cycle, pairs.residual)
         return pairs.residual <= self.tol or self.last.faint
@@ -306,6 +310,7 @@ def block_lanczos(
     generator: Optional[torch.Generator] = None,
     callback: Optional[Callable[[int, float], None]] = None,
     step_callback: Optional[StepCallback] = None,
+    residuals_callback: Optional[Callable[[int, Tensor], None]] = None,
 ) -> EigenPairs:
     r"""Computes :obj:`k` extreme eigenpairs of the symmetric matrix
     :obj:`operator` :math:`\mathbf{S}` by Chebyshev-filtered thick-restart
@@ -380,6 +385,12 @@ def block_lanczos(
             of a cycle, :obj:`cycle` :obj:`0` being the one that locates the
             spectrum; a cycle can take long on a large graph.
             (default: :obj:`None`)
+        residuals_callback (callable, optional): Called as
+            :obj:`residuals_callback(cycle, residuals)` after every filtered
+            cycle, before :obj:`callback`, with the relative residual of each
+            of the :obj:`k` pairs (a tensor :obj:`[k]`, the same on every
+            rank), e.g. for a progress bar that counts converged pairs.
+            (default: :obj:`None`)
     """
     group, error, same = _group_of(operator), None, {}
     try:  # on row shards agreed: a rank that raises alone would leave the others waiting
@@ -435,7 +446,8 @@ def block_lanczos(
     best, cycles = None, 0
     while True:  # filtered cycles; a faint or stalled filter restarts at a lower degree
         run = _FilteredCycles(operator, k, which, tol, window, degree, best, cycles, callback,
-                              step_callback).run(start(), m, keep, max_iter - cycles, generator)
+                              step_callback, residuals_callback).run(
+                                  start(), m, keep, max_iter - cycles, generator)
         cycles, best = cycles + run.cycles, run.best
         last = run.last.pairs
         if not run.last.faint or last.residual <= tol or cycles >= max_iter:

@@ -344,10 +344,12 @@ class LowRankInverse(BaseTransform):
                              part, group)
         generator = torch.Generator(operator.device).manual_seed(self.seed)
         enabled = self.progress and rank_of(group) == 0
-        with EigensolverProgress(self.tol, enabled, 'LowRankInverse eigenpairs') as progress:
+        with EigensolverProgress(self.tol, enabled, 'LowRankInverse eigenpairs',
+                                 self.max_iter) as progress:
             pairs = extreme_eigenpairs(operator, self.rank, self.which, self.tol,
                                        self.max_iter, self.method, generator=generator,
-                                       callback=progress, step_callback=progress.step)
+                                       callback=progress, step_callback=progress.step,
+                                       residuals_callback=progress.pair_residuals)
             progress.finish(pairs.converged)
         w, v = factors_from_eigenpairs(pairs.eigenvalues, pairs.eigenvectors)
         if path is not None:  # saved first: a rerun gets the verdict without the eigensolve
