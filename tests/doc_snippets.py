@@ -40,7 +40,7 @@ TORCHRUN = re.compile(r'^# torchrun --nproc_per_node=(\d+) \S+\.py$')
 
 class Block(NamedTuple):
     page: str  #: relative to the repository
-    line: int  #: of the opening fence
+    line: int  #: of the code's first line, counted from 1
     code: str
     processes: Optional[int]  #: for a ``# torchrun`` program
     fragment: bool
@@ -52,9 +52,10 @@ def blocks(page: str) -> List[Block]:
         text = f.read()
     if page.endswith('.rst'):
         pattern = r'^( *)\.\. code-block:: python\n\n((?:\1 {4}.*\n|\n)+)'
-        found = [(m.start(), textwrap.dedent(m.group(2))) for m in re.finditer(pattern, text, re.M)]
+        found = [(m.start(2), textwrap.dedent(m.group(2)))
+                 for m in re.finditer(pattern, text, re.M)]
     else:
-        found = [(m.start(), m.group(1))
+        found = [(m.start(1), m.group(1))
                  for m in re.finditer(r'^```python\n(.*?)^```', text, flags=re.S | re.M)]
     result = []
     for start, code in found:
@@ -84,18 +85,27 @@ def lay_datasets(folder: str) -> None:
             offline_root(name, osp.join(folder, root))
 
 
+def on_page_lines(parts: List[Block]) -> str:
+    r"""The code of :obj:`parts`, each block on its own lines of the page
+    (blank lines between), so that a traceback's line numbers are the page's."""
+    code = ''
+    for b in parts:
+        code += '\n' * (b.line - 1 - code.count('\n')) + b.code
+    return code
+
+
 def run_page(page: str, python: str, cwd: str, env: Optional[Dict[str, str]] = None,
              timeout: float = 900) -> List[str]:
     r"""Runs the snippets of :obj:`page` with the interpreter :obj:`python`
     from :obj:`cwd`; returns one failure message per program that did not
     exit 0 (an empty list: every snippet ran)."""
     session = [b for b in blocks(page) if not b.fragment and b.processes is None]
-    programs = [(['-c', '\n'.join(b.code for b in session)], session)] if session else []
+    programs = [(['-c', on_page_lines(session)], session)] if session else []
     for b in blocks(page):
         if b.processes is not None:
             script = osp.join(cwd, f'snippet_{b.line}.py')
             with open(script, 'w', encoding='utf-8') as f:
-                f.write(b.code)
+                f.write(on_page_lines([b]))
             programs.append((['-m', 'torch.distributed.run', '--standalone',
                               f'--nproc_per_node={b.processes}', script], [b]))
     failures = []
@@ -104,6 +114,7 @@ def run_page(page: str, python: str, cwd: str, env: Optional[Dict[str, str]] = N
                              timeout=timeout)
         if out.returncode != 0:
             lines = ', '.join(str(b.line) for b in parts)
-            failures.append(f'{page} (blocks at lines {lines}) exited {out.returncode}:\n'
+            failures.append(f'{page} (blocks at lines {lines}; the traceback counts the '
+                            f'lines of the page) exited {out.returncode}:\n'
                             f'{out.stdout[-2000:]}\n{out.stderr[-4000:]}')
     return failures

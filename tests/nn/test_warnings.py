@@ -122,8 +122,26 @@ def test_warn_once_per_owner_and_key_and_holds_no_owner():
                  warn_once(a, 'other', 'second'), warn_once(b, 'k', 'first')]
     assert given == [True, False, True, True]
     assert [str(w.message) for w in caught] == ['first', 'second', 'first']
-    assert all(w.filename == __file__ for w in caught)  # stacklevel 1: the caller's line
+    assert all(w.filename == __file__ for w in caught)  # the first line outside the library
     alive = weakref.ref(a)
     del a
     gc.collect()
     assert alive() is None
+
+
+def test_warn_once_counts_an_explicit_stacklevel_from_its_caller():
+    # warn_once runs eagerly behind torch.compile's disable wrapper: a stacklevel
+    # still counts from the caller, as warnings.warn's does (the reference).
+    class Owner:
+        pass
+
+    def inner(stacklevel):
+        warn_once(Owner(), 'k', 'given', stacklevel=stacklevel)
+        warnings.warn('given', stacklevel=stacklevel)
+
+    for stacklevel in (1, 2):
+        with recording() as caught:
+            inner(stacklevel)
+        mine, reference = caught  # 1: inner's lines, one apart; 2: the loop's line
+        assert mine.filename == reference.filename == __file__
+        assert mine.lineno == reference.lineno - (stacklevel == 1)

@@ -380,7 +380,7 @@ def test_example_shows_that_the_encoding_carries_signal():
     assert out.returncode == 0, out.stderr[-2000:]
     head, trained, again = re.split(r'^MLP test accuracy.*$|^The same MLPs.*$', out.stdout,
                                     flags=re.MULTILINE)
-    # The graph is connected (asserted by scipy in the example; here its words).
+    # The graph is connected: the example counts its components with scipy and prints them.
     assert '600 nodes,' in head and '1 connected component, 0 isolated nodes' in head
     assert 'widest gap after λ_4 ' in head  # 5 blocks: 4 eigenvectors span them
     acc = example_accuracies(trained)

@@ -3,12 +3,16 @@ the status lines of a log, and the eigensolver's bar."""
 import contextlib
 import io
 import math
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
 import tqdm.autonotebook
 import tqdm.std
+from torch_geometric.data import Data
 
 import torch_geometric_regcn.utils.progress as module
 from torch_geometric_regcn.utils.progress import (
@@ -16,6 +20,7 @@ from torch_geometric_regcn.utils.progress import (
     LogProgress,
     progress_bar,
     progress_mode,
+    tqdm_disabled,
 )
 
 
@@ -74,6 +79,44 @@ def test_progress_bar_waits_for_its_delay_and_can_be_silenced(monkeypatch):
                 bar.update(3)
                 bar.close()
             assert ('work' in err.getvalue()) == drawn
+
+
+@pytest.mark.parametrize('mode', ['log', 'terminal', 'notebook'])
+def test_tqdm_disable_silences_every_mode(monkeypatch, clock, mode):
+    monkeypatch.setattr(module, 'PROGRESS_DELAY', 0.0)
+    monkeypatch.setattr(module, 'PROGRESS_INTERVAL', 0.0)
+    monkeypatch.setattr(module, 'PROGRESS_LOG_INTERVAL', 0.0)
+    if mode == 'notebook':  # tqdm.auto chose its widget
+        monkeypatch.setattr(tqdm.autonotebook, 'tqdm', type('Widget', (tqdm.std.tqdm,), {}))
+
+    def run():
+        err = Terminal() if mode == 'terminal' else io.StringIO()
+        assert progress_mode(err) == mode
+        with contextlib.redirect_stderr(err):
+            with progress_bar(3, 'work', 'item') as bar:
+                clock.now += 2.0
+                bar.update(3)
+            with EigensolverProgress(1e-4) as progress:
+                progress(0, math.inf)
+                progress.finish(converged=True)
+        return err.getvalue()
+
+    assert 'work' in run() and 'eigenpairs' in run()  # the control: drawn without it
+    monkeypatch.setenv('TQDM_DISABLE', '1')
+    assert run() == ''
+
+
+@pytest.mark.parametrize('value', ['1', 'true', '0', ''])
+def test_tqdm_disable_is_read_as_tqdm_reads_it(monkeypatch, value):
+    # The reference: tqdm's own default in a fresh process with the variable
+    # set (tqdm reads it on import): any non-empty value disables, "0" too.
+    probe = ("import os, tqdm; "
+             "print(tqdm.tqdm(total=1, file=open(os.devnull, 'w')).disable)")
+    env = {**os.environ, 'TQDM_DISABLE': value}
+    out = subprocess.run([sys.executable, '-c', probe], env=env, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    monkeypatch.setenv('TQDM_DISABLE', value)
+    assert str(tqdm_disabled()) == out
 
 
 def test_a_terminal_gets_a_tqdm_bar_redrawn_in_place(monkeypatch):
@@ -142,6 +185,42 @@ def test_a_log_shows_the_postfix_and_the_percentage_of_a_percent_bar(monkeypatch
     assert err.getvalue().splitlines() == [
         'eigenpairs: 40%, 4s elapsed, ETA 6s, iteration=3, residual=4.3e-03',
         'eigenpairs: 40%, 4s elapsed, iteration=3, residual=4.3e-03']
+
+
+def test_closing_repeats_no_line(monkeypatch, clock):
+    monkeypatch.setattr(module, 'PROGRESS_DELAY', 1.0)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        with progress_bar(10, 'work', 'item') as bar:  # ends just after its delay
+            clock.now += 1.5
+            bar.update(10)
+    assert err.getvalue().splitlines() == ['work: 100% 10/10 item, 1s elapsed']
+    # A postfix set after the last line: the closing line shows it.
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        with progress_bar(10, 'work', 'item') as bar:
+            clock.now += 1.5
+            bar.update(10)
+            bar.set_postfix_str('saved', refresh=False)
+    assert err.getvalue().splitlines() == ['work: 100% 10/10 item, 1s elapsed',
+                                           'work: 100% 10/10 item, 1s elapsed, saved']
+
+
+def test_a_dense_solve_writes_one_line(monkeypatch, clock):
+    # A problem small enough for the dense eigensolve reports no cycle, only
+    # finish(): one "100%" line, not one more on closing.
+    from torch_geometric_regcn.transforms import LowRankInverse
+    monkeypatch.setattr(module, 'PROGRESS_DELAY', 0.0)
+    n, ring = 12, torch.arange(12)
+
+    def circulant(shift):  # node i linked to i +- shift
+        return torch.stack([torch.cat([ring, (ring + shift) % n]),
+                            torch.cat([(ring + shift) % n, ring])])
+    data = Data(edge_index=circulant(1), num_nodes=n, semantic_edge_index=circulant(3))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        LowRankInverse(1.0, 0.4, rank=4)(data)
+    assert err.getvalue().splitlines() == ['LowRankInverse eigenpairs: 100%, 0s elapsed']
 
 
 def residuals(converged, wanted, largest):
@@ -213,7 +292,12 @@ def test_a_stall_never_goes_back_nor_fills_and_max_iter_bounds_the_cycles():
 # the first filtered cycle, 12 in each later one) reported these largest residuals
 # and converged pairs, at these shares of its 8.9 s. The previous rule (the decades
 # of the largest residual, extrapolated within a cycle from the first cycle's
-# gain) showed 50 % after cycle 1, then 95 % through cycles 2-4.
+# gain) showed 50 % after cycle 1, then 95 % through cycles 2-4; the rule now
+# shows 48, 61, 76, 83 % (3, 3, 4, -3 points from the time share). On the other
+# solves measured, PubMed and a CSBM graph of 50,000 nodes (3-5 filtered cycles
+# each), it stayed within 7 points of the time share at every cycle's end; a
+# basis much smaller than the default (tens of cycles) put it up to 25 points
+# ahead mid-way.
 SLOW_RESTARTS = [  # (residual, converged pairs, time share in % at the cycle's end)
     (0.012277860581359426, 83, 45), (0.00836051213899077, 130, 58),
     (0.004312308055381924, 181, 72), (0.000444594354331655, 239, 86),
@@ -237,7 +321,9 @@ def test_the_bar_tracks_a_slow_restart_sequence_of_a_real_solve():
     assert all(a < b for a, b in zip(shown, shown[1:]))  # every cycle moves it
     assert max(shown[:-1]) < 90  # no 95-99 % while cycles remain
     for percent, (_, _, share) in zip(shown[1:-1], SLOW_RESTARTS):
-        assert abs(percent - share) <= 10  # within 10 points of the time spent
+        # The replay is exact (whole percents from fixed inputs, no rounding
+        # at stake): the margin is the one measured, 4 points.
+        assert abs(percent - share) <= 4
 
 
 def test_a_real_slow_solve_moves_steadily_to_100_in_a_log(monkeypatch):

@@ -6,7 +6,7 @@ from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import agree_arguments
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
-from torch_geometric_regcn.linalg.lanczos import block_lanczos
+from torch_geometric_regcn.linalg.lanczos import ResidualsCallback, block_lanczos
 from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
 from torch_geometric_regcn.linalg.subspace_iteration import subspace_iteration
 from torch_geometric_regcn.utils.deprecation import moved
@@ -23,7 +23,7 @@ def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float =
                        generator: Optional[torch.Generator] = None,
                        callback: Optional[Callable[[int, float], None]] = None,
                        step_callback: Optional[Callable[[int, int, int], None]] = None,
-                       residuals_callback: Optional[Callable[[int, Tensor], None]] = None
+                       residuals_callback: Optional[ResidualsCallback] = None
                        ) -> EigenPairs:
     r"""The :obj:`k` eigenpairs of the symmetric :obj:`operator` selected by
     :obj:`which`, by :func:`block_lanczos` (:obj:`method="lanczos"`) or

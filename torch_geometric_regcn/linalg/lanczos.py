@@ -30,6 +30,8 @@ from torch_geometric_regcn.utils.validation import check_int
 STALL = 5  # cycles without progress after which block_lanczos lowers the degree
 #: :obj:`step_callback(cycle, step, steps)` of :func:`block_lanczos`
 StepCallback = Callable[[int, int, int], None]
+#: :obj:`residuals_callback(cycle, residuals)` of :func:`block_lanczos`
+ResidualsCallback = Callable[[int, Tensor], None]
 
 
 def _orthogonalize(block: Tensor, basis: Tensor, group: Group) -> Tensor:
@@ -205,7 +207,7 @@ class _FilteredCycles:
                  degree: int, best: Optional[RitzPairs] = None, cycles_before: int = 0,
                  callback: Optional[Callable[[int, float], None]] = None,
                  step_callback: Optional[StepCallback] = None,
-                 residuals_callback: Optional[Callable[[int, Tensor], None]] = None):
+                 residuals_callback: Optional[ResidualsCallback] = None):
         self.operator, self.k, self.which, self.tol = operator, k, which, tol
         self.window, self.degree = window, degree
         self.cycles_before, self.callback = cycles_before, callback
@@ -310,7 +312,7 @@ def block_lanczos(
     generator: Optional[torch.Generator] = None,
     callback: Optional[Callable[[int, float], None]] = None,
     step_callback: Optional[StepCallback] = None,
-    residuals_callback: Optional[Callable[[int, Tensor], None]] = None,
+    residuals_callback: Optional[ResidualsCallback] = None,
 ) -> EigenPairs:
     r"""Computes :obj:`k` extreme eigenpairs of the symmetric matrix
     :obj:`operator` :math:`\mathbf{S}` by Chebyshev-filtered thick-restart

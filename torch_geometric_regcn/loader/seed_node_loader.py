@@ -1,7 +1,7 @@
 r"""A PyG :class:`~torch_geometric.loader.NodeLoader` whose mini-batches are
 the seed nodes alone: the loader of :class:`~torch_geometric_regcn.MiniBatchTSGCN`
 and of models on precomputed features, with nothing beyond PyG itself."""
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -49,23 +49,32 @@ class SeedNodeSampler(BaseSampler):
 
 
 class _EmptyEdgeIndices:
-    r"""Empties the edge index attributes :obj:`keys` of a mini-batch (their
-    node numbers are the whole graph's), then applies :obj:`transform`. A
-    class rather than a closure, so that worker processes started with
-    :obj:`spawn` can pickle it."""
-    def __init__(self, keys: Sequence[str], transform: Optional[Callable]) -> None:
-        self.keys, self.transform = tuple(keys), transform
+    r"""Writes an empty :obj:`[2, 0]` tensor for each edge index attribute of
+    a mini-batch (their node numbers are the whole graph's), then applies
+    :obj:`transform`.
+
+    :obj:`dtypes` maps each key to the dtype and device of :obj:`data`'s
+    tensor, recorded when the loader was built: PyG's :func:`filter_data`
+    drops a :obj:`[2, E']` key that it takes for an edge-level attribute
+    (:math:`E'` equal to the number of edges, which without
+    :obj:`edge_index` is :math:`E'` itself) and slices or keeps the others,
+    so the empty tensor is written whether the batch still holds the key or
+    not. A class rather than a closure, so that worker processes started
+    with :obj:`spawn` can pickle it."""
+    def __init__(self, dtypes: Dict[str, Tuple[torch.dtype, torch.device]],
+                 transform: Optional[Callable]) -> None:
+        self.dtypes, self.transform = dict(dtypes), transform
 
     def __call__(self, batch: Data) -> Data:
-        for key in self.keys:
+        for key, (dtype, device) in self.dtypes.items():
             value = batch[key] if key in batch else None
-            if isinstance(value, Tensor) and value.dim() == 2:
-                batch[key] = torch.empty((value.size(0), 0), dtype=value.dtype,
-                                         device=value.device)
+            if isinstance(value, Tensor):  # where the key lies now, had 'data' moved
+                device = value.device
+            batch[key] = torch.empty((2, 0), dtype=dtype, device=device)
         return batch if self.transform is None else self.transform(batch)
 
     def __repr__(self) -> str:
-        return f'{type(self).__name__}(keys={list(self.keys)}, transform={self.transform!r})'
+        return f'{type(self).__name__}(keys={list(self.dtypes)}, transform={self.transform!r})'
 
 
 def _check_seed_nodes(input_nodes: Optional[Tensor], num_nodes: int) -> None:
@@ -106,9 +115,10 @@ class SeedNodeLoader(NodeLoader):
       :math:`= B` and :obj:`input_id`, the seeds' positions in
       :obj:`input_nodes` (their indices when :obj:`input_nodes` is a mask);
     - no edges: :obj:`edge_index` and every other edge index attribute
-      (a key ending in :obj:`edge_index`, such as :obj:`semantic_edge_index`,
-      whose node numbers are the whole graph's) are empty :obj:`[2, 0]`,
-      and edge-level attributes are left out;
+      (a :obj:`[2, E']` tensor under a key ending in :obj:`edge_index`,
+      such as :obj:`semantic_edge_index`, whose node numbers are the whole
+      graph's) are empty :obj:`[2, 0]` of their dtype, whatever
+      :math:`E'`, and edge-level attributes are left out;
     - anything else (graph-level values) as in :obj:`data`, shared, not
       copied.
 
@@ -116,18 +126,21 @@ class SeedNodeLoader(NodeLoader):
     shuffled. A mini-batch costs :math:`O(B \cdot D)` time and memory for
     the :math:`D` numbers per node of the node-level attributes (one
     :func:`torch.index_select` each) and nothing per edge: no edge is read
-    or copied. By default (data on the CPU) the slicing runs in the main
-    process and :obj:`num_workers > 0` only moves the (free) sampling to the
-    workers; :obj:`filter_per_worker=True` slices in the workers, which
-    write each mini-batch to shared memory. Attributes in a compressed
+    or copied. With :obj:`num_workers > 0` and :obj:`data` on the CPU, the
+    slicing runs by default in the worker processes (PyG's
+    :obj:`filter_per_worker=True`), which pass each mini-batch to the main
+    process through shared memory (and move :obj:`data`'s tensors there,
+    a file handle each); with :obj:`data` on a GPU it runs in the main
+    process. Attributes in a compressed
     sparse layout (CSR, CSC) are refused: :func:`torch.index_select` cannot
     take their rows (COO can).
 
     Args:
         data (torch_geometric.data.Data): The whole graph. It must not hold
-            an :obj:`n_id` of its own (PyG would slice it into the
-            mini-batches' :obj:`n_id`, which would then not index
-            :obj:`data`).
+            an :obj:`n_id`, :obj:`batch_size` or :obj:`input_id` of its own
+            (PyG would slice the first into the mini-batches' :obj:`n_id`,
+            which would then not index :obj:`data`, and overwrite the
+            others).
         input_nodes (torch.Tensor, optional): The seed nodes: a
             :obj:`torch.BoolTensor` mask over the nodes (e.g.
             :obj:`data.train_mask`) or a :obj:`torch.LongTensor` (or list)
@@ -139,8 +152,10 @@ class SeedNodeLoader(NodeLoader):
         filter_per_worker (bool, optional): Whether to slice the mini-batches
             in each worker's subprocess (:obj:`True`) or in the main process
             (:obj:`False`); :obj:`None` infers it as
-            :class:`~torch_geometric.loader.NodeLoader` does (:obj:`True`
-            when :obj:`data` lies partly on a GPU). (default: :obj:`None`)
+            :class:`~torch_geometric.loader.NodeLoader` does: :obj:`True`
+            when :obj:`data` lies on the CPU, :obj:`False` when it lies on a
+            GPU. Without :obj:`num_workers` the slicing runs in the main
+            process either way. (default: :obj:`None`)
         **kwargs (optional): Additional arguments of
             :class:`torch.utils.data.DataLoader`, such as :obj:`batch_size`,
             :obj:`shuffle`, :obj:`drop_last`, :obj:`generator` or
@@ -183,11 +198,13 @@ class SeedNodeLoader(NodeLoader):
                             f"torch_geometric.data.Data (got {type_name(data)}); for "
                             f"HeteroData or remote stores use PyG's NodeLoader with a sampler "
                             f"of their own")
-        if 'n_id' in data:
-            raise ValueError(f"'data' holds an attribute 'n_id' ({type_name(data.n_id)}), "
-                             f"which PyG would slice into each mini-batch's 'n_id' in place "
-                             f"of the batch's node indices in 'data': rename or delete it "
-                             f"(e.g. 'del data.n_id') before building the loader")
+        for key in ('n_id', 'batch_size', 'input_id'):
+            if key in data:
+                raise ValueError(f"'data' holds an attribute '{key}' ({type_name(data[key])}), "
+                                 f"a name PyG gives each mini-batch ('n_id': the seed nodes' "
+                                 f"indices in 'data', 'batch_size', 'input_id'), which it "
+                                 f"would slice or overwrite: rename or delete it (e.g. "
+                                 f"'del data.{key}') before building the loader")
         check_callable('transform', transform)
         for key, value in data.items():
             if isinstance(value, Tensor) and value.layout in _COMPRESSED \
@@ -203,7 +220,10 @@ class SeedNodeLoader(NodeLoader):
         if isinstance(input_nodes, (list, tuple, range)):
             input_nodes = torch.as_tensor(list(input_nodes), dtype=torch.long)
         _check_seed_nodes(input_nodes, data.num_nodes)
-        keys = [key for key in data.keys() if key != 'edge_index' and key.endswith('edge_index')]
+        dtypes = {key: (value.dtype, value.device) for key, value in data.items()
+                  if key.endswith('edge_index') and isinstance(value, Tensor)
+                  and value.layout == torch.strided and value.dim() == 2
+                  and value.size(0) == 2}
         super().__init__(data, SeedNodeSampler(), input_nodes=input_nodes,
-                         transform=_EmptyEdgeIndices(keys, transform),
+                         transform=_EmptyEdgeIndices(dtypes, transform),
                          filter_per_worker=filter_per_worker, **kwargs)

@@ -28,7 +28,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from torch_geometric_regcn.utils.compat import compiler_disable
-from torch_geometric_regcn.utils.warn_once import outside_stacklevel, warn_once
+from torch_geometric_regcn.utils.warn_once import warn_once
 
 #: The regularisers with learned coefficients (weakly held).
 _LEARNED: 'weakref.WeakSet[torch.nn.Module]' = weakref.WeakSet()
@@ -79,8 +79,8 @@ def _check(optimizer: torch.optim.Optimizer) -> None:
             f"towards 0, that is a positive coefficient towards softplus(0) = ln 2 = 0.69 and "
             f"one in (0, 1) towards 0.5, whatever the data say. Give them a parameter group "
             f"with weight_decay=0, as docs/learnable.md shows: raw = [p for m in "
-            f"model.modules() if isinstance(m, Regularizer) for p in m.learned_parameters()]"),
-            UserWarning, stacklevel=outside_stacklevel())
+            f"model.modules() if isinstance(m, torch_geometric_regcn.regularizers.Regularizer) "
+            f"for p in m.learned_parameters()]"), UserWarning, stacklevel=None)
 
 
 def decayed_coefficients(optimizer: torch.optim.Optimizer) -> List[Tuple[str, float]]:

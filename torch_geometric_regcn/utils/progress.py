@@ -8,7 +8,9 @@ gets plain status lines (:class:`LogProgress`), as carriage-return redraws
 would pile up there. Either way a bar appears only once its work has run
 :data:`PROGRESS_DELAY` seconds: a bar is redrawn at most every
 :data:`PROGRESS_INTERVAL` seconds, a status line is written at most every
-:data:`PROGRESS_LOG_INTERVAL` seconds, plus a last one when the work ends."""
+:data:`PROGRESS_LOG_INTERVAL` seconds, plus a last one when the work ends.
+tqdm's environment variable :obj:`TQDM_DISABLE` silences every bar, as it
+silences tqdm's own."""
 import math
 import sys
 import time
@@ -19,14 +21,15 @@ import tqdm.autonotebook as autonotebook
 import tqdm.std as std
 from torch import Tensor
 from tqdm.auto import tqdm
+from tqdm.utils import envwrap
 
 #: Seconds of work before a bar appears, and between two redraws.
 PROGRESS_DELAY, PROGRESS_INTERVAL = 1.0, 0.5
 #: Seconds between two status lines where the stream is not a terminal.
 PROGRESS_LOG_INTERVAL = 30.0
 #: The filtered cycles an eigensolve is assumed to take until it shows its
-#: pace (measured default solves take 1-5: PubMed, CSBM graphs of 30-50k nodes).
-PRIOR_CYCLES = 4
+#: pace (default solves take a few).
+PRIOR_CYCLES = 4  # measured: 1-5 (PubMed, CSBM graphs of 30,000-50,000 nodes)
 
 
 def progress_mode(stream: Optional[TextIO] = None) -> str:
@@ -73,7 +76,9 @@ class LogProgress:
 
     The first once the work has run :obj:`delay` seconds, then at most one
     every :obj:`interval` seconds, and a last one on :meth:`close` when any
-    was written or the work ran :obj:`delay` seconds. No carriage returns, so
+    was written or the work ran :obj:`delay` seconds, unless it would repeat
+    the last line written (the same steps and postfix, no ETA in either: the
+    update that ended the work wrote it). No carriage returns, so
     a log file gets at most :math:`2 + \text{duration} / \text{interval}`
     lines per bar. It offers the :class:`tqdm.tqdm` methods the library uses
     (:meth:`update`, :meth:`set_postfix`, :meth:`set_postfix_str`,
@@ -102,6 +107,7 @@ class LogProgress:
         self.n, self.postfix = 0, ''
         self.start = self.clock()
         self.last: Optional[float] = None  # when the last line was written
+        self.written: Optional[Tuple[int, str, bool]] = None  # its (n, postfix, ETA shown)
         self.closed = False
 
     def line(self) -> str:
@@ -115,14 +121,18 @@ class LogProgress:
         else:
             parts.append(f'{self.n} {self.unit}')
         parts.append(f', {_duration(elapsed)} elapsed')
-        if self.total and 0 < self.n < self.total and not self.closed:
+        if self._eta_shown():
             parts.append(f', ETA {_duration(elapsed * (self.total - self.n) / self.n)}')
         if self.postfix:
             parts.append(f', {self.postfix}')
         return ''.join(parts)
 
+    def _eta_shown(self) -> bool:
+        return bool(self.total) and 0 < self.n < self.total and not self.closed
+
     def _write(self) -> None:
         self.last = self.clock()
+        self.written = (self.n, self.postfix, self._eta_shown())
         try:
             self.stream.write(self.line() + '\n')
             flush = getattr(self.stream, 'flush', None)
@@ -159,12 +169,13 @@ class LogProgress:
 
     def close(self) -> None:
         r"""Writes the last line (no ETA) if a line was written or the work
-        ran :obj:`delay` seconds; later calls do nothing."""
+        ran :obj:`delay` seconds, and the last line written differs; later
+        calls do nothing."""
         if self.closed:
             return
         shown = self.last is not None or self.clock() - self.start >= self.delay
         self.closed = True
-        if shown:
+        if shown and self.written != (self.n, self.postfix, False):
             self._write()
 
     def __enter__(self) -> 'LogProgress':
@@ -172,6 +183,19 @@ class LogProgress:
 
     def __exit__(self, *args: object) -> None:
         self.close()
+
+
+def tqdm_disabled() -> bool:
+    r"""Whether the environment disables tqdm's bars now: :obj:`TQDM_DISABLE`
+    read and converted by tqdm's own :func:`tqdm.utils.envwrap`, as
+    :class:`tqdm.tqdm` reads it for its :obj:`disable` default (any
+    non-empty value disables, :obj:`"0"` too). tqdm reads it once, on
+    import, as a default that an explicit :obj:`disable=` overrides; this
+    reads it on every call, for the library's bars, which pass
+    :obj:`disable=` explicitly."""
+    def options(disable: bool = False) -> bool:  # tqdm's default and type
+        return disable
+    return bool(envwrap('tqdm')(options)())
 
 
 #: A bar of :func:`progress_bar`.
@@ -185,10 +209,11 @@ def progress_bar(total: int, desc: str, unit: str, enabled: bool = True,
     :class:`tqdm.auto.tqdm` bar in a terminal or a notebook (:obj:`kwargs` go
     to it), a :class:`LogProgress` of status lines elsewhere (which takes
     :obj:`delay` from :obj:`kwargs`), or a silent :class:`tqdm.tqdm` when not
-    :obj:`enabled`."""
+    :obj:`enabled` or when tqdm's environment variable :obj:`TQDM_DISABLE`
+    says so (:func:`tqdm_disabled`)."""
     kwargs.setdefault('delay', PROGRESS_DELAY)
     kwargs.setdefault('mininterval', PROGRESS_INTERVAL)
-    mode = progress_mode() if enabled else 'off'
+    mode = progress_mode() if enabled and not tqdm_disabled() else 'off'
     if mode == 'log':
         return LogProgress(total, desc, unit, sys.stderr, delay=kwargs['delay'])
     return tqdm(total=total, desc=desc, unit=unit, disable=mode == 'off', **kwargs)
@@ -228,13 +253,12 @@ class EigensolverProgress:
     take long on a large graph, the bar moves step by step half the way
     towards its value after that cycle if the pace holds (:math:`d + 1` done,
     :math:`\max(R - 1, 1)` left): a bar ahead of the work would have to
-    wait. On the :class:`~torch_geometric_regcn.transforms.LowRankInverse`
-    solves measured (PubMed; CSBM graphs of 30,000 and 50,000 nodes; 3-5
-    filtered cycles) the bar at each cycle's end is within 7 points of the
-    share of the time spent; a basis much smaller than the default (tens of
-    cycles) can put it up to 25 points ahead mid-way. The
-    bar never goes back, shows at most 99 until the residual reaches
-    :obj:`tol`, and 100 once it does (:meth:`finish`). The postfix tells the
+    wait. As it extrapolates the pace seen so far, the bar at each cycle's
+    end follows the share of the time spent closely for the default basis (a
+    few filtered cycles), and can run well ahead of it mid-way with a basis
+    much smaller than the default (tens of cycles). The bar never goes back,
+    shows at most 99 until the residual reaches :obj:`tol`, and 100 once it
+    does (:meth:`finish`). The postfix tells the
     stage: locating the spectrum, then the cycle, its step, the last largest
     residual and the pairs converged. Use it as a context manager, which
     closes the bar.

@@ -4,15 +4,20 @@ import os
 import sys
 import warnings
 import weakref
-from typing import Hashable, Set, Type
+from typing import Hashable, Optional, Set, Type
 
 import torch
 import torch_geometric
+
+from torch_geometric_regcn.utils.compat import compiler_disable
 
 #: The folders of the packages whose frames a warning skips (see
 #: :func:`outside_stacklevel`): this one, PyG and PyTorch.
 _LIBRARIES = tuple(os.path.join(os.path.dirname(os.path.abspath(path)), '') for path in (
     os.path.dirname(os.path.abspath(__file__)), torch_geometric.__file__, torch.__file__))
+
+#: PyTorch's folder: the frames of :func:`torch.compiler.disable`'s wrapper.
+_TORCH = _LIBRARIES[2]
 
 #: The keys each owner has warned about, for the owner's lifetime: kept
 #: beside it, weakly, so that nothing is added to its state (its pickle,
@@ -21,8 +26,11 @@ _LIBRARIES = tuple(os.path.join(os.path.dirname(os.path.abspath(path)), '') for 
 _WARNED: 'weakref.WeakKeyDictionary[object, Set[Hashable]]' = weakref.WeakKeyDictionary()
 
 
+@compiler_disable(reason="the library's once-per-object warnings run eagerly: each is given "
+                  "once per layer or optimizer, naming the caller's line")
 def warn_once(owner: object, key: Hashable, message: str,
-              category: Type[Warning] = UserWarning, stacklevel: int = 1) -> bool:
+              category: Type[Warning] = UserWarning,
+              stacklevel: Optional[int] = None) -> bool:
     r"""Issues :obj:`message` (as :func:`warnings.warn`) the first time
     :obj:`owner` warns about :obj:`key`, and returns whether it did.
 
@@ -32,7 +40,9 @@ def warn_once(owner: object, key: Hashable, message: str,
     (a warning about how an object is used does not depend on its
     parameters, so :meth:`reset_parameters` keeps it). Python's warning
     filters then apply as usual: :obj:`"ignore"` silences (the warning
-    counts as given), :obj:`"error"` raises, on every call. Meant for
+    counts as given), :obj:`"error"` raises, on every call. Under
+    :func:`torch.compile` it runs eagerly (a graph break; an error with
+    :obj:`fullgraph=True`), as its record is Python state. Meant for
     warnings whose text is the same on every call; one that states a value
     measured in the call (a solver's residual) is given on every call
     instead.
@@ -45,16 +55,25 @@ def warn_once(owner: object, key: Hashable, message: str,
         message (str): The warning text.
         category (type, optional): The warning class. (default: :class:`UserWarning`)
         stacklevel (int, optional): As in :func:`warnings.warn`, counted from
-            the caller of this function. (default: :obj:`1`)
+            the caller of this function, or :obj:`None` for the first frame
+            outside this package, PyG and PyTorch (:func:`outside_stacklevel`:
+            the user's line). (default: :obj:`None`)
 
-    Cost: one dictionary and one set look-up per call.
+    Cost: one dictionary and one set look-up per call; the stack is walked
+    only when the warning is given.
     """
     warned = _WARNED.get(owner)
     if warned is None:
         warned = _WARNED.setdefault(owner, set())
     if key in warned:
         return False
-    warnings.warn(message, category, stacklevel=stacklevel + 1)
+    if stacklevel is None:
+        level = outside_stacklevel()
+    else:  # from the caller, past the frames of torch.compile's disable wrapper
+        frame, level = sys._getframe(1), stacklevel + 1
+        while frame.f_back is not None and frame.f_code.co_filename.startswith(_TORCH):
+            frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
     warned.add(key)  # after: a warning that a filter turned into an error raises again
     return True
 

@@ -18,7 +18,7 @@ from torch_geometric_regcn.regularizers.graph import (
     check_graph_types,
 )
 from torch_geometric_regcn.regularizers.registry import get
-from torch_geometric_regcn.utils.compat import compiler_disable, is_compiling
+from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.deprecation import moved, warn_deprecated
 from torch_geometric_regcn.utils.validation import (
     check_channels,
@@ -31,7 +31,7 @@ from torch_geometric_regcn.utils.validation import (
     check_stopping_rule,
     solve_dtype,
 )
-from torch_geometric_regcn.utils.warn_once import outside_stacklevel, warn_once
+from torch_geometric_regcn.utils.warn_once import warn_once
 
 
 class RegularizerConv(MessagePassing):
@@ -251,7 +251,7 @@ class RegularizerConv(MessagePassing):
         if self.cached and cached is not None:
             ops.adopt_semantic_graphs(cached)
         if ops.semantic_edge_index is None and ops.x is not None and not self.cached:
-            _warn_once(self, 'semantic_knn', (
+            warn_once(self, 'semantic_knn', (
                 f"{self.__class__.__name__} builds the semantic kNN graph from its input "
                 f"features on every call (O(N^2 d), and from hidden features after the "
                 f"first layer); pass 'semantic_edge_index=' (see SemanticGraph) or set "
@@ -356,15 +356,6 @@ class RegularizerConv(MessagePassing):
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.in_channels}, {self.out_channels}, '
                 f'regularizer={self.regularizer}, solver={self.solver!r})')
-
-
-@compiler_disable(reason="RegularizerConv's warnings run eagerly: each is given once per "
-                  "layer, pointing at the caller's line")
-def _warn_once(layer: RegularizerConv, key: str, message: str) -> None:
-    r"""A :class:`UserWarning` whose text is the same on every call: once per
-    layer (:func:`~torch_geometric_regcn.utils.warn_once.warn_once`),
-    pointing at the first line outside this package, PyG and PyTorch."""
-    warn_once(layer, key, message, UserWarning, stacklevel=outside_stacklevel())
 
 
 def _clear_cache_after_loading(module: RegularizerConv, incompatible_keys: Any) -> None:
