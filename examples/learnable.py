@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from torch_geometric_regcn import RegularizerGNN, SemanticGraph
 from torch_geometric_regcn.datasets import contextual_sbm, paper_split
+from torch_geometric_regcn.regularizers import param_groups
 
 
 def main() -> None:
@@ -40,10 +41,8 @@ def main() -> None:
     model = RegularizerGNN(data.num_features, 32, 5, regularizer='tsgcn', solver='cg',
                            alpha=args.alpha, beta=args.beta, learn=('alpha', 'beta'),
                            cached=True, bias=False)
-    raw = [p for conv in model.convs for p in conv.regularizer.learned_parameters()]
-    weights = [p for p in model.parameters() if all(p is not q for q in raw)]
-    optimizer = torch.optim.Adam([{'params': weights, 'weight_decay': 5e-4},
-                                  {'params': raw, 'weight_decay': 0.0}], lr=args.lr)
+    # Weight decay on the weights, none on the coefficients (docs/learnable.md):
+    optimizer = torch.optim.Adam(param_groups(model, weight_decay=5e-4), lr=args.lr)
 
     def forward():
         return model(data.x, data.edge_index, semantic_edge_index=data.semantic_edge_index)

@@ -115,7 +115,8 @@ def test_capacity_plan_is_what_the_script_computes():
 
 EXAMPLES = [regcn.TSGCNConv, regcn.TSGCN, regcn.RegularizerConv, regcn.RegularizerGNN,
             regcn.LowRankInverse, regcn.SemanticGraph, regcn.MiniBatchTSGCN,
-            regcn.PropagateFeatures, regcn.LaplacianEigenPE, regcn.loader.SeedNodeLoader]
+            regcn.PropagateFeatures, regcn.LaplacianEigenPE, regcn.loader.SeedNodeLoader,
+            regcn.regularizers.param_groups]
 
 
 def python_blocks(obj):

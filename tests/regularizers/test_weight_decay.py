@@ -13,7 +13,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from tests.nn.helpers import F_IN, setup
 from torch_geometric_regcn import RegularizerConv, RegularizerGNN
-from torch_geometric_regcn.regularizers import Regularizer, weight_decay
+from torch_geometric_regcn.regularizers import Regularizer, param_groups, weight_decay
 
 DECAY = 'learned regulariser coefficients'
 
@@ -71,7 +71,7 @@ def test_decayed_coefficients_warn_once_naming_them(make, decay):
     name = type(optimizer).__name__
     assert message.startswith(f'{name} applies weight_decay={decay} to 1 raw parameter(s)')
     assert 'APPNPRegularizer.raw_alpha' in message  # the one decoupled layer's coefficient
-    assert 'weight_decay=0' in message and 'learned_parameters()' in message
+    assert 'weight_decay=0' in message and f'param_groups(model, weight_decay={decay})' in message
     assert found[0].category is UserWarning and found[0].filename == __file__  # the step's line
 
 
@@ -100,7 +100,8 @@ def test_named_parameters_name_the_path():
 
 
 @pytest.mark.parametrize('groups', [
-    split,  # the documented split (docs/learnable.md)
+    split,  # the split written out
+    lambda net: param_groups(net, weight_decay=5e-4),  # the helper (docs/learnable.md)
     lambda net: net.parameters(),  # no weight decay (Adam's default)
     lambda net: [{'params': net.parameters(), 'weight_decay': 0.0}]])
 def test_no_warning_without_decay_on_the_coefficients(groups):
@@ -207,3 +208,33 @@ def test_a_conv_alone_and_a_layer_without_learned_coefficients():
     assert weight_decay.decayed_coefficients(
         torch.optim.Adam(alone.parameters(), weight_decay=5e-4)) == [
             ('APPNPRegularizer.raw_alpha', 5e-4)]
+
+
+def test_param_groups_partition_the_parameters():
+    # Against the split written out by hand (split above): the same parameters,
+    # each once, in two groups with the given decay and none.
+    net = model()
+    groups = param_groups(net, weight_decay=5e-4)
+    expected = split(net, decay=5e-4)
+    assert [g['weight_decay'] for g in groups] == [5e-4, 0.0]
+    for got, want in zip(groups, expected):
+        assert [id(p) for p in got['params']] == [id(p) for p in want['params']]
+    assert sorted(id(p) for g in groups for p in g['params']) == \
+        sorted(id(p) for p in net.parameters())
+    # The same steps as the hand-written split, bit for bit.
+    twin = copy.deepcopy(net)
+    train(net, torch.optim.Adam(groups, lr=0.01))
+    train(twin, torch.optim.Adam(split(twin), lr=0.01))
+    for a, b in zip(net.parameters(), twin.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_param_groups_without_coefficients_and_with_shared_ones():
+    plain = RegularizerGNN(F_IN, 8, 3, regularizer='appnp', K=3, alpha=0.1)
+    (group,) = param_groups(plain, weight_decay=0.1)  # no empty group
+    assert group['weight_decay'] == 0.1 and len(group['params']) == len(list(plain.parameters()))
+    conv = RegularizerConv(F_IN, 3, 'appnp', solver='closed', K=3, alpha=0.1, learn=('alpha',))
+    twice = torch.nn.ModuleList([conv, conv])  # one layer reached twice
+    rest, raw = param_groups(twice, weight_decay=0.1)
+    assert [id(p) for p in raw['params']] == [id(conv.regularizer.raw_alpha)]
+    assert len(rest['params']) == len(list(conv.parameters())) - 1

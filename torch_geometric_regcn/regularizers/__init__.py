@@ -19,12 +19,13 @@ from torch_geometric_regcn.regularizers.tsgcn import (  # noqa: F401 (deprecated
     sharded_tsgcn_adjacency,
     tsgcn_adjacency,
 )
+from torch_geometric_regcn.regularizers.weight_decay import param_groups
 from torch_geometric_regcn.utils.deprecation import moved
 
 __all__ = ['APPNPRegularizer', 'AffineRegularizer', 'DAGNNRegularizer', 'GCNRegularizer',
            'GNNHFRegularizer', 'GNNLFRegularizer', 'GraphOperators', 'JKNetRegularizer',
-           'REGISTRY', 'Regularizer', 'SGCRegularizer', 'TSGCNRegularizer', 'get', 'register',
-           'tsgcn_adjacency']
+           'REGISTRY', 'Regularizer', 'SGCRegularizer', 'TSGCNRegularizer', 'get',
+           'param_groups', 'register', 'tsgcn_adjacency']
 
 # The 0.1 names, which clashed with the networks of the same name.
 __getattr__ = moved(__name__, {

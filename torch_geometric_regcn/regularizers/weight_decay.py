@@ -1,4 +1,6 @@
-r"""The warning that an optimizer decays learned regulariser coefficients.
+r"""Learned regulariser coefficients and weight decay: the parameter groups
+that keep them out of it (:func:`param_groups`), and the warning when an
+optimizer decays them.
 
 Weight decay pulls a learned coefficient's raw parameter :obj:`raw_<name>`
 towards 0, that is a positive coefficient towards :math:`\mathrm{softplus}(0)
@@ -78,9 +80,9 @@ def _check(optimizer: torch.optim.Optimizer) -> None:
             f"parameter(s) of learned regulariser coefficients ({names}): it pulls each "
             f"towards 0, that is a positive coefficient towards softplus(0) = ln 2 = 0.69 and "
             f"one in (0, 1) towards 0.5, whatever the data say. Give them a parameter group "
-            f"with weight_decay=0, as docs/learnable.md shows: raw = [p for m in "
-            f"model.modules() if isinstance(m, torch_geometric_regcn.regularizers.Regularizer) "
-            f"for p in m.learned_parameters()]"), UserWarning, stacklevel=None)
+            f"with weight_decay=0: torch.optim.{type(optimizer).__name__}("
+            f"torch_geometric_regcn.regularizers.param_groups(model, weight_decay={decays}), "
+            f"...)"), UserWarning, stacklevel=None)
 
 
 def decayed_coefficients(optimizer: torch.optim.Optimizer) -> List[Tuple[str, float]]:
@@ -108,3 +110,37 @@ def decayed_coefficients(optimizer: torch.optim.Optimizer) -> List[Tuple[str, fl
             if name is not None:
                 found.append((given or name, float(decay)))
     return found
+
+
+def param_groups(module: torch.nn.Module, weight_decay: float) -> List[Dict[str, Any]]:
+    r"""The parameters of :obj:`module` as an optimizer's parameter groups:
+    every parameter with :obj:`weight_decay`, except the raw parameters of
+    learned regulariser coefficients (:obj:`learn=` of
+    :class:`~torch_geometric_regcn.RegularizerConv` and
+    :class:`~torch_geometric_regcn.RegularizerGNN`), which get a group of
+    their own without it. Each parameter appears once (shared ones too); an
+    empty group is left out. Other options (:obj:`lr`, ...) go to the
+    optimizer as usual, for both groups.
+
+    Args:
+        module (torch.nn.Module): The model.
+        weight_decay (float): The weight decay of the other parameters.
+
+    Example:
+        .. code-block:: python
+
+            import torch
+            from torch_geometric_regcn import RegularizerGNN
+            from torch_geometric_regcn.regularizers import param_groups
+
+            model = RegularizerGNN(16, 32, 4, regularizer='appnp', K=10, alpha=0.1,
+                                   solver='cg', learn=('alpha',))
+            optimizer = torch.optim.Adam(param_groups(model, weight_decay=5e-4), lr=0.01)
+    """
+    from torch_geometric_regcn.regularizers.base import Regularizer
+    coefficients = {id(p): p for m in module.modules() if isinstance(m, Regularizer)
+                    for p in m.learned_parameters()}
+    rest = [p for p in module.parameters() if id(p) not in coefficients]
+    groups = [{'params': rest, 'weight_decay': weight_decay},
+              {'params': list(coefficients.values()), 'weight_decay': 0.0}]
+    return [group for group in groups if group['params']]
