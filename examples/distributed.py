@@ -4,7 +4,7 @@ activation; no rank holds anything of size N x F or N x r.
 
 One machine, two processes (gloo on CPU; with CUDA, one GPU per process);
 the default 100,000 nodes take about a minute on two cores, 2,000,000 nodes
-(``--nodes 2000000``) over an hour, most of it the semantic kNN search::
+(``--nodes 2000000``) roughly an hour or more, most of it the semantic kNN search::
 
     torchrun --standalone --nproc_per_node=2 examples/distributed.py
 

@@ -118,6 +118,21 @@ def test_edge_indices_are_emptied_whatever_their_size(case):
     assert data.semantic_edge_index.shape == (2, num_semantic)
 
 
+def test_edge_indices_follow_the_graph_after_the_loader_was_built():
+    # The loader holds data by reference: an edge index added later is emptied
+    # as well (never the whole graph's edges in a batch), one deleted later is
+    # not brought back.
+    data = graph()
+    loader = SeedNodeLoader(data, batch_size=16)
+    data.knn_edge_index = torch.randint(0, N, (2, 33), dtype=torch.int32)
+    del data.semantic_edge_index
+    for batch in loader:
+        assert batch.knn_edge_index.shape == (2, 0)
+        assert batch.knn_edge_index.dtype == torch.int32
+        assert 'semantic_edge_index' not in batch
+        assert batch.edge_index.shape == (2, 0)
+
+
 def test_transform_sees_the_batch_without_edges():
     data = graph()
     shapes = []

@@ -211,22 +211,27 @@ def test_a_conv_alone_and_a_layer_without_learned_coefficients():
 
 
 def test_param_groups_partition_the_parameters():
-    # Against the split written out by hand (split above): the same parameters,
-    # each once, in two groups with the given decay and none.
+    # Against the model's parameter names: the raw coefficients are the
+    # parameters named '...raw_alpha' (the learned one here), without decay;
+    # every other parameter once, with it.
     net = model()
     groups = param_groups(net, weight_decay=5e-4)
-    expected = split(net, decay=5e-4)
+    named = dict(net.named_parameters())
+    raw = {name for name in named if name.endswith('.raw_alpha')}
+    assert raw  # the model learns alpha
     assert [g['weight_decay'] for g in groups] == [5e-4, 0.0]
-    for got, want in zip(groups, expected):
-        assert [id(p) for p in got['params']] == [id(p) for p in want['params']]
-    assert sorted(id(p) for g in groups for p in g['params']) == \
-        sorted(id(p) for p in net.parameters())
-    # The same steps as the hand-written split, bit for bit.
-    twin = copy.deepcopy(net)
-    train(net, torch.optim.Adam(groups, lr=0.01))
-    train(twin, torch.optim.Adam(split(twin), lr=0.01))
-    for a, b in zip(net.parameters(), twin.parameters()):
-        assert torch.equal(a, b)
+    assert {id(p) for p in groups[1]['params']} == {id(named[name]) for name in raw}
+    assert {id(p) for p in groups[0]['params']} == \
+        {id(p) for name, p in named.items() if name not in raw}
+    assert sum(len(g['params']) for g in groups) == len(named)
+
+
+def test_param_groups_checks_its_arguments():
+    with pytest.raises(TypeError, match="'module' must be a torch.nn.Module"):
+        param_groups(list(model().parameters()), weight_decay=0.1)
+    for bad in (-1.0, float('nan')):
+        with pytest.raises(ValueError, match="'weight_decay'"):
+            param_groups(model(), weight_decay=bad)
 
 
 def test_param_groups_without_coefficients_and_with_shared_ones():
@@ -238,3 +243,23 @@ def test_param_groups_without_coefficients_and_with_shared_ones():
     rest, raw = param_groups(twice, weight_decay=0.1)
     assert [id(p) for p in raw['params']] == [id(conv.regularizer.raw_alpha)]
     assert len(rest['params']) == len(list(conv.parameters())) - 1
+
+
+def test_several_decays_give_a_fix_that_is_code():
+    # Two groups decay the coefficients differently: the fix must not paste
+    # both values into one argument.
+    net = model()
+    raw = raw_parameters(net)
+    rest = [p for p in net.parameters() if all(p is not q for q in raw)]
+    optimizer = torch.optim.SGD([{'params': rest[:1] + raw, 'weight_decay': 1e-3},
+                                 {'params': rest[1:], 'weight_decay': 5e-4}], lr=0.01)
+    net2 = model(seed=1)
+    raw2 = raw_parameters(net2)
+    optimizer.add_param_group({'params': raw2, 'weight_decay': 5e-4})
+    with recording() as caught:
+        train(net, optimizer, steps=1)
+    (found,) = decay_warnings(caught)
+    message = str(found.message)
+    assert 'weight_decay=0.001, 0.0005' in message  # what the optimizer applies
+    assert 'param_groups(model, weight_decay=<your decay>)' in message
+    assert message.split('weight_decay=0: ')[1].startswith('SGD(')

@@ -1,7 +1,7 @@
 r"""A PyG :class:`~torch_geometric.loader.NodeLoader` whose mini-batches are
 the seed nodes alone: the loader of :class:`~torch_geometric_regcn.MiniBatchTSGCN`
 and of models on precomputed features, with nothing beyond PyG itself."""
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -48,33 +48,36 @@ class SeedNodeSampler(BaseSampler):
             f"(SeedNodeLoader); for mini-batches of edges use PyG's LinkNeighborLoader")
 
 
-class _EmptyEdgeIndices:
-    r"""Writes an empty :obj:`[2, 0]` tensor for each edge index attribute of
-    a mini-batch (their node numbers are the whole graph's), then applies
-    :obj:`transform`.
+def _edge_indices(data: Data) -> Dict[str, Tensor]:
+    r"""The edge index attributes of :obj:`data`: dense :obj:`[2, E']` tensors
+    under a key ending in :obj:`edge_index`."""
+    return {key: value for key, value in data.items()
+            if key.endswith('edge_index') and isinstance(value, Tensor)
+            and value.layout == torch.strided and value.dim() == 2 and value.size(0) == 2}
 
-    :obj:`dtypes` maps each key to the dtype and device of :obj:`data`'s
-    tensor, recorded when the loader was built: PyG's :func:`filter_data`
-    drops a :obj:`[2, E']` key that it takes for an edge-level attribute
-    (:math:`E'` equal to the number of edges, which without
-    :obj:`edge_index` is :math:`E'` itself) and slices or keeps the others,
-    so the empty tensor is written whether the batch still holds the key or
-    not. A class rather than a closure, so that worker processes started
+
+class _EmptyEdgeIndices:
+    r"""Writes an empty :obj:`[2, 0]` tensor for each edge index attribute
+    that :obj:`data` holds when a mini-batch is made (their node numbers are
+    the whole graph's), of its dtype, then applies :obj:`transform`. The
+    empty tensor is written whether the batch still holds the key or not:
+    PyG's :func:`filter_data` drops a :obj:`[2, E']` key that it takes for
+    an edge-level attribute (:math:`E'` equal to the number of edges, which
+    without :obj:`edge_index` is :math:`E'` itself) and slices or keeps the
+    others. A class rather than a closure, so that worker processes started
     with :obj:`spawn` can pickle it."""
-    def __init__(self, dtypes: Dict[str, Tuple[torch.dtype, torch.device]],
-                 transform: Optional[Callable]) -> None:
-        self.dtypes, self.transform = dict(dtypes), transform
+    def __init__(self, data: Data, transform: Optional[Callable]) -> None:
+        self.data, self.transform = data, transform
 
     def __call__(self, batch: Data) -> Data:
-        for key, (dtype, device) in self.dtypes.items():
-            value = batch[key] if key in batch else None
-            if isinstance(value, Tensor):  # where the key lies now, had 'data' moved
-                device = value.device
-            batch[key] = torch.empty((2, 0), dtype=dtype, device=device)
+        for key, value in _edge_indices(self.data).items():
+            held = batch[key] if key in batch else None
+            device = held.device if isinstance(held, Tensor) else value.device
+            batch[key] = torch.empty((2, 0), dtype=value.dtype, device=device)
         return batch if self.transform is None else self.transform(batch)
 
     def __repr__(self) -> str:
-        return f'{type(self).__name__}(keys={list(self.dtypes)}, transform={self.transform!r})'
+        return f'{type(self).__name__}(transform={self.transform!r})'
 
 
 def _check_seed_nodes(input_nodes: Optional[Tensor], num_nodes: int) -> None:
@@ -129,11 +132,13 @@ class SeedNodeLoader(NodeLoader):
     or copied. With :obj:`num_workers > 0` and :obj:`data` on the CPU, the
     slicing runs by default in the worker processes (PyG's
     :obj:`filter_per_worker=True`), which pass each mini-batch to the main
-    process through shared memory (and move :obj:`data`'s tensors there,
-    a file handle each); with :obj:`data` on a GPU it runs in the main
-    process. Attributes in a compressed
-    sparse layout (CSR, CSC) are refused: :func:`torch.index_select` cannot
-    take their rows (COO can).
+    process through shared memory (workers started with :obj:`spawn` or
+    :obj:`forkserver` also get :obj:`data`'s tensors through it, a file
+    handle each); with :obj:`data` on a GPU it runs in the main process.
+    Attributes in a compressed sparse layout (CSR, CSC) are refused:
+    :func:`torch.index_select` cannot take their rows (COO can). The
+    arguments are checked when the loader is built; edge index attributes
+    are found in :obj:`data` when each mini-batch is made.
 
     Args:
         data (torch_geometric.data.Data): The whole graph. It must not hold
@@ -220,10 +225,6 @@ class SeedNodeLoader(NodeLoader):
         if isinstance(input_nodes, (list, tuple, range)):
             input_nodes = torch.as_tensor(list(input_nodes), dtype=torch.long)
         _check_seed_nodes(input_nodes, data.num_nodes)
-        dtypes = {key: (value.dtype, value.device) for key, value in data.items()
-                  if key.endswith('edge_index') and isinstance(value, Tensor)
-                  and value.layout == torch.strided and value.dim() == 2
-                  and value.size(0) == 2}
         super().__init__(data, SeedNodeSampler(), input_nodes=input_nodes,
-                         transform=_EmptyEdgeIndices(dtypes, transform),
+                         transform=_EmptyEdgeIndices(data, transform),
                          filter_per_worker=filter_per_worker, **kwargs)

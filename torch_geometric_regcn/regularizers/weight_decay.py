@@ -30,6 +30,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from torch_geometric_regcn.utils.compat import compiler_disable
+from torch_geometric_regcn.utils.validation import check_real, type_name
 from torch_geometric_regcn.utils.warn_once import warn_once
 
 #: The regularisers with learned coefficients (weakly held).
@@ -80,9 +81,10 @@ def _check(optimizer: torch.optim.Optimizer) -> None:
             f"parameter(s) of learned regulariser coefficients ({names}): it pulls each "
             f"towards 0, that is a positive coefficient towards softplus(0) = ln 2 = 0.69 and "
             f"one in (0, 1) towards 0.5, whatever the data say. Give them a parameter group "
-            f"with weight_decay=0: torch.optim.{type(optimizer).__name__}("
-            f"torch_geometric_regcn.regularizers.param_groups(model, weight_decay={decays}), "
-            f"...)"), UserWarning, stacklevel=None)
+            f"with weight_decay=0: {type(optimizer).__name__}("
+            f"torch_geometric_regcn.regularizers.param_groups(model, weight_decay="
+            f"{decays if ',' not in decays else '<your decay>'}), ...)"),
+            UserWarning, stacklevel=None)
 
 
 def decayed_coefficients(optimizer: torch.optim.Optimizer) -> List[Tuple[str, float]]:
@@ -119,8 +121,10 @@ def param_groups(module: torch.nn.Module, weight_decay: float) -> List[Dict[str,
     :class:`~torch_geometric_regcn.RegularizerConv` and
     :class:`~torch_geometric_regcn.RegularizerGNN`), which get a group of
     their own without it. Each parameter appears once (shared ones too); an
-    empty group is left out. Other options (:obj:`lr`, ...) go to the
-    optimizer as usual, for both groups.
+    empty group is left out. Frozen parameters (:obj:`requires_grad=False`)
+    are included, as in :meth:`~torch.nn.Module.parameters`; optimizers skip
+    them. Other options (:obj:`lr`, ...) go to the optimizer as usual, for
+    both groups.
 
     Args:
         module (torch.nn.Module): The model.
@@ -138,6 +142,9 @@ def param_groups(module: torch.nn.Module, weight_decay: float) -> List[Dict[str,
             optimizer = torch.optim.Adam(param_groups(model, weight_decay=5e-4), lr=0.01)
     """
     from torch_geometric_regcn.regularizers.base import Regularizer
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"'module' must be a torch.nn.Module (got {type_name(module)})")
+    weight_decay = check_real('weight_decay', weight_decay, low=0.0)
     coefficients = {id(p): p for m in module.modules() if isinstance(m, Regularizer)
                     for p in m.learned_parameters()}
     rest = [p for p in module.parameters() if id(p) not in coefficients]

@@ -12,6 +12,7 @@ would pile up there. Either way a bar appears only once its work has run
 tqdm's environment variable :obj:`TQDM_DISABLE` silences every bar, as it
 silences tqdm's own."""
 import math
+import os
 import sys
 import time
 from collections import OrderedDict
@@ -21,7 +22,6 @@ import tqdm.autonotebook as autonotebook
 import tqdm.std as std
 from torch import Tensor
 from tqdm.auto import tqdm
-from tqdm.utils import envwrap
 
 #: Seconds of work before a bar appears, and between two redraws.
 PROGRESS_DELAY, PROGRESS_INTERVAL = 1.0, 0.5
@@ -186,16 +186,13 @@ class LogProgress:
 
 
 def tqdm_disabled() -> bool:
-    r"""Whether the environment disables tqdm's bars now: :obj:`TQDM_DISABLE`
-    read and converted by tqdm's own :func:`tqdm.utils.envwrap`, as
-    :class:`tqdm.tqdm` reads it for its :obj:`disable` default (any
-    non-empty value disables, :obj:`"0"` too). tqdm reads it once, on
-    import, as a default that an explicit :obj:`disable=` overrides; this
-    reads it on every call, for the library's bars, which pass
-    :obj:`disable=` explicitly."""
-    def options(disable: bool = False) -> bool:  # tqdm's default and type
-        return disable
-    return bool(envwrap('tqdm')(options)())
+    r"""Whether the environment disables tqdm's bars now: a non-empty
+    :obj:`TQDM_DISABLE` (:obj:`"0"` too), as recent tqdm releases read it
+    for their :obj:`disable` default (:obj:`bool` of the string). tqdm reads
+    it once, on import, as a default that an explicit :obj:`disable=`
+    overrides; this reads it on every call, for the library's bars, which
+    pass :obj:`disable=` explicitly, whatever the installed tqdm."""
+    return bool(os.environ.get('TQDM_DISABLE'))
 
 
 #: A bar of :func:`progress_bar`.

@@ -4,7 +4,8 @@ import os
 import sys
 import warnings
 import weakref
-from typing import Hashable, Optional, Set, Type
+from types import FrameType
+from typing import Hashable, Optional, Set, Tuple, Type
 
 import torch
 import torch_geometric
@@ -70,9 +71,7 @@ def warn_once(owner: object, key: Hashable, message: str,
     if stacklevel is None:
         level = outside_stacklevel()
     else:  # from the caller, past the frames of torch.compile's disable wrapper
-        frame, level = sys._getframe(1), stacklevel + 1
-        while frame.f_back is not None and frame.f_code.co_filename.startswith(_TORCH):
-            frame, level = frame.f_back, level + 1
+        level = _levels_within(_TORCH, sys._getframe(1), stacklevel + 1)
     warnings.warn(message, category, stacklevel=level)
     warned.add(key)  # after: a warning that a filter turned into an error raises again
     return True
@@ -81,7 +80,12 @@ def warn_once(owner: object, key: Hashable, message: str,
 def outside_stacklevel() -> int:
     r"""The :obj:`stacklevel` of a :func:`warnings.warn` in the caller that
     names the first frame outside :data:`_LIBRARIES` (:obj:`O(depth)`)."""
-    frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARIES):
+    return _levels_within(_LIBRARIES, sys._getframe(1), 1)
+
+
+def _levels_within(folders: Tuple[str, ...], frame: FrameType, level: int) -> int:
+    r""":obj:`level` plus one per frame from :obj:`frame` outwards whose file
+    lies in :obj:`folders`, up to the first that does not."""
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(folders):
         frame, level = frame.f_back, level + 1
     return level
