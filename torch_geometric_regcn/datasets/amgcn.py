@@ -2,18 +2,16 @@ r"""The ACM and UAI attributed graphs in the format of the AM-GCN repository."""
 import os
 import os.path as osp
 import zipfile
-from typing import Callable, Optional, Type, Union
+from typing import Callable, Optional, Union
 
 import numpy as np
 import torch
-from torch_geometric.data import Data, InMemoryDataset
-from torch_geometric.data.data import BaseData
+from torch_geometric.data import Data
 from torch_geometric.io import fs
 from torch_geometric.utils import remove_self_loops, to_undirected
 
 from torch_geometric_regcn.datasets.processed_files import (
-    load_error,
-    safe_torch_load,
+    SafeInMemoryDataset,
     vet_processed,
 )
 from torch_geometric_regcn.utils.validation import as_root, check_callable
@@ -82,7 +80,7 @@ def read_amgcn_zip(path: str, prefix: str, edge_file: str) -> Data:
                 y=torch.from_numpy(y.reshape(-1)))
 
 
-class AMGCNDataset(InMemoryDataset):
+class AMGCNDataset(SafeInMemoryDataset):
     r"""Base class of the single-graph datasets that the `"AM-GCN: Adaptive
     Multi-channel Graph Convolutional Networks" <https://arxiv.org/abs/2007.02265>`_
     paper (KDD 2020) ships as zip files in the :obj:`data/` folder of its
@@ -127,34 +125,6 @@ class AMGCNDataset(InMemoryDataset):
                                      bool(force_reload))
         super().__init__(root, transform, pre_transform, force_reload=force_reload)
         self.load(self.processed_paths[0])
-
-    def load(self, path: str, data_cls: Type[BaseData] = Data) -> None:
-        r"""Loads the processed dataset from :obj:`path` with
-        :obj:`torch.load(weights_only=True)` and, unlike
-        :meth:`InMemoryDataset.load`, never retries with
-        :obj:`weights_only=False`."""
-        try:
-            out = safe_torch_load(path)
-        except Exception as e:
-            raise RuntimeError(
-                f"'{path}' does not load with torch.load(weights_only=True) "
-                f"({load_error(e)}). It is not loaded otherwise, as it could run code. If your "
-                f"pre_transform stores objects of your own classes, allowlist them with "
-                f"torch.serialization.add_safe_globals([...]); otherwise delete the file or "
-                f"pass force_reload=True to process the dataset again") from None
-        if isinstance(out, tuple) and len(out) == 3:
-            data, slices, data_cls = out
-        elif isinstance(out, tuple) and len(out) == 2:
-            data, slices = out
-        else:
-            data = slices = None
-        if not (isinstance(data, (dict, BaseData)) and isinstance(slices, (dict, type(None)))
-                and isinstance(data_cls, type) and issubclass(data_cls, BaseData)):
-            raise RuntimeError(f"'{path}' is not a processed dataset (got "
-                               f"{type(out).__name__}); delete it or pass force_reload=True "
-                               f"to process the dataset again")
-        self.slices = slices
-        self.data = data_cls.from_dict(data) if isinstance(data, dict) else data
 
     @property
     def raw_dir(self) -> str:

@@ -4,9 +4,11 @@ import os.path as osp
 import re
 import warnings
 import zipfile
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple, Type
 
 import torch
+from torch_geometric.data import Data, InMemoryDataset
+from torch_geometric.data.data import BaseData
 
 
 def safe_torch_load(path: str, mmap: bool = False, map_location: Any = None) -> Any:
@@ -68,3 +70,36 @@ def vet_processed(folder: str, processed_names: Sequence[str], force_reload: boo
             f"torch.serialization.add_safe_globals([...]) so this is not repeated",
             UserWarning, stacklevel=3)
     return bool(bad)
+
+
+class SafeInMemoryDataset(InMemoryDataset):
+    r"""An :class:`~torch_geometric.data.InMemoryDataset` whose processed
+    file is read with :obj:`torch.load(weights_only=True)` only (the base of
+    the package's own datasets)."""
+    def load(self, path: str, data_cls: Type[BaseData] = Data) -> None:
+        r"""Loads the processed dataset from :obj:`path` with
+        :obj:`torch.load(weights_only=True)` and, unlike
+        :meth:`InMemoryDataset.load`, never retries with
+        :obj:`weights_only=False`."""
+        try:
+            out = safe_torch_load(path)
+        except Exception as e:
+            raise RuntimeError(
+                f"'{path}' does not load with torch.load(weights_only=True) "
+                f"({load_error(e)}). It is not loaded otherwise, as it could run code. If your "
+                f"pre_transform stores objects of your own classes, allowlist them with "
+                f"torch.serialization.add_safe_globals([...]); otherwise delete the file or "
+                f"pass force_reload=True to process the dataset again") from None
+        if isinstance(out, tuple) and len(out) == 3:
+            data, slices, data_cls = out
+        elif isinstance(out, tuple) and len(out) == 2:
+            data, slices = out
+        else:
+            data = slices = None
+        if not (isinstance(data, (dict, BaseData)) and isinstance(slices, (dict, type(None)))
+                and isinstance(data_cls, type) and issubclass(data_cls, BaseData)):
+            raise RuntimeError(f"'{path}' is not a processed dataset (got "
+                               f"{type(out).__name__}); delete it or pass force_reload=True "
+                               f"to process the dataset again")
+        self.slices = slices
+        self.data = data_cls.from_dict(data) if isinstance(data, dict) else data

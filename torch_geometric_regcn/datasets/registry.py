@@ -1,4 +1,5 @@
-r"""One entry point to the eight datasets of the tsGCN paper."""
+r"""One entry point to the eight datasets of the tsGCN paper and the
+heterophilous graphs of Platonov et al. (ICLR 2023)."""
 import difflib
 import os
 import os.path as osp
@@ -14,6 +15,11 @@ from torch_geometric.datasets import (
 from torch_geometric.io import fs
 
 from torch_geometric_regcn.datasets.amgcn import ACM, UAI
+from torch_geometric_regcn.datasets.heterophilous import (
+    HETEROPHILOUS,
+    load_heterophilous,
+    normalize_name,
+)
 from torch_geometric_regcn.datasets.processed_files import vet_processed
 from torch_geometric_regcn.utils.validation import as_root, check_callable
 
@@ -33,8 +39,10 @@ _PYG_PROCESSED = {
 
 def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[Callable] = None,
                  pre_transform: Optional[Callable] = None) -> InMemoryDataset:
-    r"""Returns one of the datasets of the tsGCN paper (Table 2) by name
-    (case-insensitive, so :obj:`"Citeseer"` and :obj:`"pubmed"` work too):
+    r"""Returns one of the datasets of the tsGCN paper (Table 2), or one of
+    the heterophilous graphs of :obj:`HETEROPHILOUS`, by name
+    (case-insensitive, :obj:`"-"` read as :obj:`"_"`, so :obj:`"Citeseer"`,
+    :obj:`"pubmed"` and :obj:`"Roman-empire"` work too):
 
     * :obj:`"Cora"`, :obj:`"CiteSeer"`, :obj:`"PubMed"`:
       :class:`~torch_geometric.datasets.Planetoid` in
@@ -52,9 +60,21 @@ def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[C
       features; call :obj:`data.x.to_dense()` where a model needs dense ones.
     * :obj:`"ACM"`, :obj:`"UAI"`: :class:`ACM` and :class:`UAI` in
       :obj:`{root}/{ACM,UAI}/`.
+    * The keys of :obj:`HETEROPHILOUS`, in :obj:`{root}/{name}/` (raw file
+      :obj:`{name}/raw/{name}.npz`): :obj:`"roman_empire"`,
+      :obj:`"amazon_ratings"`, :obj:`"minesweeper"`, :obj:`"tolokers"`,
+      :obj:`"questions"` through PyG's
+      :class:`~torch_geometric.datasets.HeterophilousGraphDataset` (which
+      downloads a missing file), the others through
+      :class:`HeterophilousNpzDataset` (which says where to get it). Their
+      :obj:`train_mask`, :obj:`val_mask` and :obj:`test_mask` are the ten
+      official splits, :obj:`[N, 10]`; :func:`paper_split` is not applied
+      (calling it would replace them by one random split). The metric and
+      whether the graph is directed are in :obj:`HETEROPHILOUS`.
 
-    Every :obj:`edge_index` is undirected, without duplicates or self loops,
-    so it counts each undirected edge twice. Where the raw files hold
+    Every :obj:`edge_index` of the paper's datasets is undirected, without
+    duplicates or self loops, so it counts each undirected edge twice (the
+    heterophilous ones: see :func:`read_heterophilous_npz`). Where the raw files hold
     duplicate edges or self loops (Cora, CiteSeer, PubMed, UAI, CoraFull),
     the number of undirected edges is therefore lower than in the paper's
     Table 2, which counts every stored adjacency entry; see
@@ -81,7 +101,8 @@ def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[C
     :obj:`torch.serialization.add_safe_globals`.
 
     Args:
-        name (str): The dataset, one of :obj:`DATASETS`.
+        name (str): The dataset, one of :obj:`DATASETS` or a key of
+            :obj:`HETEROPHILOUS`.
         root (str or os.PathLike): Root directory; the dataset's folder is
             created below it. For Planetoid, CoraFull and
             AttributedGraphDataset it is PyG that reads the files there
@@ -95,19 +116,23 @@ def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[C
         pre_transform (callable, optional): A function/transform applied once
             before the processed data is saved to disk. (default: :obj:`None`)
     """
+    known = (*DATASETS, *HETEROPHILOUS)
     if not isinstance(name, str):
-        raise TypeError(f"'name' must be a string, one of {list(DATASETS)} (got "
+        raise TypeError(f"'name' must be a string, one of {list(known)} (got "
                         f"{type(name).__name__} {name!r})")
-    lowered = {known.lower(): known for known in DATASETS}
-    canonical = lowered.get(name.lower())
+    lowered = {normalize_name(known_name): known_name for known_name in known}
+    canonical = lowered.get(normalize_name(name))
     if canonical is None:
-        close = difflib.get_close_matches(name.lower(), list(lowered), n=1)
+        close = difflib.get_close_matches(normalize_name(name), list(lowered), n=1)
         hint = f"; did you mean '{lowered[close[0]]}'?" if close else ''
-        raise ValueError(f"unknown dataset '{name}'; known (case-insensitive): "
-                         f"{', '.join(DATASETS)}{hint}")
+        raise ValueError(f"unknown dataset '{name}'; known (case-insensitive, '-' as '_'): "
+                         f"{', '.join(known)}{hint}")
     root = as_root(root)
     check_callable('transform', transform)
     check_callable('pre_transform', pre_transform)
+    if canonical in HETEROPHILOUS:
+        return load_heterophilous(canonical, root, transform=transform,
+                                  pre_transform=pre_transform)
     if canonical in ('ACM', 'UAI'):  # they check their processed files themselves
         cls = ACM if canonical == 'ACM' else UAI
         return cls(root, transform=transform, pre_transform=pre_transform)
