@@ -3,7 +3,7 @@ training nodes, test scores at the best validation epoch, and the paper's
 metrics."""
 import ctypes
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -70,20 +70,11 @@ def fit(model: torch.nn.Module, forward: Callable[[], Tensor], data: Data, epoch
     :obj:`{"params": coefficients, "weight_decay": 0.0}`); the parameters of
     :obj:`model` that no group lists form the first group, with :obj:`lr`
     and :obj:`weight_decay`."""
-    keep_freed_memory()
-    optimizer = torch.optim.Adam(_param_groups(model, param_groups), lr=lr,
-                                 weight_decay=weight_decay)
+    steps = train_epochs(model, forward, data, epochs, lr, weight_decay, param_groups)
     best = FitResult(0.0, 0.0, -1.0, -1, 0.0)
     start = time.perf_counter()
-    for epoch in range(epochs):
-        model.train()
-        optimizer.zero_grad()
-        out = forward()
-        F.cross_entropy(out[data.train_mask], data.y[data.train_mask]).backward()
-        optimizer.step()
-        model.eval()
-        with torch.no_grad():
-            pred = forward().argmax(dim=-1)
+    for epoch, logits in enumerate(steps):
+        pred = logits.argmax(dim=-1)
         val = float((pred[data.val_mask] == data.y[data.val_mask]).float().mean())
         if val >= best.val_accuracy:
             best = FitResult(*_test_scores(pred, data), val, epoch, 0.0)
@@ -93,6 +84,36 @@ def fit(model: torch.nn.Module, forward: Callable[[], Tensor], data: Data, epoch
         return best
     last_accuracy, last_f1 = _test_scores(pred, data)
     return best._replace(last_accuracy=last_accuracy, last_f1=last_f1)
+
+
+def train_epochs(model: torch.nn.Module, forward: Callable[[], Tensor], data: Data,
+                 epochs: int, lr: float = 0.01, weight_decay: float = 5e-4,
+                 param_groups: Optional[Sequence[Dict[str, Any]]] = None) -> Iterator[Tensor]:
+    r"""The training loop of :func:`fit`, for callers that score the epochs
+    their own way: each step trains :obj:`model` for one epoch (Adam,
+    cross-entropy on :obj:`data.train_mask`, :obj:`model.train()`) and yields
+    the logits of all nodes from :obj:`forward` in :obj:`model.eval()` mode,
+    computed without gradients. Calls :func:`keep_freed_memory` and builds the
+    optimizer (with :obj:`param_groups` as in :func:`fit`) at once, before the
+    first step."""
+    keep_freed_memory()
+    optimizer = torch.optim.Adam(_param_groups(model, param_groups), lr=lr,
+                                 weight_decay=weight_decay)
+    return _steps(model, forward, data, optimizer, epochs)
+
+
+def _steps(model: torch.nn.Module, forward: Callable[[], Tensor], data: Data,
+           optimizer: torch.optim.Optimizer, epochs: int) -> Iterator[Tensor]:
+    for _ in range(epochs):
+        model.train()
+        optimizer.zero_grad()
+        out = forward()
+        F.cross_entropy(out[data.train_mask], data.y[data.train_mask]).backward()
+        optimizer.step()
+        model.eval()
+        with torch.no_grad():
+            logits = forward()
+        yield logits
 
 
 def _param_groups(model: torch.nn.Module,

@@ -1,3 +1,4 @@
+import mmap
 import os
 import sys
 
@@ -13,9 +14,15 @@ LINUX = pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /
 @LINUX
 def test_peak_meter_sees_a_transient_allocation():
     meter = PeakMeter().start()
-    block = np.ones(64 * 2**20 // 8)  # 64 MiB, every page touched
+    # 64 MiB of fresh pages, every one touched: mapped directly, so that no
+    # allocator setting (harness.training.keep_freed_memory, which an earlier
+    # test may have applied to this process) serves it from resident heap.
+    block = mmap.mmap(-1, 64 * 2**20)
+    pages = np.frombuffer(block, dtype=np.uint8)
+    pages[:] = 1
     held = meter.stop()  # while it is alive the high-water mark is at least the RSS
-    del block  # freed before stop(): only the high-water mark remembers it
+    del pages
+    block.close()  # unmapped before stop(): only the high-water mark remembers it
     freed = meter.stop()
     assert meter.exact
     assert 60 <= held < 200
