@@ -12,6 +12,7 @@ import torch
 from torch_geometric.datasets import HeterophilousGraphDataset
 
 from harness.data import HETEROPHILOUS_OFFLINE, OFFLINE, SHARED_DATA, SHARED_LAYOUT, offline_root
+from tests.datasets.test_processed_files import Planted
 from torch_geometric_regcn.datasets import (
     HETEROPHILOUS,
     HeterophilousNpzDataset,
@@ -33,10 +34,6 @@ TABLE = {
     'squirrel_filtered_directed': (2223, 65718, 2089, 5),
     'actor': (7600, 26659, 932, 5),
 }
-
-
-class Planted:
-    """An object that torch.load(weights_only=True) refuses to unpickle."""
 
 
 @pytest.fixture(scope='module')

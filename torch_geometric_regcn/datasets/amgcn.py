@@ -1,20 +1,16 @@
 r"""The ACM and UAI attributed graphs in the format of the AM-GCN repository."""
 import os
-import os.path as osp
 import zipfile
 from typing import Callable, Optional, Union
 
 import numpy as np
 import torch
 from torch_geometric.data import Data
-from torch_geometric.io import fs
 from torch_geometric.utils import remove_self_loops, to_undirected
 
 from torch_geometric_regcn.datasets.processed_files import (
     SafeInMemoryDataset,
-    vet_processed,
 )
-from torch_geometric_regcn.utils.validation import as_root, check_callable
 
 AMGCN_URL = 'https://github.com/zhumeiqiBUPT/AM-GCN'
 
@@ -115,24 +111,7 @@ class AMGCNDataset(SafeInMemoryDataset):
     def __init__(self, root: Union[str, os.PathLike], transform: Optional[Callable] = None,
                  pre_transform: Optional[Callable] = None,
                  force_reload: bool = False) -> None:
-        root = osp.expanduser(fs.normpath(as_root(root)))  # as PyG does
-        check_callable('transform', transform)
-        check_callable('pre_transform', pre_transform)
-        # Before PyG opens any processed file (some with weights_only=False):
-        names = self.processed_file_names
-        names = [names] if isinstance(names, str) else list(names)
-        force_reload = vet_processed(osp.join(root, self.name, 'processed'), names,
-                                     bool(force_reload))
-        super().__init__(root, transform, pre_transform, force_reload=force_reload)
-        self.load(self.processed_paths[0])
-
-    @property
-    def raw_dir(self) -> str:
-        return osp.join(self.root, self.name, 'raw')
-
-    @property
-    def processed_dir(self) -> str:
-        return osp.join(self.root, self.name, 'processed')
+        super().__init__(root, transform, pre_transform, force_reload)
 
     @property
     def raw_file_names(self) -> str:

@@ -7,13 +7,10 @@ from typing import Callable, Dict, NamedTuple, Optional, Union
 
 import numpy as np
 import torch
-from torch_geometric.data import Data, InMemoryDataset
-from torch_geometric.datasets import HeterophilousGraphDataset
-from torch_geometric.io import fs
+from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, to_undirected
 
-from torch_geometric_regcn.datasets.processed_files import SafeInMemoryDataset, vet_processed
-from torch_geometric_regcn.utils.validation import as_root, check_callable
+from torch_geometric_regcn.datasets.processed_files import SafeInMemoryDataset
 
 HETEROPHILOUS_URL = 'https://github.com/yandex-research/heterophilous-graphs'
 
@@ -222,25 +219,12 @@ class HeterophilousNpzDataset(SafeInMemoryDataset):
                              f"PyG's HeterophilousGraphDataset loads {list(_PYG_NAMES)}")
         self.name = normalize_name(name)
         self.directed = HETEROPHILOUS[self.name].directed
-        root = osp.expanduser(fs.normpath(as_root(root)))  # as PyG does
-        check_callable('transform', transform)
-        check_callable('pre_transform', pre_transform)
+        super().__init__(root, transform, pre_transform, force_reload)
+
+    def check_raw(self, root: str) -> None:
         raw_path = osp.join(root, self.name, 'raw', self.raw_file_names)
         if not osp.isfile(raw_path):  # before PyG makes any folder
             self._missing(raw_path)
-        # Before PyG opens any processed file (some with weights_only=False):
-        force_reload = vet_processed(osp.join(root, self.name, 'processed'),
-                                     [self.processed_file_names], bool(force_reload))
-        super().__init__(root, transform, pre_transform, force_reload=force_reload)
-        self.load(self.processed_paths[0])
-
-    @property
-    def raw_dir(self) -> str:
-        return osp.join(self.root, self.name, 'raw')
-
-    @property
-    def processed_dir(self) -> str:
-        return osp.join(self.root, self.name, 'processed')
 
     @property
     def raw_file_names(self) -> str:
@@ -267,20 +251,3 @@ class HeterophilousNpzDataset(SafeInMemoryDataset):
 
     def __repr__(self) -> str:
         return f'{self.__class__.__name__}(name={self.name})'
-
-
-def load_heterophilous(name: str, root: str, transform: Optional[Callable] = None,
-                       pre_transform: Optional[Callable] = None) -> InMemoryDataset:
-    r"""Returns heterophilous dataset :obj:`name` (a key of
-    :obj:`HETEROPHILOUS`) from :obj:`root`: PyG's
-    :class:`~torch_geometric.datasets.HeterophilousGraphDataset` for the five
-    names it covers (it downloads a missing raw file), its processed file
-    checked first as :func:`load_dataset` checks PyG's, and
-    :class:`HeterophilousNpzDataset` for the others."""
-    if name not in _PYG_NAMES:
-        return HeterophilousNpzDataset(root, name, transform=transform,
-                                       pre_transform=pre_transform)
-    processed_dir = osp.join(osp.expanduser(fs.normpath(root)), name, 'processed')
-    force_reload = vet_processed(processed_dir, ['data.pt'], force_reload=False)
-    return HeterophilousGraphDataset(root, name, transform=transform,
-                                     pre_transform=pre_transform, force_reload=force_reload)

@@ -1,14 +1,18 @@
 r"""The safe reading of a dataset's processed files: only what
 :obj:`torch.load(weights_only=True)` accepts is ever opened."""
+import os
 import os.path as osp
 import re
 import warnings
 import zipfile
-from typing import Any, List, Sequence, Tuple, Type
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Type, Union
 
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 from torch_geometric.data.data import BaseData
+from torch_geometric.io import fs
+
+from torch_geometric_regcn.utils.validation import as_root, check_callable
 
 
 def safe_torch_load(path: str, mmap: bool = False, map_location: Any = None) -> Any:
@@ -73,9 +77,41 @@ def vet_processed(folder: str, processed_names: Sequence[str], force_reload: boo
 
 
 class SafeInMemoryDataset(InMemoryDataset):
-    r"""An :class:`~torch_geometric.data.InMemoryDataset` whose processed
-    file is read with :obj:`torch.load(weights_only=True)` only (the base of
-    the package's own datasets)."""
+    r"""An :class:`~torch_geometric.data.InMemoryDataset` in
+    :obj:`{root}/{name}/raw` and :obj:`{root}/{name}/processed` whose
+    processed files are only ever read with :obj:`torch.load(weights_only=True)`
+    (the base of the package's own datasets): before PyG opens any of them,
+    :func:`vet_processed` checks them, and :meth:`load` never retries
+    without :obj:`weights_only`. A subclass sets :obj:`name` before calling
+    :meth:`__init__` and may check its raw files first (:meth:`check_raw`)."""
+    name: str
+
+    def __init__(self, root: Union[str, os.PathLike], transform: Optional[Callable] = None,
+                 pre_transform: Optional[Callable] = None,
+                 force_reload: bool = False) -> None:
+        root = osp.expanduser(fs.normpath(as_root(root)))  # as PyG does
+        check_callable('transform', transform)
+        check_callable('pre_transform', pre_transform)
+        self.check_raw(root)
+        names = self.processed_file_names
+        names = [names] if isinstance(names, str) else list(names)
+        force_reload = vet_processed(osp.join(root, self.name, 'processed'), names,
+                                     bool(force_reload))
+        super().__init__(root, transform, pre_transform, force_reload=force_reload)
+        self.load(self.processed_paths[0])
+
+    def check_raw(self, root: str) -> None:
+        r"""Raises before any folder is made when the raw files under
+        :obj:`root` are unusable; by default nothing is checked (PyG then
+        calls :meth:`download`)."""
+
+    @property
+    def raw_dir(self) -> str:
+        return osp.join(self.root, self.name, 'raw')
+
+    @property
+    def processed_dir(self) -> str:
+        return osp.join(self.root, self.name, 'processed')
     def load(self, path: str, data_cls: Type[BaseData] = Data) -> None:
         r"""Loads the processed dataset from :obj:`path` with
         :obj:`torch.load(weights_only=True)` and, unlike

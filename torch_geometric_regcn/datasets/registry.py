@@ -10,6 +10,7 @@ from torch_geometric.datasets import (
     AttributedGraphDataset,
     CitationFull,
     CoraFull,
+    HeterophilousGraphDataset,
     Planetoid,
 )
 from torch_geometric.io import fs
@@ -17,7 +18,8 @@ from torch_geometric.io import fs
 from torch_geometric_regcn.datasets.amgcn import ACM, UAI
 from torch_geometric_regcn.datasets.heterophilous import (
     HETEROPHILOUS,
-    load_heterophilous,
+    NPZ_NAMES,
+    HeterophilousNpzDataset,
     normalize_name,
 )
 from torch_geometric_regcn.datasets.processed_files import vet_processed
@@ -26,7 +28,8 @@ from torch_geometric_regcn.utils.validation import as_root, check_callable
 #: The names :func:`load_dataset` knows, in the order of the paper's Table 2.
 DATASETS = ('Cora', 'CiteSeer', 'PubMed', 'ACM', 'BlogCatalog', 'CoraFull', 'Flickr', 'UAI')
 
-# The folder below the root and the processed data file of PyG's loaders (PyG 2.8.1).
+# The folder below the root and the processed data file of PyG's loaders (PyG 2.8.1);
+# HeterophilousGraphDataset's is '{name}/processed/data.pt'.
 _PYG_PROCESSED = {
     'Cora': ('Cora', 'data.pt'),
     'CiteSeer': ('CiteSeer', 'data.pt'),
@@ -130,15 +133,15 @@ def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[C
     root = as_root(root)
     check_callable('transform', transform)
     check_callable('pre_transform', pre_transform)
-    if canonical in HETEROPHILOUS:
-        return load_heterophilous(canonical, root, transform=transform,
-                                  pre_transform=pre_transform)
-    if canonical in ('ACM', 'UAI'):  # they check their processed files themselves
+    if canonical in NPZ_NAMES:  # ours, like ACM and UAI, check their processed files
+        return HeterophilousNpzDataset(root, canonical, transform=transform,
+                                       pre_transform=pre_transform)
+    if canonical in ('ACM', 'UAI'):
         cls = ACM if canonical == 'ACM' else UAI
         return cls(root, transform=transform, pre_transform=pre_transform)
 
     # PyG's loaders: check their processed folder before they open it.
-    folder, file = _PYG_PROCESSED[canonical]
+    folder, file = _PYG_PROCESSED.get(canonical, (canonical, 'data.pt'))
     processed_dir = osp.join(osp.expanduser(fs.normpath(root)), folder, 'processed')
     force_reload = vet_processed(processed_dir, [file], force_reload=False)
     if canonical in ('Cora', 'CiteSeer', 'PubMed'):
@@ -153,6 +156,9 @@ def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[C
         CitationFull.__init__(dataset, root, 'cora', transform=transform,
                               pre_transform=pre_transform, force_reload=True)
         return dataset
+    if canonical in HETEROPHILOUS:  # the five of PyG's HeterophilousGraphDataset
+        return HeterophilousGraphDataset(root, canonical, transform=transform,
+                                         pre_transform=pre_transform, force_reload=force_reload)
     # Not torch_geometric.datasets.Flickr, which is GraphSAINT's 89,250-node graph.
     return AttributedGraphDataset(root, canonical, transform=transform,
                                   pre_transform=pre_transform, force_reload=force_reload)
