@@ -5,6 +5,7 @@ takes sparse (CSR or COO) or dense :class:`torch.Tensor` s and runs on their
 device; those with a ``group`` argument also on row shards over
 :mod:`torch.distributed`."""
 from torch_geometric_regcn.linalg.blocks import tall_qr
+from torch_geometric_regcn.linalg.directed_adjacency import directed_adjacency
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
 from torch_geometric_regcn.linalg.eigensolver import extreme_eigenpairs
 from torch_geometric_regcn.linalg.graph_operator import (  # noqa: F401 (deprecated: not in __all__)
@@ -25,6 +26,6 @@ from torch_geometric_regcn.linalg.woodbury import (
 )
 
 __all__ = ['EigenPairs', 'ShardedMatrix', 'WoodburyCache', 'WoodburyCore', 'block_lanczos',
-           'combine', 'extreme_eigenpairs', 'factors_from_eigenpairs', 'laplacian_eigenpairs',
-           'normalized_adjacency', 'subspace_iteration',
-           'tall_qr', 'woodbury_apply', 'woodbury_core']
+           'combine', 'directed_adjacency', 'extreme_eigenpairs', 'factors_from_eigenpairs',
+           'laplacian_eigenpairs', 'normalized_adjacency', 'subspace_iteration', 'tall_qr',
+           'woodbury_apply', 'woodbury_core']

@@ -26,6 +26,7 @@ from torch_geometric_regcn.distributed.collectives import (
 )
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
 from torch_geometric_regcn.knn import knn_graph_cosine
+from torch_geometric_regcn.linalg.directed_adjacency import DIRECTIONS, directed_adjacency
 from torch_geometric_regcn.linalg.graph_operator import (
     Edges,
     combine,
@@ -36,6 +37,7 @@ from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.sparse import sparse_identity
 from torch_geometric_regcn.utils.validation import (
+    check_choice,
     check_dtype,
     check_edge_index,
     check_factors,
@@ -234,16 +236,26 @@ class GraphOperators:
             seen from this rank. (default: :obj:`None`, one process)
         group (torch.distributed.ProcessGroup, optional): The ranks holding
             the shards. (default: :obj:`None`)
+        direction (str, optional): :obj:`"in"` or :obj:`"out"`: :attr:`adj`
+            is then the directed operator of that direction
+            (:func:`~torch_geometric_regcn.linalg.directed_adjacency`), the
+            graph read as stored, not symmetrised; one process only.
+            (default: :obj:`None`, the renormalised symmetric adjacency)
     """
     def __init__(self, num_nodes: int, edge_index: Any = None,
                  edge_weight: Optional[Tensor] = None, dtype: torch.dtype = torch.float32,
                  semantic_edge_index: Optional[Tensor] = None, x: Optional[Tensor] = None,
                  lowrank: Optional[Tuple[Tensor, Tensor]] = None, progress: bool = True,
                  seed: int = 0, *, partition: Optional[RowPartition] = None,
-                 group: Group = None) -> None:
+                 group: Group = None, direction: Optional[str] = None) -> None:
         self.group, error, same = check_group(group), None, {}
         try:  # on shards agreed, so that a rank with a bad partition cannot leave the
             # others waiting in the first collective of the operators
+            if direction is not None:
+                direction = check_choice('direction', direction, DIRECTIONS)
+                if self.group is not None or partition is not None:
+                    raise ValueError("The directed operators ('direction') are built in one "
+                                     "process only; drop 'partition' and 'group'")
             num_nodes = check_int('num_nodes', num_nodes, minimum=0)
             dtype = check_dtype('dtype', dtype)
             seed = check_seed(seed)
@@ -264,7 +276,7 @@ class GraphOperators:
         self.edge_index, self.edge_weight, self.dtype = edge_index, edge_weight, dtype
         self.semantic_edge_index, self.x = semantic_edge_index, x
         self.lowrank = lowrank
-        self.progress, self.seed = progress, seed
+        self.progress, self.seed, self.direction = progress, seed, direction
         self.derived: Dict[Hashable, Any] = {}
         #: :obj:`propagate(matrix, x)`, set by a layer: every sparse product
         #: of a solver goes through it. :obj:`None`: a plain sparse matmul.
@@ -293,8 +305,28 @@ class GraphOperators:
             raise ValueError("This regulariser needs the graph: pass 'edge_index'")
         if self.group is not None:
             return self.memo('adj', lambda: self.sparse([(self.adjacency_edges(), 1.0)]))
+        if self.direction is not None:
+            def build() -> Tensor:
+                edge_index, edge_weight = _as_edge_index(self.edge_index, self.edge_weight)
+                return directed_adjacency(edge_index, self.num_nodes, edge_weight, self.dtype,
+                                          self.direction)
+            return self.memo('adj', build)
         return self.memo('adj', lambda: adjacency(self.edge_index, self.num_nodes,
                                                   self.edge_weight, self.dtype))
+
+    def directed(self, direction: str) -> 'GraphOperators':
+        r"""The operators of the same graph read as directed along
+        :obj:`direction` (:obj:`"in"` or :obj:`"out"`, see
+        :func:`~torch_geometric_regcn.linalg.directed_adjacency`), built once
+        and kept with this object, whose :attr:`propagate` they share: the
+        adjacency only (no semantic graph, no factors); one process only."""
+        if self.group is not None:
+            raise ValueError("The directed operators are built in one process only")
+        child = self.memo(('directed', direction), lambda: GraphOperators(
+            self.num_nodes, self.edge_index, self.edge_weight, self.dtype,
+            progress=self.progress, seed=self.seed, direction=direction))
+        child.propagate, child.propagate_params = self.propagate, self.propagate_params
+        return child
 
     def adjacency_edges(self) -> Edges:
         r""":attr:`adj` as :obj:`(edge_index, edge_weight)`: the entries of

@@ -47,6 +47,29 @@ class RegularizerConv(MessagePassing):
         \tfrac{1}{2}\mathrm{Tr}(\mathbf{H}^{\top}\mathbf{R}\mathbf{H}) + \mathbf{b}
         = \mathbf{R}^{-1}\mathbf{X}\mathbf{\Theta} + \mathbf{b}.
 
+    With :obj:`root_weight=True` the ego features bypass the regulariser
+    (ego/neighbour separation, as in PyG's
+    :class:`~torch_geometric.nn.conv.SAGEConv`),
+    :math:`\mathbf{X}^{\prime} = \mathbf{R}^{-1}\mathbf{X}\mathbf{\Theta} +
+    \mathbf{X}\mathbf{\Theta}_{\mathrm{root}} + \mathbf{b}`; with
+    :obj:`directed=True` the graph is read as stored, one regulariser per
+    direction with weights of its own, as Dir-GNN
+    (`Rossi et al., LoG 2023 <https://arxiv.org/abs/2305.10498>`_) does with
+    message passing,
+
+    .. math::
+        \mathbf{X}^{\prime} = \tfrac{1}{2}\mathbf{R}_{\mathrm{in}}^{-1}
+        \mathbf{X}\mathbf{\Theta}_{\mathrm{in}} + \tfrac{1}{2}
+        \mathbf{R}_{\mathrm{out}}^{-1}\mathbf{X}\mathbf{\Theta}_{\mathrm{out}}
+        \;(+\, \mathbf{X}\mathbf{\Theta}_{\mathrm{root}}) + \mathbf{b},
+
+    where :math:`\mathbf{R}_{\mathrm{in}}` and :math:`\mathbf{R}_{\mathrm{out}}`
+    are the regulariser built on the normalised in- and out-neighbour
+    operators (:func:`~torch_geometric_regcn.linalg.directed_adjacency`)
+    instead of :math:`\hat{\mathbf{A}}`. These operators are not symmetric,
+    so the directed layer solves by :obj:`"series"` or :obj:`"closed"`
+    (not :obj:`"cg"`, which needs a symmetric positive definite system).
+
     Choosing the regulariser chooses the model: :obj:`"gcn"`, :obj:`"sgc"`,
     :obj:`"appnp"`, :obj:`"jknet"`, :obj:`"dagnn"`, :obj:`"gnn_lf"`,
     :obj:`"gnn_hf"`, :obj:`"tsgcn"` (see :mod:`torch_geometric_regcn.regularizers`),
@@ -128,6 +151,14 @@ class RegularizerConv(MessagePassing):
             Keep them out of weight decay: an optimizer that decays them
             warns at its first step (see ``docs/learnable.md``).
             (default: :obj:`()`)
+        root_weight (bool, optional): If set to :obj:`True`, the layer adds
+            the transformed ego features :math:`\mathbf{X}\mathbf{\Theta}_{\mathrm{root}}`
+            (ego/neighbour separation). (default: :obj:`False`)
+        directed (bool, optional): If set to :obj:`True`, the graph is read
+            as directed (:obj:`edge_index[0]` the source), with one
+            regulariser and weight per direction (see above); solvers
+            :obj:`"series"` and :obj:`"closed"`, regularisers that read the
+            adjacency only, no explainer masks. (default: :obj:`False`)
         **coefficients (optional): The regulariser's coefficients, e.g.
             :obj:`K=10, alpha=0.1` for :obj:`"appnp"`.
 
@@ -163,6 +194,7 @@ class RegularizerConv(MessagePassing):
                  regularizer: Union[str, Regularizer, Type[Regularizer]] = 'gcn',
                  bias: bool = True, solver: Optional[str] = None, cached: bool = False,
                  tol: float = 1e-6, max_iter: int = 1000, learn: Sequence[str] = (),
+                 root_weight: bool = False, directed: bool = False,
                  **coefficients: Any) -> None:
         super().__init__(aggr='add')
         in_channels, out_channels = check_channels(in_channels=in_channels,
@@ -178,6 +210,17 @@ class RegularizerConv(MessagePassing):
                              "solver='lowrank', whose factors are computed for fixed "
                              "coefficients)")
         self.regularizer.learn(*learn)
+        self.root_weight, self.directed = bool(root_weight), bool(directed)
+        if self.directed:
+            if self.solver not in ('series', 'closed'):
+                raise ValueError(f"directed=True needs solver='series' or 'closed' (got "
+                                 f"solver={self.solver!r}): the directed operators are not "
+                                 f"symmetric, and conjugate gradient needs a symmetric "
+                                 f"positive definite system")
+            if self.regularizer.requires(self.solver) != {'adj'}:
+                raise ValueError(f"directed=True needs a regulariser that reads the adjacency "
+                                 f"only ({self.regularizer!r} with solver={self.solver!r} "
+                                 f"reads {sorted(self.regularizer.requires(self.solver))})")
         self.cached = cached
         self.tol = float(tol)
         self.max_iter = int(max_iter)
@@ -185,6 +228,11 @@ class RegularizerConv(MessagePassing):
         # While a product is explained: the masking and the operator.
         self._masking: Optional[Tuple[edge_masking.EdgeMasking, Tensor]] = None
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer='glorot')
+        #: the weights of the out-neighbours' regulariser (directed=True; lin: the in-neighbours')
+        self.lin_out = (Linear(in_channels, out_channels, bias=False, weight_initializer='glorot')
+                        if self.directed else None)
+        self.lin_root = (Linear(in_channels, out_channels, bias=False,
+                                weight_initializer='glorot') if self.root_weight else None)
         if bias:
             self.bias = torch.nn.Parameter(torch.empty(out_channels))
         else:
@@ -196,7 +244,9 @@ class RegularizerConv(MessagePassing):
     def reset_parameters(self) -> None:
         r"""Resets all learnable parameters of the module and the cache."""
         super().reset_parameters()
-        self.lin.reset_parameters()
+        for lin in (self.lin, self.lin_out, self.lin_root):
+            if lin is not None:
+                lin.reset_parameters()
         self.regularizer.reset_parameters()
         zeros(self.bias)
         self._clear_cache()
@@ -302,6 +352,10 @@ class RegularizerConv(MessagePassing):
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)
         graph.propagate = self._propagate_matrix
         if self.explain:
+            if self.directed:
+                raise ValueError("Explaining a RegularizerConv with directed=True is not "
+                                 "supported: its edge masks would apply to the symmetric "
+                                 "operators; explain the undirected layer")
             if not (isinstance(edge_index, Tensor) and edge_index.layout == torch.strided):
                 raise ValueError("Explaining a RegularizerConv needs 'edge_index' as an edge "
                                  "index tensor (the edge mask refers to its columns)")
@@ -315,18 +369,28 @@ class RegularizerConv(MessagePassing):
         h = self.lin(x)
         if not is_compiling():
             check_projection(h, x)
-        # The solvers run in float32 or above, also under torch.autocast.
-        with torch.autocast(h.device.type, enabled=False):
-            out = self.regularizer.propagate(h.to(solve_dtype(h.dtype)), graph, self.solver,
-                                             self.tol, self.max_iter).to(h.dtype)
+        if self.directed:  # (R_in^-1 X Θ_in + R_out^-1 X Θ_out) / 2
+            out = 0.5 * (self._solve(h, graph.directed('in'))
+                         + self._solve(self.lin_out(x), graph.directed('out')))
+        else:
+            out = self._solve(h, graph)
+        if self.lin_root is not None:
+            out = out + self.lin_root(x)
         if self.bias is not None:
             out = out + self.bias
         return out
 
+    def _solve(self, h: Tensor, graph: GraphOperators) -> Tensor:
+        # The solvers run in float32 or above, also under torch.autocast.
+        with torch.autocast(h.device.type, enabled=False):
+            return self.regularizer.propagate(h.to(solve_dtype(h.dtype)), graph, self.solver,
+                                              self.tol, self.max_iter).to(h.dtype)
+
     def _propagate_matrix(self, matrix: Tensor, x: Tensor,
                           masking: Optional[edge_masking.EdgeMasking] = None) -> Tensor:
         # One product of a solver with a sparse graph operator of this layer's
-        # graph, as a message passing step (adj_t = matrix: it is symmetric).
+        # graph, as a message passing step: matrix @ x, fused (adj_t = matrix; the
+        # operators are symmetric, but for the directed ones, where matrix @ x is meant).
         # A dense operator (a user's regulariser may return one) has no edges.
         if matrix.layout == torch.strided:
             return matrix @ x
@@ -354,8 +418,10 @@ class RegularizerConv(MessagePassing):
         return inputs * masking.weights(matrix).view(-1, 1).to(inputs.dtype)
 
     def __repr__(self) -> str:
+        options = ''.join(f', {name}=True' for name in ('root_weight', 'directed')
+                          if getattr(self, name))
         return (f'{self.__class__.__name__}({self.in_channels}, {self.out_channels}, '
-                f'regularizer={self.regularizer}, solver={self.solver!r})')
+                f'regularizer={self.regularizer}, solver={self.solver!r}{options})')
 
 
 def _clear_cache_after_loading(module: RegularizerConv, incompatible_keys: Any) -> None:

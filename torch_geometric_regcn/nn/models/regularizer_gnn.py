@@ -60,6 +60,13 @@ class RegularizerGNN(torch.nn.Module):
             (default: :obj:`1000`)
         learn (Sequence[str], optional): Coefficients each layer learns (see
             :class:`~torch_geometric_regcn.RegularizerConv`). (default: :obj:`()`)
+        root_weight (bool, optional): Ego/neighbour separation in every
+            regulariser layer: each adds its transformed input
+            :math:`\mathbf{H}^{(l-1)}\mathbf{\Theta}_{\mathrm{root}}` (see
+            :class:`~torch_geometric_regcn.RegularizerConv`). (default: :obj:`False`)
+        directed (bool, optional): Read the graph as directed, one
+            regulariser per direction in every regulariser layer (see
+            :class:`~torch_geometric_regcn.RegularizerConv`). (default: :obj:`False`)
         **coefficients (optional): The regulariser's coefficients.
 
     Example:
@@ -77,6 +84,7 @@ class RegularizerGNN(torch.nn.Module):
                  num_layers: int = 2, regularizer: Any = 'gcn', dropout: float = 0.0,
                  bias: bool = True, solver: Optional[str] = None, cached: bool = False,
                  tol: float = 1e-6, max_iter: int = 1000, learn: Sequence[str] = (),
+                 root_weight: bool = False, directed: bool = False,
                  **coefficients: Any) -> None:
         super().__init__()
         num_layers = check_int('num_layers', num_layers)
@@ -94,7 +102,7 @@ class RegularizerGNN(torch.nn.Module):
         self.convs = torch.nn.ModuleList(
             RegularizerConv(a, b, template if i == 0 else copy.deepcopy(template), bias=bias,
                             solver=solver, cached=cached, tol=tol, max_iter=max_iter,
-                            learn=learn)
+                            learn=learn, root_weight=root_weight, directed=directed)
             for i, (a, b) in enumerate(pairs[-1:] if self.decoupled else pairs))
 
     @property

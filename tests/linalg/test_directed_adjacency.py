@@ -1,0 +1,54 @@
+r"""directed_adjacency against a dense float64 construction of Dir-GNN's
+normalisation, and its errors."""
+import pytest
+import torch
+
+from torch_geometric_regcn.linalg import directed_adjacency
+
+
+def dense_reference(edge_index, num_nodes, edge_weight=None):
+    r"""P_in[i, j] = sum of w over the edges j -> i / sqrt(d_in(i) d_out(j)),
+    entry by entry in float64."""
+    weight = (torch.ones(edge_index.size(1), dtype=torch.float64) if edge_weight is None
+              else edge_weight.double())
+    a = torch.zeros(num_nodes, num_nodes, dtype=torch.float64)  # a[j, i]: edges j -> i
+    a.index_put_((edge_index[0], edge_index[1]), weight, accumulate=True)
+    d_out, d_in = a.sum(1), a.sum(0)
+    p_in = torch.zeros_like(a)
+    for i in range(num_nodes):
+        for j in range(num_nodes):
+            if a[j, i] > 0:
+                p_in[i, j] = a[j, i] / torch.sqrt(d_in[i] * d_out[j])
+    return p_in
+
+
+# A directed graph with a repeated edge, a self loop, a node with no in-edge (0),
+# one with no out-edge (5) and an isolated node (6).
+EDGES = torch.tensor([[0, 1, 2, 3, 1, 1, 4, 0, 3],
+                      [1, 2, 3, 1, 4, 4, 4, 5, 5]])
+
+
+@pytest.mark.parametrize('weighted', [False, True])
+def test_both_directions_equal_the_dense_normalisation(weighted):
+    weight = torch.rand(EDGES.size(1), dtype=torch.float64) + 0.1 if weighted else None
+    p_in = dense_reference(EDGES, 7, weight)
+    got_in = directed_adjacency(EDGES, 7, weight, torch.float64, 'in').to_dense()
+    got_out = directed_adjacency(EDGES, 7, weight, torch.float64, 'out').to_dense()
+    # Each entry is one product, one square root and one division of sums of at
+    # most 9 weights: a few units of float64 rounding.
+    torch.testing.assert_close(got_in, p_in, atol=1e-14, rtol=0)
+    torch.testing.assert_close(got_out, p_in.T, atol=1e-14, rtol=0)
+    assert got_in[0].abs().sum() == 0 and got_out[5].abs().sum() == 0  # no in / out edges
+    assert got_in[6].abs().sum() == 0 and got_in[:, 6].abs().sum() == 0
+    # Schur's test: the spectral norm is at most one, so Neumann series converge.
+    assert torch.linalg.matrix_norm(got_in, 2) <= 1 + 1e-12
+
+
+def test_dtype_and_errors():
+    assert directed_adjacency(EDGES, 7).dtype == torch.float32
+    with pytest.raises(ValueError, match="'direction'"):
+        directed_adjacency(EDGES, 7, direction='both')
+    with pytest.raises(ValueError, match='non-negative'):
+        directed_adjacency(EDGES, 7, -torch.ones(EDGES.size(1)))
+    with pytest.raises(ValueError, match='edge_index'):
+        directed_adjacency(EDGES, 5)  # an index beyond num_nodes

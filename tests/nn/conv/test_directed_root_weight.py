@@ -1,0 +1,90 @@
+r"""RegularizerConv's ego/neighbour separation (root_weight) and directed
+operators (directed) against dense float64 computations of their rules."""
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from tests.linalg.test_directed_adjacency import EDGES, dense_reference
+from torch_geometric_regcn import RegularizerConv, RegularizerGNN
+
+N = 7
+
+
+def appnp_series(p, h, K=10, alpha=0.1):
+    z = h
+    for _ in range(K):
+        z = (1 - alpha) * p @ z + alpha * h
+    return z
+
+
+def test_root_weight_adds_the_transformed_ego_features():
+    torch.manual_seed(0)
+    x = torch.randn(N, 3, dtype=torch.float64)
+    plain = RegularizerConv(3, 2, 'appnp', K=10, alpha=0.1).double()
+    sep = RegularizerConv(3, 2, 'appnp', K=10, alpha=0.1, root_weight=True).double()
+    sep.lin.weight.data.copy_(plain.lin.weight)
+    sep.bias.data.copy_(torch.randn(2, dtype=torch.float64))
+    plain.bias.data.copy_(sep.bias)
+    expected = plain(x, EDGES) + x @ sep.lin_root.weight.T
+    # The same series on the same numbers plus one matmul: float64 rounding only.
+    torch.testing.assert_close(sep(x, EDGES), expected, atol=1e-12, rtol=0)
+    assert set(sep.state_dict()) - set(plain.state_dict()) == {'lin_root.weight'}
+    assert 'root_weight=True' in repr(sep)
+
+
+def test_directed_equals_the_dense_rule():
+    torch.manual_seed(1)
+    x = torch.randn(N, 3, dtype=torch.float64)
+    conv = RegularizerConv(3, 2, 'appnp', K=10, alpha=0.1, directed=True,
+                           root_weight=True).double()
+    conv.bias.data.normal_()
+    p_in = dense_reference(EDGES, N)
+    expected = (0.5 * (appnp_series(p_in, x @ conv.lin.weight.T)
+                       + appnp_series(p_in.T, x @ conv.lin_out.weight.T))
+                + x @ conv.lin_root.weight.T + conv.bias)
+    # Ten steps of products with entries of at most one: float64 rounding.
+    torch.testing.assert_close(conv(x, EDGES), expected, atol=1e-12, rtol=0)
+    # The direction matters: reversing the edges swaps the two operators.
+    assert not torch.allclose(conv(x, EDGES), conv(x, EDGES.flip(0)))
+
+
+def test_directed_closed_solve_equals_the_dense_inverse():
+    torch.manual_seed(2)
+    x = torch.randn(N, 3, dtype=torch.float64)
+    conv = RegularizerConv(3, 2, 'gnn_hf', solver='closed', alpha=0.2, beta=0.5,
+                           directed=True, bias=False).double()
+    p_in = dense_reference(EDGES, N)
+    eye = torch.eye(N, dtype=torch.float64)
+
+    def rule(p, h):  # GNN-HF's M^-1 B on the directed operator
+        m = (0.5 + 1 / 0.2) * eye + (1 - 0.5 - 1 / 0.2) * p
+        return torch.linalg.solve(m, (1 + 0.5) * h - 0.5 * p @ h)
+    expected = 0.5 * (rule(p_in, x @ conv.lin.weight.T) + rule(p_in.T, x @ conv.lin_out.weight.T))
+    torch.testing.assert_close(conv(x, EDGES), expected, atol=1e-12, rtol=0)
+
+
+def test_directed_trains_in_a_network_and_caches():
+    torch.manual_seed(3)
+    data = Data(x=torch.randn(N, 3), edge_index=EDGES, y=torch.tensor([0, 1, 0, 1, 0, 1, 0]))
+    model = RegularizerGNN(3, 8, 2, regularizer='appnp', directed=True, root_weight=True,
+                           cached=True, dropout=0.5)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(30):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(data.x, data.edge_index), data.y)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    assert losses[-1] < losses[0]
+    model.eval()
+    first = model(data.x, data.edge_index)
+    model.reset_cache()
+    torch.testing.assert_close(model(data.x, data.edge_index), first)
+
+
+def test_directed_errors():
+    with pytest.raises(ValueError, match="solver='series' or 'closed'"):
+        RegularizerConv(3, 2, 'tsgcn', directed=True)
+    with pytest.raises(ValueError, match='adjacency only'):
+        RegularizerConv(3, 2, 'tsgcn', directed=True, solver='series')
