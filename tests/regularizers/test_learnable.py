@@ -1,12 +1,17 @@
 r"""Learned coefficients: gradients through the exact solve by implicit
-differentiation, against the dense inverse and finite differences."""
+differentiation, against the dense inverse and finite differences; the
+reparametrisation of a coefficient's interval, for numbers and vectors."""
+import math
+
 import pytest
 import torch
 from torch_geometric.utils import to_undirected
 
 from torch_geometric_regcn import RegularizerConv, RegularizerGNN
+from torch_geometric_regcn import regularizers as R
 from torch_geometric_regcn.knn import knn_graph_cosine
 from torch_geometric_regcn.regularizers import TSGCNRegularizer
+from torch_geometric_regcn.regularizers.base import constrain, interval, unconstrain
 from torch_geometric_regcn.regularizers.graph import GraphOperators
 
 N, F = 24, 4
@@ -53,7 +58,9 @@ def test_tsgcn_gradient_matches_the_dense_inverse(solver):
 @pytest.mark.parametrize('regularizer, learn, solver', [
     ('tsgcn', ('alpha', 'beta'), 'cg'), ('tsgcn', ('beta',), 'series'),
     ('appnp', ('alpha',), 'cg'), ('appnp', ('alpha',), 'series'),
-    ('jknet', ('beta',), 'cg'), ('jknet', ('beta',), 'closed')])
+    ('jknet', ('beta',), 'cg'), ('jknet', ('beta',), 'closed'),
+    ('signed', ('alpha',), 'cg'), ('signed', ('alpha',), 'series'),
+    ('polynomial', ('gamma',), 'series')])
 def test_gradcheck(regularizer, learn, solver):
     x, edge_index, semantic = graph(1)
     kwargs = {'semantic_edge_index': semantic} if regularizer == 'tsgcn' else {}
@@ -121,3 +128,140 @@ def test_learn_errors():
         RegularizerConv(F, 3, 'gcn', learn=('alpha',))
     reg = TSGCNRegularizer(alpha=1.0).learn('alpha')
     assert reg.learned == ('alpha',) and 'alpha' not in reg.coefficients()
+
+
+INTERVALS = [(0.0, math.inf), (0.0, 1.0), (-0.5, math.inf), (-2.0, 3.0), (-math.inf, math.inf),
+             (-math.inf, 1.0)]
+
+
+def inside(low, high):
+    """Values across the interval, near both ends included (float64)."""
+    lo = -1e3 if low == -math.inf else low
+    hi = 1e3 if high == math.inf else high
+    t = torch.tensor([1e-6, 1e-3, 0.1, 0.5, 0.9, 0.999, 1 - 1e-6], dtype=torch.float64)
+    return lo + (hi - lo) * t
+
+
+@pytest.mark.parametrize('low, high', INTERVALS)
+def test_interval_reparametrisation_maps_values_to_raw_and_back(low, high):
+    # value -> raw -> value: constrain(unconstrain(v)) = v to a few ulps of the
+    # interval's scale (softplus and its inverse are accurate to ~ε relative; the
+    # sigmoid's affine map adds ε (high - low)).
+    value = inside(low, high)
+    back = constrain(unconstrain(value, low, high), low, high)
+    scale = max(abs(x) for x in (low, high, 1.0) if math.isfinite(x))
+    torch.testing.assert_close(back, value, rtol=1e-14, atol=8 * 2.0**-52 * scale)
+    assert bool(((back > low) & (back < high)).all())
+    # raw -> value -> raw, where the value keeps the raw's information: |raw| <= 10
+    # (1 - σ(10) = 4.5e-5 holds ~1e-12 of relative error).
+    raw = torch.linspace(-10, 10, 41, dtype=torch.float64)
+    torch.testing.assert_close(unconstrain(constrain(raw, low, high), low, high), raw,
+                               rtol=0, atol=1e-10)
+
+
+def test_positive_and_unit_are_bit_identical_to_softplus_and_sigmoid():
+    # The kinds 'positive' and 'unit' of APPNP, JKNet and tsGCN: the raw parameter
+    # and the value are the numbers they always were (the formulas of 0.x), so
+    # saved state dicts load to the same models.
+    appnp = R.get('appnp', alpha=0.1).learn('alpha')
+    jknet = R.get('jknet', beta=1.0).learn('beta')
+    v = torch.tensor(0.1, dtype=torch.float64)
+    assert torch.equal(appnp.raw_alpha.detach(), torch.logit(v).float())
+    assert torch.equal(appnp.alpha, torch.sigmoid(appnp.raw_alpha))
+    v = torch.tensor(1.0, dtype=torch.float64)
+    assert torch.equal(jknet.raw_beta.detach(), (v + torch.log(-torch.expm1(-v))).float())
+    assert torch.equal(jknet.beta, torch.nn.functional.softplus(jknet.raw_beta))
+    raw = torch.randn(100, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(constrain(raw, *interval('positive')),
+                       torch.nn.functional.softplus(raw))
+    assert torch.equal(constrain(raw, *interval('unit')), torch.sigmoid(raw))
+    # A regulariser pickled by an older version stored the kind's name.
+    appnp._learned['alpha'] = 'unit'
+    assert torch.equal(appnp.alpha, torch.sigmoid(appnp.raw_alpha))
+
+
+class Ranges(R.Regularizer):
+    """A regulariser with a coefficient of every kind of range (unregistered)."""
+    learnable = {'a': (-0.5, math.inf), 'w': (-1.0, 2.0), 'v': (-math.inf, math.inf),
+                 'u': (-math.inf, 1.0), 'p': 'positive'}
+
+    def __init__(self, a=-0.3, w=(0.5, -0.25, 1.5), v=None, u=-7.0, p=2.0):
+        self.a, self.w, self.u, self.p = a, w, u, p
+        self.v = torch.tensor([3.0, -4.0]) if v is None else v
+
+    def operator(self, graph):
+        return graph.identity()
+
+
+def test_learn_numbers_and_vectors_on_any_interval():
+    reg = Ranges().learn('a', 'w', 'v', 'u', 'p')
+    shapes = {name: tuple(p.shape) for name, p in reg.named_parameters()}
+    assert shapes == {'raw_a': (), 'raw_w': (3,), 'raw_v': (2,), 'raw_u': (), 'raw_p': ()}
+    start = {'a': -0.3, 'w': [0.5, -0.25, 1.5], 'v': [3.0, -4.0], 'u': -7.0, 'p': 2.0}
+    for name, value in start.items():
+        low, high = interval(Ranges.learnable[name])
+        value = torch.tensor(value, dtype=torch.float64)
+        raw = reg.get_parameter(f'raw_{name}')
+        # The raw parameter is the float64 inverse, stored in the default dtype ...
+        assert torch.equal(raw.detach(), unconstrain(value, low, high).float())
+        # ... and the coefficient is its image, to float32 rounding of the start.
+        assert torch.equal(getattr(reg, name), constrain(raw, low, high))
+        torch.testing.assert_close(getattr(reg, name).detach().double(), value,
+                                   rtol=1e-6, atol=1e-6)
+    assert 'w=learned([0.5, -0.25, 1.5])' in repr(reg)
+    assert 'v=learned([3, -4])' in repr(reg)
+    assert reg.coefficients() == {}
+    # Vector gradients reach the raw parameter through the reparametrisation.
+    (reg.w * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
+    s = torch.sigmoid(reg.raw_w.detach())
+    torch.testing.assert_close(reg.raw_w.grad, 3.0 * s * (1 - s) * torch.tensor([1.0, 2, 3]))
+
+
+def test_learned_vector_state_dict_round_trip():
+    reg = Ranges().learn('w', 'v')
+    with torch.no_grad():
+        reg.raw_w.add_(torch.tensor([0.1, -0.2, 0.3]))
+    fresh = Ranges().learn('w', 'v')
+    fresh.load_state_dict(reg.state_dict())
+    assert torch.equal(fresh.w, reg.w) and torch.equal(fresh.v, reg.v)
+    assert fresh.a == -0.3
+
+
+@pytest.mark.parametrize('coefficients, name, message', [
+    (dict(a=-0.5), 'a', r"'a' = -0.5 cannot be learned: start it inside \(-0.5, inf\)"),
+    (dict(a=-1.0), 'a', r"'a' = -1.0 cannot be learned: start it inside \(-0.5, inf\)"),
+    (dict(w=(0.5, 2.0, 0.0)), 'w',
+     r"'w' = \[0.5, 2.0, 0.0\] cannot be learned: start it inside \(-1, 2\)"),
+    (dict(v=torch.tensor([1.0, math.nan])), 'v', r"'v' = \[1.0, nan\] cannot be learned"),
+    (dict(u=1.0), 'u', r"'u' = 1.0 cannot be learned: start it inside \(-inf, 1\)"),
+    (dict(p=0.0), 'p', r"'p' = 0.0 cannot be learned: start it inside \(0, inf\)"),
+])
+def test_start_outside_the_interval_names_the_coefficient(coefficients, name, message):
+    reg = Ranges(**coefficients)
+    with pytest.raises(ValueError, match=message):
+        reg.learn(name)
+    assert reg.learned == () and not list(reg.parameters())  # nothing changed
+
+
+def test_a_coefficient_that_is_neither_a_number_nor_a_vector():
+    with pytest.raises(TypeError, match=r"'v' cannot be learned: a learned coefficient is a "
+                                        r"real number or a vector"):
+        Ranges(v=torch.ones(2, 2)).learn('v')
+
+
+@pytest.mark.parametrize('kind, error, message', [
+    ((1.0, 0.0), ValueError, r'low < high \(got \(1.0, 0.0\)\)'),
+    ((0.0, 0.0), ValueError, 'low < high'),
+    ((math.nan, 1.0), ValueError, 'low < high'),
+    ((math.inf, math.inf), ValueError, 'low < high'),
+    ('bogus', ValueError, r"one of \['positive', 'unit'\]"),
+    (('x', 1.0), TypeError, 'a pair \\(low, high\\) of real numbers'),
+    ((0.0, 1.0, 2.0), TypeError, 'a pair'),
+    (0.5, TypeError, 'a pair'),
+])
+def test_invalid_ranges_are_named(kind, error, message):
+    class Bad(Ranges):
+        learnable = {'a': kind}
+
+    with pytest.raises(error, match=f"learnable coefficient 'a'.*{message}"):
+        Bad().learn('a')

@@ -6,7 +6,7 @@ from torch_geometric_regcn import regularizers as R
 
 def test_registry_and_errors():
     assert sorted(R.REGISTRY) == sorted(['gcn', 'sgc', 'appnp', 'jknet', 'dagnn', 'gnn_lf',
-                                         'gnn_hf', 'tsgcn'])
+                                         'gnn_hf', 'tsgcn', 'signed', 'polynomial'])
     with pytest.raises(ValueError, match="Unknown regularizer 'gat'.*'appnp'"):
         R.get('gat')
     assert isinstance(R.get(R.APPNPRegularizer, K=3), R.APPNPRegularizer)
@@ -22,11 +22,11 @@ def test_built_ins_register_themselves_as_users_do():
     import ast
     import inspect
 
-    from torch_geometric_regcn.regularizers import registry, spectral, tsgcn
+    from torch_geometric_regcn.regularizers import polynomial, registry, signed, spectral, tsgcn
     imported = {node.module for node in ast.walk(ast.parse(inspect.getsource(registry)))
                 if isinstance(node, ast.ImportFrom)}
     assert imported == {'typing', 'torch_geometric_regcn.regularizers.base'}
-    for module in (spectral, tsgcn):
+    for module in (spectral, tsgcn, signed, polynomial):
         tree = ast.parse(inspect.getsource(module))
         for node in tree.body:
             if isinstance(node, ast.ClassDef) and getattr(module, node.name).name:

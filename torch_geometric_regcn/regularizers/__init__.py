@@ -3,7 +3,9 @@ r"""The regularisers of the framework, one class each, registered by name
 through the same :func:`register` decorator users apply)."""
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators
+from torch_geometric_regcn.regularizers.polynomial import PolynomialRegularizer
 from torch_geometric_regcn.regularizers.registry import REGISTRY, get, register
+from torch_geometric_regcn.regularizers.signed import SignedLaplacianRegularizer
 from torch_geometric_regcn.regularizers.spectral import (
     AffineRegularizer,
     APPNPRegularizer,
@@ -24,7 +26,8 @@ from torch_geometric_regcn.utils.deprecation import moved
 
 __all__ = ['APPNPRegularizer', 'AffineRegularizer', 'DAGNNRegularizer', 'GCNRegularizer',
            'GNNHFRegularizer', 'GNNLFRegularizer', 'GraphOperators', 'JKNetRegularizer',
-           'REGISTRY', 'Regularizer', 'SGCRegularizer', 'TSGCNRegularizer', 'get',
+           'PolynomialRegularizer', 'REGISTRY', 'Regularizer', 'SGCRegularizer',
+           'SignedLaplacianRegularizer', 'TSGCNRegularizer', 'get',
            'param_groups', 'register', 'tsgcn_adjacency']
 
 # The 0.1 names, which clashed with the networks of the same name.

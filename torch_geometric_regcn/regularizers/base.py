@@ -1,6 +1,8 @@
 r"""The regulariser interface of the regularizer-centred framework."""
+import math
+import numbers
 import warnings
-from typing import Any, ClassVar, Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, ClassVar, Dict, FrozenSet, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -13,6 +15,92 @@ from torch_geometric_regcn.utils.compat import compiler_disable
 from torch_geometric_regcn.utils.sparse import diagonal, spectral_bound
 
 SOLVERS = ('closed', 'series', 'cg', 'lowrank')
+
+#: The range of a learnable coefficient (:attr:`Regularizer.learnable`): an
+#: open interval :obj:`(low, high)`, either end possibly infinite, or one of
+#: the names of :data:`INTERVALS`.
+Range = Union[str, Tuple[float, float]]
+
+#: The named ranges: :obj:`"positive"` is :math:`(0, \infty)`, :obj:`"unit"`
+#: is :math:`(0, 1)`.
+INTERVALS: Dict[str, Tuple[float, float]] = {'positive': (0.0, math.inf), 'unit': (0.0, 1.0)}
+
+
+def interval(kind: Range, name: str = 'coefficient') -> Tuple[float, float]:
+    r"""The open interval :obj:`(low, high)` of the range :obj:`kind` of the
+    learnable coefficient :obj:`name`: a name of :data:`INTERVALS` or a pair
+    of real numbers :obj:`low < high`, either possibly infinite (not NaN).
+    :class:`ValueError` or :class:`TypeError` otherwise, naming the
+    coefficient."""
+    if isinstance(kind, str):
+        if kind not in INTERVALS:
+            raise ValueError(f"The range of learnable coefficient '{name}' must be one of "
+                             f"{sorted(INTERVALS)} or an open interval (low, high) (got "
+                             f"{kind!r})")
+        return INTERVALS[kind]
+    try:
+        low, high = kind
+        if isinstance(low, bool) or isinstance(high, bool) or not (
+                isinstance(low, numbers.Real) and isinstance(high, numbers.Real)):
+            raise TypeError
+    except (TypeError, ValueError):
+        raise TypeError(f"The range of learnable coefficient '{name}' must be a name in "
+                        f"{sorted(INTERVALS)} or a pair (low, high) of real numbers (got "
+                        f"{kind!r})") from None
+    low, high = float(low), float(high)
+    if not low < high:  # NaN, (inf, inf) and (-inf, -inf) included
+        raise ValueError(f"The range of learnable coefficient '{name}' must be an open "
+                         f"interval (low, high) with low < high (got ({low}, {high}))")
+    return low, high
+
+
+def constrain(raw: Tensor, low: float, high: float) -> Tensor:
+    r"""A coefficient in the open interval :math:`(\text{low}, \text{high})`
+    from its unconstrained parameter :obj:`raw` (elementwise):
+    :math:`\text{low} + \mathrm{softplus}(r)` on :math:`(\text{low}, \infty)`,
+    :math:`\text{high} - \mathrm{softplus}(-r)` on :math:`(-\infty, \text{high})`,
+    :math:`\text{low} + (\text{high} - \text{low})\,\sigma(r)` on a bounded
+    interval and :math:`r` itself on :math:`(-\infty, \infty)`. On
+    :math:`(0, \infty)` and :math:`(0, 1)` it is :math:`\mathrm{softplus}(r)`
+    and :math:`\sigma(r)` exactly, as these ranges always were. In floating
+    point an end may be reached by rounding: :math:`\text{low} +
+    \mathrm{softplus}(r)` rounds to :math:`\text{low}` once
+    :math:`\mathrm{softplus}(r)` is below half an ulp of it (in float32,
+    :math:`r < -104` for :math:`\text{low} = 0`, :math:`r < -17` for
+    :math:`\text{low} = -1/2`), the sigmoid to 1 for :math:`r > 17`."""
+    if low == -math.inf and high == math.inf:
+        return raw
+    if high == math.inf:
+        value = torch.nn.functional.softplus(raw)
+        return value if low == 0 else low + value
+    if low == -math.inf:
+        return high - torch.nn.functional.softplus(-raw)
+    value = torch.sigmoid(raw)
+    return value if (low, high) == (0.0, 1.0) else low + (high - low) * value
+
+
+def unconstrain(value: Tensor, low: float, high: float) -> Tensor:
+    r"""The inverse of :func:`constrain`: the parameter :obj:`raw` with
+    :obj:`constrain(raw, low, high) == value` up to rounding, for
+    :obj:`value` strictly inside the interval (computed in the dtype of
+    :obj:`value`; :meth:`Regularizer.learn` uses float64). Inverse softplus
+    is :math:`v + \log(-\mathrm{expm1}(-v))`, accurate for small and large
+    :math:`v`; inverse sigmoid is :func:`torch.logit`."""
+    if low == -math.inf and high == math.inf:
+        return value.clone()
+    if high == math.inf:
+        v = value if low == 0 else value - low
+        return v + torch.log(-torch.expm1(-v))
+    if low == -math.inf:
+        v = high - value
+        return -(v + torch.log(-torch.expm1(-v)))
+    return torch.logit(value if (low, high) == (0.0, 1.0) else (value - low) / (high - low))
+
+
+def format_interval(low: float, high: float) -> str:
+    r""":obj:`"(low, high)"` as the errors write it, e.g. :obj:`"(0, inf)"`,
+    :obj:`"(-0.5, inf)"`."""
+    return f'({low:g}, {high:g})'
 
 
 class Regularizer(torch.nn.Module):
@@ -72,10 +160,11 @@ class Regularizer(torch.nn.Module):
     decoupled: ClassVar[bool] = False
     #: the number of series terms, for :obj:`solver="series"`
     K: int = 10
-    #: the coefficients :meth:`learn` can make trainable, with their range:
-    #: :obj:`"positive"` (:math:`(0, \infty)`, through softplus) or
-    #: :obj:`"unit"` (:math:`(0, 1)`, through the logistic sigmoid)
-    learnable: ClassVar[Dict[str, str]] = {}
+    #: the coefficients :meth:`learn` can make trainable, with their range: an
+    #: open interval :obj:`(low, high)`, either end possibly infinite (e.g.
+    #: :obj:`(-0.5, math.inf)`), or :obj:`"positive"` (:math:`(0, \infty)`)
+    #: or :obj:`"unit"` (:math:`(0, 1)`); see :func:`constrain`
+    learnable: ClassVar[Dict[str, Range]] = {}
 
     def __new__(cls, *args: Any, **kwargs: Any) -> 'Regularizer':
         # Set up the module before any __init__ runs, so that a subclass may
@@ -123,14 +212,24 @@ class Regularizer(torch.nn.Module):
     def learn(self, *names: str) -> 'Regularizer':
         r"""Makes the coefficients :obj:`names` trainable, from their current
         values. Each is a function of an unconstrained parameter
-        :obj:`raw_<name>` that keeps it in its range (:attr:`learnable`):
-        softplus for positive coefficients, the logistic sigmoid for those in
-        :math:`(0, 1)`. The solvers :obj:`"closed"`, :obj:`"series"` and
-        :obj:`"cg"` differentiate through them; :obj:`"cg"` by implicit
-        differentiation, :math:`\partial \mathbf{Y} / \partial \theta =
-        -\mathbf{M}^{-1} (\partial \mathbf{M} / \partial \theta) \mathbf{Y}`,
-        at the cost of one more product with :math:`\mathbf{M}` in the
-        backward pass (see :func:`~torch_geometric_regcn.linalg.cg_solve`).
+        :obj:`raw_<name>` that keeps it in its range (:attr:`learnable`), an
+        open interval :math:`(l, h)` (:func:`constrain`): :math:`l +
+        \mathrm{softplus}` where :math:`h = \infty` (softplus itself for
+        positive coefficients), :math:`l + (h - l)\,\sigma` for a bounded
+        interval (the logistic sigmoid itself on :math:`(0, 1)`), the
+        parameter itself on :math:`(-\infty, \infty)`. A coefficient is a
+        number, or a vector (a 1-D tensor or a sequence of numbers, e.g.
+        polynomial coefficients), whose parameter then has its shape. Its
+        starting value must lie inside the interval, every entry of a vector
+        (:class:`ValueError` naming it, its value and the interval
+        otherwise); the parameter starts at :func:`unconstrain` of it,
+        computed in float64 and stored in the default dtype. The solvers
+        :obj:`"closed"`, :obj:`"series"` and :obj:`"cg"` differentiate through
+        them; :obj:`"cg"` by implicit differentiation, :math:`\partial
+        \mathbf{Y} / \partial \theta = -\mathbf{M}^{-1} (\partial \mathbf{M}
+        / \partial \theta) \mathbf{Y}`, at the cost of one more product with
+        :math:`\mathbf{M}` in the backward pass (see
+        :func:`~torch_geometric_regcn.linalg.cg_solve`).
         Every propagation first checks that the raw parameters are finite (one
         synchronisation) and raises :class:`ValueError` naming the coefficient
         where a diverged optimizer step left one NaN or infinite. An
@@ -144,18 +243,17 @@ class Regularizer(torch.nn.Module):
                                  f"{sorted(self.learnable)}")
             if name in learned:
                 continue
-            kind, value = self.learnable[name], float(getattr(self, name))
-            if not (value > 0 and (kind == 'positive' or value < 1)):
-                interval = '(0, inf)' if kind == 'positive' else '(0, 1)'
+            low, high = interval(self.learnable[name], name)
+            value_t, value = _start_value(name, getattr(self, name))
+            if not bool(((value_t > low) & (value_t < high)).all()):  # NaN included
                 raise ValueError(f"'{name}' = {value} cannot be learned: start it inside "
-                                 f"{interval}, where its reparametrisation is defined")
-            value_t = torch.tensor(value, dtype=torch.float64)
-            raw = (value_t + torch.log(-torch.expm1(-value_t)) if kind == 'positive'
-                   else torch.logit(value_t))  # the inverse of softplus or sigmoid
+                                 f"{format_interval(low, high)}, where its "
+                                 f"reparametrisation is defined")
+            raw = unconstrain(value_t, low, high)
             delattr(self, name)
             self.register_parameter(f'raw_{name}',
                                     torch.nn.Parameter(raw.to(torch.get_default_dtype())))
-            learned[name] = kind
+            learned[name] = (low, high)
         weight_decay.watch(self)
         return self
 
@@ -171,9 +269,8 @@ class Regularizer(torch.nn.Module):
     def __getattr__(self, name: str) -> Any:
         learned = self.__dict__.get('_learned')
         if learned and name in learned:
-            raw = self._parameters[f'raw_{name}']
-            return (torch.nn.functional.softplus(raw) if learned[name] == 'positive'
-                    else torch.sigmoid(raw))
+            # The range as learn() stored it; a name where pickled by an older version.
+            return constrain(self._parameters[f'raw_{name}'], *interval(learned[name], name))
         return super().__getattr__(name)
 
     def operator_terms(self, graph: GraphOperators) -> List[Tuple[Any, Optional[Tensor]]]:
@@ -271,9 +368,35 @@ class Regularizer(torch.nn.Module):
 
     def __repr__(self) -> str:
         args = [f'{k}={v}' for k, v in self.coefficients().items()]
-        args += [f'{name}=learned({float(getattr(self, name).detach()):.4g})'
+        args += [f'{name}=learned({_format_value(getattr(self, name).detach())})'
                  for name in self.learned]
         return f'{type(self).__name__}({", ".join(args)})'
+
+
+def _start_value(name: str, value: Any) -> Tuple[Tensor, Any]:
+    r"""A coefficient's value to start learning it from, as a float64 tensor
+    (0-d for a number, 1-D for a vector) and as the errors write it (a
+    :class:`float`, or a list)."""
+    if isinstance(value, Tensor) and value.dim() == 0 or isinstance(value, numbers.Real):
+        value = float(value)
+        return torch.tensor(value, dtype=torch.float64), value
+    try:
+        value_t = torch.as_tensor(
+            value.detach() if isinstance(value, Tensor) else value, dtype=torch.float64).cpu()
+    except (TypeError, ValueError, RuntimeError):
+        value_t = None
+    if value_t is None or value_t.dim() != 1:
+        raise TypeError(f"'{name}' cannot be learned: a learned coefficient is a real number "
+                        f"or a vector (a 1-D tensor or a sequence of numbers), got "
+                        f"{type(value).__name__} {value!r}")
+    return value_t, value_t.tolist()
+
+
+def _format_value(value: Tensor) -> str:
+    r"""A learned coefficient as :meth:`Regularizer.__repr__` writes it."""
+    if value.dim() == 0:
+        return f'{float(value):.4g}'
+    return '[' + ', '.join(f'{v:.4g}' for v in value.tolist()) + ']'
 
 
 @compiler_disable(reason="Regularizer.propagate runs the solvers 'closed', 'series' and 'cg' "

@@ -4,7 +4,9 @@ optimizer decays them.
 
 Weight decay pulls a learned coefficient's raw parameter :obj:`raw_<name>`
 towards 0, that is a positive coefficient towards :math:`\mathrm{softplus}(0)
-= \ln 2` and one in :math:`(0, 1)` towards :math:`1/2`, whatever the data
+= \ln 2`, one in :math:`(0, 1)` towards :math:`1/2`, one in
+:math:`(l, \infty)` towards :math:`l + \ln 2` and an unconstrained one
+(a polynomial's :math:`\gamma_k`) towards 0, whatever the data
 say (see ``docs/learnable.md``). The coefficients belong in a parameter
 group of their own with :obj:`weight_decay=0`.
 
@@ -79,8 +81,9 @@ def _check(optimizer: torch.optim.Optimizer) -> None:
         warn_once(optimizer, 'weight_decay', (
             f"{type(optimizer).__name__} applies weight_decay={decays} to {len(decayed)} raw "
             f"parameter(s) of learned regulariser coefficients ({names}): it pulls each "
-            f"towards 0, that is a positive coefficient towards softplus(0) = ln 2 = 0.69 and "
-            f"one in (0, 1) towards 0.5, whatever the data say. Give them a parameter group "
+            f"towards 0, that is a positive coefficient towards softplus(0) = ln 2 = 0.69, "
+            f"one in (0, 1) towards 0.5 and an unconstrained one towards 0, whatever the data "
+            f"say. Give them a parameter group "
             f"with weight_decay=0: {type(optimizer).__name__}("
             f"torch_geometric_regcn.regularizers.param_groups(model, weight_decay="
             f"{decays if ',' not in decays else '<your decay>'}), ...)"),
