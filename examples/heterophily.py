@@ -1,39 +1,46 @@
-"""Baselines on a heterophilous graph of Platonov et al., on its official splits.
+"""Models on a heterophilous graph of Platonov et al., on its official splits.
 
     python -m examples.heterophily --dataset NAME [--root DIR] [--splits K] [--epochs E]
                                    [--models M ...] [--json PATH] [--device DEVICE]
+    python -m examples.heterophily --merge PATH [PATH ...] [--json PATH]
 
 Trains each model on the first K of the dataset's ten official splits with the
-protocol of issue 29 (harness/heterophily.py: 2 layers, 64 hidden units,
-dropout 0.5, Adam 0.01, weight decay 5e-4, 300 epochs, no tuning) and reports
-the test score at the epoch of best validation score, measured by the
-dataset's metric (accuracy, or ROC-AUC of class 1 for the two-class sets),
-then a table of the mean and standard error over the splits, in percent.
-Every configuration is fixed in advance (nothing is chosen on the test
-nodes, nor on validation beyond the epoch). Each split's model is seeded by
-the split index.
+protocol of issue 29 (harness/heterophily.py: 64 hidden units, dropout 0.5,
+Adam 0.01, weight decay 5e-4, 300 epochs) in each configuration of its grid
+(at most three per model, written in its entry of harness.heterophily.MODELS:
+for the layer stacks, 2 plain layers or residual connections with LayerNorm
+at 2 or 4 layers; for the others their depth or teleport probability), and
+reports for the configuration of best mean validation score over those
+splits the test score at each split's epoch of best validation score,
+measured by the dataset's metric (accuracy, or ROC-AUC of class 1 for the
+two-class sets); then a table of the mean and standard error over the
+splits, in percent. Nothing is chosen on the test nodes. Each split's model
+is seeded by the split index (the same seeds for every configuration).
 
-The package's recommended heterophily model (issue 29, item 2: signed or
-high-pass regularisers, ego/neighbour separation, a learned frequency
-response, directed operators) is not built yet. Meanwhile this runs the
-baselines written with PyG's layers (mlp, gcn, sage, gat, appnp) and, for
-reference, the package's current tsGCN by exact CG propagation, with its
-semantic kNN graph (tsgcn: alpha=1, beta=1, k=10) and without it
-(tsgcn_topology: alpha=1, beta=0). On the `_directed` sets, PyG's layers pass
-messages along edge_index[0] -> edge_index[1] as stored, while tsGCN's
-regulariser symmetrises the graph.
+Models: MLP, GCN, GraphSAGE, GAT, APPNP, GCNII, FAGCN (FAConv), Dir-GCN and
+Dir-SAGE (DirGNNConv: edge direction as stored, meaningful on the _directed
+sets), LINKX and Polynormer (PyG's), GPR-GNN (harness/gprgnn.py, from its
+paper), and the package's tsGCN by exact CG propagation for reference, with
+its semantic kNN graph (tsgcn) and without it (tsgcn_topology). The package's
+heterophily models (issue 29, item 2) join as entries of MODELS.
 
-With --json, writes {"dataset", "metric", "chosen", "results"}: "chosen" maps
-each model to its configuration, "results" each model to its test score per
-split, in split order, as a fraction in [0, 1]. Without --root, the raw file
-is copied from ../shared/data/heterophilous into a temporary root (no
-download); with --root, PyG's HeterophilousGraphDataset downloads its five
-sets as usual.
+With --json, writes {"dataset", "metric", "chosen", "results", ...}: "chosen"
+maps each model to its chosen configuration, its grid and each point's mean
+validation score, "results" each model to its test score per split, in split
+order, as a fraction in [0, 1]; harness/heterophily_results.py describes the
+other keys (validation scores, epochs and seconds per split, every run of the
+search). --models runs a subset, so that a comparison can run as parallel
+processes (per dataset, or per dataset and group of models), each with its
+own --json; --merge reads such files, prints each dataset's table (and a
+summary over datasets) and with --json writes the merged record: one dataset's
+object, or an object of them by dataset when the files hold several.
+
+Without --root, the raw file is copied from ../shared/data/heterophilous into
+a temporary root (no download); with --root, PyG's HeterophilousGraphDataset
+downloads its five sets as usual.
 """
 import argparse
 import json
-import math
-import statistics
 import time
 
 import torch
@@ -42,10 +49,16 @@ from harness.heterophily import (
     MODELS,
     PROTOCOL,
     SEMANTIC_K,
-    chosen,
     fit_model,
     load_heterophilous,
-    official_split,
+    search,
+)
+from harness.heterophily_results import (
+    describe,
+    format_summary,
+    format_table,
+    load,
+    record,
 )
 from torch_geometric_regcn import SemanticGraph
 from torch_geometric_regcn.datasets import HETEROPHILOUS
@@ -53,18 +66,26 @@ from torch_geometric_regcn.datasets.heterophilous import normalize_name
 from torch_geometric_regcn.utils.progress import progress_bar
 
 
-def mean_and_error(values):
-    """The mean and its standard error (sample standard deviation over the
-    square root of the count; nan for one value)."""
-    if len(values) < 2:
-        return statistics.mean(values), math.nan
-    return statistics.mean(values), statistics.stdev(values) / math.sqrt(len(values))
+def write_json(path, obj) -> None:
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(obj, f, indent=2)
+        f.write('\n')
+
+
+def merge_files(paths, out=None) -> None:
+    records = load(paths)
+    for rec in records.values():
+        print(format_table(rec) + '\n')
+    if len(records) > 1:
+        print(format_summary(records))
+    if out:
+        write_json(out, next(iter(records.values())) if len(records) == 1 else records)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--dataset', required=True, type=normalize_name,
-                        choices=list(HETEROPHILOUS), help='a heterophilous dataset')
+    parser.add_argument('--dataset', type=normalize_name, choices=list(HETEROPHILOUS),
+                        help='a heterophilous dataset')
     parser.add_argument('--root', default=None, help='dataset root (default: a copy of '
                         '../shared/data/heterophilous)')
     parser.add_argument('--splits', type=int, default=10,
@@ -74,10 +95,19 @@ def main() -> None:
     parser.add_argument('--models', nargs='+', default=list(MODELS), choices=list(MODELS),
                         metavar='MODEL', help=f"of {', '.join(MODELS)} (default: all)")
     parser.add_argument('--json', default=None, metavar='PATH',
-                        help='write the scores per split to PATH')
+                        help='write the record (or, with --merge, the merged one) to PATH')
+    parser.add_argument('--merge', nargs='+', default=None, metavar='PATH',
+                        help='merge the --json files of several runs and print the tables')
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
                         help='(default: %(default)s)')
     args = parser.parse_args()
+    if args.merge:
+        if args.dataset:
+            parser.error('--merge reads the datasets from its files: drop --dataset')
+        merge_files(args.merge, args.json)
+        return
+    if args.dataset is None:
+        parser.error('--dataset is required (or --merge)')
 
     metric = HETEROPHILOUS[args.dataset].metric
     protocol = PROTOCOL._replace(epochs=args.epochs)
@@ -89,41 +119,39 @@ def main() -> None:
     data = data.to(args.device)
     print(f'{args.dataset}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges, '
           f'{data.num_features} features, {num_classes} classes; metric {metric}; '
-          f'{args.splits} of {num_splits} official splits, {args.epochs} epochs')
+          f'{args.splits} of {num_splits} official splits, {args.epochs} epochs; '
+          f'device {args.device}')
     if any(MODELS[name].semantic for name in args.models):
         start = time.perf_counter()
         data = SemanticGraph(SEMANTIC_K, progress=False)(data)
         print(f'semantic graph (k={SEMANTIC_K}): {data.semantic_edge_index.size(1)} edges, '
               f'{time.perf_counter() - start:.1f}s')
 
-    results, seconds = {name: [] for name in args.models}, {name: [] for name in args.models}
-    for k in range(args.splits):
-        split = official_split(data, k)
-        for name in args.models:
-            with progress_bar(args.epochs, f'{name} split {k}', 'epoch', leave=False) as bar:
-                result = fit_model(name, split, metric, protocol, seed=k,
-                                   on_epoch=lambda _: bar.update())
-            results[name].append(result.test)
-            seconds[name].append(result.seconds)
-            print(f'split {k} {MODELS[name].label}: test {metric} {100 * result.test:.1f} (val '
+    searches = []
+    for name in args.models:
+        grid = MODELS[name].grid
+
+        def fit(name, split, metric, config, seed):
+            with progress_bar(args.epochs, f'{name} split {seed}', 'epoch', leave=False) as bar:
+                return fit_model(name, split, metric, config, seed,
+                                 on_epoch=lambda _: bar.update())
+
+        def report(point, k, result, name=name, grid=grid):
+            print(f'{MODELS[name].label} [{point + 1}/{len(grid)}: {describe(grid[point])}] '
+                  f'split {k}: test {metric} {100 * result.test:.1f} (val '
                   f'{100 * result.val:.1f}, best epoch {result.best_epoch}, '
                   f'{result.seconds:.1f}s)')
 
-    print(f'\n{args.dataset}, test {metric} (%) at the best validation {metric}, '
-          f'mean ± standard error over {args.splits} splits')
-    width = max(len(MODELS[name].label) for name in args.models)
-    print(f"{'model':<{width}}  {metric:>11}  s/split")
-    for name in args.models:
-        mean, error = mean_and_error(results[name])
-        cell = f'{100 * mean:.1f} ± {100 * error:.1f}'
-        print(f'{MODELS[name].label:<{width}}  {cell:>11}  {statistics.mean(seconds[name]):7.1f}')
+        found = search(name, data, metric, range(args.splits), protocol, fit, report)
+        print(f'{MODELS[name].label}: chosen [{found.index + 1}/{len(grid)}: '
+              f'{describe(grid[found.index])}] by mean validation {metric} '
+              f"({', '.join(f'{100 * v:.1f}' for v in found.mean_val)})")
+        searches.append(found)
 
+    rec = record(args.dataset, metric, searches, {name: MODELS[name].label for name in MODELS})
+    print('\n' + format_table(rec))
     if args.json:
-        with open(args.json, 'w', encoding='utf-8') as f:
-            json.dump({'dataset': args.dataset, 'metric': metric,
-                       'chosen': {name: chosen(name, protocol) for name in args.models},
-                       'results': results}, f, indent=2)
-            f.write('\n')
+        write_json(args.json, rec)
 
 
 if __name__ == '__main__':

@@ -1,33 +1,44 @@
 r"""The measurement protocol of the heterophilous graphs of Platonov et al.
 (ICLR 2023; issue 29): their official splits, their metrics, training with
-the model chosen by the validation metric, and the baselines that every
-heterophily model is compared with on the same splits and budget.
+the epoch chosen by the validation metric, the baselines that every
+heterophily model is compared with on the same splits and budget, and the
+search of each model's configuration on validation.
 
 The protocol (:obj:`PROTOCOL`): each model is trained on the training nodes
 of an official split with Adam (learning rate 0.01, weight decay
-:math:`5 \cdot 10^{-4}`) and cross-entropy for 300 epochs, 2 layers, 64
-hidden units, dropout 0.5 before each layer, no tuning; the score reported is
-the test score at the epoch of best validation score (the later epoch on
-ties, as :func:`harness.training.fit` does), measured by the dataset's metric
+:math:`5 \cdot 10^{-4}`) and cross-entropy for 300 epochs, 64 hidden units,
+dropout 0.5; the score reported is the test score at the epoch of best
+validation score (the later epoch on ties, as :func:`harness.training.fit`
+does), measured by the dataset's metric
 (:obj:`torch_geometric_regcn.datasets.HETEROPHILOUS[name].metric`): accuracy,
 or the ROC-AUC of class 1 for the two-class sets. Node features are used as
 the authors' files store them (not normalised).
+
+The search budget (:obj:`SEARCH_BUDGET`, the same rule for every model):
+each model of :obj:`MODELS` has a grid of at most three configurations,
+written in its entry; :func:`search` trains each on every split run and
+keeps the one of best mean validation score over those splits, never
+looking at a test score.
 """
 import copy
 import math
+import statistics
 import tempfile
 import time
 import warnings
-from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
-from torch_geometric.nn import APPNP, GATConv, GCNConv
+from torch_geometric.nn import APPNP, DirGNNConv, GATConv, GCNConv
+from torch_geometric.nn.models import LINKX
 
 from harness.baselines import ProjectFirstSAGEConv
 from harness.data import SHARED_DATA, offline_root
+from harness.gprgnn import GPRGNN
+from harness.heterophily_baselines import FAGCN, GCNII, FullGraphPolynormer
 from harness.training import train_epochs
 from torch_geometric_regcn import RegularizerGNN
 from torch_geometric_regcn.datasets import HETEROPHILOUS, load_dataset
@@ -214,68 +225,158 @@ def fit_split(model: torch.nn.Module, forward: Callable[[], Tensor], data: Data,
 
 
 class Protocol(NamedTuple):
-    r"""The budget every model of :obj:`MODELS` gets (issue 29)."""
+    r"""The budget every model of :obj:`MODELS` gets (issue 29): the fields
+    every configuration holds, before the model's own :obj:`config` and its
+    grid point."""
     hidden: int = 64
+    #: graph layers: a plain :class:`Stack` counts its output layer; a
+    #: residual one counts the blocks between its encoder and decoder
     layers: int = 2
     dropout: float = 0.5
     lr: float = 0.01
     weight_decay: float = 5e-4
     epochs: int = 300
+    #: residual connections and LayerNorm around each layer of a
+    #: :class:`Stack` (Platonov et al.'s architecture for every model)
+    residual: bool = False
 
 
 #: The protocol of issue 29: 2 layers, 64 hidden units, dropout 0.5, Adam
-#: 0.01, weight decay 5e-4, 300 epochs, no tuning.
+#: 0.01, weight decay 5e-4, 300 epochs, no residual connections.
 PROTOCOL = Protocol()
+
+#: The search budget, the same rule for every model: at most this many
+#: configurations (grid points), each trained on every split run, the one of
+#: best mean validation score chosen (:func:`search`).
+SEARCH_BUDGET = 3
 
 
 class Stack(torch.nn.Module):
-    r"""Layers applied in turn with dropout before each and ReLU between
-    them (none after the last), as
-    :class:`~torch_geometric_regcn.RegularizerGNN` applies its own: graph
-    layers are called with :obj:`(x, edge_index)`, others (:obj:`graph=False`)
-    with :obj:`x` alone. A :obj:`propagation` (e.g. PyG's
-    :class:`~torch_geometric.nn.models.APPNP`) runs once on the output."""
+    r"""Layers applied in turn, graph layers called with
+    :obj:`(x, edge_index)`, others (:obj:`graph=False`) with :obj:`x` alone.
+
+    * Plain (no :obj:`encoder`): dropout before each layer and ReLU between
+      them (none after the last), as
+      :class:`~torch_geometric_regcn.RegularizerGNN` applies its own layers.
+    * Residual (:obj:`encoder` and :obj:`decoder` given, Platonov et al.'s
+      architecture): dropout, the encoder and ReLU map the features to the
+      hidden width :math:`H`; each layer, :math:`H \to H`, becomes a
+      pre-norm residual block
+      :math:`\mathbf{x} \leftarrow \mathbf{x} + \mathrm{ReLU}(f(\mathrm{Dropout}
+      (\mathrm{LayerNorm}(\mathbf{x}))))`; a last LayerNorm, dropout and the
+      decoder give the outputs.
+
+    A :obj:`propagation` (e.g. PyG's
+    :class:`~torch_geometric.nn.models.APPNP`) runs once on the output.
+    :func:`make_stack` builds either form from a configuration."""
     def __init__(self, layers: Sequence[torch.nn.Module], dropout: float, graph: bool = True,
-                 propagation: Optional[torch.nn.Module] = None) -> None:
+                 propagation: Optional[torch.nn.Module] = None,
+                 encoder: Optional[torch.nn.Linear] = None,
+                 decoder: Optional[torch.nn.Linear] = None) -> None:
         super().__init__()
+        if (encoder is None) != (decoder is None):
+            raise ValueError("A residual Stack needs both 'encoder' and 'decoder' (got one)")
         self.layers = torch.nn.ModuleList(layers)
         self.dropout, self.graph, self.propagation = dropout, graph, propagation
+        self.encoder, self.decoder = encoder, decoder
+        self.norms: Optional[torch.nn.ModuleList] = None
+        if encoder is not None:
+            hidden = encoder.out_features
+            self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(hidden)
+                                             for _ in range(len(self.layers) + 1))
+
+    @property
+    def residual(self) -> bool:
+        return self.encoder is not None
 
     def reset_parameters(self) -> None:
-        for layer in self.layers:
-            layer.reset_parameters()
+        for module in self.children():
+            if hasattr(module, 'reset_parameters'):
+                module.reset_parameters()
+            elif isinstance(module, torch.nn.ModuleList):
+                for child in module:
+                    child.reset_parameters()
+
+    def _layer(self, layer: torch.nn.Module, x: Tensor, edge_index: Tensor) -> Tensor:
+        return layer(x, edge_index) if self.graph else layer(x)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        for i, layer in enumerate(self.layers):
-            x = F.dropout(x, self.dropout, self.training)
-            x = layer(x, edge_index) if self.graph else layer(x)
-            if i < len(self.layers) - 1:
-                x = F.relu(x)
+        if self.encoder is None:
+            for i, layer in enumerate(self.layers):
+                x = F.dropout(x, self.dropout, self.training)
+                x = self._layer(layer, x, edge_index)
+                if i < len(self.layers) - 1:
+                    x = F.relu(x)
+        else:
+            assert self.norms is not None and self.decoder is not None
+            x = F.relu(self.encoder(F.dropout(x, self.dropout, self.training)))
+            for layer, norm in zip(self.layers, self.norms):
+                h = F.dropout(norm(x), self.dropout, self.training)
+                x = x + F.relu(self._layer(layer, h, edge_index))
+            x = F.dropout(self.norms[-1](x), self.dropout, self.training)
+            x = self.decoder(x)
         return x if self.propagation is None else self.propagation(x, edge_index)
 
 
+class Dims(NamedTuple):
+    r"""What a model's size depends on in the data."""
+    in_channels: int  #: features per node
+    num_classes: int
+    num_nodes: int  #: for transductive models (LINKX's adjacency embedding)
+
+
+#: The configuration of one run: the fields of :class:`Protocol`, the
+#: model's :obj:`config` and its grid point, in one flat dictionary.
+Config = Dict[str, Any]
+
+
 class Model(NamedTuple):
-    r"""A model of the heterophily comparison: how to build it and run it."""
+    r"""A model of the heterophily comparison: how to build it, run it and
+    search its configuration."""
     label: str  #: its name in tables
-    #: (in_channels, num_classes, protocol) -> model
-    build: Callable[[int, int, Protocol], torch.nn.Module]
+    #: (dims, config) -> model, :obj:`config` one of :func:`configurations`
+    build: Callable[[Dims, Config], torch.nn.Module]
     run: Callable[[torch.nn.Module, Data], Tensor]  #: (model, data) -> logits of all nodes
-    config: Dict[str, Any]  #: what is fixed beyond :class:`Protocol`
+    #: what is fixed beyond :class:`Protocol` (it may override a protocol field)
+    config: Config
+    #: the search, at most :obj:`SEARCH_BUDGET` points: each overrides
+    #: fields of the protocol or of :obj:`config` (the same keys)
+    grid: Tuple[Config, ...] = ({},)
     semantic: bool = False  #: needs :obj:`data.semantic_edge_index` (:obj:`SemanticGraph`)
+    #: model -> Adam parameter groups of their own (:func:`fit_split`)
+    param_groups: Optional[Callable[[torch.nn.Module], List[Dict[str, Any]]]] = None
+    #: (model, epoch, config), called after each epoch (e.g. a phase switch)
+    schedule: Optional[Callable[[torch.nn.Module, int, Config], None]] = None
 
 
-def _sizes(in_channels: int, num_classes: int, protocol: Protocol) -> list:
-    sizes = [in_channels] + [protocol.hidden] * (protocol.layers - 1) + [num_classes]
-    return list(zip(sizes[:-1], sizes[1:]))
+def make_stack(layer: Callable[[int, int, bool], torch.nn.Module], dims: Dims, config: Config,
+               graph: bool = True,
+               propagation: Optional[torch.nn.Module] = None) -> Stack:
+    r"""The :class:`Stack` of :obj:`config` (:obj:`hidden`, :obj:`layers`,
+    :obj:`dropout`, :obj:`residual`) with the layers
+    :obj:`layer(in_channels, out_channels, last)`: plain,
+    :obj:`layers` layers from :obj:`dims.in_channels` to
+    :obj:`dims.num_classes`; residual, a linear encoder, :obj:`layers`
+    layers :obj:`(hidden, hidden, False)` and a linear decoder."""
+    hidden, num_layers = config['hidden'], check_int('layers', config['layers'], 1)
+    if config['residual']:
+        return Stack([layer(hidden, hidden, False) for _ in range(num_layers)],
+                     config['dropout'], graph, propagation,
+                     encoder=torch.nn.Linear(dims.in_channels, hidden),
+                     decoder=torch.nn.Linear(hidden, dims.num_classes))
+    sizes = [dims.in_channels] + [hidden] * (num_layers - 1) + [dims.num_classes]
+    pairs = list(zip(sizes[:-1], sizes[1:]))
+    return Stack([layer(a, b, i == len(pairs) - 1) for i, (a, b) in enumerate(pairs)],
+                 config['dropout'], graph, propagation)
 
 
-def _stack(layer: Callable[[int, int, bool], torch.nn.Module], graph: bool = True,
-           propagation: Optional[Callable[[], torch.nn.Module]] = None) -> Callable:
-    def build(in_channels: int, num_classes: int, protocol: Protocol) -> torch.nn.Module:
-        pairs = _sizes(in_channels, num_classes, protocol)
-        return Stack([layer(a, b, i == len(pairs) - 1) for i, (a, b) in enumerate(pairs)],
-                     protocol.dropout, graph,
-                     None if propagation is None else propagation())
+def stack(layer: Callable[[int, int, bool], torch.nn.Module], graph: bool = True,
+          propagation: Optional[Callable[[Config], torch.nn.Module]] = None) -> Callable:
+    r"""A :obj:`build` of :class:`Model`: :func:`make_stack` of
+    :obj:`layer`, with :obj:`propagation(config)` on the output if given."""
+    def build(dims: Dims, config: Config) -> torch.nn.Module:
+        return make_stack(layer, dims, config, graph,
+                          None if propagation is None else propagation(config))
     return build
 
 
@@ -286,12 +387,68 @@ def _gat(heads: int) -> Callable[[int, int, bool], torch.nn.Module]:
     return layer
 
 
+def _dir_gcn(a: int, b: int, last: bool) -> torch.nn.Module:
+    return DirGNNConv(GCNConv(a, b, cached=True), alpha=0.5, root_weight=True)
+
+
+def _dir_sage(a: int, b: int, last: bool) -> torch.nn.Module:
+    # DirGNNConv adds its own root weight: the wrapped layer's is not made.
+    return DirGNNConv(ProjectFirstSAGEConv(a, b, root_weight=False), alpha=0.5,
+                      root_weight=True)
+
+
 def _tsgcn(alpha: float, beta: float) -> Callable:
-    def build(in_channels: int, num_classes: int, protocol: Protocol) -> torch.nn.Module:
-        return RegularizerGNN(in_channels, protocol.hidden, num_classes, protocol.layers,
-                              'tsgcn', dropout=protocol.dropout, solver='cg', cached=True,
-                              alpha=alpha, beta=beta, k=SEMANTIC_K, normalize=True)
+    def build(dims: Dims, config: Config) -> torch.nn.Module:
+        return RegularizerGNN(dims.in_channels, config['hidden'], dims.num_classes,
+                              config['layers'], 'tsgcn', dropout=config['dropout'],
+                              solver='cg', cached=True, alpha=alpha, beta=beta, k=SEMANTIC_K,
+                              normalize=True)
     return build
+
+
+def _gcnii(dims: Dims, config: Config) -> torch.nn.Module:
+    return GCNII(dims.in_channels, config['hidden'], dims.num_classes, config['layers'],
+                 config['alpha'], config['theta'], config['dropout'])
+
+
+def _fagcn(dims: Dims, config: Config) -> torch.nn.Module:
+    return FAGCN(dims.in_channels, config['hidden'], dims.num_classes, config['layers'],
+                 config['eps'], config['dropout'], config['attention_dropout'])
+
+
+def _linkx(dims: Dims, config: Config) -> torch.nn.Module:
+    return LINKX(dims.num_nodes, dims.in_channels, config['hidden'], dims.num_classes,
+                 config['layers'], config['edge_layers'], config['node_layers'],
+                 config['dropout'])
+
+
+def _polynormer(dims: Dims, config: Config) -> torch.nn.Module:
+    return FullGraphPolynormer(dims.in_channels, config['hidden'], dims.num_classes,
+                               local_layers=config['layers'],
+                               global_layers=config['global_layers'],
+                               in_dropout=config['in_dropout'], dropout=config['dropout'],
+                               global_dropout=config['global_dropout'], heads=config['heads'],
+                               beta=config['beta'])
+
+
+def local_epochs(config: Config) -> int:
+    r"""Polynormer's local epochs under :obj:`config`: the first
+    :obj:`floor(local_share * epochs)` epochs, the global phase after."""
+    return int(config['local_share'] * config['epochs'])
+
+
+def _polynormer_phases(model: torch.nn.Module, epoch: int, config: Config) -> None:
+    if epoch + 1 == local_epochs(config):
+        model.start_global()
+
+
+def _gprgnn(dims: Dims, config: Config) -> torch.nn.Module:
+    return GPRGNN(dims.in_channels, config['hidden'], dims.num_classes, config['K'],
+                  config['alpha'], config['dropout'], config['dprate'])
+
+
+def _gamma_undecayed(model: torch.nn.Module) -> List[Dict[str, Any]]:
+    return [{'params': [model.gamma], 'weight_decay': 0.0}]
 
 
 def _graph_inputs(model: torch.nn.Module, data: Data) -> Tensor:
@@ -308,57 +465,221 @@ SEMANTIC_K = 10
 
 _TSGCN = {'regularizer': 'tsgcn', 'solver': 'cg', 'normalize': True}
 
-#: The models of the heterophily comparison by name: PyG's layers in the
-#: same :class:`Stack` (dropout before each layer, ReLU between; GraphSAGE's
-#: :class:`~torch_geometric.nn.conv.SAGEConv` as
-#: :class:`harness.baselines.ProjectFirstSAGEConv`, the same function
-#: projected before the mean aggregation, which is cheaper for wide
-#: features), and the
-#: package's tsGCN (:class:`~torch_geometric_regcn.RegularizerGNN`, exact
-#: propagation by CG) for reference, with and without its semantic graph.
-#: Every model gets :obj:`PROTOCOL`; :obj:`config` holds the rest, fixed in
-#: advance. The package's heterophily regularisers (issue 29, item 2) join
-#: here when they exist.
+#: The grid of every :class:`Stack` model: the issue's protocol (2 plain
+#: layers), and residual connections with LayerNorm at 2 and 4 layers.
+STACK_GRID: Tuple[Config, ...] = ({'residual': False, 'layers': 2},
+                                  {'residual': True, 'layers': 2},
+                                  {'residual': True, 'layers': 4})
+
+_DIRECTED = ('messages along edge_index as stored, both ways: conv_in from edge_index[0] to '
+             'edge_index[1], conv_out reversed; differs from an undirected layer only on the '
+             '*_directed sets (the others store both directions)')
+
+#: The models of the heterophily comparison by name, each with the search
+#: grid of its configuration (at most :obj:`SEARCH_BUDGET` points, chosen by
+#: mean validation score in :func:`search`):
+#:
+#: * PyG's layers in a :class:`Stack` (MLP, GCN, GraphSAGE as
+#:   :class:`harness.baselines.ProjectFirstSAGEConv`, GAT, DirGNNConv around
+#:   GCNConv or SAGEConv), each on :obj:`STACK_GRID`;
+#: * APPNP (an MLP and PyG's propagation) and GPR-GNN
+#:   (:class:`harness.gprgnn.GPRGNN`), on the teleport probability
+#:   :math:`\alpha \in \{0.1, 0.5, 0.9\}` (GPR-GNN's learned weights start
+#:   from PPR weights of that :math:`\alpha`);
+#: * GCNII and FAGCN (:mod:`harness.heterophily_baselines`), on depth; PyG's
+#:   LINKX on the layers of its last MLP; PyG's Polynormer on its local
+#:   layers, local epochs first (:func:`local_epochs`), global after;
+#: * the package's tsGCN (:class:`~torch_geometric_regcn.RegularizerGNN`,
+#:   exact propagation by CG) for reference, with and without its semantic
+#:   graph, fixed (one point).
+#:
+#: Every configuration is :obj:`PROTOCOL`, then :obj:`config`, then the grid
+#: point (:func:`configurations`). The package's heterophily models (issue
+#: 29, item 2) join as entries of their own: :obj:`build(dims, config)`
+#: (e.g. :func:`stack` or :func:`make_stack` of the package's layers, so
+#: that :obj:`STACK_GRID`'s residual connections and LayerNorm apply to them
+#: as to the baselines) and their grid.
 MODELS: Dict[str, Model] = {
-    'mlp': Model('MLP', _stack(lambda a, b, last: torch.nn.Linear(a, b), graph=False),
-                 _graph_inputs, {'layer': 'torch.nn.Linear'}),
-    'gcn': Model('GCN', _stack(lambda a, b, last: GCNConv(a, b, cached=True)), _graph_inputs,
-                 {'layer': 'GCNConv'}),
-    'sage': Model('GraphSAGE', _stack(lambda a, b, last: ProjectFirstSAGEConv(a, b)),
-                  _graph_inputs, {'layer': 'SAGEConv', 'aggr': 'mean'}),
-    'gat': Model('GAT', _stack(_gat(8)), _graph_inputs,
+    'mlp': Model('MLP', stack(lambda a, b, last: torch.nn.Linear(a, b), graph=False),
+                 _graph_inputs, {'layer': 'torch.nn.Linear'}, STACK_GRID),
+    'gcn': Model('GCN', stack(lambda a, b, last: GCNConv(a, b, cached=True)), _graph_inputs,
+                 {'layer': 'GCNConv'}, STACK_GRID),
+    'sage': Model('GraphSAGE', stack(lambda a, b, last: ProjectFirstSAGEConv(a, b)),
+                  _graph_inputs, {'layer': 'SAGEConv', 'aggr': 'mean'}, STACK_GRID),
+    'gat': Model('GAT', stack(_gat(8)), _graph_inputs,
                  {'layer': 'GATConv', 'heads': 8, 'head_channels': 8, 'output_heads': 1,
-                  'attention_dropout': 0.0}),
-    'appnp': Model('APPNP', _stack(lambda a, b, last: torch.nn.Linear(a, b), graph=False,
-                                   propagation=lambda: APPNP(K=10, alpha=0.1, cached=True)),
-                   _graph_inputs, {'layer': 'torch.nn.Linear + APPNP', 'K': 10, 'alpha': 0.1}),
+                  'attention_dropout': 0.0}, STACK_GRID),
+    'dir_gcn': Model('Dir-GCN', stack(_dir_gcn), _graph_inputs,
+                     {'layer': 'DirGNNConv(GCNConv)', 'alpha': 0.5, 'root_weight': True,
+                      'direction': _DIRECTED}, STACK_GRID),
+    'dir_sage': Model('Dir-SAGE', stack(_dir_sage), _graph_inputs,
+                      {'layer': 'DirGNNConv(SAGEConv)', 'aggr': 'mean', 'alpha': 0.5,
+                       'root_weight': True, 'direction': _DIRECTED}, STACK_GRID),
+    'appnp': Model('APPNP', stack(lambda a, b, last: torch.nn.Linear(a, b), graph=False,
+                                  propagation=lambda c: APPNP(K=c['K'], alpha=c['alpha'],
+                                                              cached=True)),
+                   _graph_inputs, {'layer': 'torch.nn.Linear + APPNP', 'K': 10, 'alpha': 0.1},
+                   ({'alpha': 0.1}, {'alpha': 0.5}, {'alpha': 0.9})),
+    'gprgnn': Model('GPR-GNN', _gprgnn, _graph_inputs,
+                    {'layer': 'harness.gprgnn.GPRGNN', 'K': 10, 'alpha': 0.1, 'dprate': 0.5,
+                     'gamma_init': 'PPR', 'gamma_weight_decay': 0.0},
+                    ({'alpha': 0.1}, {'alpha': 0.5}, {'alpha': 0.9}),
+                    param_groups=_gamma_undecayed),
+    'gcnii': Model('GCNII', _gcnii, _graph_inputs,
+                   {'layer': 'GCN2Conv', 'alpha': 0.1, 'theta': 0.5, 'shared_weights': True,
+                    'layers': 8}, ({'layers': 4}, {'layers': 8}, {'layers': 16})),
+    'fagcn': Model('FAGCN', _fagcn, _graph_inputs,
+                   {'layer': 'FAConv', 'eps': 0.1, 'attention_dropout': 0.5},
+                   ({'layers': 2}, {'layers': 4}, {'layers': 8})),
+    'linkx': Model('LINKX', _linkx, _graph_inputs,
+                   {'layer': 'LINKX', 'layers': 1, 'edge_layers': 1, 'node_layers': 1},
+                   ({'layers': 1}, {'layers': 2}, {'layers': 3})),
+    'polynormer': Model('Polynormer', _polynormer, _graph_inputs,
+                        {'layer': 'Polynormer', 'layers': 7, 'global_layers': 2, 'heads': 1,
+                         'beta': 0.9, 'in_dropout': 0.15, 'global_dropout': 0.5,
+                         'local_share': 0.5},
+                        ({'layers': 2}, {'layers': 4}, {'layers': 7}),
+                        schedule=_polynormer_phases),
     'tsgcn': Model('tsGCN (a=1, b=1)', _tsgcn(1.0, 1.0), _semantic_inputs,
                    {**_TSGCN, 'alpha': 1.0, 'beta': 1.0, 'semantic_k': SEMANTIC_K},
                    semantic=True),
     'tsgcn_topology': Model('tsGCN (a=1, b=0)', _tsgcn(1.0, 0.0), _graph_inputs,
                             {**_TSGCN, 'alpha': 1.0, 'beta': 0.0}),
+    # The package's heterophily models (issue 29, item 2) are added here, each e.g. as
+    #   'name': Model('Label', lambda dims, c: make_stack(
+    #                     lambda a, b, last: Layer(a, b, option=c['option']), dims, c),
+    #                 _graph_inputs, {'layer': 'Layer', 'option': ...}, STACK_GRID),
+    # where c is one of configurations('name'): PROTOCOL, the entry's config, a grid point.
 }
 
 
-def chosen(name: str, protocol: Protocol = PROTOCOL) -> Dict[str, Any]:
-    r"""The full configuration of model :obj:`name` under :obj:`protocol`:
-    the protocol's fields and the model's own :obj:`config`."""
-    return {**protocol._asdict(), **MODELS[name].config}
+def configurations(name: str, protocol: Protocol = PROTOCOL) -> List[Config]:
+    r"""The configurations of model :obj:`name` that :func:`search` tries,
+    one per grid point: :obj:`protocol`'s fields, then the model's
+    :obj:`config`, then the point.
+
+    Raises :class:`ValueError` naming the model when it has no grid point
+    or more than :obj:`SEARCH_BUDGET`, or when a point sets a key that is
+    neither a protocol field nor in the model's :obj:`config` (a misspelt
+    option would otherwise be ignored), or sets :obj:`epochs` (the budget
+    is the same for every point)."""
+    if name not in MODELS:
+        raise ValueError(f"'name' must be one of {list(MODELS)} (got {name!r})")
+    model = MODELS[name]
+    if not 1 <= len(model.grid) <= SEARCH_BUDGET:
+        raise ValueError(f'{name}: the grid must hold 1 to SEARCH_BUDGET = {SEARCH_BUDGET} '
+                         f'points, the same budget for every model (got {len(model.grid)})')
+    base = {**protocol._asdict(), **model.config}
+    out = []
+    for point in model.grid:
+        unknown = sorted(set(point) - set(base))
+        if unknown:
+            raise ValueError(f'{name}: grid point {point} sets {unknown}, which is neither a '
+                             f'Protocol field nor in its config (keys: {sorted(base)})')
+        if 'epochs' in point:
+            raise ValueError(f'{name}: grid point {point} sets epochs; every point gets the '
+                             f"protocol's epochs")
+        out.append({**base, **point})
+    return out
 
 
-def fit_model(name: str, data: Data, metric: str, protocol: Protocol = PROTOCOL, seed: int = 0,
-              on_epoch: Callable[[int], None] = lambda epoch: None) -> SplitResult:
-    r"""Builds model :obj:`name` of :obj:`MODELS` after
+def fit_model(name: str, data: Data, metric: str, config: Optional[Config] = None,
+              seed: int = 0, on_epoch: Callable[[int], None] = lambda epoch: None
+              ) -> SplitResult:
+    r"""Builds model :obj:`name` of :obj:`MODELS` with :obj:`config` (one of
+    :func:`configurations`; default: its first) after
     :obj:`torch.manual_seed(seed)`, on the device of :obj:`data.x`, and
     trains it on the split of :obj:`data` (1-D masks; with
     :obj:`data.semantic_edge_index` for a model with :obj:`semantic`) by
-    :func:`fit_split` under :obj:`protocol`. The classes are
-    :obj:`0 .. data.y.max()`."""
+    :func:`fit_split` with the configuration's :obj:`epochs`, :obj:`lr` and
+    :obj:`weight_decay`. The classes are :obj:`0 .. data.y.max()`."""
     model_def = MODELS[name]
+    if config is None:
+        config = configurations(name)[0]
     if model_def.semantic and 'semantic_edge_index' not in data:
         raise ValueError(f"{name} needs 'data.semantic_edge_index': apply "
                          f"SemanticGraph({SEMANTIC_K}) to the graph first")
     torch.manual_seed(seed)
-    model = model_def.build(data.num_features, int(data.y.max()) + 1, protocol).to(data.x.device)
-    return fit_split(model, lambda: model_def.run(model, data), data, metric, protocol.epochs,
-                     protocol.lr, protocol.weight_decay, on_epoch=on_epoch)
+    dims = Dims(data.num_features, int(data.y.max()) + 1, data.num_nodes)
+    model = model_def.build(dims, config).to(data.x.device)
+    groups = None if model_def.param_groups is None else model_def.param_groups(model)
+
+    def after(epoch: int) -> None:
+        if model_def.schedule is not None:
+            model_def.schedule(model, epoch, config)
+        on_epoch(epoch)
+
+    return fit_split(model, lambda: model_def.run(model, data), data, metric, config['epochs'],
+                     config['lr'], config['weight_decay'], groups, on_epoch=after)
+
+
+class Search(NamedTuple):
+    r"""What :func:`search` reports of one model."""
+    name: str
+    grid: Tuple[Config, ...]  #: the model's grid points
+    configs: List[Config]  #: the full configuration of each point
+    splits: List[int]  #: the official splits run, in order
+    runs: List[List[SplitResult]]  #: per point, per split
+    mean_val: List[float]  #: per point: the mean validation score over the splits
+    index: int  #: the point chosen
+
+    @property
+    def config(self) -> Config:
+        r"""The chosen configuration."""
+        return self.configs[self.index]
+
+    @property
+    def chosen_runs(self) -> List[SplitResult]:
+        r"""The chosen configuration's result per split."""
+        return self.runs[self.index]
+
+
+def select(mean_val: Sequence[float]) -> int:
+    r"""The index of the largest mean validation score, the first on ties
+    (the grid's order: the issue's protocol first where a grid holds it);
+    :obj:`nan` scores are never chosen unless all are, which gives index 0
+    with a warning."""
+    finite = [(value, -i) for i, value in enumerate(mean_val) if not math.isnan(value)]
+    if not finite:
+        warnings.warn(f'select: every configuration had a nan mean validation score '
+                      f'({list(mean_val)}); the first is reported', stacklevel=2)
+        return 0
+    return -max(finite)[1]
+
+
+FitFn = Callable[[str, Data, str, Config, int], SplitResult]
+
+
+def search(name: str, data: Data, metric: str, splits: Sequence[int],
+           protocol: Protocol = PROTOCOL, fit: Optional[FitFn] = None,
+           on_run: Callable[[int, int, SplitResult], None] = lambda point, k, result: None
+           ) -> Search:
+    r"""Trains model :obj:`name` in every configuration of its grid
+    (:func:`configurations` under :obj:`protocol`) on each official split
+    :obj:`k` of :obj:`splits` (:func:`official_split` of :obj:`data`,
+    seeded with :obj:`k`, the same seeds for every point), and chooses the
+    configuration of best mean validation score over those splits
+    (:func:`select`). Test scores play no part in the choice; the test
+    score reported per split is the chosen configuration's, each at its own
+    best-validation epoch. Cost: :obj:`len(grid) * len(splits)` trainings.
+
+    :obj:`fit(name, split_data, metric, config, seed)` trains one run
+    (default :func:`fit_model`); :obj:`on_run(point, k, result)` is called
+    after each. The configurations and splits are checked before the first
+    run."""
+    configs = configurations(name, protocol)
+    splits = [check_int('splits', k, 0) for k in splits]
+    if not splits or len(set(splits)) != len(splits):
+        raise ValueError(f"'splits' must be distinct official splits, at least one (got "
+                         f"{splits})")
+    parts = {k: official_split(data, k) for k in splits}
+    fit = fit_model if fit is None else fit
+    runs = []
+    for point, config in enumerate(configs):
+        runs.append([])
+        for k in splits:
+            result = fit(name, parts[k], metric, config, k)
+            runs[-1].append(result)
+            on_run(point, k, result)
+    mean_val = [statistics.fmean(r.val for r in point_runs) for point_runs in runs]
+    return Search(name, MODELS[name].grid, configs, splits, runs, mean_val, select(mean_val))

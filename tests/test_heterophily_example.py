@@ -1,5 +1,6 @@
 """A smoke run of examples/heterophily.py on the staged heterophilous sets: one
-official split, a few epochs, and the JSON file it writes."""
+official split, two epochs, the JSON file it writes, and the merge of the
+files of two processes."""
 import json
 import os
 import os.path as osp
@@ -9,44 +10,72 @@ import sys
 import pytest
 
 from harness.data import has_offline_copy
+from harness.heterophily import STACK_GRID, configurations
 
 pytestmark = pytest.mark.slow
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
-def run_example(tmp_path, dataset, *models):
-    if not has_offline_copy(dataset):
-        pytest.skip(f'{dataset} is not staged in ../shared/data/heterophilous')
-    path = tmp_path / 'scores.json'
+def run_example(*args):
     # One thread: on a busy machine, two OpenMP threads on these small products
     # are slower than one.
-    out = subprocess.run([sys.executable, '-m', 'examples.heterophily', '--dataset', dataset,
-                          '--splits', '1', '--epochs', '3', '--models', *models, '--json',
-                          str(path)], cwd=REPO, capture_output=True, text=True, timeout=300,
+    out = subprocess.run([sys.executable, '-m', 'examples.heterophily', *args], cwd=REPO,
+                         capture_output=True, text=True, timeout=300,
                          env={**os.environ, 'OMP_NUM_THREADS': '1'})
     assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def run_models(tmp_path, dataset, *models, name='scores.json'):
+    if not has_offline_copy(dataset):
+        pytest.skip(f'{dataset} is not staged in ../shared/data/heterophilous')
+    path = tmp_path / name
+    stdout = run_example('--dataset', dataset, '--splits', '1', '--epochs', '2', '--models',
+                         *models, '--json', str(path))
     with open(path, encoding='utf-8') as f:
-        return out.stdout, json.load(f)
+        return stdout, json.load(f)
 
 
-def test_heterophily_example_writes_the_scores_of_each_model(tmp_path):
-    stdout, written = run_example(tmp_path, 'chameleon_filtered', 'mlp', 'gcn')
-    assert list(written) == ['dataset', 'metric', 'chosen', 'results']
+def test_heterophily_example_searches_each_model_and_merges_processes(tmp_path):
+    stdout, written = run_models(tmp_path, 'chameleon_filtered', 'mlp', 'gcn', name='a.json')
+    assert list(written)[:4] == ['dataset', 'metric', 'chosen', 'results']
     assert written['dataset'] == 'chameleon_filtered' and written['metric'] == 'accuracy'
     assert list(written['chosen']) == list(written['results']) == ['mlp', 'gcn']
-    assert written['chosen']['gcn']['layer'] == 'GCNConv'
-    assert all(config['epochs'] == 3 and config['hidden'] == 64
-               for config in written['chosen'].values())
-    for scores in written['results'].values():
-        assert len(scores) == 1 and 0.0 <= scores[0] <= 1.0
-    assert 'split 0 MLP: test accuracy' in stdout and 'split 0 GCN: test accuracy' in stdout
+    assert written['splits'] == [0]
+    for name in ('mlp', 'gcn'):
+        chosen = written['chosen'][name]
+        assert chosen['grid'] == list(STACK_GRID) and len(chosen['mean_val']) == 3
+        # The chosen point is the one of best validation score (one split here).
+        best = max(range(3), key=lambda i: (chosen['mean_val'][i], -i))
+        assert chosen['index'] == best
+        assert chosen['config'] == configurations(name)[best] | {'epochs': 2}
+        runs = written['runs'][name]
+        assert [run['val'] for run in runs] == [[v] for v in chosen['mean_val']]
+        assert written['results'][name] == runs[best]['test']
+        assert 0.0 <= written['results'][name][0] <= 1.0
+    assert written['chosen']['gcn']['config']['layer'] == 'GCNConv'
+    assert 'GCN [1/3: residual=False, layers=2] split 0: test accuracy' in stdout
     # The table: one row per model, in percent, the JSON's score to one decimal.
-    row = next(line for line in stdout.splitlines() if line.startswith('GCN '))
+    lines = stdout.splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith('model ')):]
+    row = next(line for line in table if line.startswith('GCN '))
     assert f"{100 * written['results']['gcn'][0]:.1f} ± nan" in row
+
+    # A second process with another model, then the merge of both files.
+    _, other = run_models(tmp_path, 'chameleon_filtered', 'gprgnn', name='b.json')
+    merged_path = tmp_path / 'merged.json'
+    stdout = run_example('--merge', str(tmp_path / 'a.json'), str(tmp_path / 'b.json'),
+                         '--json', str(merged_path))
+    with open(merged_path, encoding='utf-8') as f:
+        merged = json.load(f)
+    assert list(merged['results']) == ['mlp', 'gcn', 'gprgnn']
+    assert merged['chosen']['gprgnn'] == other['chosen']['gprgnn']
+    assert merged['results']['mlp'] == written['results']['mlp']
+    assert any(line.startswith('GPR-GNN ') for line in stdout.splitlines())
 
 
 def test_heterophily_example_scores_two_class_sets_by_roc_auc(tmp_path):
-    stdout, written = run_example(tmp_path, 'minesweeper', 'mlp')
+    stdout, written = run_models(tmp_path, 'minesweeper', 'mlp')
     assert written['metric'] == 'roc_auc' and list(written['results']) == ['mlp']
     assert 'test roc_auc' in stdout and 0.0 <= written['results']['mlp'][0] <= 1.0

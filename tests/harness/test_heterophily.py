@@ -8,21 +8,31 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 from torch_geometric.data import Data
-from torch_geometric.nn import APPNP, GCNConv
+from torch_geometric.nn import APPNP, DirGNNConv, FAConv, GCN2Conv, GCNConv, SAGEConv
+from torch_geometric.nn.models import LINKX, Polynormer
 
 from harness.data import has_offline_copy
 from harness.heterophily import (
     MODELS,
     PROTOCOL,
+    SEARCH_BUDGET,
     SEMANTIC_K,
+    STACK_GRID,
+    Dims,
+    Model,
+    SplitResult,
     Stack,
-    chosen,
+    configurations,
     fit_model,
     fit_split,
     load_heterophilous,
+    local_epochs,
     official_split,
     score,
+    search,
+    select,
 )
+from harness.heterophily_results import format_summary, format_table, merge, record
 from harness.training import fit
 from torch_geometric_regcn import SemanticGraph
 from torch_geometric_regcn.datasets import contextual_sbm, paper_split
@@ -226,7 +236,7 @@ def test_fit_split_with_accuracy_is_fit():
     results = []
     for train in (fit, fit_split):
         torch.manual_seed(0)
-        model = MODELS['gcn'].build(16, 4, PROTOCOL)
+        model = MODELS['gcn'].build(Dims(16, 4, 1200), configurations('gcn')[0])
         args = ('accuracy',) if train is fit_split else ()
         results.append(train(model, partial(model, data.x, data.edge_index), data, *args,
                              epochs=25))
@@ -244,31 +254,251 @@ def small_graph():
 
 def test_gcn_and_appnp_are_pyg_layers_in_the_stack():
     data = small_graph()
+    dims = Dims(12, 3, 300)
     torch.manual_seed(0)
-    gcn = MODELS['gcn'].build(12, 3, PROTOCOL).eval()
+    gcn = MODELS['gcn'].build(dims, configurations('gcn')[0]).eval()
     first, second = gcn.layers
     assert isinstance(first, GCNConv) and (first.in_channels, first.out_channels) == (12, 64)
     reference = second(first(data.x, data.edge_index).relu(), data.edge_index)
     torch.testing.assert_close(MODELS['gcn'].run(gcn, data), reference, rtol=0, atol=0)
-    appnp = MODELS['appnp'].build(12, 3, PROTOCOL).eval()
+    appnp = MODELS['appnp'].build(dims, configurations('appnp')[1]).eval()
     mlp = appnp.layers[1](appnp.layers[0](data.x).relu())
-    reference = APPNP(K=10, alpha=0.1)(mlp, data.edge_index)
+    reference = APPNP(K=10, alpha=0.5)(mlp, data.edge_index)
     torch.testing.assert_close(MODELS['appnp'].run(appnp, data), reference, rtol=0, atol=0)
-    assert isinstance(gcn, Stack) and gcn.dropout == PROTOCOL.dropout
+    assert isinstance(gcn, Stack) and gcn.dropout == PROTOCOL.dropout and not gcn.residual
 
 
-def test_every_model_trains_and_states_its_configuration():
+def test_residual_stack_is_a_pre_norm_residual_block_around_each_layer():
     data = small_graph()
-    protocol = PROTOCOL._replace(epochs=3)
+    config = configurations('gcn')[2]
+    assert config['residual'] and config['layers'] == 4
+    torch.manual_seed(0)
+    model = MODELS['gcn'].build(Dims(12, 3, 300), config).eval()
+    assert model.residual and len(model.layers) == 4 and len(model.norms) == 5
+    assert all(isinstance(conv, GCNConv) and (conv.in_channels, conv.out_channels) == (64, 64)
+               for conv in model.layers)
+    # Reference: the block written out with the stack's own modules.
+    x = model.encoder(data.x).relu()
+    for conv, norm in zip(model.layers, model.norms):
+        x = x + conv(torch.nn.functional.layer_norm(x, (64,), norm.weight, norm.bias),
+                     data.edge_index).relu()
+    last = model.norms[-1]
+    reference = model.decoder(torch.nn.functional.layer_norm(x, (64,), last.weight, last.bias))
+    torch.testing.assert_close(MODELS['gcn'].run(model, data), reference, rtol=0, atol=0)
+    # Dropout is active in training mode only.
+    model.train()
+    assert not torch.equal(model(data.x, data.edge_index), reference)
+    with pytest.raises(ValueError, match="both 'encoder' and 'decoder'"):
+        Stack(model.layers, 0.5, encoder=model.encoder)
+
+
+def test_the_new_baselines_are_the_pyg_layers_they_name():
+    dims = Dims(12, 3, 300)
+    gcnii = MODELS['gcnii'].build(dims, configurations('gcnii')[0])
+    assert len(gcnii.convs) == 4 and all(
+        isinstance(conv, GCN2Conv) and conv.alpha == 0.1 and conv.weight2 is None
+        for conv in gcnii.convs)  # shared weights: one matrix per layer
+    assert [conv.beta for conv in gcnii.convs] == pytest.approx(
+        [math.log(0.5 / layer + 1) for layer in range(1, 5)])
+    fagcn = MODELS['fagcn'].build(dims, configurations('fagcn')[1])
+    assert len(fagcn.convs) == 4 and all(isinstance(conv, FAConv) and conv.eps == 0.1
+                                         for conv in fagcn.convs)
+    for name, inner in (('dir_gcn', GCNConv), ('dir_sage', SAGEConv)):
+        model = MODELS[name].build(dims, configurations(name)[0])
+        assert all(isinstance(layer, DirGNNConv) and isinstance(layer.conv_in, inner)
+                   and layer.alpha == 0.5 and layer.root_weight for layer in model.layers)
+    linkx = MODELS['linkx'].build(dims, configurations('linkx')[2])
+    assert isinstance(linkx, LINKX) and linkx.num_nodes == 300 and len(linkx.final_mlp.lins) == 3
+    polynormer = MODELS['polynormer'].build(dims, configurations('polynormer')[2])
+    assert isinstance(polynormer, Polynormer) and len(polynormer.local_convs) == 7
+
+
+def test_polynormer_is_pygs_on_one_graph_and_switches_to_global_after_its_local_epochs():
+    data = small_graph()
+    config = configurations('polynormer', PROTOCOL._replace(epochs=10))[0]
+    assert local_epochs(config) == 5
+    torch.manual_seed(0)
+    model = MODELS['polynormer'].build(Dims(12, 3, 300), config).eval()
+    reference = Polynormer(12, 64, 3, local_layers=2).eval()
+    reference.load_state_dict(model.state_dict())
+    batch = torch.zeros(300, dtype=torch.long)
+    switch = MODELS['polynormer'].schedule
+    for epoch in range(10):
+        assert model._global == (epoch >= 5)
+        reference._global = model._global
+        torch.testing.assert_close(model(data.x, data.edge_index),
+                                   reference(data.x, data.edge_index, batch), rtol=0, atol=0)
+        switch(model, epoch, config)
+    model.reset_parameters()
+    assert not model._global
+
+
+def test_every_model_trains_in_every_configuration_of_its_grid():
+    data = small_graph()
+    protocol = PROTOCOL._replace(epochs=2)
     for name in MODELS:
-        result = fit_model(name, data, 'accuracy', protocol, seed=1)
-        assert 0.0 <= result.test <= 1.0 and 0 <= result.best_epoch < 3, name
-        config = chosen(name, protocol)
-        assert config['epochs'] == 3 and config['hidden'] == 64 and config['dropout'] == 0.5
-        json.dumps(config)  # serialisable
+        for config in configurations(name, protocol):
+            result = fit_model(name, data, 'accuracy', config, seed=1)
+            assert 0.0 <= result.test <= 1.0 and 0 <= result.best_epoch < 2, (name, config)
+            json.dumps(config)  # serialisable
     with pytest.raises(ValueError, match=r"tsgcn needs 'data.semantic_edge_index'"):
         del data.semantic_edge_index
-        fit_model('tsgcn', data, 'accuracy', protocol)
+        fit_model('tsgcn', data, 'accuracy')
+
+
+def test_gprgnn_learns_its_weights_without_decay():
+    model = MODELS['gprgnn'].build(Dims(12, 3, 300), configurations('gprgnn')[0])
+    groups = MODELS['gprgnn'].param_groups(model)
+    assert groups == [{'params': [model.gamma], 'weight_decay': 0.0}]
+
+
+def test_configurations_layer_protocol_config_and_grid_point():
+    configs = configurations('gcnii', PROTOCOL._replace(lr=0.02))
+    assert [c['layers'] for c in configs] == [4, 8, 16]
+    assert all(c['lr'] == 0.02 and c['alpha'] == 0.1 and c['epochs'] == 300 for c in configs)
+    assert configurations('gcn') == [{**PROTOCOL._asdict(), 'layer': 'GCNConv', **point}
+                                     for point in STACK_GRID]
+    assert all(1 <= len(model.grid) <= SEARCH_BUDGET for model in MODELS.values())
+
+
+def fake_model(*grid):
+    return Model('Fake', lambda dims, config: None, lambda model, data: None, {'option': 0},
+                 tuple(grid))
+
+
+@pytest.mark.parametrize('grid,match', [
+    ((), 'the grid must hold 1 to SEARCH_BUDGET = 3 points.*got 0'),
+    (({'option': i} for i in range(4)), 'the grid must hold 1 to SEARCH_BUDGET = 3 points.*got 4'),
+    (({'optoin': 1},), r"grid point \{'optoin': 1\} sets \['optoin'\], which is neither a "
+                       r"Protocol field nor in its config \(keys: .*'option'"),
+    (({'epochs': 100},), r"grid point \{'epochs': 100\} sets epochs"),
+])
+def test_configurations_refuse_a_grid_outside_the_rule(monkeypatch, grid, match):
+    monkeypatch.setitem(MODELS, 'fake', fake_model(*grid))
+    with pytest.raises(ValueError, match=f'^fake: {match}'):
+        configurations('fake')
+
+
+def test_select_takes_the_best_mean_the_first_on_ties_never_nan():
+    assert select([0.5, 0.7, 0.7, 0.6]) == 1
+    assert select([math.nan, 0.2, 0.1]) == 1
+    with pytest.warns(UserWarning, match='every configuration had a nan'):
+        assert select([math.nan, math.nan]) == 0
+
+
+# Validation and test scores per grid point and split, made so that choosing by
+# mean validation gives point 1, while choosing by test (mean or any split),
+# by the first split's validation or by the best single validation score
+# gives another point.
+VAL = [[0.50, 0.50, 0.50], [0.40, 0.70, 0.70], [0.80, 0.45, 0.45]]
+TEST = [[0.90, 0.90, 0.90], [0.10, 0.20, 0.30], [0.50, 0.60, 0.70]]
+
+
+def fake_fit(calls):
+    def fit(name, data, metric, config, seed):
+        calls.append((name, data, metric, config, seed))
+        point, k = config['option'], [3, 5, 7].index(seed)
+        return SplitResult(TEST[point][k], VAL[point][k], 10 * point + k, 0.5)
+    return fit
+
+
+def test_search_chooses_by_mean_validation_never_by_test(monkeypatch):
+    monkeypatch.setitem(MODELS, 'fake', fake_model({'option': 0}, {'option': 1},
+                                                   {'option': 2}))
+    data, calls, seen = official(), [], []
+    found = search('fake', data, 'accuracy', [3, 5, 7], fit=fake_fit(calls),
+                   on_run=lambda point, k, result: seen.append((point, k)))
+    assert found.index == 1 and found.config == {**PROTOCOL._asdict(), 'option': 1}
+    assert found.mean_val == pytest.approx([sum(v) / 3 for v in VAL])
+    assert [r.test for r in found.chosen_runs] == TEST[1]
+    assert found.splits == [3, 5, 7] and seen == [(p, k) for p in range(3) for k in (3, 5, 7)]
+    # Every point on every split, seeded by the split, on that split's masks.
+    assert [(c[3]['option'], c[4]) for c in calls] == [(p, k) for p in range(3)
+                                                         for k in (3, 5, 7)]
+    for name, split, metric, config, k in calls:
+        assert name == 'fake' and metric == 'accuracy'
+        assert config == configurations('fake')[config['option']]
+        assert torch.equal(split.val_mask, data.val_mask[:, k])
+        assert torch.equal(split.test_mask, data.test_mask[:, k])
+
+
+def test_search_checks_the_splits_before_training(monkeypatch):
+    monkeypatch.setitem(MODELS, 'fake', fake_model({'option': 0}))
+    calls = []
+    for splits, match in (([3, 3], 'distinct'), ([], 'at least one'),
+                          ([0, 10], r"'k' must be an official split in \[0, 9\]")):
+        with pytest.raises(ValueError, match=match):
+            search('fake', official(), 'accuracy', splits, fit=fake_fit(calls))
+    assert calls == []
+
+
+def fake_searches(names, splits=(3, 5, 7), protocol=PROTOCOL):
+    # Real model names (their grids and configurations), fake training.
+    def fit(name, data, metric, config, seed):
+        point = [c for c in configurations(name, protocol)].index(config)
+        base = 0.1 * list(MODELS).index(name) + 0.01 * point
+        return SplitResult(base + 0.001 * seed, 0.5 - 0.01 * point + 0.002 * seed, seed, 1.0)
+    return [search(name, official(), 'accuracy', splits, protocol, fit) for name in names]
+
+
+LABELS = {name: model.label for name, model in MODELS.items()}
+
+
+def test_record_holds_the_issues_keys_and_every_run():
+    rec = record('chameleon_filtered', 'accuracy', fake_searches(['mlp', 'gcn']), LABELS)
+    assert list(rec)[:4] == ['dataset', 'metric', 'chosen', 'results']
+    assert rec['chosen']['gcn']['grid'] == list(STACK_GRID) and rec['chosen']['gcn']['index'] == 0
+    assert rec['chosen']['gcn']['config'] == configurations('gcn')[0]
+    assert rec['results']['gcn'] == pytest.approx([0.103, 0.105, 0.107])
+    assert rec['splits'] == [3, 5, 7] and rec['best_epoch']['mlp'] == [3, 5, 7]
+    # The fake's own arithmetic (mlp is model 0): every point's runs, in grid order.
+    assert [run['test'] for run in rec['runs']['mlp']] == [
+        [0.1 * 0 + 0.01 * p + 0.001 * k for k in (3, 5, 7)] for p in range(3)]
+    json.dumps(rec)
+
+
+def test_merge_is_the_record_of_one_process():
+    one = record('actor', 'accuracy', fake_searches(['mlp', 'gcn', 'gat']), LABELS)
+    parts = [record('actor', 'accuracy', fake_searches(names), LABELS)
+             for names in (['mlp', 'gcn'], ['gat'])]
+    other = record('minesweeper', 'roc_auc', fake_searches(['gcn']), LABELS)
+    merged = merge([parts[0], other, parts[1]], ['a.json', 'b.json', 'c.json'])
+    assert list(merged) == ['actor', 'minesweeper']
+    assert json.dumps(merged['actor']) == json.dumps(one)  # the same keys, in the same order
+    assert merged['minesweeper'] == other
+    summary = format_summary(merged)
+    assert 'actor (accuracy)' in summary and 'minesweeper (roc_auc)' in summary
+    assert summary.splitlines()[1].split()[0] == 'MLP'
+
+
+def test_merge_refuses_records_that_do_not_compare():
+    rec = record('actor', 'accuracy', fake_searches(['mlp']), LABELS)
+    with pytest.raises(ValueError, match=r"model 'mlp' is in both a.json and b.json"):
+        merge([rec, rec], ['a.json', 'b.json'])
+    other_splits = record('actor', 'accuracy', fake_searches(['gcn'], (0, 1, 2)), LABELS)
+    with pytest.raises(ValueError, match=r'b.json has splits \[0, 1, 2\], a.json has '
+                                         r'\[3, 5, 7\]'):
+        merge([rec, other_splits], ['a.json', 'b.json'])
+    short = record('chameleon_filtered', 'accuracy',
+                   fake_searches(['gcn'], protocol=PROTOCOL._replace(epochs=5)), LABELS)
+    with pytest.raises(ValueError, match='different numbers of epochs.*b.json'):
+        merge([rec, short], ['a.json', 'b.json'])
+    with pytest.raises(ValueError, match=r"c.json: not a record.*'chosen'"):
+        merge([{'dataset': 'actor', 'metric': 'accuracy', 'splits': [], 'results': {}}],
+              ['c.json'])
+
+
+def test_table_gives_each_model_its_mean_paired_difference_and_choice():
+    rec = record('actor', 'accuracy', fake_searches(['mlp', 'gcn']), LABELS)
+    rec['results']['mlp'] = [0.30, 0.40, 0.35]
+    rec['results']['gcn'] = [0.20, 0.36, 0.37]
+    lines = format_table(rec).splitlines()
+    assert 'official splits [3, 5, 7]' in lines[0]
+    mlp = next(line for line in lines if line.startswith('MLP '))
+    # mean 35.0, s.e. stdev(30, 40, 35) / sqrt(3) = 5 / sqrt(3) = 2.9; differences
+    # 10, 4, -2: mean +4.0, s.e. 6 / sqrt(3) = 3.5; chosen: point 1 of 3.
+    assert '35.0 ± 2.9' in mlp and '+4.0 ± 3.5' in mlp
+    assert '1/3: residual=False, layers=2' in mlp
 
 
 def test_load_heterophilous_copies_the_staged_file_and_leaves_nothing(tmp_path, monkeypatch):

@@ -1,0 +1,180 @@
+r"""The record of a heterophily comparison (issue 29): the JSON object that
+:mod:`examples.heterophily` writes per dataset, the merge of several such
+files (one per process of a parallel run), and the tables printed from them.
+
+The object of one dataset (the first four keys are the issue's)::
+
+    {"dataset": str, "metric": "accuracy" | "roc_auc",
+     "chosen": {model: {"config": {...}, "grid": [point, ...], "index": i,
+                        "mean_val": [mean validation score per point]}},
+     "results": {model: [test score per split]},      # the chosen point's
+     "splits": [k, ...],                               # the official splits run
+     "labels": {model: name in tables},
+     "val": {model: [...]}, "best_epoch": {model: [...]},
+     "seconds": {model: [...]},                        # per split, chosen point
+     "runs": {model: [{"val", "test", "best_epoch", "seconds": [per split]}
+                      per grid point]}}
+
+Scores are fractions in :math:`[0, 1]`; every list per split is in the order
+of :obj:`"splits"`."""
+import json
+import math
+import statistics
+from typing import Any, Dict, List, Sequence, Tuple
+
+from harness.heterophily import Config, Search
+
+Record = Dict[str, Any]
+
+#: The keys every model of a record has an entry under.
+PER_MODEL = ('chosen', 'results', 'labels', 'val', 'best_epoch', 'seconds', 'runs')
+
+
+def mean_and_error(values: Sequence[float]) -> Tuple[float, float]:
+    r"""The mean and its standard error (sample standard deviation over the
+    square root of the count; :obj:`nan` for one value)."""
+    if len(values) < 2:
+        return statistics.mean(values), math.nan
+    return statistics.mean(values), statistics.stdev(values) / math.sqrt(len(values))
+
+
+def describe(point: Config) -> str:
+    r"""A grid point in a table cell: :obj:`key=value` pairs."""
+    return ', '.join(f'{key}={value}' for key, value in point.items()) or 'as configured'
+
+
+def record(dataset: str, metric: str, searches: Sequence[Search],
+           labels: Dict[str, str]) -> Record:
+    r"""The JSON object of :obj:`searches` (one per model, the same splits)
+    on :obj:`dataset`, :obj:`labels` naming each model in tables."""
+    splits = {tuple(s.splits) for s in searches}
+    if len(splits) > 1:
+        raise ValueError(f'The searches ran different splits: {sorted(splits)}')
+    out: Record = {'dataset': dataset, 'metric': metric, 'chosen': {}, 'results': {},
+                   'splits': list(next(iter(splits))) if splits else [],
+                   **{key: {} for key in PER_MODEL[2:]}}
+    for s in searches:
+        chosen = s.chosen_runs
+        out['chosen'][s.name] = {'config': s.config, 'grid': list(s.grid), 'index': s.index,
+                                 'mean_val': s.mean_val}
+        out['results'][s.name] = [r.test for r in chosen]
+        out['labels'][s.name] = labels[s.name]
+        out['val'][s.name] = [r.val for r in chosen]
+        out['best_epoch'][s.name] = [r.best_epoch for r in chosen]
+        out['seconds'][s.name] = [r.seconds for r in chosen]
+        out['runs'][s.name] = [{field: [getattr(r, field) for r in runs]
+                                for field in ('val', 'test', 'best_epoch', 'seconds')}
+                               for runs in s.runs]
+    return out
+
+
+def merge(records: Sequence[Record], sources: Sequence[str]) -> Dict[str, Record]:
+    r"""The records of several processes merged per dataset, models in the
+    order of :obj:`records`; :obj:`sources` names each record (its file) in
+    errors.
+
+    Raises :class:`ValueError`, naming the files, when a model appears twice
+    for one dataset, when the records of one dataset ran different splits or
+    metrics, or when two models were trained for different numbers of
+    epochs (the comparison needs the same budget)."""
+    if len(records) != len(sources):
+        raise ValueError(f"'sources' must name each record ({len(records)} records, "
+                         f"{len(sources)} sources)")
+    merged: Dict[str, Record] = {}
+    first: Dict[str, str] = {}  # dataset -> the file it first came from
+    origin: Dict[Tuple[str, str], str] = {}  # (dataset, model) -> its file
+    for rec, source in zip(records, sources):
+        missing = [key for key in ('dataset', 'metric', 'splits', *PER_MODEL) if key not in rec]
+        if missing:
+            raise ValueError(f'{source}: not a record of examples.heterophily (no {missing})')
+        dataset = rec['dataset']
+        if dataset not in merged:
+            merged[dataset] = {'dataset': dataset, 'metric': rec['metric'], 'chosen': {},
+                               'results': {}, 'splits': rec['splits'],
+                               **{key: {} for key in PER_MODEL[2:]}}
+            first[dataset] = source
+        out = merged[dataset]
+        for key in ('metric', 'splits'):
+            if rec[key] != out[key]:
+                raise ValueError(f'{dataset}: {source} has {key} {rec[key]}, '
+                                 f'{first[dataset]} has {out[key]}; merge records of the '
+                                 f'same runs only')
+        for model in rec['results']:
+            if (dataset, model) in origin:
+                raise ValueError(f"{dataset}: model {model!r} is in both "
+                                 f"{origin[dataset, model]} and {source}")
+            origin[dataset, model] = source
+            for key in PER_MODEL:
+                out[key][model] = rec[key][model]
+    epochs = {(dataset, model): rec['chosen'][model]['config'].get('epochs')
+              for dataset, rec in merged.items() for model in rec['chosen']}
+    if len(set(epochs.values())) > 1:
+        by_epochs: Dict[Any, List[str]] = {}
+        for (dataset, model), value in epochs.items():
+            by_epochs.setdefault(value, []).append(f'{dataset}/{model} '
+                                                   f'({origin[dataset, model]})')
+        raise ValueError(f'The models were trained for different numbers of epochs: '
+                         f'{by_epochs}')
+    return merged
+
+
+def load(paths: Sequence[str]) -> Dict[str, Record]:
+    r""":func:`merge` of the JSON files :obj:`paths`."""
+    records = []
+    for path in paths:
+        with open(path, encoding='utf-8') as f:
+            records.append(json.load(f))
+    return merge(records, list(paths))
+
+
+def format_table(rec: Record) -> str:
+    r"""The table of one dataset's record: per model the test score (%)
+    mean ± standard error over the splits, the mean paired difference to
+    GCN with its standard error (where GCN ran), the mean validation score,
+    the chosen grid point and the mean seconds per run."""
+    metric, splits = rec['metric'], rec['splits']
+    lines = [f"{rec['dataset']}: test {metric} (%) at the best validation epoch, mean ± "
+             f"standard error over the official splits {splits}; each model's "
+             f"configuration chosen by its mean validation {metric} over those splits"]
+    rows = [('model', 'test', '- GCN', 'val', 'chosen (grid point)', 's/run')]
+    gcn = rec['results'].get('gcn')
+    for model, scores in rec['results'].items():
+        mean, error = mean_and_error(scores)
+        diff = ''
+        if gcn is not None and model != 'gcn':
+            diff = '{:+.1f} ± {:.1f}'.format(
+                *(100 * v for v in mean_and_error([a - b for a, b in zip(scores, gcn)])))
+        chosen = rec['chosen'][model]
+        grid = chosen['grid']
+        point = (f"{chosen['index'] + 1}/{len(grid)}: {describe(grid[chosen['index']])}"
+                 if len(grid) > 1 else 'fixed')
+        rows.append((rec['labels'][model], f'{100 * mean:.1f} ± {100 * error:.1f}', diff,
+                     f"{100 * statistics.mean(rec['val'][model]):.1f}", point,
+                     f"{statistics.mean(rec['seconds'][model]):.1f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        lines.append('  '.join(cell.ljust(width) if i in (0, 4) else cell.rjust(width)
+                               for i, (cell, width) in enumerate(zip(row, widths))).rstrip())
+    return '\n'.join(lines)
+
+
+def format_summary(records: Dict[str, Record]) -> str:
+    r"""Test scores (%) of every model on every dataset of :obj:`records`,
+    mean ± standard error, one row per model."""
+    datasets = list(records)
+    models: Dict[str, str] = {}
+    for rec in records.values():
+        for model, label in rec['labels'].items():
+            models.setdefault(model, label)
+    rows = [('model', *(f"{d} ({records[d]['metric']})" for d in datasets))]
+    for model, label in models.items():
+        cells = []
+        for d in datasets:
+            scores = records[d]['results'].get(model)
+            cells.append('' if scores is None else '{:.1f} ± {:.1f}'.format(
+                *(100 * v for v in mean_and_error(scores))))
+        rows.append((label, *cells))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return '\n'.join('  '.join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                               for i, (cell, width) in enumerate(zip(row, widths))).rstrip()
+                     for row in rows)
