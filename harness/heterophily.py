@@ -36,13 +36,14 @@ from torch_geometric.nn import APPNP, DirGNNConv, GATConv, GCNConv
 from torch_geometric.nn.models import LINKX
 
 from harness.baselines import ProjectFirstSAGEConv
-from harness.data import SHARED_DATA, offline_root
+from harness.data import SHARED_DATA, load_paper_dataset, offline_root, run_split
 from harness.gprgnn import GPRGNN
 from harness.heterophily_baselines import FAGCN, GCNII, FullGraphPolynormer
 from harness.training import train_epochs
-from torch_geometric_regcn import RegularizerGNN
+from torch_geometric_regcn import RegularizerConv, RegularizerGNN
 from torch_geometric_regcn.datasets import HETEROPHILOUS, load_dataset
 from torch_geometric_regcn.datasets.heterophilous import normalize_name
+from torch_geometric_regcn.regularizers import Regularizer
 from torch_geometric_regcn.utils.validation import check_int
 
 #: The metrics :func:`score` computes.
@@ -66,6 +67,29 @@ def load_heterophilous(name: str, root: Optional[str] = None,
         with tempfile.TemporaryDirectory(prefix='regcn-data-') as tmp:
             return load_heterophilous(name, offline_root(name, tmp, shared), shared)
     return load_dataset(name, root)[0]
+
+
+#: The homophilous graphs the recommended heterophily model is checked on
+#: (issue 29: it must not lose more than 0.5 to GCN there).
+HOMOPHILOUS = ('cora', 'citeseer', 'pubmed')
+
+
+def load_homophilous(name: str, num_splits: int = 10, shared: str = SHARED_DATA) -> Data:
+    r"""Cora, CiteSeer or PubMed (:obj:`name` in :obj:`HOMOPHILOUS`, any
+    case) as :func:`harness.data.load_paper_dataset` loads them (rows
+    L2-normalised, offline), with the paper's random splits of seeds
+    :obj:`0 .. num_splits - 1` (:func:`harness.data.run_split`: 20 labelled
+    nodes per class, 500 validation, 1,000 test) as :obj:`[N, num_splits]`
+    masks, in the layout of the official splits of the heterophilous sets."""
+    key = name.lower()
+    if key not in HOMOPHILOUS:
+        raise ValueError(f"'name' must be one of {list(HOMOPHILOUS)} (got {name!r})")
+    data = load_paper_dataset({'cora': 'Cora', 'citeseer': 'CiteSeer',
+                               'pubmed': 'PubMed'}[key], shared=shared)
+    splits = [run_split(data, seed) for seed in range(check_int('num_splits', num_splits))]
+    for part in ('train_mask', 'val_mask', 'test_mask'):
+        data[part] = torch.stack([split[part] for split in splits], dim=1)
+    return data
 
 
 def official_split(data: Data, k: int) -> Data:
@@ -447,6 +471,34 @@ def _gprgnn(dims: Dims, config: Config) -> torch.nn.Module:
                   config['alpha'], config['dropout'], config['dprate'])
 
 
+#: The recommended heterophily model of the package (:obj:`"regcn"`): in
+#: every layer a :class:`~torch_geometric_regcn.RegularizerConv` with the
+#: learned frequency response of :obj:`"polynomial"` (degree 2, from the
+#: PPR weights of :math:`\alpha = 0.1`, coefficients learned without weight
+#: decay) and ego/neighbour separation (:obj:`root_weight=True`).
+_REGCN = {'layer': 'RegularizerConv', 'regularizer': 'polynomial', 'K': 2, 'alpha': 0.1,
+          'learn': ('gamma',), 'root_weight': True}
+
+#: The keys of a configuration that go to :class:`RegularizerConv` as they are.
+_REGCN_KEYS = ('regularizer', 'root_weight', 'directed', 'K', 'alpha', 'learn')
+
+
+def _regcn() -> Callable:
+    def build(dims: Dims, config: Config) -> torch.nn.Module:
+        options = {key: config[key] for key in _REGCN_KEYS if key in config}
+        solver = 'series' if config['regularizer'] == 'polynomial' or config['directed'] else None
+        return make_stack(lambda a, b, last: RegularizerConv(a, b, solver=solver, cached=True,
+                                                             **options), dims, config)
+    return build
+
+
+def _coefficients_undecayed(model: torch.nn.Module) -> List[Dict[str, Any]]:
+    # The learned regulariser coefficients, in a group without weight decay.
+    params = [p for m in model.modules() if isinstance(m, Regularizer)
+              for p in m.learned_parameters()]
+    return [{'params': params, 'weight_decay': 0.0}]
+
+
 def _gamma_undecayed(model: torch.nn.Module) -> List[Dict[str, Any]]:
     return [{'params': [model.gamma], 'weight_decay': 0.0}]
 
@@ -545,12 +597,25 @@ MODELS: Dict[str, Model] = {
                    semantic=True),
     'tsgcn_topology': Model('tsGCN (a=1, b=0)', _tsgcn(1.0, 0.0), _graph_inputs,
                             {**_TSGCN, 'alpha': 1.0, 'beta': 0.0}),
-    # The package's heterophily models (issue 29, item 2) are added here, each e.g. as
-    #   'name': Model('Label', lambda dims, c: make_stack(
-    #                     lambda a, b, last: Layer(a, b, option=c['option']), dims, c),
-    #                 _graph_inputs, {'layer': 'Layer', 'option': ...}, STACK_GRID),
-    # where c is one of configurations('name'): PROTOCOL, the entry's config, a grid point.
+    # The package's heterophily models: RegularizerConv layers in the same Stack.
+    'regcn': Model('RegCN (poly, sep)', _regcn(), _graph_inputs,
+                   {**_REGCN, 'directed': False}, STACK_GRID,
+                   param_groups=_coefficients_undecayed),
+    'regcn_dir': Model('RegCN (poly, sep, dir)', _regcn(), _graph_inputs,
+                       {**_REGCN, 'directed': True}, STACK_GRID,
+                       param_groups=_coefficients_undecayed),
+    'regcn_sep': Model('RegCN (gcn, sep)', _regcn(), _graph_inputs,
+                       {'layer': 'RegularizerConv', 'regularizer': 'gcn', 'root_weight': True,
+                        'directed': False}, STACK_GRID),
+    'regcn_signed': Model('RegCN (signed, sep)', _regcn(), _graph_inputs,
+                          {'layer': 'RegularizerConv', 'regularizer': 'signed', 'alpha': -0.25,
+                           'learn': ('alpha',), 'root_weight': True, 'directed': False},
+                          STACK_GRID, param_groups=_coefficients_undecayed),
 }
+
+#: The package's recommended heterophily model, fixed before any measurement:
+#: :obj:`MODELS['regcn']`.
+RECOMMENDED = 'regcn'
 
 
 def configurations(name: str, protocol: Protocol = PROTOCOL) -> List[Config]:
