@@ -41,6 +41,7 @@ downloads its five sets as usual.
 """
 import argparse
 import json
+import os
 import time
 
 import torch
@@ -69,9 +70,11 @@ from torch_geometric_regcn.utils.progress import progress_bar
 
 
 def write_json(path, obj) -> None:
-    with open(path, 'w', encoding='utf-8') as f:
+    # Written beside, then renamed: a process stopped while writing leaves no half file.
+    with open(f'{path}.tmp', 'w', encoding='utf-8') as f:
         json.dump(obj, f, indent=2)
         f.write('\n')
+    os.replace(f'{path}.tmp', path)
 
 
 def merge_files(paths, out=None) -> None:

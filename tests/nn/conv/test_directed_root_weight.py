@@ -6,6 +6,7 @@ from torch_geometric.data import Data
 
 from tests.linalg.test_directed_adjacency import EDGES, dense_reference
 from torch_geometric_regcn import RegularizerConv, RegularizerGNN
+from torch_geometric_regcn.linalg import directed_adjacency
 
 N = 7
 
@@ -77,10 +78,48 @@ def test_directed_trains_in_a_network_and_caches():
         optimizer.step()
         losses.append(float(loss.detach()))
     assert losses[-1] < losses[0]
-    model.eval()
-    first = model(data.x, data.edge_index)
-    model.reset_cache()
-    torch.testing.assert_close(model(data.x, data.edge_index), first)
+    # The cached directed operators belong to the graph they were built from:
+    # another edge_index (the same edges reversed) is refused, not served stale.
+    with pytest.raises(ValueError):
+        model(data.x, data.edge_index.flip(0))
+
+
+def test_in_direction_gathers_as_pyg_message_passing():
+    # An independent orientation check: a PyG scatter from edge_index[0] to
+    # edge_index[1] of x_j / sqrt(d_out(j) d_in(i)) is P_in x.
+    from torch_geometric.utils import degree, scatter
+
+    x = torch.randn(N, 3, dtype=torch.float64)
+    source, target = EDGES
+    d_out = degree(source, N, dtype=torch.float64)
+    d_in = degree(target, N, dtype=torch.float64)
+    messages = x[source] / (d_out[source] * d_in[target]).sqrt()[:, None]
+    expected = scatter(messages, target, 0, dim_size=N, reduce='sum')
+    p_in = directed_adjacency(EDGES, N, dtype=torch.float64, direction='in')
+    torch.testing.assert_close(p_in @ x, expected, atol=1e-14, rtol=0)
+
+
+def test_directed_refuses_a_sparse_adjacency():
+    adj = torch.sparse_coo_tensor(EDGES, torch.ones(EDGES.size(1)), (N, N))
+    conv = RegularizerConv(3, 2, 'appnp', directed=True)
+    with pytest.raises(ValueError, match='orientation'):
+        conv(torch.randn(N, 3), adj)
+
+
+def test_a_module_pickled_before_the_options_loads():
+    import pickle
+
+    conv = RegularizerConv(3, 2, 'appnp')
+    x = torch.randn(N, 3)
+    expected = conv(x, EDGES)
+    state = conv.__getstate__()
+    for name in ('root_weight', 'directed', 'lin_out', 'lin_root'):  # as 0.1 pickled it
+        state.pop(name, None)
+    old = RegularizerConv.__new__(RegularizerConv)
+    old.__setstate__(state)
+    restored = pickle.loads(pickle.dumps(old))
+    torch.testing.assert_close(restored(x, EDGES), expected)
+    assert 'root_weight' not in repr(restored)
 
 
 def test_directed_errors():

@@ -190,6 +190,10 @@ class RegularizerConv(MessagePassing):
             out = conv(data.x, data.edge_index,
                        semantic_edge_index=data.semantic_edge_index)  # [500, 8]
     """
+    # Defaults for modules pickled before these options existed (see __setstate__).
+    root_weight: bool = False
+    directed: bool = False
+
     def __init__(self, in_channels: int, out_channels: int,
                  regularizer: Union[str, Regularizer, Type[Regularizer]] = 'gcn',
                  bias: bool = True, solver: Optional[str] = None, cached: bool = False,
@@ -263,6 +267,12 @@ class RegularizerConv(MessagePassing):
         # Copies and pickles start with an empty cache of their own (a shallow
         # copy would otherwise share this layer's GraphCache).
         return {**super().__getstate__(), '_graph_cache': GraphCache(), '_masking': None}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        super().__setstate__(state)
+        for name in ('lin_out', 'lin_root'):  # a module pickled before these options
+            if name not in self._modules and name not in self.__dict__:
+                self.__dict__[name] = None
 
     def reset_cache(self) -> None:
         r"""Forgets the graph cached by :obj:`cached=True`, so the next call
@@ -348,6 +358,12 @@ class RegularizerConv(MessagePassing):
                                lowrank_v=lowrank_v)
             check_module_materialized(self)
             check_layer_dtype('x', x, self.lin.weight.dtype, self.__class__.__name__)
+            if self.directed and not (isinstance(edge_index, Tensor)
+                                      and edge_index.layout == torch.strided):
+                raise ValueError("directed=True reads the direction of each edge from an edge "
+                                 "index tensor [2, E] (edge_index[0] the source); pass one "
+                                 "instead of a sparse adjacency, whose orientation (adj or "
+                                 "PyG's adj_t) it cannot tell")
         graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)
         graph.propagate = self._propagate_matrix
