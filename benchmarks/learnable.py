@@ -1,187 +1,322 @@
-r"""tsGCN's (alpha, beta) learned, against those of the validation grid search.
+r"""tsGCN's (alpha, beta) learned on the validation loss, against the validation grid, in one run.
 
 On Cora, CiteSeer and PubMed.
 
 Run from the repository root::
 
     python -m benchmarks.learnable [--datasets Cora CiteSeer PubMed] [--seeds 10 ...]
-                                   [--epochs 500 ...] [--routes learned fixed]
-                                   [--threads 1]
-    python -m benchmarks.learnable --summary-only   # rewrite learnable.md, train nothing
+                                   [--epochs 500 ...] [--routes bilevel grid]
+                                   [--device cuda] [--threads 1] [--shard I N]
+                                   [--cells FILE [FILE ...]]
+    python -m benchmarks.learnable --summary-only --cells FILE ...   # train nothing
 
-Two routes to tsGCN's coefficients, on the paper's random splits (seeds
-0 .. SEEDS - 1, the same splits for both), the 2-layer exact tsGCN of the
-library's convention, :math:`(\mathbf{I} - \mathbf{S})^{-1}` by conjugate
-gradient (``RegularizerGNN(F, 32, C, regularizer='tsgcn', solver='cg',
-cached=True, bias=False)``), trained by ``harness.training.fit`` (Adam,
-learning rate 0.01, test scores at the best validation epoch):
+Routes to tsGCN's coefficients, on the paper's random splits (seeds
+0 .. SEEDS - 1, the same splits for every route), all with the 2-layer exact
+tsGCN of the library's convention, :math:`(\mathbf{I} - \mathbf{S})^{-1}` by
+conjugate gradient (``RegularizerGNN(F, 32, C, regularizer='tsgcn',
+solver='cg', cached=True, bias=False)``), Adam on the weights with learning
+rate 0.01, and test scores at the best validation epoch (the later one on
+ties):
 
-- ``learned``: alpha and beta start at the paper's values
-  (``PAPER_SETTINGS``) and are learned with the weights
-  (``learn=('alpha', 'beta')``: softplus of ``raw_alpha``, ``raw_beta``,
-  per layer), by implicit differentiation through the CG solve. The raw
-  coefficients are an Adam group of their own without weight decay (weight
-  decay on ``raw_alpha`` would pull alpha towards softplus(0) = 0.69). The
-  coefficients of each layer are recorded after the last epoch and at the
-  best validation epoch.
-- ``fixed``: the same model at the (alpha, beta) that the validation grid of
-  ``benchmarks/results/tuning.md`` chose (:obj:`TUNED`, which cites the run),
-  held fixed: the grid route's final runs again, with the same model family
-  as the learned route and on the same splits, so that the two differ in the
-  coefficients alone. The grid itself is not run again: its seconds are the
-  ones tuning.md recorded (a low-rank ``TSGCN``, so a CG grid would cost more;
-  the report estimates how much from the per-epoch time measured here).
+- ``bilevel`` (the learned route): alpha and beta start at the paper's values
+  (``PAPER_SETTINGS``), each layer its own pair, and are learned on the
+  validation loss by
+  :class:`~torch_geometric_regcn.regularizers.BilevelStep`: per epoch one
+  weight step on the training cross-entropy (dropout on), then, on the
+  logits of the evaluation (dropout off), which also score the epoch, one
+  coefficient step on :func:`~torch_geometric_regcn.regularizers.calibrated_cross_entropy`
+  of the validation nodes (Adam, learning rate :obj:`COEFFICIENT_LR`,
+  no weight decay), through the implicit gradient of the CG solve; the
+  weights restart from their initial values after :obj:`PATIENCE` epochs
+  without a lower validation loss (``docs/learnable.md`` says why).
+- ``grid`` (the validation grid route): the same model with (alpha, beta)
+  fixed at each point of :obj:`GRIDS` (the grid of
+  ``benchmarks/results/tuning.md``, or ``--grid-alphas`` x ``--grid-betas``),
+  each point trained on each split; the point with the highest mean
+  validation accuracy over the splits is the route's choice (ties: the
+  first in grid order), its per-split test scores the route's scores, and
+  the route's time the sum of all its runs.
+- ``learned`` (optional): alpha and beta learned with the weights on the
+  training loss, the route of the issue that found it lost to the grid.
+- ``fixed`` (optional): the pair tuning.md chose (:obj:`TUNED`), held fixed.
+- ``bilevel-uncalibrated``, ``bilevel-no-restart`` (optional ablations):
+  ``bilevel`` with the plain validation cross-entropy, or without restarts.
 
-Everything but (alpha, beta) is the grid route's final setting, for both
-routes: the semantic graph's k, dropout and weight decay of :obj:`TUNED`
-(tuning.md chose them on validation too; on Cora they are the paper's k = 10,
-dropout 0, weight decay 5e-4), hidden 32 and learning rate 0.01. The
-protocol's runs are 10 splits of 500 epochs; ``--seeds`` and ``--epochs``
-take one value, or one per dataset, to fit a time budget (the report says
-what was reduced). Each run is appended to
-``benchmarks/results/learnable.jsonl`` as it finishes and skipped when
-stored, so an interrupted run resumes; ``benchmarks/results/learnable.md``
-then summarises every stored run. Features are the row-normalised sparse CSR
-matrix. The script pins ``--threads`` torch threads (default 1).
+Everything but (alpha, beta) is the grid route's setting of tuning.md for
+every route: the semantic graph's k, dropout and weight decay of
+:obj:`TUNED`, hidden 32, learning rate 0.01. The protocol's runs are 10
+splits of 500 epochs; ``--seeds`` and ``--epochs`` take one value or one per
+dataset. The summary compares the routes on the splits they share: the
+paired difference of test accuracy (learned - grid choice, mean and its
+standard error) and the time ratio (learned route / grid route, both sums
+of training time on the same device).
+
+Runs are appended, one JSON line each, to the first ``--cells`` file as they
+finish; a run stored in any of the ``--cells`` files is skipped, so an
+interrupted command resumes and processes that write files of their own
+merge in the summary. ``--shard I N`` trains every N-th run of the whole
+plan (all datasets, splits, routes and grid points), starting at run I, so
+that N processes (I = 0 .. N - 1) share it evenly. ``--device cuda`` moves
+the graph, the semantic graph's construction and the models there; the
+script pins ``--threads`` torch threads (default 1). Features are the
+row-normalised sparse CSR matrix.
 """
 import argparse
 import datetime
+import itertools
 import math
 import os.path as osp
 import statistics
 import time
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
+import torch.nn.functional as F
+from torch import Tensor
 
 from harness.data import REPO, load_paper_dataset, run_split
 from harness.measure import load_average, machine_info
 from harness.report import RESULTS, Report, command_line
 from harness.results import ResultStore
-from harness.training import fit
+from harness.training import FitResult, fit, keep_freed_memory, macro_f1
 from torch_geometric_regcn import RegularizerGNN, SemanticGraph
 from torch_geometric_regcn.datasets import PAPER_SETTINGS
+from torch_geometric_regcn.regularizers import (
+    BilevelStep,
+    calibrated_cross_entropy,
+    coefficient_parameters,
+    weight_parameters,
+)
 
 MODULE = 'benchmarks.learnable'
-CELLS = osp.join(RESULTS, 'learnable.jsonl')  #: one line per (dataset, route, epochs, seed)
+CELLS = osp.join(RESULTS, 'learnable.jsonl')  #: one line per run
 SUMMARY = osp.join(RESULTS, 'learnable.md')
 DATASETS = ['Cora', 'CiteSeer', 'PubMed']
-ROUTES = ['learned', 'fixed']
-EPOCHS, SEEDS = 500, 10  #: the protocol (the grid route's final runs)
+#: route -> (learns the coefficients, on the validation loss, calibrated, restarts)
+ROUTES = {
+    'bilevel': (True, True, True, True),
+    'grid': (False, False, False, False),
+    'learned': (True, False, False, False),
+    'fixed': (False, False, False, False),
+    'bilevel-uncalibrated': (True, True, False, True),
+    'bilevel-no-restart': (True, True, True, False),
+}
+DEFAULT_ROUTES = ['bilevel', 'grid']
+EPOCHS, SEEDS = 500, 10  #: the protocol
 HIDDEN, LR = 32, 0.01
+COEFFICIENT_LR = 0.05  #: Adam's learning rate of the raw coefficients (bilevel routes)
+PATIENCE = 10  #: epochs without a lower validation loss before the weights restart
 
 
 class Tuned(NamedTuple):
-    r"""The grid route's choice for one dataset, as recorded in
+    r"""The grid route's setting for one dataset, from
     ``benchmarks/results/tuning.md``."""
-    alpha: float
+    alpha: float  #: the pair tuning.md chose (route ``fixed``)
     beta: float
     k: int  #: the semantic graph's k
     dropout: float
     weight_decay: float
-    acc: float  #: test ACC (%) of its final runs there (low-rank TSGCN, 500 epochs)
-    std: float
-    splits: int  #: the splits of those final runs
-    search_seconds: int  #: the run(s) that searched (alpha, beta), final runs included
-    search_epochs: int  #: training epochs of the (alpha, beta) grid: points x splits x epochs
-    all_seconds: int  #: every random-split tuning run of the dataset in tuning.md
     source: str
 
 
-#: The tuned settings of ``benchmarks/results/tuning.md`` (random splits),
-#: with the sections they come from.
+#: The tuned settings of ``benchmarks/results/tuning.md`` (random splits).
 TUNED: Dict[str, Tuned] = {
-    'Cora': Tuned(
-        5.0, 1.0, 10, 0.0, 5e-4, 82.1, 1.9, 10, 400, 16 * 3 * 200, 420,
-        'section "Cora (2026-11-26)": the 4 x 4 grid (3 splits x 200 epochs each) chose '
-        'alpha = 5, beta = 1 at the paper\'s k = 10, dropout 0, weight decay 5e-4; the run '
-        'took 400 s with its final runs (10 splits x 500 epochs: ACC 82.1 (1.9)). The final '
-        'runs again ("Cora (2026-11-27)"): 82.3 (1.7), 20 s'),
-    'CiteSeer': Tuned(
-        5.0, 2.0, 40, 0.8, 0.05, 71.8, 0.6, 10, 993 + 311, (12 + 3) * 10 * 500, 10883,
-        'sections "CiteSeer (2026-11-27)" with --seeds 10 --grid-epochs 500: the 4 x 3 grid '
-        'of 993 s chose alpha = 5, beta = 2 (final runs: ACC 71.8 (0.6)), and the grid\'s '
-        'edge alpha = 10 (311 s) scored lower (74.3 against 74.8); at rank 828, k = 40, '
-        'dropout 0.8, weight decay 0.05, chosen by the earlier stages 2 and 3. Over 30 splits '
-        'the same setting scored 72.1 (1.1)'),
-    'PubMed': Tuned(
-        1.0, 0.1, 10, 0.8, 5e-3, 81.8, 1.4, 10, 800, 16 * 3 * 200, 1820,
-        'section "PubMed (2026-11-26)" (first): the 4 x 4 grid (3 splits x 200 epochs) chose '
-        'alpha = 1, beta = 0.1 (800 s with stage 2 and its final runs); stage 3 then chose '
-        'dropout 0.8, weight decay 5e-3, whose final runs ("PubMed (2026-11-27)") scored ACC '
-        '81.8 (1.4)'),
+    'Cora': Tuned(5.0, 1.0, 10, 0.0, 5e-4,
+                  'section "Cora (2026-11-26)": its 4 x 4 grid chose alpha = 5, beta = 1 at the '
+                  "paper's k = 10, dropout 0, weight decay 5e-4"),
+    'CiteSeer': Tuned(5.0, 2.0, 40, 0.8, 0.05,
+                      'sections "CiteSeer (2026-11-27)" with --seeds 10 --grid-epochs 500: the '
+                      '4 x 3 grid and its alpha = 10 row chose alpha = 5, beta = 2, at k = 40, '
+                      'dropout 0.8, weight decay 0.05 chosen by the earlier stages'),
+    'PubMed': Tuned(1.0, 0.1, 10, 0.8, 5e-3,
+                    'section "PubMed (2026-11-26)" (first): its 4 x 4 grid chose alpha = 1, '
+                    'beta = 0.1; stage 3 then chose dropout 0.8, weight decay 5e-3'),
+}
+
+#: The (alpha, beta) grids of tuning.md, for the route ``grid``.
+GRIDS: Dict[str, List[Tuple[float, float]]] = {
+    'Cora': list(itertools.product([0.5, 1.0, 2.0, 5.0], [0.1, 0.3, 0.5, 1.0])),
+    'CiteSeer': (list(itertools.product([1.0, 2.0, 3.0, 5.0], [0.5, 1.0, 2.0]))
+                 + [(10.0, 1.0), (10.0, 2.0), (10.0, 5.0)]),
+    'PubMed': list(itertools.product([0.5, 1.0, 2.0, 5.0], [0.1, 0.3, 0.5, 1.0])),
 }
 
 
-def cell_key(dataset: str, route: str, epochs: int, seed: int) -> str:
-    r"""The name of a run, e.g. ``'Cora__learned__e500__3'``."""
-    return f'{dataset}__{route}__e{epochs}__{seed}'
+class Run(NamedTuple):
+    dataset: str
+    route: str
+    seed: int
+    epochs: int
+    point: Optional[Tuple[float, float]]  #: (alpha, beta) of a grid run
 
 
-def open_cells(path: str = CELLS) -> ResultStore:
-    return ResultStore(path, key=lambda r: cell_key(r['dataset'], r['route'], r['epochs'],
-                                                   r['seed']))
+def route_label(route: str, point: Optional[Tuple[float, float]]) -> str:
+    r"""The route's name in a run's key: a grid run's names its point,
+    e.g. ``'grid-a5-b1'``."""
+    return route if point is None else f'{route}-a{point[0]:g}-b{point[1]:g}'
+
+
+def cell_key(dataset: str, label: str, epochs: int, seed: int, device: str = 'cpu') -> str:
+    r"""The name of a run, e.g. ``'Cora__bilevel__e500__3__cuda'`` (runs on
+    the CPU, as all before the device was recorded, have no suffix)."""
+    return f'{dataset}__{label}__e{epochs}__{seed}' + ('' if device == 'cpu' else f'__{device}')
+
+
+def record_key(r: dict) -> str:
+    point = (r['alpha0'], r['beta0']) if r['route'] == 'grid' else None
+    return cell_key(r['dataset'], route_label(r['route'], point), r['epochs'], r['seed'],
+                    r.get('device', 'cpu'))
+
+
+def open_cells(path: str) -> ResultStore:
+    return ResultStore(path, key=record_key)
 
 
 def coefficients(model: RegularizerGNN) -> Dict[str, List[float]]:
     r"""Each layer's alpha and beta."""
     regs = [conv.regularizer for conv in model.convs]
-    return {name: [float(getattr(r, name).detach()) for r in regs] for name in ('alpha', 'beta')}
+    return {name: [float(torch.as_tensor(getattr(r, name)).detach()) for r in regs]
+            for name in ('alpha', 'beta')}
 
 
-def train(data, dataset: str, route: str, seed: int, epochs: int) -> dict:
-    r"""One run of :obj:`route` on the split of :obj:`seed`: the stored record."""
-    tuned, paper = TUNED[dataset], PAPER_SETTINGS[dataset]
-    alpha, beta = (paper.alpha, paper.beta) if route == 'learned' else (tuned.alpha, tuned.beta)
-    run = run_split(data, seed)
-    torch.manual_seed(seed)
+def fit_bilevel(model: RegularizerGNN, forward, run, epochs: int, weight_decay: float,
+                calibrated: bool, restarts: bool, trace: List[Dict[str, List[float]]]
+                ) -> Tuple[FitResult, int]:
+    r"""The training loop of the bilevel routes, scored as
+    :func:`harness.training.fit` scores: returns the scores at the best
+    validation epoch and after the last one, and the number of training
+    cycles. :obj:`trace` receives each epoch's coefficients (those that
+    made its logits)."""
+    keep_freed_memory()
+    step = BilevelStep(
+        model, torch.optim.Adam(weight_parameters(model), lr=LR, weight_decay=weight_decay),
+        torch.optim.Adam(coefficient_parameters(model), lr=COEFFICIENT_LR),
+        patience=PATIENCE if restarts else None)
+    val_loss = calibrated_cross_entropy if calibrated else F.cross_entropy
+    y, train, val, test = run.y, run.train_mask, run.val_mask, run.test_mask
+    regs = [conv.regularizer for conv in model.convs]
+    values: List[Tensor] = []  # each epoch's [alpha per layer, beta per layer], on the device
+    best = FitResult(0.0, 0.0, -1.0, -1, 0.0)
+    start = time.perf_counter()
+    for epoch in range(epochs):
+        model.train()
+        out = forward()
+        step.weight_step(F.cross_entropy(out[train], y[train]))
+        model.eval()
+        out = forward()  # the evaluation's logits, with autograd for the coefficients
+        values.append(torch.stack([r.alpha for r in regs] + [r.beta for r in regs]).detach())
+        step.coefficient_step(val_loss(out[val], y[val]))
+        pred = out.detach().argmax(dim=-1)
+        accuracy = float((pred[val] == y[val]).float().mean())
+        if accuracy >= best.val_accuracy:
+            best = FitResult(float((pred[test] == y[test]).float().mean()),
+                             macro_f1(pred[test], y[test]), accuracy, epoch, 0.0)
+    best = best._replace(seconds=time.perf_counter() - start)
+    layers = len(regs)
+    trace.extend({'alpha': v[:layers], 'beta': v[layers:]}
+                 for v in (torch.stack(values).tolist() if values else []))
+    if epochs:
+        best = best._replace(last_accuracy=float((pred[test] == y[test]).float().mean()),
+                             last_f1=macro_f1(pred[test], y[test]))
+    return best, step.cycles
+
+
+def train(data, job: Run, device: torch.device) -> dict:
+    r"""One run: the stored record."""
+    tuned, paper = TUNED[job.dataset], PAPER_SETTINGS[job.dataset]
+    learns, on_validation, calibrated, restarts = ROUTES[job.route]
+    alpha, beta = (job.point if job.point is not None
+                   else (tuned.alpha, tuned.beta) if job.route == 'fixed'
+                   else (paper.alpha, paper.beta))
+    run = run_split(data, job.seed)
+    torch.manual_seed(job.seed)  # the same initial weights for every route of a split
     model = RegularizerGNN(run.num_features, HIDDEN, int(data.y.max()) + 1,
                            regularizer='tsgcn', solver='cg', alpha=alpha, beta=beta, k=tuned.k,
-                           learn=('alpha', 'beta') if route == 'learned' else (),
-                           cached=True, bias=False, dropout=tuned.dropout)
-    raw = [p for conv in model.convs for p in conv.regularizer.learned_parameters()]
+                           learn=('alpha', 'beta') if learns else (), cached=True, bias=False,
+                           dropout=tuned.dropout).to(device)
+
+    def forward():
+        return model(run.x, run.edge_index, semantic_edge_index=run.semantic_edge_index)
+
     trace: List[Dict[str, List[float]]] = []
     load = load_average()
-    result = fit(model, lambda: model(run.x, run.edge_index,
-                                      semantic_edge_index=run.semantic_edge_index),
-                 run, epochs, LR, tuned.weight_decay,
-                 on_epoch=lambda epoch: trace.append(coefficients(model)) if raw else None,
-                 param_groups=[{'params': raw, 'weight_decay': 0.0}] if raw else None)
-    record = dict(dataset=dataset, route=route, seed=seed, epochs=epochs,
+    cycles = 1
+    if on_validation:
+        result, cycles = fit_bilevel(model, forward, run, job.epochs, tuned.weight_decay,
+                                     calibrated, restarts, trace)
+    else:
+        raw = coefficient_parameters(model) if learns else []
+        result = fit(model, forward, run, job.epochs, LR, tuned.weight_decay,
+                     on_epoch=lambda epoch: trace.append(coefficients(model)) if raw else None,
+                     param_groups=[{'params': raw, 'weight_decay': 0.0}] if raw else None)
+    record = dict(dataset=job.dataset, route=job.route, seed=job.seed, epochs=job.epochs,
                   alpha0=alpha, beta0=beta, k=tuned.k, dropout=tuned.dropout,
                   weight_decay=tuned.weight_decay, acc=100 * result.accuracy,
                   f1=100 * result.f1, val=100 * result.val_accuracy,
                   last_acc=100 * result.last_accuracy, epoch=result.best_epoch,
-                  seconds=result.seconds, threads=torch.get_num_threads(), load=load)
-    if raw:
+                  seconds=result.seconds, threads=torch.get_num_threads(), load=load,
+                  device=device.type,
+                  gpu=torch.cuda.get_device_name(device) if device.type == 'cuda' else None)
+    if learns:
         record.update({f'{name}_last': trace[-1][name] for name in ('alpha', 'beta')})
         record.update({f'{name}_best': trace[result.best_epoch][name]
                        for name in ('alpha', 'beta')})
+    if on_validation:
+        record.update(cycles=cycles, coefficient_lr=COEFFICIENT_LR, calibrated=calibrated,
+                      patience=PATIENCE if restarts else None)
     return record
 
 
-def run_dataset(cells: ResultStore, dataset: str, seeds: int, epochs: int,
-                routes: Sequence[str], command: str) -> None:
-    r"""Trains the runs of :obj:`dataset` that :obj:`cells` lacks, the routes
-    alternating split by split (so that a change of the machine's load falls
-    on both), and stores each as it finishes."""
-    todo = [(seed, route) for seed in range(seeds) for route in routes
-            if cell_key(dataset, route, epochs, seed) not in cells]
-    if not todo:
-        return
+def plan(datasets: Sequence[str], seeds: Dict[str, int], epochs: Dict[str, int],
+         routes: Sequence[str], grids: Dict[str, List[Tuple[float, float]]]) -> List[Run]:
+    r"""Every run of the command, split by split (so that an interrupted
+    command leaves whole splits of every route, and a shard a mix of them)."""
+    runs = []
+    for seed in range(max(seeds.values())):
+        for dataset in datasets:
+            if seed >= seeds[dataset]:
+                continue
+            for route in routes:
+                for point in (grids[dataset] if route == 'grid' else [None]):
+                    runs.append(Run(dataset, route, seed, epochs[dataset], point))
+    return runs
+
+
+def load_graph(dataset: str, device: torch.device):
     start = time.perf_counter()
-    data = SemanticGraph(TUNED[dataset].k, progress=False)(
-        load_paper_dataset(dataset, sparse_features=True))
-    print(f'{dataset}: loaded, semantic graph k = {TUNED[dataset].k}, '
+    data = load_paper_dataset(dataset, sparse_features=True).to(device)
+    data = SemanticGraph(TUNED[dataset].k, progress=False)(data)
+    print(f'{dataset}: loaded, semantic graph k = {TUNED[dataset].k} on {device}, '
           f'{time.perf_counter() - start:.1f} s', flush=True)
-    for seed, route in todo:
-        record = train(data, dataset, route, seed, epochs)
+    return data
+
+
+def train_all(stores: List[ResultStore], runs: Sequence[Run], device: torch.device,
+              command: str) -> None:
+    r"""Trains the :obj:`runs` that no store holds, appending each to the
+    first store as it finishes."""
+    def stored(job: Run) -> bool:
+        key = cell_key(job.dataset, route_label(job.route, job.point), job.epochs, job.seed,
+                       device.type)
+        return any(key in store for store in stores)
+
+    todo = [job for job in runs if not stored(job)]
+    print(f'{len(todo)} of {len(runs)} runs to train on {device}', flush=True)
+    graphs: Dict[str, object] = {}
+    for job in todo:
+        if job.dataset not in graphs:
+            graphs[job.dataset] = load_graph(job.dataset, device)
+        record = train(graphs[job.dataset], job, device)
         record['command'] = command
-        cells.add(record)
-        learned = (f"; alpha {record['alpha_last']}, beta {record['beta_last']}"
-                   if route == 'learned' else '')
-        print(f"{dataset} {route} seed {seed}: ACC {record['acc']:.1f} (epoch "
-              f"{record['epoch']}), {record['seconds']:.0f} s{learned}", flush=True)
+        stores[0].add(record)
+        what = (f"; alpha {record['alpha_last']}, beta {record['beta_last']}"
+                if 'alpha_last' in record else '')
+        print(f"{job.dataset} {route_label(job.route, job.point)} seed {job.seed}: ACC "
+              f"{record['acc']:.1f} (epoch {record['epoch']}), {record['seconds']:.1f} s{what}",
+              flush=True)
+
+
+# -- the summary ---------------------------------------------------------------------------
 
 
 def _mean_std(values: Sequence[float], spec: str = '.1f') -> str:
@@ -195,146 +330,148 @@ def _layers(rows: List[dict], name: str) -> str:
                      for i in range(len(rows[0][name])))
 
 
-def summarize(cells: ResultStore, rep: Report) -> None:
-    r"""Appends the summary of every stored run to :obj:`rep`."""
-    records = cells.records()
-    commands = sorted({r['command'] for r in records})
-    rep(f'Runs stored in `{osp.relpath(cells.path, REPO)}`, made by: '
-        + '; '.join(f'`{c}`' for c in commands) + '.')
-    rep()
-    _overview(records, rep)
-    for dataset in DATASETS:
-        mine = [r for r in records if r['dataset'] == dataset]
-        if not mine:
-            continue
-        tuned, paper = TUNED[dataset], PAPER_SETTINGS[dataset]
-        rep(f'## {dataset}')
-        rep()
-        rep(f'Both routes: k = {tuned.k}, dropout {tuned.dropout:g}, weight decay '
-            f'{tuned.weight_decay:g} (none on the raw coefficients), hidden {HIDDEN}, learning '
-            f'rate {LR:g}. The grid route\'s choice, from `tuning.md`: {tuned.source}.')
-        rep()
-        rows, times = [], []
-        for epochs in sorted({r['epochs'] for r in mine}, reverse=True):
-            by_route = {route: sorted((r for r in mine if r['route'] == route
-                                       and r['epochs'] == epochs), key=lambda r: r['seed'])
-                        for route in ROUTES}
-            for route, runs in by_route.items():
-                if not runs:
-                    continue
-                seconds = sum(r['seconds'] for r in runs)
-                if route == 'learned':
-                    what = (f'learned from ({paper.alpha:g}, {paper.beta:g}): alpha '
-                            f'{_layers(runs, "alpha_last")}, beta {_layers(runs, "beta_last")} '
-                            f'(layers 1, 2; at the best validation epoch alpha '
-                            f'{_layers(runs, "alpha_best")}, beta {_layers(runs, "beta_best")})')
-                else:
-                    what = f'fixed at the grid\'s ({tuned.alpha:g}, {tuned.beta:g})'
-                rows.append([route, what, len(runs), epochs, _mean_std([r['acc'] for r in runs]),
-                             _mean_std([r['f1'] for r in runs]),
-                             _mean_std([r['last_acc'] for r in runs]),
-                             _mean_std([r['val'] for r in runs]),
-                             f"{statistics.median(r['epoch'] for r in runs):g}",
-                             f'{seconds / len(runs):.0f}',
-                             f"{seconds / sum(r['epochs'] for r in runs) * 1000:.0f}"])
-                times.append((route, epochs, len(runs), seconds))
-            paired = _paired(by_route['learned'], by_route['fixed'])
-            if paired:
-                diff, se, n = paired
-                rep(f'{epochs} epochs, learned - fixed on the {n} splits both ran: '
-                    f'{diff:+.1f} points of test ACC (paired standard error {se:.1f}): '
-                    f'{_verdict(diff, se)}.')
-                rep()
-        rows.append(['grid (tuning.md)', f'fixed at ({tuned.alpha:g}, {tuned.beta:g}), '
-                     'low-rank TSGCN', tuned.splits, EPOCHS, f'{tuned.acc:.1f} ({tuned.std:.1f})',
-                     '-', '-', '-', '-', '-', '-'])
-        rep.table(['route', '(alpha, beta)', 'splits', 'epochs', 'test ACC', 'test F1',
-                   'ACC last epoch', 'val ACC', 'best epoch (median)', 's/run', 'ms/epoch'],
-                  rows)
-        _time_table(rep, tuned, times)
-
-
-def _verdict(diff: float, se: float) -> str:
-    return ('within two standard errors of each other' if abs(diff) < 2 * se
-            else 'the learned coefficients score higher' if diff > 0
-            else "the grid's fixed coefficients score higher")
-
-
-def _overview(records: List[dict], rep: Report) -> None:
-    r"""One row per dataset and number of epochs that both routes ran: test
-    ACC and the time of each route."""
-    rows = []
-    for dataset in DATASETS:
-        tuned = TUNED[dataset]
-        for epochs in sorted({r['epochs'] for r in records if r['dataset'] == dataset},
-                             reverse=True):
-            runs = {route: [r for r in records if r['dataset'] == dataset
-                            and r['epochs'] == epochs and r['route'] == route]
-                    for route in ROUTES}
-            paired = _paired(runs['learned'], runs['fixed'])
-            if not paired:
-                continue
-            seeds = {r['seed'] for r in runs['fixed']}
-            learned = [r for r in runs['learned'] if r['seed'] in seeds]
-            fixed = [r for r in runs['fixed'] if r['seed'] in {r['seed'] for r in learned}]
-            learned_s, fixed_s = (sum(r['seconds'] for r in rs) for rs in (learned, fixed))
-            cg_search = tuned.search_epochs * fixed_s / sum(r['epochs'] for r in fixed)
-            rows.append([dataset, f'{paired[2]} x {epochs}',
-                         _mean_std([r['acc'] for r in learned]),
-                         _mean_std([r['acc'] for r in fixed]),
-                         f'{paired[0]:+.1f} ({paired[1]:.1f})', _verdict(*paired[:2]),
-                         f'{learned_s:.0f}',
-                         f'{tuned.search_seconds} + {fixed_s:.0f} = '
-                         f'{tuned.search_seconds + fixed_s:.0f}',
-                         f'{cg_search + fixed_s:.0f}'])
-    if not rows:
-        return
-    rep('## Summary')
-    rep()
-    rep('Test ACC of the exact tsGCN (CG) with (alpha, beta) learned from the paper\'s values '
-        'and with the pair the validation grid chose, on the same splits, all else equal; '
-        'learned - fixed is the mean per-split difference (its standard error). Route time: '
-        'the learned route is its training; the grid route is the (alpha, beta) search as '
-        'recorded in tuning.md (low-rank TSGCN, its final runs included) plus the final runs '
-        'again with CG here, or, last column, the same search estimated with CG (its training '
-        'epochs times the ms/epoch of the fixed runs here).')
-    rep()
-    rep.table(['dataset', 'splits x epochs', 'learned ACC', 'grid ACC', 'learned - grid',
-               'higher test ACC', 'learned route (s)', 'grid route (s)',
-               'grid route, CG search (s, est.)'], rows)
-
-
-def _paired(learned: List[dict], fixed: List[dict]) -> Optional[tuple]:
-    r"""Mean and standard error of the per-split difference learned - fixed."""
-    fixed_by_seed = {r['seed']: r['acc'] for r in fixed}
-    diffs = [r['acc'] - fixed_by_seed[r['seed']] for r in learned if r['seed'] in fixed_by_seed]
+def _paired(runs: List[dict], reference: Dict[int, float]) -> Optional[Tuple[float, float, int]]:
+    r"""Mean and standard error of the per-split difference of test ACC,
+    :obj:`runs` - :obj:`reference` (test ACC by seed)."""
+    diffs = [r['acc'] - reference[r['seed']] for r in runs if r['seed'] in reference]
     if len(diffs) < 2:
         return None
     return statistics.mean(diffs), statistics.stdev(diffs) / math.sqrt(len(diffs)), len(diffs)
 
 
-def _time_table(rep: Report, tuned: Tuned, times: List[tuple]) -> None:
-    r"""The wall time of each route: training for the learned one, the
-    recorded grid search plus the final runs for the grid one."""
-    rows = []
-    for route, epochs, splits, seconds in times:
-        if route == 'learned':
-            rows.append([f'learned, {splits} splits x {epochs} epochs', 'training, here',
-                         f'{seconds:.0f}'])
+class Grid(NamedTuple):
+    choice: Tuple[float, float]
+    seeds: List[int]  #: the splits every point ran
+    val: Dict[Tuple[float, float], float]  #: mean validation ACC per point
+    runs: List[dict]  #: the choice's runs, by seed
+    seconds: float  #: all points' runs on those splits
+
+
+def choose(grid_runs: List[dict], seeds: Optional[set] = None) -> Optional[Grid]:
+    r"""The grid route on the splits that every point ran (and that are in
+    :obj:`seeds`, if given): the point of highest mean validation ACC
+    (ties: the first point in the order of the runs)."""
+    points = list(dict.fromkeys((r['alpha0'], r['beta0']) for r in grid_runs))
+    by_point = {p: {r['seed']: r for r in grid_runs if (r['alpha0'], r['beta0']) == p}
+                for p in points}
+    common = set.intersection(*(set(runs) for runs in by_point.values())) if points else set()
+    if seeds is not None:
+        common &= seeds
+    if not common:
+        return None
+    common_sorted = sorted(common)
+    val = {p: statistics.mean(by_point[p][s]['val'] for s in common_sorted) for p in points}
+    choice = max(points, key=lambda p: (val[p], -points.index(p)))
+    seconds = sum(by_point[p][s]['seconds'] for p in points for s in common_sorted)
+    return Grid(choice, common_sorted, val, [by_point[choice][s] for s in common_sorted],
+                seconds)
+
+
+def _verdict(diff: float, se: float) -> str:
+    if diff >= -0.5:
+        return 'met' + (' (also mean - 2 SE)' if diff - 2 * se >= -0.5 else '')
+    return f'missed by {-0.5 - diff:.1f}'
+
+
+def summarize(records: List[dict], rep: Report) -> None:
+    r"""Appends the summary of :obj:`records` to :obj:`rep`: one group per
+    dataset, number of epochs and device."""
+    groups = sorted({(r['dataset'], r['epochs'], r.get('device', 'cpu')) for r in records},
+                    key=lambda g: (DATASETS.index(g[0]) if g[0] in DATASETS else 99, -g[1],
+                                   g[2]))
+    overview, sections = [], []
+    for dataset, epochs, device in groups:
+        mine = [r for r in records if (r['dataset'], r['epochs'], r.get('device', 'cpu'))
+                == (dataset, epochs, device)]
+        by_route = {route: sorted((r for r in mine if r['route'] == route),
+                                  key=lambda r: r['seed']) for route in ROUTES}
+        grid = choose(by_route['grid'])
+        sections.append((dataset, epochs, device, by_route, grid))
+        if grid is None or not by_route['bilevel']:
             continue
-        per_epoch = seconds / (splits * epochs)
-        rows.append([f'grid, final runs {splits} splits x {epochs} epochs', 'CG re-run, here',
-                     f'{seconds:.0f}'])
-        rows.append(['grid, + (alpha, beta) search', 'recorded in tuning.md (low-rank '
-                     'TSGCN, final runs included)',
-                     f'{tuned.search_seconds} (total {tuned.search_seconds + seconds:.0f})'])
-        rows.append(['grid, + (alpha, beta) search with CG', f'estimate: {tuned.search_epochs} '
-                     f'epochs x {per_epoch * 1000:.0f} ms (this re-run\'s ms/epoch)',
-                     f'{tuned.search_epochs * per_epoch:.0f} (total '
-                     f'{tuned.search_epochs * per_epoch + seconds:.0f})'])
-    rows.append(['grid, every tuning run of the dataset', 'recorded in tuning.md (random '
-                 'splits; all stages)', f'{tuned.all_seconds}'])
-    rep.table(['route', 'what', 'seconds'], rows)
+        bilevel = [r for r in by_route['bilevel'] if r['seed'] in grid.seeds]
+        grid = choose(by_route['grid'], {r['seed'] for r in bilevel}) or grid
+        paired = _paired(bilevel, {r['seed']: r['acc'] for r in grid.runs})
+        if paired is None:
+            continue
+        seconds = sum(r['seconds'] for r in bilevel)
+        ratio = seconds / grid.seconds
+        overview.append([dataset, device, f'{paired[2]} x {epochs}',
+                         f'({grid.choice[0]:g}, {grid.choice[1]:g}) of {len(grid.val)}',
+                         _mean_std([r['acc'] for r in grid.runs]),
+                         _mean_std([r['acc'] for r in bilevel]),
+                         f'{paired[0]:+.1f} ({paired[1]:.1f})', _verdict(*paired[:2]),
+                         f'{seconds:.0f}', f'{grid.seconds:.0f}', f'{ratio:.2f}',
+                         'met' if ratio <= 1 / 3 else 'missed'])
+    if overview:
+        rep('## Summary')
+        rep()
+        rep('Test ACC (%) of the exact tsGCN (CG), mean (std) over the splits both routes ran, '
+            'with (alpha, beta) learned on the validation loss (bilevel) and chosen by the '
+            'validation grid in the same run (grid: its choice and the number of points); '
+            'bilevel - grid is the mean per-split difference (its standard error), the target '
+            '>= -0.5. Seconds: training time summed over the route\'s runs (the grid: every '
+            'point on every split); the target ratio <= 1/3.')
+        rep()
+        rep.table(['dataset', 'device', 'splits x epochs', 'grid choice', 'grid ACC',
+                   'bilevel ACC', 'bilevel - grid', 'ACC target', 'bilevel (s)', 'grid (s)',
+                   'time ratio', 'time target'], overview)
+    for dataset, epochs, device, by_route, grid in sections:
+        _section(rep, dataset, epochs, device, by_route, grid)
+
+
+def _section(rep: Report, dataset: str, epochs: int, device: str,
+             by_route: Dict[str, List[dict]], grid: Optional[Grid]) -> None:
+    tuned, paper = TUNED[dataset], PAPER_SETTINGS[dataset]
+    rep(f'## {dataset}, {epochs} epochs, {device}')
+    rep()
+    rep(f'Every route: k = {tuned.k}, dropout {tuned.dropout:g}, weight decay '
+        f'{tuned.weight_decay:g}, hidden {HIDDEN}, learning rate {LR:g} (tuning.md, '
+        f'{tuned.source}). Learned routes start from the paper\'s ({paper.alpha:g}, '
+        f'{paper.beta:g}); the bilevel ones learn on the validation loss with Adam at '
+        f'{COEFFICIENT_LR:g}, restarts after {PATIENCE} epochs without a lower one.')
+    rep()
+    rows = []
+    if grid is not None:
+        alphas = sorted({p[0] for p in grid.val})
+        betas = sorted({p[1] for p in grid.val})
+        rep(f'Grid route: mean validation ACC (%) over {len(grid.seeds)} splits; chosen '
+            f'({grid.choice[0]:g}, {grid.choice[1]:g}); {grid.seconds:.0f} s for '
+            f'{len(grid.val)} points x {len(grid.seeds)} splits.')
+        rep()
+        rep.table(['alpha \\ beta'] + [f'{b:g}' for b in betas],
+                  [[f'{a:g}'] + [(f'**{grid.val[(a, b)]:.1f}**' if (a, b) == grid.choice
+                                  else f'{grid.val[(a, b)]:.1f}') if (a, b) in grid.val
+                                 else '-' for b in betas] for a in alphas])
+        reference = {r['seed']: r['acc'] for r in grid.runs}
+        rows.append(_row(f'grid choice ({grid.choice[0]:g}, {grid.choice[1]:g})', grid.runs,
+                         None, grid.seconds))
+    for route, runs in by_route.items():
+        if route == 'grid' or not runs:
+            continue
+        what = route
+        if 'alpha_last' in runs[0]:
+            what += (f': alpha {_layers(runs, "alpha_last")}, beta {_layers(runs, "beta_last")}'
+                     f' (layers 1, 2; at the best epoch alpha {_layers(runs, "alpha_best")}, '
+                     f'beta {_layers(runs, "beta_best")})')
+        elif route == 'fixed':
+            what += f' at ({tuned.alpha:g}, {tuned.beta:g})'
+        paired = _paired(runs, reference) if grid is not None else None
+        rows.append(_row(what, runs, paired, sum(r['seconds'] for r in runs)))
+    rep.table(['route', 'splits', 'test ACC', 'test F1', 'ACC last epoch', 'val ACC',
+               'best epoch (median)', 'cycles (mean)', '- grid choice (SE)', 'seconds',
+               'ms/epoch'], rows)
+
+
+def _row(what: str, runs: List[dict], paired: Optional[tuple], seconds: float) -> list:
+    cycles = [r['cycles'] for r in runs if 'cycles' in r]
+    return [what, len(runs), _mean_std([r['acc'] for r in runs]),
+            _mean_std([r['f1'] for r in runs]), _mean_std([r['last_acc'] for r in runs]),
+            _mean_std([r['val'] for r in runs]),
+            f"{statistics.median(r['epoch'] for r in runs):g}",
+            f'{statistics.mean(cycles):.1f}' if cycles else '-',
+            f'{paired[0]:+.1f} ({paired[1]:.1f})' if paired else '-', f'{seconds:.0f}',
+            f"{1000 * sum(r['seconds'] for r in runs) / sum(r['epochs'] for r in runs):.0f}"]
 
 
 def _per_dataset(values: Sequence[int], datasets: Sequence[str], name: str,
@@ -355,24 +492,44 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                              '(default: %(default)s)')
     parser.add_argument('--epochs', nargs='+', type=int, default=[EPOCHS],
                         help='one value, or one per dataset (default: %(default)s)')
-    parser.add_argument('--routes', nargs='+', default=ROUTES, choices=ROUTES)
+    parser.add_argument('--routes', nargs='+', default=DEFAULT_ROUTES, choices=list(ROUTES))
+    parser.add_argument('--grid-alphas', nargs='+', type=float,
+                        help="with --grid-betas: the route grid's points for every dataset "
+                             "(default: tuning.md's grid of each dataset, GRIDS)")
+    parser.add_argument('--grid-betas', nargs='+', type=float)
+    parser.add_argument('--device', default='cpu', help="e.g. 'cuda' (default: %(default)s)")
     parser.add_argument('--threads', type=int, default=1,
                         help='torch threads (default: %(default)s)')
+    parser.add_argument('--shard', nargs=2, type=int, metavar=('I', 'N'), default=(0, 1),
+                        help='train runs I, I + N, I + 2N, ... of the plan (default: all)')
     parser.add_argument('--summary-only', action='store_true',
-                        help='rewrite the summary from the stored runs, train nothing')
-    parser.add_argument('--cells', default=CELLS, help='the JSON-lines file of the runs')
+                        help='write the summary of the stored runs, train nothing')
+    parser.add_argument('--cells', nargs='+', default=[CELLS],
+                        help='JSON-lines files of runs: new runs go to the first, runs in any '
+                             'are skipped and summarised (default: %(default)s)')
     parser.add_argument('--output', default=SUMMARY, help='the markdown summary')
     args = parser.parse_args(argv)
     seeds = _per_dataset(args.seeds, args.datasets, 'seeds', parser)
     epochs = _per_dataset(args.epochs, args.datasets, 'epochs', parser)
+    if (args.grid_alphas is None) != (args.grid_betas is None):
+        parser.error('--grid-alphas and --grid-betas go together')
+    grids = ({d: list(itertools.product(args.grid_alphas, args.grid_betas))
+              for d in args.datasets} if args.grid_alphas else GRIDS)
+    index, count = args.shard
+    if not 0 <= index < count:
+        parser.error(f'--shard I N needs 0 <= I < N (got {index} {count})')
+    device = torch.device(args.device)
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        parser.error('--device cuda: no CUDA device is available')
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     command = command_line(MODULE, argv)
-    cells = open_cells(args.cells)
-    load = load_average()
+    stores = [open_cells(path) for path in args.cells]
+    load_at_start = load_average()
     if not args.summary_only:
-        for dataset in args.datasets:
-            run_dataset(cells, dataset, seeds[dataset], epochs[dataset], args.routes, command)
+        runs = plan(args.datasets, seeds, epochs, args.routes, grids)[index::count]
+        train_all(stores, runs, device, command)
+    records = [r for store in stores for r in store.records()]
     info = machine_info(args.threads)
     rep = Report()
     rep('# Learned (alpha, beta) against the validation grid search')
@@ -380,31 +537,26 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     rep(f'Written by `{command}` (from the repository root); see the docstring of '
         '`benchmarks/learnable.py` for the protocol. Test ACC and macro-F1 in %, mean (std) '
         'over the splits, at each run\'s best validation epoch; "ACC last epoch" after the '
-        'last one. s/run and ms/epoch are training times (each epoch: a training step and an '
-        'evaluation); the route times below add up those of all splits.')
+        'last one. Seconds are training times (each epoch: the training step(s) and an '
+        'evaluation), summed over a route\'s runs.')
     rep()
-    loads = [float(r['load'].split()[0]) for r in cells.records() if r['load'] != 'n/a']
+    gpus = sorted({r['gpu'] for r in records if r.get('gpu')})
+    loads = [float(r['load'].split()[0]) for r in records if r.get('load', 'n/a') != 'n/a']
     spread = f' {min(loads):.1f} to {max(loads):.1f}' if loads else ' n/a'
-    rep(f"Machine: {info['cpu']}, {info['cpu_count']} CPUs, shared with other jobs; "
+    rep(f"Machine of this command: {info['cpu']}, {info['cpu_count']} CPUs; "
         f"{args.threads} torch thread(s). Python {info['python']}, torch {info['torch']}, "
-        f"torch_geometric {info['torch_geometric']}. Load average at the start of this "
-        f'command: {load}; the 1-minute load average at the start of the stored runs:{spread}. '
-        f'Date: {datetime.date.today().isoformat()}. The seconds cited from tuning.md were '
-        'measured on the same machine under its own load.')
+        f"torch_geometric {info['torch_geometric']}. GPU of the stored runs: "
+        f"{', '.join(gpus) if gpus else 'none'}. Load average at the start of this command: "
+        f'{load_at_start}; the 1-minute load average at the start of the stored runs:{spread}. '
+        f'Date: {datetime.date.today().isoformat()}.')
     rep()
-    reduced = sorted({(r['dataset'], r['epochs'], len({s['seed'] for s in cells.records()
-                                                       if s['dataset'] == r['dataset']
-                                                       and s['epochs'] == r['epochs']}))
-                      for r in cells.records()})
-    cuts = [f'{d}: {n} splits x {e} epochs' for d, e, n in reduced if e < EPOCHS or n < SEEDS]
-    if cuts:
-        rep(f'Reduced from the protocol\'s {SEEDS} splits x {EPOCHS} epochs to fit the time '
-            f'budget of the run: {"; ".join(cuts)}. The grid route\'s recorded figures are '
-            f'{SEEDS} splits x {EPOCHS} epochs.')
-        rep()
-    summarize(cells, rep)
-    rep(f"Training time of all stored runs: "
-        f"{sum(r['seconds'] for r in cells.records()) / 60:.1f} min.")
+    commands = sorted({r['command'] for r in records})
+    rep(f'{len(records)} runs stored in '
+        + ', '.join(f'`{osp.relpath(s.path, REPO)}`' for s in stores) + ', made by: '
+        + '; '.join(f'`{c}`' for c in commands) + '.')
+    rep()
+    summarize(records, rep)
+    rep(f"Training time of all stored runs: {sum(r['seconds'] for r in records) / 60:.1f} min.")
     rep()
     rep.finish(start, args.output)
 

@@ -105,6 +105,9 @@ def main() -> None:
                         help='write the record (or, with --merge, the merged one) to PATH')
     parser.add_argument('--merge', nargs='+', default=None, metavar='PATH',
                         help='merge the --json files of several runs and print the tables')
+    parser.add_argument('--points', type=int, default=None, metavar='P',
+                        help="search only the first P points of each model's grid (1: the "
+                        "issue's fixed protocol for the layer stacks; default: all)")
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
                         help='(default: %(default)s)')
     args = parser.parse_args()
@@ -139,6 +142,10 @@ def main() -> None:
 
     searches = []
     for name in args.models:
+        if args.points is not None:  # a smaller budget, the same for every model
+            if args.points < 1:
+                parser.error(f'--points must be at least 1 (got {args.points})')
+            MODELS[name] = MODELS[name]._replace(grid=MODELS[name].grid[:args.points])
         grid = MODELS[name].grid
 
         def fit(name, split, metric, config, seed):

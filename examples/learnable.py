@@ -1,13 +1,18 @@
 """tsGCN that learns its coefficients alpha and beta: a synthetic graph, no download.
 
     python examples/learnable.py [--nodes 2000] [--epochs 40] [--alpha 1.0] [--beta 0.2]
+                                 [--objective validation|training]
 
-Each layer's alpha and beta start at the given values and are trained with
-the weights (softplus of the parameters ``regularizer.raw_alpha`` and
-``raw_beta``), through the exact conjugate-gradient solve by implicit
-differentiation. The raw coefficients are an Adam group of their own without
-weight decay, which would pull them towards softplus(0) = 0.69. See
-docs/learnable.md.
+Each layer's alpha and beta start at the given values and are learned
+(softplus of the parameters ``regularizer.raw_alpha`` and ``raw_beta``)
+through the exact conjugate-gradient solve, by implicit differentiation.
+With ``--objective validation`` (the default) they are learned on the
+validation loss at its best temperature, the weights on the training loss,
+and the weights restart from their initial values after 10 epochs without a
+lower validation loss (``regularizers.BilevelStep``); with ``training``
+they are trained with the weights on the training loss. The raw
+coefficients are never weight-decayed, which would pull them towards
+softplus(0) = 0.69. See docs/learnable.md.
 """
 import argparse
 import time
@@ -17,7 +22,13 @@ import torch.nn.functional as F
 
 from torch_geometric_regcn import RegularizerGNN, SemanticGraph
 from torch_geometric_regcn.datasets import contextual_sbm, paper_split
-from torch_geometric_regcn.regularizers import param_groups
+from torch_geometric_regcn.regularizers import (
+    BilevelStep,
+    calibrated_cross_entropy,
+    coefficient_parameters,
+    param_groups,
+    weight_parameters,
+)
 
 
 def main() -> None:
@@ -30,6 +41,8 @@ def main() -> None:
                         help='the starting beta (default: %(default)s)')
     parser.add_argument('--lr', type=float, default=0.05,
                         help="Adam's learning rate (default: %(default)s)")
+    parser.add_argument('--objective', choices=['validation', 'training'], default='validation',
+                        help='the loss the coefficients learn on (default: %(default)s)')
     args = parser.parse_args()
     torch.manual_seed(0)
 
@@ -41,8 +54,12 @@ def main() -> None:
     model = RegularizerGNN(data.num_features, 32, 5, regularizer='tsgcn', solver='cg',
                            alpha=args.alpha, beta=args.beta, learn=('alpha', 'beta'),
                            cached=True, bias=False)
-    # Weight decay on the weights, none on the coefficients (docs/learnable.md):
-    optimizer = torch.optim.Adam(param_groups(model, weight_decay=5e-4), lr=args.lr)
+    if args.objective == 'validation':  # weights on the training loss, coefficients on val
+        step = BilevelStep(
+            model, torch.optim.Adam(weight_parameters(model), lr=args.lr, weight_decay=5e-4),
+            torch.optim.Adam(coefficient_parameters(model), lr=args.lr), patience=10)
+    else:  # weight decay on the weights, none on the coefficients (docs/learnable.md)
+        optimizer = torch.optim.Adam(param_groups(model, weight_decay=5e-4), lr=args.lr)
 
     def forward():
         return model(data.x, data.edge_index, semantic_edge_index=data.semantic_edge_index)
@@ -57,14 +74,24 @@ def main() -> None:
     start = time.perf_counter()
     for epoch in range(1, args.epochs + 1):
         model.train()
-        optimizer.zero_grad()
-        F.cross_entropy(forward()[data.train_mask], data.y[data.train_mask]).backward()
-        optimizer.step()
-        model.eval()
-        with torch.no_grad():
-            correct = forward().argmax(dim=-1) == data.y
-            if epoch % 10 == 0 or epoch == args.epochs:
-                print(f'epoch {epoch:3d}  {coefficients()}')
+        loss = F.cross_entropy(forward()[data.train_mask], data.y[data.train_mask])
+        if args.objective == 'validation':
+            step.weight_step(loss)
+            model.eval()
+            out = forward()  # scores the epoch and trains the coefficients
+            step.coefficient_step(calibrated_cross_entropy(out[data.val_mask],
+                                                           data.y[data.val_mask]))
+            out = out.detach()
+        else:
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                out = forward()
+        correct = out.argmax(dim=-1) == data.y
+        if epoch % 10 == 0 or epoch == args.epochs:
+            print(f'epoch {epoch:3d}  {coefficients()}')
         val = float(correct[data.val_mask].float().mean())
         if val >= best_val:
             best_val, test = val, float(correct[data.test_mask].float().mean())

@@ -1,5 +1,6 @@
 """A smoke run of examples/learnable.py: tsGCN learning alpha and beta on a
-small synthetic graph, offline."""
+small synthetic graph, offline, on the validation loss and on the training
+loss."""
 import os
 import os.path as osp
 import re
@@ -12,12 +13,13 @@ REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
 @pytest.mark.slow
-def test_learnable_example_trains_and_moves_the_coefficients():
+@pytest.mark.parametrize('objective', ['validation', 'training'])
+def test_learnable_example_trains_and_moves_the_coefficients(objective):
     # One thread: on a busy machine, two OpenMP threads on these small sparse
     # products are several times slower than one.
     out = subprocess.run([sys.executable, 'examples/learnable.py', '--nodes', '1600', '--epochs',
-                          '12'], cwd=REPO, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, 'OMP_NUM_THREADS': '1'})
+                          '12', '--objective', objective], cwd=REPO, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, 'OMP_NUM_THREADS': '1'})
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
     start = next(line for line in lines if line.startswith('start'))

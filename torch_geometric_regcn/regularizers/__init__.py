@@ -2,6 +2,12 @@ r"""The regularisers of the framework, one class each, registered by name
 (importing :mod:`.spectral` and :mod:`.tsgcn` below registers the built-ins,
 through the same :func:`register` decorator users apply)."""
 from torch_geometric_regcn.regularizers.base import Regularizer
+from torch_geometric_regcn.regularizers.bilevel import (
+    BilevelStep,
+    calibrated_cross_entropy,
+    coefficient_parameters,
+    weight_parameters,
+)
 from torch_geometric_regcn.regularizers.graph import GraphOperators
 from torch_geometric_regcn.regularizers.polynomial import PolynomialRegularizer
 from torch_geometric_regcn.regularizers.registry import REGISTRY, get, register
@@ -24,11 +30,12 @@ from torch_geometric_regcn.regularizers.tsgcn import (  # noqa: F401 (deprecated
 from torch_geometric_regcn.regularizers.weight_decay import param_groups
 from torch_geometric_regcn.utils.deprecation import moved
 
-__all__ = ['APPNPRegularizer', 'AffineRegularizer', 'DAGNNRegularizer', 'GCNRegularizer',
-           'GNNHFRegularizer', 'GNNLFRegularizer', 'GraphOperators', 'JKNetRegularizer',
-           'PolynomialRegularizer', 'REGISTRY', 'Regularizer', 'SGCRegularizer',
-           'SignedLaplacianRegularizer', 'TSGCNRegularizer', 'get',
-           'param_groups', 'register', 'tsgcn_adjacency']
+__all__ = ['APPNPRegularizer', 'AffineRegularizer', 'BilevelStep', 'DAGNNRegularizer',
+           'GCNRegularizer', 'GNNHFRegularizer', 'GNNLFRegularizer', 'GraphOperators',
+           'JKNetRegularizer', 'PolynomialRegularizer', 'REGISTRY', 'Regularizer',
+           'SGCRegularizer', 'SignedLaplacianRegularizer', 'TSGCNRegularizer',
+           'calibrated_cross_entropy', 'coefficient_parameters', 'get', 'param_groups',
+           'register', 'tsgcn_adjacency', 'weight_parameters']
 
 # The 0.1 names, which clashed with the networks of the same name.
 __getattr__ = moved(__name__, {
