@@ -9,6 +9,7 @@ from torch import Tensor
 from torch_geometric.nn import MessagePassing
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
+from torch_geometric_regcn.utils.fingerprint import fingerprint
 from torch_geometric_regcn.utils.validation import check_int
 
 
@@ -116,10 +117,9 @@ class GPRGNN(torch.nn.Module):
     def adjacency(self, edge_index: Tensor, num_nodes: int,
                   dtype: torch.dtype) -> Tuple[Tensor, Tensor]:
         r"""The edges and weights of :math:`\hat{\mathbf{A}}` (self loops
-        included), from the cache when :obj:`edge_index` is the tensor of
-        the last call."""
-        key = (edge_index.data_ptr(), tuple(edge_index.shape), edge_index._version, num_nodes,
-               edge_index.device, dtype)
+        included), from the cache when :obj:`edge_index` holds the numbers of
+        the last call (its fingerprint: one pass over it)."""
+        key = (fingerprint(edge_index), num_nodes, dtype)  # sees every write to the edges
         if self._cache is None or self._cache[0] != key:
             index, weight = gcn_norm(edge_index, None, num_nodes, add_self_loops=True,
                                      dtype=dtype)

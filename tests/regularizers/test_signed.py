@@ -81,6 +81,7 @@ def test_frequency_response(alpha):
 
 
 @pytest.mark.parametrize('alpha', ALPHAS)
+@pytest.mark.filterwarnings('ignore:SignedLaplacianRegularizer with alpha')  # short K on purpose
 def test_series_is_the_truncated_neumann_series_within_its_bound(alpha):
     # The series solver is V diag(s_K(λ)) Vᵀ X with the K-term geometric sum s_K
     # (rounding ~1e-15 per product, K <= 20 products), and its error against the
@@ -166,6 +167,7 @@ def test_learned_alpha_lives_above_minus_one_half():
 
 
 @pytest.mark.parametrize('solver', ['cg', 'closed', 'series'])
+@pytest.mark.filterwarnings('ignore:SignedLaplacianRegularizer with alpha')  # short K on purpose
 def test_learned_alpha_gradient_against_finite_differences(solver):
     # d/d raw of a weighted sum of the layer's output, by autograd through the
     # solver (CG: implicit differentiation), against central differences of the
@@ -239,3 +241,23 @@ def test_regularizer_gnn_trains_one_step(learn):
         assert all(float(conv.regularizer.alpha.detach()) != pytest.approx(-0.3, abs=1e-9)
                    for conv in model.convs)
     assert bool(model(data.x, data.edge_index).isfinite().all())
+
+
+def test_series_warns_once_when_its_bound_exceeds_the_tolerance():
+    import warnings
+
+    from torch_geometric_regcn.regularizers.signed import SERIES_TOLERANCE
+
+    edge_index = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    x = torch.randn(3, 2, dtype=torch.float64)
+    quiet = R.SignedLaplacianRegularizer(alpha=-0.25, K=10)  # (1/3)^10 = 1.7e-5
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        quiet.propagate(x, GraphOperators(3, edge_index, dtype=torch.float64), 'series')
+    loud = R.SignedLaplacianRegularizer(alpha=-0.45, K=10)  # (0.45/0.55)^10 = 0.13
+    assert (0.45 / 0.55) ** 10 > SERIES_TOLERANCE
+    with pytest.warns(UserWarning, match=r'relative error of up to 0\.13.*at least 35'):
+        loud.propagate(x, GraphOperators(3, edge_index, dtype=torch.float64), 'series')
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # once per regulariser
+        loud.propagate(x, GraphOperators(3, edge_index, dtype=torch.float64), 'series')

@@ -3,9 +3,16 @@ low-pass for :math:`\alpha > 0`, high-pass for :math:`-1/2 < \alpha < 0`."""
 import math
 from typing import Tuple
 
+from torch import Tensor
+
+from torch_geometric_regcn.regularizers.graph import GraphOperators
 from torch_geometric_regcn.regularizers.registry import register
 from torch_geometric_regcn.regularizers.spectral import AffineRegularizer
 from torch_geometric_regcn.utils.validation import check_int, check_real
+from torch_geometric_regcn.utils.warn_once import warn_once
+
+#: The bound on the relative error of :obj:`"series"` above which it warns.
+SERIES_TOLERANCE = 1e-3
 
 #: The smallest :math:`\alpha` is excluded: :math:`\alpha > -1/2`.
 ALPHA_MIN = -0.5
@@ -114,3 +121,18 @@ class SignedLaplacianRegularizer(AffineRegularizer):
     @property
     def m(self) -> Tuple[float, float]:
         return (1.0 + self.alpha, -self.alpha)
+
+    def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
+        r"""The :obj:`K`-term Neumann series; warns (once per regulariser)
+        when its error bound :math:`q^K` exceeds :obj:`SERIES_TOLERANCE`, as
+        an :math:`\alpha` near :math:`-1/2` (fixed or learned) makes it."""
+        alpha = float(self.alpha)  # one synchronisation where alpha is learned
+        bound = (abs(alpha) / (1.0 + alpha)) ** self.K
+        if bound > SERIES_TOLERANCE:
+            warn_once(self, 'series_bound', (
+                f"{type(self).__name__} with alpha={alpha:.4g}: its K={self.K}-term series "
+                f"has a relative error of up to {bound:.2g} (q^K, q = |alpha| / (1 + alpha) "
+                f"= {abs(alpha) / (1.0 + alpha):.3g}); raise K to at least "
+                f"{math.ceil(math.log(SERIES_TOLERANCE) / math.log(abs(alpha) / (1 + alpha)))} "
+                f"or use solver='cg' (this regulariser warns once)"))
+        return super().series(x, graph)
