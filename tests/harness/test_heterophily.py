@@ -510,3 +510,55 @@ def test_load_heterophilous_copies_the_staged_file_and_leaves_nothing(tmp_path, 
     data = load_heterophilous('Chameleon-Filtered')
     assert data.x.shape == (890, 2325) and data.train_mask.shape == (890, 10)
     assert os.listdir(tmp_path) == []
+
+
+def test_the_recommended_model_is_the_polynomial_regulariser_with_a_root_weight():
+    from harness.heterophily import RECOMMENDED
+    from torch_geometric_regcn import RegularizerConv
+    from torch_geometric_regcn.regularizers import (
+        GCNRegularizer,
+        PolynomialRegularizer,
+        SignedLaplacianRegularizer,
+    )
+
+    assert RECOMMENDED == 'regcn'
+    dims = Dims(5, 3, 20)
+    expected = {'regcn': (PolynomialRegularizer, False, ('gamma',)),
+                'regcn_dir': (PolynomialRegularizer, True, ('gamma',)),
+                'regcn_sep': (GCNRegularizer, False, ()),
+                'regcn_signed': (SignedLaplacianRegularizer, False, ('alpha',))}
+    for name, (cls, directed, learned) in expected.items():
+        for config in configurations(name):
+            model = MODELS[name].build(dims, config)
+            convs = [m for m in model.modules() if isinstance(m, RegularizerConv)]
+            assert len(convs) == config['layers']
+            for conv in convs:
+                assert type(conv.regularizer) is cls and conv.root_weight
+                assert conv.directed is directed and conv.regularizer.learned == learned
+            if name == 'regcn':
+                assert convs[0].regularizer.K == 2 and convs[0].solver == 'series'
+                # The PPR start of alpha = 0.1: gamma = (0.1, 0.09, 0.81).
+                torch.testing.assert_close(convs[0].regularizer.gamma.detach().double(),
+                                           torch.tensor([0.1, 0.09, 0.81], dtype=torch.float64),
+                                           atol=1e-6, rtol=0)
+            if learned:  # the coefficients are a group without weight decay
+                groups = MODELS[name].param_groups(model)
+                assert groups[0]['weight_decay'] == 0.0
+                assert len(groups[0]['params']) == len(convs) * len(learned)
+
+
+@pytest.mark.skipif(not has_offline_copy('Cora'), reason='no offline copy of Cora in '
+                    '../shared/data')
+def test_load_homophilous_stacks_the_paper_splits():
+    from harness.data import load_paper_dataset, run_split
+    from harness.heterophily import load_homophilous
+
+    data = load_homophilous('Cora', num_splits=3)
+    assert data.train_mask.shape == (data.num_nodes, 3)
+    reference = load_paper_dataset('Cora')
+    for seed in range(3):
+        split = run_split(reference, seed)
+        for part in ('train_mask', 'val_mask', 'test_mask'):
+            assert torch.equal(data[part][:, seed], split[part])
+    with pytest.raises(ValueError, match="'name'"):
+        load_homophilous('actor')
