@@ -133,6 +133,11 @@ def main() -> None:
     if args.dataset is None:
         parser.error('--dataset is required (or --merge)')
 
+    if args.points is not None and args.points < 1:
+        parser.error(f'--points must be at least 1 (got {args.points})')
+    if args.dataset in HOMOPHILOUS and args.root is not None:
+        parser.error('--root applies to the heterophilous sets: cora, citeseer and pubmed '
+                     'are read from the offline copy in ../shared/data')
     if args.dataset in HOMOPHILOUS:
         metric, data = 'accuracy', load_homophilous(args.dataset)
     else:
@@ -157,8 +162,6 @@ def main() -> None:
     searches = []
     for name in args.models:
         if args.points is not None:  # a smaller budget, the same for every model
-            if args.points < 1:
-                parser.error(f'--points must be at least 1 (got {args.points})')
             MODELS[name] = MODELS[name]._replace(grid=MODELS[name].grid[:args.points])
         grid = MODELS[name].grid
 

@@ -332,3 +332,12 @@ def test_the_docstring_example_runs():
     # It trained: the coefficients moved from the (1, 0.2) they started at.
     alpha = float(scope['model'].convs[0].regularizer.alpha.detach())
     assert alpha != pytest.approx(1.0, abs=1e-3)
+
+
+def test_an_empty_validation_set_is_refused():
+    from torch_geometric_regcn.regularizers import calibrated_cross_entropy
+
+    # Left alone it would be NaN with a zero gradient, and the coefficients
+    # would silently never move.
+    with pytest.raises(ValueError, match='no rows'):
+        calibrated_cross_entropy(torch.empty(0, 3), torch.empty(0, dtype=torch.long))

@@ -151,6 +151,9 @@ def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 10
         raise ValueError(f"'target' must hold one integer class per row of 'input', shape "
                          f"[{input.size(0)}] (got {target.dtype} of shape "
                          f"{tuple(target.shape)})")
+    if input.size(0) == 0:
+        raise ValueError("'input' has no rows: the validation mask selects no node, so there "
+                         "is no loss to learn the coefficients on")
     z = input.detach().double()
     zy = z.gather(1, target.view(-1, 1).long()).squeeze(1)
     tau = torch.ones((), dtype=z.dtype, device=z.device)
@@ -193,7 +196,7 @@ class BilevelStep:
     A coefficient step moves a raw parameter by about the coefficient
     optimizer's learning rate (Adam), and a positive coefficient is the
     softplus of it, so above 2 it travels about one learning rate per step:
-    with :obj:`lr=0.05`, from 1 to 5 in about 80 steps. Keep weight decay off
+    with :obj:`lr=0.05`, from 1 to 5 in about 90 steps. Keep weight decay off
     the coefficients (the warning of
     :mod:`~torch_geometric_regcn.regularizers.weight_decay` covers
     :obj:`coefficient_optimizer` too).
@@ -337,6 +340,9 @@ class BilevelStep:
         loss = loss.detach()
         if self.patience is not None:
             value = float(loss)
+            if not math.isfinite(value):
+                raise ValueError(f"The validation loss is {value}: the coefficients cannot "
+                                 f"learn on it (check the logits and the validation mask)")
             if value < self._best:
                 self._best, self._since = value, 0
             else:
@@ -350,7 +356,8 @@ class BilevelStep:
         was made and clears the state of :obj:`weight_optimizer` (Adam's
         moments and step count), so that training goes on as a fresh run
         from the same initialisation, at the coefficients learned so far,
-        which are left as they are. Needs :obj:`patience` (which keeps the
+        which are left as they are. Buffers (e.g. BatchNorm's running
+        statistics) are not restarted. Needs :obj:`patience` (which keeps the
         initial weights)."""
         if self._initial is None:
             raise RuntimeError("BilevelStep.rewind() needs the initial weights, which are kept "

@@ -360,10 +360,12 @@ class RegularizerConv(MessagePassing):
             check_layer_dtype('x', x, self.lin.weight.dtype, self.__class__.__name__)
             if self.directed and not (isinstance(edge_index, Tensor)
                                       and edge_index.layout == torch.strided):
-                raise ValueError("directed=True reads the direction of each edge from an edge "
-                                 "index tensor [2, E] (edge_index[0] the source); pass one "
-                                 "instead of a sparse adjacency, whose orientation (adj or "
-                                 "PyG's adj_t) it cannot tell")
+                raise ValueError(f"directed=True reads the direction of each edge from "
+                                 f"'edge_index' as an edge index tensor [2, E] (edge_index[0] "
+                                 f"the source; got {type(edge_index).__name__} with layout "
+                                 f"{getattr(edge_index, 'layout', None)}): pass one instead "
+                                 f"of a sparse adjacency, whose orientation (adj or PyG's "
+                                 f"adj_t) it cannot tell")
         graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)
         graph.propagate = self._propagate_matrix
