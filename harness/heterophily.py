@@ -43,7 +43,7 @@ from harness.training import train_epochs
 from torch_geometric_regcn import RegularizerConv, RegularizerGNN
 from torch_geometric_regcn.datasets import HETEROPHILOUS, load_dataset
 from torch_geometric_regcn.datasets.heterophilous import normalize_name
-from torch_geometric_regcn.regularizers import Regularizer
+from torch_geometric_regcn.regularizers import coefficient_parameters
 from torch_geometric_regcn.utils.validation import check_int
 
 #: The metrics :func:`score` computes.
@@ -494,9 +494,7 @@ def _regcn() -> Callable:
 
 def _coefficients_undecayed(model: torch.nn.Module) -> List[Dict[str, Any]]:
     # The learned regulariser coefficients, in a group without weight decay.
-    params = [p for m in model.modules() if isinstance(m, Regularizer)
-              for p in m.learned_parameters()]
-    return [{'params': params, 'weight_decay': 0.0}]
+    return [{'params': coefficient_parameters(model), 'weight_decay': 0.0}]
 
 
 def _gamma_undecayed(model: torch.nn.Module) -> List[Dict[str, Any]]:

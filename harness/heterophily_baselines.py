@@ -3,6 +3,8 @@ more than a :class:`harness.heterophily.Stack` of PyG layers: GCNII and
 FAGCN as in their papers and PyG's examples, and PyG's Polynormer on one
 full graph with its local-then-global training. GPR-GNN is in
 :mod:`harness.gprgnn`."""
+from typing import Iterable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -10,7 +12,25 @@ from torch_geometric.nn import FAConv, GCN2Conv
 from torch_geometric.nn.models import Polynormer
 
 
-class GCNII(torch.nn.Module):
+class _EncodeConvsDecode(torch.nn.Module):
+    r"""A linear encoder, :obj:`convs` at the hidden width and a linear
+    decoder: what GCNII and FAGCN share (their :meth:`forward` differ)."""
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
+                 convs: Iterable[torch.nn.Module], dropout: float) -> None:
+        super().__init__()
+        self.lin_in = torch.nn.Linear(in_channels, hidden_channels)
+        self.convs = torch.nn.ModuleList(convs)
+        self.lin_out = torch.nn.Linear(hidden_channels, out_channels)
+        self.dropout = dropout
+
+    def reset_parameters(self) -> None:
+        self.lin_in.reset_parameters()
+        for conv in self.convs:
+            conv.reset_parameters()
+        self.lin_out.reset_parameters()
+
+
+class GCNII(_EncodeConvsDecode):
     r"""GCNII of `"Simple and Deep Graph Convolutional Networks"
     <https://arxiv.org/abs/2007.02133>`_ as PyG's :obj:`examples/gcn2_cora.py`
     builds it: dropout, a linear layer and ReLU give
@@ -23,19 +43,9 @@ class GCNII(torch.nn.Module):
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int, alpha: float = 0.1, theta: float = 0.5,
                  dropout: float = 0.5) -> None:
-        super().__init__()
-        self.lin_in = torch.nn.Linear(in_channels, hidden_channels)
-        self.convs = torch.nn.ModuleList(
+        super().__init__(in_channels, hidden_channels, out_channels, (
             GCN2Conv(hidden_channels, alpha, theta, layer + 1, shared_weights=True, cached=True)
-            for layer in range(num_layers))
-        self.lin_out = torch.nn.Linear(hidden_channels, out_channels)
-        self.dropout = dropout
-
-    def reset_parameters(self) -> None:
-        self.lin_in.reset_parameters()
-        for conv in self.convs:
-            conv.reset_parameters()
-        self.lin_out.reset_parameters()
+            for layer in range(num_layers)), dropout)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         x = F.dropout(x, self.dropout, self.training)
@@ -47,7 +57,7 @@ class GCNII(torch.nn.Module):
         return self.lin_out(x)
 
 
-class FAGCN(torch.nn.Module):
+class FAGCN(_EncodeConvsDecode):
     r"""FAGCN of `"Beyond Low-frequency Information in Graph Convolutional
     Networks" <https://arxiv.org/abs/2101.00797>`_ with PyG's
     :class:`~torch_geometric.nn.conv.FAConv`: dropout, a linear layer, ReLU
@@ -59,19 +69,9 @@ class FAGCN(torch.nn.Module):
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int, eps: float = 0.1, dropout: float = 0.5,
                  attention_dropout: float = 0.5) -> None:
-        super().__init__()
-        self.lin_in = torch.nn.Linear(in_channels, hidden_channels)
-        self.convs = torch.nn.ModuleList(
+        super().__init__(in_channels, hidden_channels, out_channels, (
             FAConv(hidden_channels, eps=eps, dropout=attention_dropout, cached=True)
-            for _ in range(num_layers))
-        self.lin_out = torch.nn.Linear(hidden_channels, out_channels)
-        self.dropout = dropout
-
-    def reset_parameters(self) -> None:
-        self.lin_in.reset_parameters()
-        for conv in self.convs:
-            conv.reset_parameters()
-        self.lin_out.reset_parameters()
+            for _ in range(num_layers)), dropout)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         x = F.dropout(x, self.dropout, self.training)

@@ -51,6 +51,7 @@ import torch
 from torch import Tensor
 from torch.nn.parameter import is_lazy
 
+from torch_geometric_regcn.regularizers.weight_decay import learned_coefficient_parameters
 from torch_geometric_regcn.utils.validation import check_int, check_tensor, type_name
 
 
@@ -62,9 +63,7 @@ def _check_module(module: torch.nn.Module, argument: str = 'module') -> None:
 def _coefficients(module: torch.nn.Module) -> Dict[int, str]:
     r"""The raw parameters of the learned coefficients of :obj:`module`, by
     id, with their names in :obj:`module` (for the errors)."""
-    from torch_geometric_regcn.regularizers.base import Regularizer
-    raw = {id(p) for m in module.modules() if isinstance(m, Regularizer)
-           for p in m.learned_parameters()}
+    raw = learned_coefficient_parameters(module)
     return {id(p): name for name, p in module.named_parameters() if id(p) in raw}
 
 

@@ -29,6 +29,7 @@ import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
+from torch import Tensor
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from torch_geometric_regcn.utils.compat import compiler_disable
@@ -117,6 +118,16 @@ def decayed_coefficients(optimizer: torch.optim.Optimizer) -> List[Tuple[str, fl
     return found
 
 
+def learned_coefficient_parameters(module: torch.nn.Module) -> Dict[int, Tensor]:
+    r"""The raw parameters of every learned regulariser coefficient in
+    :obj:`module`, by :obj:`id`, each once, in module order: the one search
+    that :func:`param_groups` and :mod:`~torch_geometric_regcn.regularizers.bilevel`
+    share."""
+    from torch_geometric_regcn.regularizers.base import Regularizer
+    return {id(p): p for m in module.modules() if isinstance(m, Regularizer)
+            for p in m.learned_parameters()}
+
+
 def param_groups(module: torch.nn.Module, weight_decay: float) -> List[Dict[str, Any]]:
     r"""The parameters of :obj:`module` as an optimizer's parameter groups:
     every parameter with :obj:`weight_decay`, except the raw parameters of
@@ -144,12 +155,10 @@ def param_groups(module: torch.nn.Module, weight_decay: float) -> List[Dict[str,
                                    solver='cg', learn=('alpha',))
             optimizer = torch.optim.Adam(param_groups(model, weight_decay=5e-4), lr=0.01)
     """
-    from torch_geometric_regcn.regularizers.base import Regularizer
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"'module' must be a torch.nn.Module (got {type_name(module)})")
     weight_decay = check_real('weight_decay', weight_decay, low=0.0)
-    coefficients = {id(p): p for m in module.modules() if isinstance(m, Regularizer)
-                    for p in m.learned_parameters()}
+    coefficients = learned_coefficient_parameters(module)
     rest = [p for p in module.parameters() if id(p) not in coefficients]
     groups = [{'params': rest, 'weight_decay': weight_decay},
               {'params': list(coefficients.values()), 'weight_decay': 0.0}]
