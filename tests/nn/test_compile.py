@@ -9,6 +9,8 @@ the solves amplify by at most their condition number (below 100 here) and CG,
 run to tol=1e-12, by its stopping point; 1e-9 leaves room for that and fails
 on any wrong propagation, whose error is of order one.
 """
+import warnings
+
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
@@ -125,3 +127,26 @@ def test_compiled_tsgcnconv_and_tsgcn_equal_eager(data):
                                data.x, w=w, v=v)
         assert counter.frame_count == 1
         assert_same(got, expected)
+
+
+NON_QUADRATIC = [(name, solver) for name in ('elastic', 'airgnn', 'pgnn', 'robust')
+                 for solver in REGISTRY[name].solvers]
+
+
+@pytest.mark.parametrize('name, solver', NON_QUADRATIC)
+def test_compiled_non_quadratic_layer_equals_eager(data, name, solver):
+    # The outer iterations run eagerly (a graph break), as the sparse solvers do.
+    layer = RegularizerConv(F_IN, F_OUT, name, solver=solver, tol=1e-12, K=3,
+                            irls_tol=1e-15).double()
+    torch.nn.init.normal_(layer.bias)
+    with warnings.catch_warnings():  # 3 reweightings stop short of irls_tol (on purpose)
+        warnings.simplefilter('ignore')
+        expected = forward_backward(layer, data.x, edge_index=data.edge_index)
+        counter = CompileCounterWithBackend('inductor')
+        got = forward_backward(torch.compile(layer, backend=counter), data.x,
+                               edge_index=data.edge_index)
+    assert counter.frame_count >= 1
+    assert_same(got, expected)
+    with pytest.raises(torch._dynamo.exc.Unsupported, match='non-quadratic.*eagerly'):
+        torch.compile(layer, fullgraph=True, backend='eager')(data.x, data.edge_index)
+

@@ -6,7 +6,8 @@ from torch_geometric_regcn import regularizers as R
 
 def test_registry_and_errors():
     assert sorted(R.REGISTRY) == sorted(['gcn', 'sgc', 'appnp', 'jknet', 'dagnn', 'gnn_lf',
-                                         'gnn_hf', 'tsgcn', 'signed', 'polynomial'])
+                                         'gnn_hf', 'tsgcn', 'signed', 'polynomial', 'elastic',
+                                         'airgnn', 'pgnn', 'robust'])
     with pytest.raises(ValueError, match="Unknown regularizer 'gat'.*'appnp'"):
         R.get('gat')
     assert isinstance(R.get(R.APPNPRegularizer, K=3), R.APPNPRegularizer)

@@ -14,7 +14,11 @@ from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.utils.compat import compiler_disable
 from torch_geometric_regcn.utils.sparse import diagonal, spectral_bound
 
-SOLVERS = ('closed', 'series', 'cg', 'lowrank')
+#: Every solver name: the quadratic regularisers' (:obj:`"closed"`, :obj:`"series"`,
+#: :obj:`"cg"`, :obj:`"lowrank"`), then the non-quadratic ones' (:obj:`"irls"`
+#: and the papers' rules :obj:`"emp"`, :obj:`"amp"`, :obj:`"fixed_point"`; see
+#: :class:`~torch_geometric_regcn.regularizers.IterativeRegularizer`).
+SOLVERS = ('closed', 'series', 'cg', 'lowrank', 'irls', 'emp', 'amp', 'fixed_point')
 
 #: The range of a learnable coefficient (:attr:`Regularizer.learnable`): an
 #: open interval :obj:`(low, high)`, either end possibly infinite, or one of

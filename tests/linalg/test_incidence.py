@@ -1,0 +1,39 @@
+r"""The normalised incidence matrix: :mod:`torch_geometric_regcn.linalg.incidence`."""
+import pytest
+import torch
+
+from tests.conftest import dense_normalized_adjacency
+from tests.regularizers.helpers import N, dense_incidence, dense_weights
+from torch_geometric_regcn.linalg.incidence import normalized_incidence
+from torch_geometric_regcn.regularizers.graph import adjacency_edges
+
+
+def dense(inc):
+    b = torch.zeros(inc.num_edges, N, dtype=torch.float64)
+    rows = torch.arange(inc.num_edges)
+    b[rows, inc.src] = inc.src_coef
+    b[rows, inc.dst] = -inc.dst_coef
+    return b
+
+
+@pytest.mark.parametrize('weighted', [False, True])
+@pytest.mark.parametrize('self_loops', [True, False])
+def test_incidence_is_the_square_root_of_the_laplacian(weighted, self_loops):
+    w, ei, weight = dense_weights(weighted=weighted)
+    index, value = adjacency_edges(ei, N, weight, torch.float64)
+    inc = normalized_incidence(index, value, N, self_loops)
+    b = dense(inc)
+    # Up to the sign of each row (the orientation of an edge), the definition.
+    reference = dense_incidence(w, self_loops)
+    assert torch.allclose(b.T @ b, reference.T @ reference, atol=1e-13)
+    if self_loops:  # B^T B = I - Â, the paper's Laplacian L~
+        eye = torch.eye(N, dtype=torch.float64)
+        assert torch.allclose(b.T @ b, eye - dense_normalized_adjacency(ei, N, weight),
+                              atol=1e-13)
+    x = torch.randn(N, 3, dtype=torch.float64)
+    z = torch.randn(inc.num_edges, 3, dtype=torch.float64)
+    assert torch.allclose(inc.gradient(x), b @ x, atol=1e-13)
+    assert torch.allclose(inc.divergence(z), b.T @ z, atol=1e-13)
+    u = torch.rand(inc.num_edges, dtype=torch.float64)
+    assert torch.allclose(inc.weighted_diagonal(u), ((b.T * u) @ b).diagonal(), atol=1e-13)
+    assert inc.num_edges == int((w > 0).sum()) // 2  # one row per undirected edge, no loops

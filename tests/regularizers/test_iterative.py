@@ -1,0 +1,151 @@
+r"""The non-quadratic regularisers' shared iteration:
+:mod:`torch_geometric_regcn.regularizers.iterative` (and
+:mod:`~torch_geometric_regcn.regularizers.penalties`), for every built-in one."""
+import math
+import warnings
+
+import pytest
+import torch
+
+from tests.regularizers.helpers import N, h_in, operators
+from torch_geometric_regcn import RegularizerConv, RegularizerGNN
+from torch_geometric_regcn import regularizers as R
+from torch_geometric_regcn.regularizers import penalties as P
+from torch_geometric_regcn.regularizers.graph import build_graph
+
+CASES = [('elastic', {'norm': 'l21'}), ('elastic', {'norm': 'l1'}), ('airgnn', {}),
+         ('pgnn', {}), ('robust', {'penalty': 'mcp'}), ('robust', {'penalty': 'huber'}),
+         ('robust', {'penalty': 'l1'})]
+#: The solvers whose energy provably never increases: every 'irls' (exact
+#: majorise-minimise) and pGNN's rule (a Jacobi sweep of the majorising problem).
+MONOTONE = [(name, kw, solver) for name, kw in CASES
+            for solver in R.get(name, **kw).solvers if solver in ('irls', 'fixed_point')]
+ALL = [(name, kw, solver) for name, kw in CASES for solver in R.get(name, **kw).solvers]
+
+
+@pytest.mark.parametrize('name, kw, solver', MONOTONE)
+def test_energy_never_increases(name, kw, solver):
+    reg = R.get(name, **kw, K=30, irls_tol=1e-9)
+    graph, x = operators(reg, weighted=True), 2 * h_in(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # 30 reweightings may stop short of 1e-9
+        result = reg.solve(x, graph, solver, tol=1e-13, max_iter=5000, trace=True)
+    energy = result.energy
+    assert energy.shape == (result.iterations + 1,)
+    # Each step lowers the energy, up to the inexactness of the CG solves (to
+    # 1e-13 relative) and float64 rounding of sums of ~100 terms of order one.
+    steps = energy[1:] - energy[:-1]
+    assert float(steps.max()) <= 1e-10 * float(energy[0].abs()), steps
+    assert float(energy[-1]) < float(energy[0])
+
+
+@pytest.mark.parametrize('name, kw', CASES)
+def test_the_papers_rules_converge_to_the_irls_minimum(name, kw):
+    rule = [s for s in R.get(name, **kw).solvers if s != 'irls']
+    if not rule:
+        pytest.skip(f'{name} has only irls')
+    graph, x = operators(R.get(name, **kw)), h_in(3)
+    fast = R.get(name, **kw, K=1500).solve(x, graph, rule[0], trace=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        exact = R.get(name, **kw, K=300, eps=1e-7, irls_tol=1e-9).solve(
+            x, graph, 'irls', tol=1e-12, max_iter=5000, trace=True)
+    # Both reach the minimum: the rule's last energy within 1e-5 relative of IRLS's.
+    assert float(fast.energy[-1]) <= float(exact.energy[-1]) * (1 + 1e-5) + 1e-9
+    assert float(exact.energy[-1]) <= float(fast.energy[-1]) * (1 + 1e-5) + 1e-9
+
+
+@pytest.mark.parametrize('name, kw, solver', ALL)
+def test_gradients_are_the_finite_differences(name, kw, solver):
+    # A fixed number of steps (irls_tol below reach): the output is a smooth
+    # function of the input away from the penalties' kinks, which random
+    # inputs avoid.
+    reg = R.get(name, **kw, K=3, irls_tol=1e-15)
+    graph = operators(reg, weighted=True)
+    x = h_in(2).requires_grad_()
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        assert torch.autograd.gradcheck(
+            lambda v: reg.propagate(v, graph, solver, tol=1e-13, max_iter=5000), (x,),
+            eps=1e-6, atol=1e-5)
+
+
+def test_irls_warns_with_the_change_reached():
+    reg = R.RobustRegularizer(K=2, irls_tol=1e-12)
+    with pytest.warns(UserWarning, match=r'IRLS stopped after K=2 reweightings with relative '
+                                         r'change \d\.\d\de-\d+ > irls_tol=1e-12'):
+        reg.propagate(h_in(2), operators(reg))
+
+
+@pytest.mark.parametrize('name, kw, solver', ALL)
+def test_non_finite_input_never_gives_plausible_numbers(name, kw, solver):
+    reg = R.get(name, **kw)
+    x = h_in(2)
+    x[4, 1] = math.nan
+    try:
+        out = reg.propagate(x, operators(reg), solver)
+    except ValueError as error:  # IRLS and CG refuse it
+        assert 'NaN' in str(error) or 'finite' in str(error)
+    else:  # the papers' rules carry it
+        assert out.isnan().any()
+
+
+@pytest.mark.parametrize('name, kw, solver', ALL)
+def test_layer_with_edge_weight_is_the_regularizer_on_the_weighted_graph(name, kw, solver):
+    graph = operators(R.get('gcn'), weighted=True)
+    x = torch.randn(N, 5, dtype=torch.float64)
+    conv = RegularizerConv(5, 3, regularizer=name, solver=solver, **kw).double()
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        out = conv(x, graph.edge_index, graph.edge_weight)
+        ops = build_graph(conv.regularizer, graph.edge_index, N, graph.edge_weight,
+                          torch.float64)
+        expected = conv.regularizer.propagate(conv.lin(x), ops, solver) + conv.bias
+        unweighted = conv(x, graph.edge_index)
+    assert torch.allclose(out, expected, atol=1e-12)
+    assert not torch.allclose(out, unweighted, atol=1e-6)  # the weights matter
+
+
+def test_network_trains():
+    torch.manual_seed(0)
+    graph = operators(R.get('gcn'))
+    x = torch.randn(N, 6)
+    y = x[:, :3].argmax(dim=1)  # labels the features tell
+    # Light smoothing: on this random graph, the labels are the features'.
+    for name, kw in [('elastic', dict(lambda1=0.1, lambda2=0.1)), ('airgnn', dict(lam=0.9)),
+                     ('pgnn', dict(mu=10.0)), ('robust', dict(lam=0.1))]:
+        model = RegularizerGNN(6, 16, 3, regularizer=name, **kw)
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+        losses = []
+        for _ in range(50):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x, graph.edge_index), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+        assert losses[-1] < 0.5 * losses[0], (name, losses)
+
+
+def test_no_operator_no_response():
+    reg = R.ElasticRegularizer()
+    with pytest.raises(NotImplementedError, match='not quadratic'):
+        reg.operator(operators(reg))
+    with pytest.raises(NotImplementedError, match='not a linear filter'):
+        reg.frequency_response(torch.zeros(2))
+
+
+@pytest.mark.parametrize('penalty', [P.L1Penalty(0.1), P.HuberPenalty(0.7),
+                                     P.MCPPenalty(1.0, 2.0, 0.1), P.PowerPenalty(1.3, 0.1),
+                                     P.PowerPenalty(2.0, 0.1)])
+def test_penalty_weight_is_its_derivative_over_t_and_majorises(penalty):
+    t = torch.linspace(0.01, 5, 500, dtype=torch.float64).requires_grad_()
+    value = penalty.value(t)
+    (derivative,) = torch.autograd.grad(value.sum(), t)
+    t = t.detach()
+    assert torch.allclose(penalty.weight(t), derivative / t, atol=1e-10)
+    # The majorising quadratic at every t0 lies above rho and touches it at t0.
+    for t0 in (0.05, 0.5, 1.5, 4.0):
+        t0 = torch.tensor(t0, dtype=torch.float64)
+        bound = penalty.value(t0) + 0.5 * penalty.weight(t0) * (t**2 - t0**2)
+        assert bool((bound >= penalty.value(t) - 1e-12).all())
+    assert float(penalty.value(torch.zeros((), dtype=torch.float64))) == 0.0

@@ -1,0 +1,104 @@
+r"""The normalised incidence matrix of an undirected graph: the graph gradient
+of the non-quadratic regularisers."""
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+
+class Incidence(NamedTuple):
+    r"""A normalised incidence matrix :math:`\mathbf{B}` with one row per
+    undirected edge :math:`e = \{i, j\}`, :math:`i < j`:
+    :math:`(\mathbf{B}\mathbf{X})_e = c^{\mathrm{src}}_e \mathbf{x}_i -
+    c^{\mathrm{dst}}_e \mathbf{x}_j` (see :func:`normalized_incidence`)."""
+    #: the smaller node of each edge, :obj:`[E']`
+    src: Tensor
+    #: the larger node of each edge, :obj:`[E']`
+    dst: Tensor
+    #: :math:`c^{\mathrm{src}}_e`, :obj:`[E']`
+    src_coef: Tensor
+    #: :math:`c^{\mathrm{dst}}_e`, :obj:`[E']`
+    dst_coef: Tensor
+    #: the number of nodes :math:`N`
+    num_nodes: int
+
+    @property
+    def num_edges(self) -> int:
+        r"""The number of rows :math:`E'` (undirected edges)."""
+        return self.src.numel()
+
+    def gradient(self, x: Tensor) -> Tensor:
+        r""":math:`\mathbf{B}\mathbf{X}`, one row per edge, :obj:`[E', F]`.
+        Cost: :math:`O(E' F)`."""
+        return (self.src_coef.unsqueeze(-1) * x.index_select(0, self.src)
+                - self.dst_coef.unsqueeze(-1) * x.index_select(0, self.dst))
+
+    def divergence(self, z: Tensor) -> Tensor:
+        r""":math:`\mathbf{B}^{\top}\mathbf{Z}` for one row of :obj:`z` per edge,
+        :obj:`[N, F]`. Cost: :math:`O(E' F)`."""
+        out = z.new_zeros((self.num_nodes,) + tuple(z.shape[1:]))
+        out = out.index_add(0, self.src, self.src_coef.unsqueeze(-1) * z)
+        return out.index_add(0, self.dst, -self.dst_coef.unsqueeze(-1) * z)
+
+    def weighted_diagonal(self, weight: Tensor) -> Tensor:
+        r"""The diagonal of :math:`\mathbf{B}^{\top}\mathrm{diag}(\mathbf{w})
+        \mathbf{B}` for edge weights :obj:`weight` :obj:`[E']` or
+        :obj:`[E', F]` (one diagonal per column), :obj:`[N]` or :obj:`[N, F]`."""
+        shape = (-1,) + (1,) * (weight.dim() - 1)
+        out = weight.new_zeros((self.num_nodes,) + tuple(weight.shape[1:]))
+        out = out.index_add(0, self.src, self.src_coef.square().view(shape) * weight)
+        return out.index_add(0, self.dst, self.dst_coef.square().view(shape) * weight)
+
+
+def normalized_incidence(edge_index: Tensor, edge_weight: Tensor, num_nodes: int,
+                         self_loops: bool = True) -> Incidence:
+    r"""The normalised incidence matrix of the graph whose renormalised
+    adjacency :math:`\hat{\mathbf{A}} = \tilde{\mathbf{D}}^{-1/2}(\mathbf{A} +
+    \mathbf{I})\tilde{\mathbf{D}}^{-1/2}` has the symmetric entries
+    :obj:`(edge_index, edge_weight)` (with every diagonal entry
+    :math:`1/\tilde{d}_i`, as
+    :func:`~torch_geometric_regcn.linalg.normalized_adjacency` builds it).
+    The weights of the graph and the degrees are read back from it,
+    :math:`\tilde{d}_i = 1/\hat{a}_{ii}` and :math:`w_{ij} =
+    \hat{a}_{ij}\sqrt{\tilde{d}_i\tilde{d}_j}`, and each undirected edge
+    :math:`\{i, j\}` becomes one row
+
+    .. math::
+        (\mathbf{B}\mathbf{X})_e = \sqrt{w_{ij}}\left(\frac{\mathbf{x}_i}
+        {\sqrt{d_i}} - \frac{\mathbf{x}_j}{\sqrt{d_j}}\right),
+
+    with :math:`d = \tilde{d}` if :obj:`self_loops` (ElasticGNN's
+    normalisation: then :math:`\mathbf{B}^{\top}\mathbf{B} = \mathbf{I} -
+    \hat{\mathbf{A}} = \tilde{\mathbf{L}}`, the Laplacian of the paper's
+    regularisers) and :math:`d = \tilde{d} - 1 = \sum_j w_{ij}` otherwise
+    (pGNN's, the degree without the self loop, summed from the
+    :math:`w_{ij}`). Self loops give no row: a node's
+    difference with itself is zero.
+
+    Args:
+        edge_index (torch.Tensor): The entries of :math:`\hat{\mathbf{A}}`,
+            symmetric, :obj:`[2, nnz]`.
+        edge_weight (torch.Tensor): Their values, :obj:`[nnz]`.
+        num_nodes (int): The number of nodes :math:`N`.
+        self_loops (bool, optional): Normalise by the degree with the unit
+            self loop. (default: :obj:`True`)
+
+    Returns: an :class:`Incidence` in the dtype of :obj:`edge_weight`.
+    Cost: :math:`O(\mathrm{nnz})`.
+    """
+    row, col = edge_index[0], edge_index[1]
+    loop = row == col
+    inv_degree = torch.zeros(num_nodes, dtype=edge_weight.dtype, device=edge_weight.device)
+    inv_degree[row[loop]] = edge_weight[loop]  # 1 / d~_i
+    upper = row < col
+    src, dst, value = row[upper], col[upper], edge_weight[upper]
+    scale = inv_degree.rsqrt()  # sqrt(d~_i)
+    weight = value * scale[src] * scale[dst]  # w_ij
+    if self_loops:
+        norm = inv_degree.sqrt()  # 1 / sqrt(d~_i)
+    else:
+        degree = torch.zeros_like(inv_degree).index_add(0, src, weight).index_add(0, dst, weight)
+        norm = torch.where(degree > 0, degree.clamp_min(torch.finfo(degree.dtype).tiny).rsqrt(),
+                           torch.zeros_like(degree))
+    root = weight.sqrt()
+    return Incidence(src, dst, root * norm[src], root * norm[dst], num_nodes)

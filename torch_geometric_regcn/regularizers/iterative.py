@@ -1,0 +1,195 @@
+r"""The non-quadratic regularisers: an energy that is not a quadratic form,
+minimised by an outer iteration around the shared solvers."""
+import math
+import warnings
+from typing import Any, Callable, ClassVar, NamedTuple, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from torch_geometric_regcn.linalg.cg import cg_solve
+from torch_geometric_regcn.linalg.incidence import Incidence, normalized_incidence
+from torch_geometric_regcn.regularizers.base import Regularizer
+from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
+from torch_geometric_regcn.utils.compat import compiler_disable
+from torch_geometric_regcn.utils.validation import check_int, check_real
+
+
+class Solve(NamedTuple):
+    r"""The result of :meth:`IterativeRegularizer.solve`."""
+    #: the minimiser reached, :obj:`[N, F]`
+    out: Tensor
+    #: the energy at the start and after every iteration (:obj:`trace=True`),
+    #: else :obj:`None`
+    energy: Optional[Tensor]
+    #: the iterations run
+    iterations: int
+    #: the relative change :math:`\|\mathbf{H}_k - \mathbf{H}_{k-1}\|_F /
+    #: \|\mathbf{H}_k\|_F` of the last iteration (:obj:`nan` where not
+    #: measured: the papers' rules without :obj:`trace`)
+    change: float
+
+
+#: A linear system of one reweighting: the product :math:`\mathbf{M}\mathbf{Y}`,
+#: the diagonal of :math:`\mathbf{M}` (for the preconditioner), the right-hand
+#: side, and the tensors the product depends on (for the implicit backward pass).
+System = Tuple[Callable[[Tensor], Tensor], Tensor, Tensor, Tuple[Tensor, ...]]
+
+
+class IterativeRegularizer(Regularizer):
+    r"""Base class of a regulariser whose energy is not a quadratic form, so
+    that the layer is no longer a linear filter of its input
+    :math:`\mathbf{X}` (in a layer, :math:`\mathbf{X}\mathbf{\Theta}`): it
+    computes
+
+    .. math::
+        \mathbf{H} = \operatorname*{arg\,min}_{\mathbf{H}} E(\mathbf{H};
+        \mathbf{X}, \mathcal{G})
+
+    for the energy :meth:`objective`, by an outer iteration from
+    :math:`\mathbf{H}_0 = \mathbf{X}`:
+
+    - :obj:`"irls"` (every such regulariser): iteratively reweighted least
+      squares. Each iteration majorises the non-quadratic terms at the
+      current :math:`\mathbf{H}_k` by quadratics (see
+      :class:`~torch_geometric_regcn.regularizers.penalties.Penalty`) and
+      solves the weighted quadratic problem exactly, by conjugate gradient
+      with the implicit backward pass
+      (:func:`~torch_geometric_regcn.linalg.cg_solve`, to the layer's
+      :obj:`tol`), so the energy never increases. It stops when the relative
+      change of :math:`\mathbf{H}` falls to :attr:`irls_tol`, and warns with
+      the change reached after :obj:`K` iterations otherwise.
+    - the paper's own rule of the regulariser (:obj:`"emp"`, :obj:`"amp"`,
+      :obj:`"fixed_point"`): :obj:`K` steps, as the paper defines its model
+      (like APPNP's :obj:`K`), differentiated by autograd through the steps.
+
+    :meth:`solve` also reports the energy along the iteration. The solvers
+    run eagerly under :func:`torch.compile` (a graph break), as the sparse
+    quadratic ones do; their products are index operations on the graph's
+    incidence matrix (:func:`~torch_geometric_regcn.linalg.incidence.normalized_incidence`),
+    which an explainer's edge masks do not reach. With fixed coefficients
+    and no trainable part, every layer's weights train through them.
+    """
+    solvers: ClassVar[Tuple[str, ...]] = ('irls',)
+    default_solver: ClassVar[str] = 'irls'
+    decoupled: ClassVar[bool] = True
+    projection: ClassVar[str] = 'relu'
+    #: the incidence matrix's normalisation (see :func:`normalized_incidence`)
+    self_loops: ClassVar[bool] = True
+    K: int = 10
+    #: the relative change of :math:`\mathbf{H}` at which :obj:`"irls"` stops
+    irls_tol: float = 1e-3
+
+    # -- what a non-quadratic regulariser is ----------------------------------------
+    def objective(self, h: Tensor, x: Tensor, graph: GraphOperators) -> Tensor:
+        r"""The energy :math:`E(\mathbf{H}; \mathbf{X}, \mathcal{G})`, a scalar."""
+        raise NotImplementedError(f'{type(self).__name__} must implement objective()')
+
+    def system(self, h: Tensor, x: Tensor, graph: GraphOperators) -> System:
+        r"""The weighted quadratic problem that majorises :meth:`objective` at
+        :obj:`h`, as :obj:`(product, diagonal, rhs, params)`: its minimiser
+        solves :math:`\mathbf{M}\mathbf{Y} = \text{rhs}` with
+        :math:`\mathbf{M}` symmetric positive definite."""
+        raise NotImplementedError(f'{type(self).__name__} must implement system()')
+
+    def step(self, solver: str, h: Tensor, x: Tensor, graph: GraphOperators,
+             state: Any) -> Tuple[Tensor, Any]:
+        r"""One step of the paper's rule :obj:`solver`, from :obj:`h` and the
+        rule's :obj:`state` (:obj:`None` at the start)."""
+        raise NotImplementedError(f'{type(self).__name__} has no rule {solver!r}')
+
+    def incidence(self, graph: GraphOperators) -> Incidence:
+        r"""The normalised incidence matrix of the graph, built once per graph."""
+        def build() -> Incidence:
+            index, value = graph.adjacency_edges()
+            return normalized_incidence(index, value, graph.num_nodes, self.self_loops)
+        return graph.memo(('incidence', self.self_loops), build)
+
+    def operator(self, graph: GraphOperators) -> Tensor:
+        raise NotImplementedError(f'{type(self).__name__} is not quadratic: it has no operator '
+                                  f'M; use objective() and solve()')
+
+    def frequency_response(self, lam: Tensor) -> Tensor:
+        raise NotImplementedError(f'{type(self).__name__} is not a linear filter: its response '
+                                  f'depends on the input')
+
+    # -- the shared outer iteration -------------------------------------------------
+    def propagate(self, x: Tensor, graph: GraphOperators, solver: Optional[str] = None,
+                  tol: float = 1e-6, max_iter: int = 1000) -> Tensor:
+        r"""The minimiser :math:`\mathbf{H}` of :meth:`objective` for the input
+        :obj:`x` (:meth:`solve`'s :obj:`out`)."""
+        return self.solve(x, graph, solver, tol, max_iter).out
+
+    def solve(self, x: Tensor, graph: GraphOperators, solver: Optional[str] = None,
+              tol: float = 1e-6, max_iter: int = 1000, trace: bool = False) -> Solve:
+        r"""Minimises :meth:`objective` from :math:`\mathbf{H}_0 = \mathbf{X}`
+        with :obj:`solver` (see the class). :obj:`tol` and :obj:`max_iter`
+        are those of the conjugate gradient solves of :obj:`"irls"`. With
+        :obj:`trace=True` the energy is evaluated at the start and after
+        every iteration (one more pass over the edges each)."""
+        solver = self.check_solver(solver)
+        return _solve(self, x, graph, solver, tol, max_iter, trace)
+
+    def energy(self, h: Tensor, h_in: Tensor, edge_index: Any = None, **graph: Any) -> Tensor:
+        r""":meth:`objective` of :obj:`h` for the input :obj:`h_in`;
+        :obj:`edge_index` may be a prepared :class:`GraphOperators`."""
+        ops = edge_index if isinstance(edge_index, GraphOperators) else build_graph(
+            self, edge_index, h.size(0), dtype=h.dtype, **graph)
+        return self.objective(h, h_in, ops)
+
+    def regularizer_matrix(self, graph: GraphOperators) -> Tensor:
+        raise NotImplementedError(f'{type(self).__name__} is not quadratic: it has no matrix R')
+
+
+def check_steps(K: int, irls_tol: float) -> Tuple[int, float]:
+    r"""The iteration budget of a non-quadratic regulariser: :obj:`K >= 1`
+    steps and :obj:`irls_tol` in :math:`(0, 1)`."""
+    return (check_int('K', K),
+            check_real('irls_tol', irls_tol, 0.0, 1.0, low_open=True, high_open=True))
+
+
+def _relative_change(new: Tensor, old: Tensor) -> Tensor:
+    scale = new.detach().norm().clamp_min(torch.finfo(new.dtype).tiny)
+    return (new.detach() - old.detach()).norm() / scale
+
+
+@compiler_disable(reason="The non-quadratic regularisers iterate in Python over sparse index "
+                  "operations and run eagerly; compile without fullgraph=True (a graph break)")
+def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, solver: str,
+           tol: float, max_iter: int, trace: bool) -> Solve:
+    energies = [regularizer.objective(x, x, graph).detach()] if trace else []
+    h, state, change = x, None, math.nan
+    iterations = 0
+    for iterations in range(1, regularizer.K + 1):
+        if solver == 'irls':
+            product, diag, rhs, params = regularizer.system(h, x, graph)
+            new = _cg(product, diag, rhs, tol, max_iter, params)
+        else:
+            new, state = regularizer.step(solver, h, x, graph, state)
+        if solver == 'irls' or trace:
+            change = float(_relative_change(new, h))
+            if not math.isfinite(change):
+                raise ValueError(f"{regularizer!r} diverged: its {solver!r} iteration {iterations} "
+                                 f"produced NaN or infinite values; check the input and the "
+                                 f"coefficients")
+        h = new
+        if trace:
+            energies.append(regularizer.objective(h, x, graph).detach())
+        if solver == 'irls' and change <= regularizer.irls_tol:
+            break
+    if solver == 'irls' and change > regularizer.irls_tol:
+        warnings.warn(f"{regularizer!r}: IRLS stopped after K={regularizer.K} reweightings with "
+                      f"relative change {change:.2e} > irls_tol={regularizer.irls_tol:.0e}; raise "
+                      f"'K' or 'irls_tol'", UserWarning, stacklevel=4)
+    return Solve(h, torch.stack(energies) if trace else None, iterations, change)
+
+
+def _cg(product: Callable[[Tensor], Tensor], diag: Tensor, rhs: Tensor, tol: float,
+        max_iter: int, params: Tuple[Tensor, ...]) -> Tensor:
+    r"""One reweighted solve by :func:`cg_solve`, preconditioned by :obj:`diag`."""
+    n = diag.numel()
+    index = torch.arange(n, device=diag.device).expand(2, -1)
+    matrix = torch.sparse_coo_tensor(index, diag.detach(), (n, n),
+                                     check_invariants=False).to_sparse_csr()
+    wanted = tuple(p for p in params if p.requires_grad)
+    return cg_solve(matrix, rhs, tol, max_iter, lambda _, y: product(y), wanted)

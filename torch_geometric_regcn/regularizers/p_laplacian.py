@@ -1,0 +1,109 @@
+r"""pGNN's regulariser: the :math:`p`-Laplacian energy, solved by pGNN's
+fixed-point message passing."""
+import math
+from typing import Any, Tuple
+
+from torch import Tensor
+
+from torch_geometric_regcn.regularizers.graph import GraphOperators
+from torch_geometric_regcn.regularizers.iterative import (
+    IterativeRegularizer,
+    System,
+    check_steps,
+)
+from torch_geometric_regcn.regularizers.penalties import PowerPenalty
+from torch_geometric_regcn.regularizers.registry import register
+from torch_geometric_regcn.utils.validation import check_real
+
+
+@register
+class PLaplacianRegularizer(IterativeRegularizer):
+    r"""The regulariser of pGNN (`"p-Laplacian Based Graph Neural Networks"
+    <https://arxiv.org/abs/2111.07337>`_, Fu et al., ICML 2022): the layer
+    minimises the :math:`p`-Laplacian energy with a fitting term,
+
+    .. math::
+        E(\mathbf{H}) = \tfrac{1}{2}\|\mathbf{H} - \mathbf{X}\|_F^2 +
+        \frac{1}{2\mu}\sum_{\{i,j\} \in \mathcal{E}} \Big\|\sqrt{\tfrac{w_{ij}}
+        {d_i}}\mathbf{h}_i - \sqrt{\tfrac{w_{ij}}{d_j}}\mathbf{h}_j\Big\|^p,
+
+    (the paper's :math:`\mu\|\mathbf{H} - \mathbf{X}\|^2 + \mathcal{S}_p(\mathbf{H})`
+    divided by :math:`2\mu`), with the degrees :math:`d_i = \sum_j w_{ij}`
+    of the graph without self loops, :math:`1 \leq p \leq 2`. :math:`p = 2`
+    is Laplacian smoothing (a linear filter); as :math:`p` falls towards 1
+    (total variation) large differences between neighbours cost less, so
+    heterophilous edges are smoothed less.
+
+    **Solvers.** :obj:`"fixed_point"` (default): pGNN's message passing,
+    :obj:`K` steps from :math:`\mathbf{H}_0 = \mathbf{X}`,
+
+    .. math::
+        \mathbf{h}_i^{(k+1)} = \alpha_i \sum_j \frac{M_{ij}}{\sqrt{d_i d_j}}
+        \mathbf{h}_j^{(k)} + \beta_i \mathbf{x}_i, \quad
+        M_{ij} = w_{ij}\Big\|\sqrt{\tfrac{w_{ij}}{d_i}}\mathbf{h}_i^{(k)} -
+        \sqrt{\tfrac{w_{ij}}{d_j}}\mathbf{h}_j^{(k)}\Big\|^{p-2},
+
+    :math:`\alpha_i = 1/(\sum_j M_{ij}/d_i + 2\mu/p)`, :math:`\beta_i =
+    (2\mu/p)\,\alpha_i` (the paper's equations). Each step is one Jacobi sweep
+    of the reweighted least-squares problem at :math:`\mathbf{H}_k`, which
+    majorises the energy, and a Jacobi sweep of a problem whose matrix is
+    :math:`\mathbf{I}` plus a weighted Laplacian never raises it: the energy
+    never increases. :obj:`"irls"` solves each reweighted problem exactly by
+    conjugate gradient instead (fewer, dearer iterations). Both smooth
+    :math:`\|\cdot\|^{p-2}` below :obj:`eps` (see
+    :class:`~torch_geometric_regcn.regularizers.penalties.PowerPenalty`);
+    pGNN's code sets the weight of an edge with a zero difference to zero
+    instead. pGNN's code also differs from the paper's equations, which this
+    class follows, in two places: it takes :math:`\alpha` of the sending
+    node of each message and uses :math:`\beta_i = (4\mu/p)\,\alpha_i`.
+
+    Cost per step: :math:`O(E F)`, about twice APPNP's step.
+
+    **Projection: identity, decoupled**: an MLP, then one propagation (pGNN
+    propagates its hidden features and then applies a linear layer).
+
+    Args:
+        p (float, optional): :math:`p \in [1, 2]`. (default: :obj:`1.5`)
+        mu (float, optional): :math:`\mu > 0`, the weight of the fitting
+            term. (default: :obj:`0.1`)
+        K (int, optional): Steps of :obj:`"fixed_point"`; the most
+            reweightings of :obj:`"irls"`. (default: :obj:`4`)
+        eps (float, optional): The smoothing width. (default: :obj:`1e-4`)
+        irls_tol (float, optional): The relative change at which
+            :obj:`"irls"` stops. (default: :obj:`1e-3`)
+    """
+    name = 'pgnn'
+    projection = 'identity'
+    solvers = ('fixed_point', 'irls')
+    default_solver = 'fixed_point'
+    self_loops = False
+
+    def __init__(self, p: float = 1.5, mu: float = 0.1, K: int = 4, eps: float = 1e-4,
+                 irls_tol: float = 1e-3) -> None:
+        penalty = PowerPenalty(p, eps)
+        self.p, self.eps = penalty.p, penalty.eps
+        self.mu = check_real('mu', mu, 0.0, math.inf, low_open=True)
+        self.K, self.irls_tol = check_steps(K, irls_tol)
+
+    def objective(self, h: Tensor, x: Tensor, graph: GraphOperators) -> Tensor:
+        r""":math:`E(\mathbf{H})` with the smoothed penalty (exact where every
+        edge difference exceeds :obj:`eps`)."""
+        t = self.incidence(graph).gradient(h).norm(dim=-1)
+        penalty = PowerPenalty(self.p, self.eps)
+        return 0.5 * (h - x).square().sum() + penalty.value(t).sum() / (2.0 * self.mu)
+
+    def system(self, h: Tensor, x: Tensor, graph: GraphOperators) -> System:
+        inc = self.incidence(graph)
+        t = inc.gradient(h).norm(dim=-1)
+        weight = (PowerPenalty(self.p, self.eps).weight(t) / (2.0 * self.mu)).unsqueeze(-1)
+
+        def product(y: Tensor) -> Tensor:
+            return y + inc.divergence(weight * inc.gradient(y))
+
+        diag = 1.0 + inc.weighted_diagonal(weight.squeeze(-1))
+        return product, diag, x, (weight,)
+
+    def step(self, solver: str, h: Tensor, x: Tensor, graph: GraphOperators,
+             state: Any) -> Tuple[Tensor, Any]:
+        product, diag, rhs, _ = self.system(h, x, graph)  # one Jacobi sweep
+        return h + (rhs - product(h)) / diag.unsqueeze(-1), None
