@@ -44,6 +44,8 @@ from torch_geometric_regcn import RegularizerConv, RegularizerGNN
 from torch_geometric_regcn.datasets import HETEROPHILOUS, load_dataset
 from torch_geometric_regcn.datasets.heterophilous import normalize_name
 from torch_geometric_regcn.regularizers import coefficient_parameters
+from torch_geometric_regcn.regularizers import get as get_regularizer
+from torch_geometric_regcn.regularizers.graph import build_graph
 from torch_geometric_regcn.utils.validation import check_int
 
 #: The metrics :func:`score` computes.
@@ -492,6 +494,30 @@ def _regcn() -> Callable:
     return build
 
 
+class RegularizerPropagation(torch.nn.Module):
+    r"""A regulariser of the package applied after an MLP, as PyG's APPNP is
+    (no weights of its own): :obj:`regularizer.propagate` on the graph's
+    operators, built on the first call for a graph and kept."""
+    def __init__(self, regularizer: str, solver: Optional[str] = None,
+                 **coefficients: Any) -> None:
+        super().__init__()
+        self.regularizer = get_regularizer(regularizer, **coefficients)
+        self.solver = solver
+        self._graph: Optional[Tuple[Tensor, Any]] = None
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        if self._graph is None or self._graph[0] is not edge_index:
+            self._graph = (edge_index, build_graph(self.regularizer, edge_index, x.size(0),
+                                                   dtype=x.dtype))
+        return self.regularizer.propagate(x, self._graph[1], self.solver)
+
+
+def _propagated(name: str, keys: Sequence[str]) -> Callable:
+    # An MLP (the Stack of torch.nn.Linear) and the regulariser `name`.
+    return stack(lambda a, b, last: torch.nn.Linear(a, b), graph=False,
+                 propagation=lambda c: RegularizerPropagation(name, **{k: c[k] for k in keys}))
+
+
 def _coefficients_undecayed(model: torch.nn.Module) -> List[Dict[str, Any]]:
     # The learned regulariser coefficients, in a group without weight decay.
     return [{'params': coefficient_parameters(model), 'weight_decay': 0.0}]
@@ -609,6 +635,25 @@ MODELS: Dict[str, Model] = {
                           {'layer': 'RegularizerConv', 'regularizer': 'signed', 'alpha': -0.25,
                            'learn': ('alpha',), 'root_weight': True, 'directed': False},
                           STACK_GRID, param_groups=_coefficients_undecayed),
+    # The package's non-quadratic regularisers (issue 30), each after an MLP as
+    # APPNP above, with their papers' settings first in their grids.
+    'elastic': Model('ElasticGNN (l21, EMP)',
+                     _propagated('elastic', ('lambda1', 'lambda2', 'norm', 'K')), _graph_inputs,
+                     {'layer': 'torch.nn.Linear + elastic', 'lambda1': 3.0, 'lambda2': 3.0,
+                      'norm': 'l21', 'K': 10},
+                     ({'lambda1': 3.0}, {'lambda1': 6.0}, {'lambda1': 9.0})),
+    'airgnn': Model('AirGNN (AMP)', _propagated('airgnn', ('lam', 'K')), _graph_inputs,
+                    {'layer': 'torch.nn.Linear + airgnn', 'lam': 0.5, 'K': 10},
+                    ({'lam': 0.5}, {'lam': 0.3}, {'lam': 0.7})),
+    'pgnn': Model('pGNN (fixed point)', _propagated('pgnn', ('p', 'mu', 'K')), _graph_inputs,
+                  {'layer': 'torch.nn.Linear + pgnn', 'p': 1.5, 'mu': 0.1, 'K': 4},
+                  ({'p': 1.5}, {'p': 1.0}, {'p': 2.0})),
+    'robust': Model('Robust (MCP, IRLS)', _propagated('robust', ('lam', 'penalty', 'threshold',
+                                                                 'K', 'irls_tol')),
+                    _graph_inputs,
+                    {'layer': 'torch.nn.Linear + robust', 'lam': 3.0, 'penalty': 'mcp',
+                     'threshold': 1.0, 'K': 3, 'irls_tol': 0.05},
+                    ({'threshold': 1.0}, {'threshold': 0.5}, {'threshold': 2.0})),
 }
 
 #: The package's recommended heterophily model, fixed before any measurement:

@@ -57,7 +57,8 @@ class RobustRegularizer(IterativeRegularizer):
     regulariser's own explanation of which edges it trusted.
 
     Cost per reweighting: a conjugate gradient solve, :math:`O(E F)` per CG
-    iteration.
+    iteration, about :math:`\sqrt{\kappa}` iterations for the condition
+    number :math:`\kappa \leq 1 + 2\lambda\max_e w_e` (see :obj:`eps`).
 
     **Projection: identity, decoupled** (an MLP, then one propagation).
 
@@ -70,7 +71,10 @@ class RobustRegularizer(IterativeRegularizer):
             normalised difference. (default: :obj:`1.0`)
         K (int, optional): The most reweightings. (default: :obj:`10`)
         eps (float, optional): The smoothing width of :obj:`"mcp"` and
-            :obj:`"l1"` at zero. (default: :obj:`1e-4`)
+            :obj:`"l1"` at zero, which caps the weights at :math:`1/\epsilon`
+            and so the condition number of each solve at :math:`1 +
+            2\lambda/\epsilon`: a smaller one is closer to the unsmoothed
+            penalty and slower to solve. (default: :obj:`0.1`)
         irls_tol (float, optional): The relative change at which the
             iteration stops. (default: :obj:`1e-3`)
     """
@@ -80,7 +84,7 @@ class RobustRegularizer(IterativeRegularizer):
     default_solver = 'irls'
 
     def __init__(self, lam: float = 3.0, penalty: str = 'mcp', threshold: float = 1.0,
-                 K: int = 10, eps: float = 1e-4, irls_tol: float = 1e-3) -> None:
+                 K: int = 10, eps: float = 0.1, irls_tol: float = 1e-3) -> None:
         self.lam = check_real('lam', lam, 0.0, math.inf, low_open=True)
         self.penalty = check_choice('penalty', penalty, tuple(PENALTIES))
         self.threshold = check_real('threshold', threshold, 0.0, math.inf, low_open=True)
