@@ -17,9 +17,10 @@ CASES = [('elastic', {'norm': 'l21'}), ('elastic', {'norm': 'l1'}), ('airgnn', {
          ('pgnn', {}), ('robust', {'penalty': 'mcp'}), ('robust', {'penalty': 'huber'}),
          ('robust', {'penalty': 'l1'})]
 #: The solvers whose energy provably never increases: every 'irls' (exact
-#: majorise-minimise) and pGNN's rule (a Jacobi sweep of the majorising problem).
+#: majorise-minimise), pGNN's rule (a Jacobi sweep of the majorising problem)
+#: and AirGNN's (proximal gradient with a step below 1/L). Not EMP (primal-dual).
 MONOTONE = [(name, kw, solver) for name, kw in CASES
-            for solver in R.get(name, **kw).solvers if solver in ('irls', 'fixed_point')]
+            for solver in R.get(name, **kw).solvers if solver != 'emp']
 ALL = [(name, kw, solver) for name, kw in CASES for solver in R.get(name, **kw).solvers]
 
 
@@ -46,13 +47,16 @@ def test_the_papers_rules_converge_to_the_irls_minimum(name, kw):
         pytest.skip(f'{name} has only irls')
     graph, x = operators(R.get(name, **kw)), h_in(3)
     fast = R.get(name, **kw, K=1500).solve(x, graph, rule[0], trace=True)
+    irls = R.get(name, **kw, K=300, eps=1e-7, irls_tol=1e-9)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
-        exact = R.get(name, **kw, K=300, eps=1e-7, irls_tol=1e-9).solve(
-            x, graph, 'irls', tol=1e-12, max_iter=5000, trace=True)
-    # Both reach the minimum: the rule's last energy within 1e-5 relative of IRLS's.
-    assert float(fast.energy[-1]) <= float(exact.energy[-1]) * (1 + 1e-5) + 1e-9
-    assert float(exact.energy[-1]) <= float(fast.energy[-1]) * (1 + 1e-5) + 1e-9
+        exact = irls.solve(x, graph, "irls", tol=1e-12, max_iter=5000)
+    exact = exact._replace(energy=irls.objective(exact.out, x, graph))
+    # Both reach the minimum of the same energy (IRLS's, smoothed below 1e-7:
+    # the rule's exact minimum lies within 1e-7 * lambda per edge of it): the
+    # energies agree to 1e-5 relative, the iterations' own stopping points.
+    e_rule, e_irls = float(irls.objective(fast.out, x, graph)), float(exact.energy)
+    assert e_rule <= e_irls * (1 + 1e-5) + 1e-9 and e_irls <= e_rule * (1 + 1e-5) + 1e-9
 
 
 @pytest.mark.parametrize('name, kw, solver', ALL)
@@ -68,6 +72,53 @@ def test_gradients_are_the_finite_differences(name, kw, solver):
         assert torch.autograd.gradcheck(
             lambda v: reg.propagate(v, graph, solver, tol=1e-13, max_iter=5000), (x,),
             eps=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize('name, kw, solver', ALL)
+def test_gradients_reach_the_edge_weights(name, kw, solver):
+    # The derivative along a symmetric change of the edge weights against
+    # central differences (an attack differentiates with respect to them).
+    reg = R.get(name, **kw, K=3, irls_tol=1e-15)
+    ei = operators(R.get('gcn')).edge_index
+    base = 0.5 + torch.rand(ei.size(1), dtype=torch.float64,
+                            generator=torch.Generator().manual_seed(1))
+    direction = torch.randn(N, N, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    direction = (direction + direction.T)[ei[0], ei[1]]
+    x, g = h_in(2), torch.randn(N, 2, dtype=torch.float64)
+    base = torch.maximum(base, base.view(-1)[_reverse(ei)])  # symmetric weights
+
+    def f(t):
+        graph = build_graph(reg, ei, N, base + t * direction, torch.float64)
+        return (reg.propagate(x, graph, solver, tol=1e-13, max_iter=5000) * g).sum()
+
+    t = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        (autograd,) = torch.autograd.grad(f(t), t)
+        step = 1e-6
+        numeric = (f(torch.tensor(step, dtype=torch.float64))
+                   - f(torch.tensor(-step, dtype=torch.float64))) / (2 * step)
+    assert float(numeric.abs()) > 1e-4  # the weights matter
+    # Central differences of a smooth function: error ~ step^2 |f'''| + eps |f| / step.
+    assert abs(float(autograd) - float(numeric)) <= 1e-6 * max(1.0, abs(float(numeric)))
+
+
+def _reverse(ei):
+    # The column of each edge's reverse (the test graph stores both).
+    position = {(i, j): k for k, (i, j) in enumerate(ei.T.tolist())}
+    return torch.tensor([position[(j, i)] for i, j in ei.T.tolist()])
+
+
+def test_explaining_is_refused_with_the_reason():
+    from torch_geometric.explain import Explainer, GNNExplainer
+    graph = operators(R.get('gcn'))
+    model = RegularizerGNN(4, 8, 3, regularizer='robust').double()
+    explainer = Explainer(model, GNNExplainer(epochs=2), explanation_type='model',
+                          node_mask_type='attributes', edge_mask_type='object',
+                          model_config=dict(mode='multiclass_classification',
+                                            return_type='raw', task_level='node'))
+    with pytest.raises(ValueError, match='edge masks do not reach.*edge_weights'):
+        explainer(torch.randn(N, 4, dtype=torch.float64), graph.edge_index, index=3)
 
 
 def test_irls_warns_with_the_change_reached():
@@ -126,7 +177,9 @@ def test_network_trains():
         assert losses[-1] < 0.5 * losses[0], (name, losses)
 
 
-def test_no_operator_no_response():
+def test_no_operator_no_response_no_learning():
+    with pytest.raises(ValueError, match="cannot learn.*fixed"):
+        RegularizerConv(4, 4, regularizer='elastic', learn=('lambda1',))
     reg = R.ElasticRegularizer()
     with pytest.raises(NotImplementedError, match='not quadratic'):
         reg.operator(operators(reg))

@@ -32,7 +32,7 @@ def test_mcp_cuts_the_edges_beyond_its_threshold():
 def test_errors():
     with pytest.raises(ValueError, match="'penalty'"):
         R.RobustRegularizer(penalty='tukey')
-    with pytest.raises(ValueError, match='eps < gamma'):
+    with pytest.raises(ValueError, match='eps < threshold'):
         R.RobustRegularizer(threshold=1e-5)
     with pytest.raises(ValueError, match="'lam'"):
         R.RobustRegularizer(lam=0.0)

@@ -13,6 +13,7 @@ from torch_geometric_regcn.linalg.graph_operator import (  # noqa: F401 (depreca
     normalized_adjacency,
     sharded_normalized_adjacency,
 )
+from torch_geometric_regcn.linalg.incidence import Incidence, normalized_incidence
 from torch_geometric_regcn.linalg.lanczos import block_lanczos
 from torch_geometric_regcn.linalg.laplacian_spectrum import laplacian_eigenpairs
 from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
@@ -25,7 +26,8 @@ from torch_geometric_regcn.linalg.woodbury import (
     woodbury_core,
 )
 
-__all__ = ['EigenPairs', 'ShardedMatrix', 'WoodburyCache', 'WoodburyCore', 'block_lanczos',
-           'combine', 'directed_adjacency', 'extreme_eigenpairs', 'factors_from_eigenpairs',
-           'laplacian_eigenpairs', 'normalized_adjacency', 'subspace_iteration', 'tall_qr',
-           'woodbury_apply', 'woodbury_core']
+__all__ = ['EigenPairs', 'Incidence', 'ShardedMatrix', 'WoodburyCache', 'WoodburyCore',
+           'block_lanczos', 'combine', 'directed_adjacency', 'extreme_eigenpairs',
+           'factors_from_eigenpairs', 'laplacian_eigenpairs', 'normalized_adjacency',
+           'normalized_incidence', 'subspace_iteration', 'tall_qr', 'woodbury_apply',
+           'woodbury_core']

@@ -84,12 +84,18 @@ def normalized_incidence(edge_index: Tensor, edge_weight: Tensor, num_nodes: int
             self loop. (default: :obj:`True`)
 
     Returns: an :class:`Incidence` in the dtype of :obj:`edge_weight`.
-    Cost: :math:`O(\mathrm{nnz})`.
+    Raises :class:`ValueError` where a node lacks its positive diagonal entry
+    (the input is then not a renormalised adjacency). Cost:
+    :math:`O(\mathrm{nnz})`, one synchronisation.
     """
     row, col = edge_index[0], edge_index[1]
     loop = row == col
     inv_degree = torch.zeros(num_nodes, dtype=edge_weight.dtype, device=edge_weight.device)
     inv_degree[row[loop]] = edge_weight[loop]  # 1 / d~_i
+    if num_nodes and not bool((inv_degree > 0).all()):
+        raise ValueError("normalized_incidence needs the entries of a renormalised adjacency "
+                         "A^ = D~^-1/2 (A + I) D~^-1/2, whose every diagonal entry 1/d~_i is "
+                         "positive (build them with normalized_adjacency)")
     upper = row < col
     src, dst, value = row[upper], col[upper], edge_weight[upper]
     scale = inv_degree.rsqrt()  # sqrt(d~_i)

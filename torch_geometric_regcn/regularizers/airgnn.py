@@ -45,9 +45,13 @@ class AdaptiveResidualRegularizer(IterativeRegularizer):
         (\mathbf{y}_i - \mathbf{x}_i),
 
     the second step the proximal map of the residual term (row-wise soft
-    thresholding; the factor is the node's adaptive score). The step
-    exceeds the :math:`1/L` of the descent lemma, so the energy need not
-    fall at every step. :obj:`"irls"`: each reweighting solves
+    thresholding; the factor is the node's adaptive score). The smooth term
+    has the Lipschitz constant :math:`L = 2(1 - \lambda)\mu_{\max}` for the
+    largest eigenvalue :math:`\mu_{\max} < 2` of :math:`\tilde{\mathbf{L}}`
+    (the self loops keep it below 2), so each step lowers the energy by at
+    least :math:`(1/\gamma - L/2)\|\mathbf{H}_{k+1} - \mathbf{H}_k\|^2 =
+    (1 - \lambda)(2 - \mu_{\max})\|\mathbf{H}_{k+1} - \mathbf{H}_k\|^2`:
+    the (exact) energy never increases. :obj:`"irls"`: each reweighting solves
     :math:`(2(1 - \lambda)\tilde{\mathbf{L}} + \lambda\mathbf{U})\mathbf{H} =
     \lambda\mathbf{U}\mathbf{X}` with :math:`u_i = 1/\max(\|\mathbf{h}_i -
     \mathbf{x}_i\|, \epsilon)` by conjugate gradient, on the energy with the
@@ -82,10 +86,12 @@ class AdaptiveResidualRegularizer(IterativeRegularizer):
         self.eps = L1Penalty(eps).eps
 
     def objective(self, h: Tensor, x: Tensor, graph: GraphOperators) -> Tensor:
-        r""":math:`E(\mathbf{H})` with the exact residual norm."""
+        r""":math:`E(\mathbf{H})` with the residual norm smoothed below
+        :obj:`eps`, the energy :obj:`"irls"` minimises: within
+        :math:`\lambda\epsilon/2` per node of the exact one."""
         d = self.incidence(graph).gradient(h)
         return ((1.0 - self.lam) * (d * d).sum()
-                + self.lam * (h - x).norm(dim=-1).sum())
+                + self.lam * L1Penalty(self.eps).value((h - x).norm(dim=-1)).sum())
 
     def system(self, h: Tensor, x: Tensor, graph: GraphOperators) -> System:
         if self.lam == 0:
@@ -99,7 +105,7 @@ class AdaptiveResidualRegularizer(IterativeRegularizer):
             return smooth * inc.divergence(inc.gradient(y)) + u * y
 
         diag = smooth * inc.weighted_diagonal(u.new_ones(inc.num_edges)) + u.detach().squeeze(-1)
-        return product, diag, u * x, (u,)
+        return product, diag, u * x
 
     def step(self, solver: str, h: Tensor, x: Tensor, graph: GraphOperators,
              state: Any) -> Tuple[Tensor, Any]:

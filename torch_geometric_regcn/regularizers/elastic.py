@@ -109,11 +109,14 @@ class ElasticRegularizer(IterativeRegularizer):
         return d.norm(dim=-1) if self.norm == 'l21' else d.abs()
 
     def objective(self, h: Tensor, x: Tensor, graph: GraphOperators) -> Tensor:
-        r""":math:`E(\mathbf{H})` with the exact (unsmoothed) norm."""
+        r""":math:`E(\mathbf{H})` with the norm smoothed below :obj:`eps`, the
+        energy :obj:`"irls"` minimises: within :math:`\lambda_1\epsilon/2` per
+        edge (or entry) of the exact one, a bound that matters only where
+        the edge differences are as small as :obj:`eps`."""
         d = self.incidence(graph).gradient(h)
         smooth = (d * d).sum()  # Tr(H^T L~ H) = ||B H||_F^2
         return (0.5 * (h - x).square().sum() + 0.5 * self.lambda2 * smooth
-                + self.lambda1 * self._row_norms(d).sum())
+                + self.lambda1 * L1Penalty(self.eps).value(self._row_norms(d)).sum())
 
     def system(self, h: Tensor, x: Tensor, graph: GraphOperators) -> System:
         inc = self.incidence(graph)
@@ -126,7 +129,7 @@ class ElasticRegularizer(IterativeRegularizer):
             return y + inc.divergence(weight * inc.gradient(y))
 
         diag = 1.0 + inc.weighted_diagonal(weight.detach().mean(dim=-1))
-        return product, diag, x, (weight,)
+        return product, diag, x
 
     def step(self, solver: str, h: Tensor, x: Tensor, graph: GraphOperators,
              state: Any) -> Tuple[Tensor, Any]:

@@ -13,6 +13,7 @@ from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.utils.compat import compiler_disable
 from torch_geometric_regcn.utils.validation import check_int, check_real
+from torch_geometric_regcn.utils.warn_once import outside_stacklevel
 
 
 class Solve(NamedTuple):
@@ -30,10 +31,10 @@ class Solve(NamedTuple):
     change: float
 
 
-#: A linear system of one reweighting: the product :math:`\mathbf{M}\mathbf{Y}`,
-#: the diagonal of :math:`\mathbf{M}` (for the preconditioner), the right-hand
-#: side, and the tensors the product depends on (for the implicit backward pass).
-System = Tuple[Callable[[Tensor], Tensor], Tensor, Tensor, Tuple[Tensor, ...]]
+#: A linear system of one reweighting: the product :math:`\mathbf{M}\mathbf{Y}`
+#: (differentiable in whatever :math:`\mathbf{M}` is built from), the diagonal
+#: of :math:`\mathbf{M}` (for the preconditioner) and the right-hand side.
+System = Tuple[Callable[[Tensor], Tensor], Tensor, Tensor]
 
 
 class IterativeRegularizer(Regularizer):
@@ -68,7 +69,8 @@ class IterativeRegularizer(Regularizer):
     quadratic ones do; their products are index operations on the graph's
     incidence matrix (:func:`~torch_geometric_regcn.linalg.incidence.normalized_incidence`),
     which an explainer's edge masks do not reach. With fixed coefficients
-    and no trainable part, every layer's weights train through them.
+    and no trainable part, every layer's weights train through them (and
+    gradients reach the input and the edge weights, e.g. for an attack).
     """
     solvers: ClassVar[Tuple[str, ...]] = ('irls',)
     default_solver: ClassVar[str] = 'irls'
@@ -87,9 +89,9 @@ class IterativeRegularizer(Regularizer):
 
     def system(self, h: Tensor, x: Tensor, graph: GraphOperators) -> System:
         r"""The weighted quadratic problem that majorises :meth:`objective` at
-        :obj:`h`, as :obj:`(product, diagonal, rhs, params)`: its minimiser
-        solves :math:`\mathbf{M}\mathbf{Y} = \text{rhs}` with
-        :math:`\mathbf{M}` symmetric positive definite."""
+        :obj:`h`, as :obj:`(product, diagonal, rhs)`: its minimiser solves
+        :math:`\mathbf{M}\mathbf{Y} = \text{rhs}` with :math:`\mathbf{M}`
+        symmetric positive definite."""
         raise NotImplementedError(f'{type(self).__name__} must implement system()')
 
     def step(self, solver: str, h: Tensor, x: Tensor, graph: GraphOperators,
@@ -104,6 +106,13 @@ class IterativeRegularizer(Regularizer):
             index, value = graph.adjacency_edges()
             return normalized_incidence(index, value, graph.num_nodes, self.self_loops)
         return graph.memo(('incidence', self.self_loops), build)
+
+    def learn(self, *names: str) -> 'IterativeRegularizer':
+        if names:
+            raise ValueError(f"{type(self).__name__} cannot learn {sorted(names)}: the "
+                             f"coefficients of the non-quadratic regularisers are fixed (their "
+                             f"solvers do not differentiate through them)")
+        return self
 
     def operator(self, graph: GraphOperators) -> Tensor:
         raise NotImplementedError(f'{type(self).__name__} is not quadratic: it has no operator '
@@ -162,8 +171,7 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
     iterations = 0
     for iterations in range(1, regularizer.K + 1):
         if solver == 'irls':
-            product, diag, rhs, params = regularizer.system(h, x, graph)
-            new = _cg(product, diag, rhs, tol, max_iter, params)
+            new = _cg(*regularizer.system(h, x, graph), tol, max_iter)
         else:
             new, state = regularizer.step(solver, h, x, graph, state)
         if solver == 'irls' or trace:
@@ -180,16 +188,33 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
     if solver == 'irls' and change > regularizer.irls_tol:
         warnings.warn(f"{regularizer!r}: IRLS stopped after K={regularizer.K} reweightings with "
                       f"relative change {change:.2e} > irls_tol={regularizer.irls_tol:.0e}; raise "
-                      f"'K' or 'irls_tol'", UserWarning, stacklevel=4)
+                      f"'K' or 'irls_tol'", UserWarning, stacklevel=outside_stacklevel())
     return Solve(h, torch.stack(energies) if trace else None, iterations, change)
 
 
 def _cg(product: Callable[[Tensor], Tensor], diag: Tensor, rhs: Tensor, tol: float,
-        max_iter: int, params: Tuple[Tensor, ...]) -> Tensor:
-    r"""One reweighted solve by :func:`cg_solve`, preconditioned by :obj:`diag`."""
+        max_iter: int) -> Tensor:
+    r"""One reweighted solve :math:`\mathbf{Y} = \mathbf{M}^{-1}\mathbf{B}` by
+    :func:`cg_solve`, preconditioned by :obj:`diag`. Its gradient with respect
+    to whatever :math:`\mathbf{M}` is built from (the weights, hence the
+    previous iterate, and the edge weights) is :math:`-\mathbf{M}^{-1}
+    (\partial\mathbf{M})\mathbf{Y}`, carried by a second solve whose
+    right-hand side :math:`\mathbf{M}\mathbf{Y} - \mathrm{sg}(\mathbf{M}
+    \mathbf{Y})` is zero in value (no iteration in the forward pass, one
+    solve in the backward pass) and has the gradient of :math:`\mathbf{M}
+    \mathbf{Y}` with :math:`\mathbf{Y}` held fixed."""
     n = diag.numel()
     index = torch.arange(n, device=diag.device).expand(2, -1)
     matrix = torch.sparse_coo_tensor(index, diag.detach(), (n, n),
                                      check_invariants=False).to_sparse_csr()
-    wanted = tuple(p for p in params if p.requires_grad)
-    return cg_solve(matrix, rhs, tol, max_iter, lambda _, y: product(y), wanted)
+
+    def matmul(_: Tensor, y: Tensor) -> Tensor:
+        return product(y)
+
+    y = cg_solve(matrix, rhs, tol, max_iter, matmul)
+    if torch.is_grad_enabled():
+        fixed = y.detach()
+        moved = product(fixed)
+        if moved.requires_grad:
+            y = y - cg_solve(matrix, moved - moved.detach(), tol, max_iter, matmul)
+    return y

@@ -53,9 +53,13 @@ class PLaplacianRegularizer(IterativeRegularizer):
     :math:`\|\cdot\|^{p-2}` below :obj:`eps` (see
     :class:`~torch_geometric_regcn.regularizers.penalties.PowerPenalty`);
     pGNN's code sets the weight of an edge with a zero difference to zero
-    instead. pGNN's code also differs from the paper's equations, which this
-    class follows, in two places: it takes :math:`\alpha` of the sending
-    node of each message and uses :math:`\beta_i = (4\mu/p)\,\alpha_i`.
+    instead. This class follows the paper's equations; pGNN's code
+    (``src/pgnn_conv.py``) differs from them: it takes :math:`\alpha` of the
+    sending node of each message, uses :math:`\beta_i = (4\mu/p)\,\alpha_i`
+    (so an isolated node returns :math:`2\mathbf{x}_i`), keeps self loops of
+    the input in the edges and degrees, and reads a directed
+    :obj:`edge_index` as given (this layer symmetrises the graph and drops
+    self loops, as every regulariser of the package reads a graph).
 
     Cost per step: :math:`O(E F)`, about twice APPNP's step.
 
@@ -101,9 +105,9 @@ class PLaplacianRegularizer(IterativeRegularizer):
             return y + inc.divergence(weight * inc.gradient(y))
 
         diag = 1.0 + inc.weighted_diagonal(weight.squeeze(-1))
-        return product, diag, x, (weight,)
+        return product, diag, x
 
     def step(self, solver: str, h: Tensor, x: Tensor, graph: GraphOperators,
              state: Any) -> Tuple[Tensor, Any]:
-        product, diag, rhs, _ = self.system(h, x, graph)  # one Jacobi sweep
+        product, diag, rhs = self.system(h, x, graph)  # one Jacobi sweep
         return h + (rhs - product(h)) / diag.unsqueeze(-1), None

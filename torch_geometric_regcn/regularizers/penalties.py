@@ -7,7 +7,7 @@ from typing import Dict, Type
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.utils.validation import check_choice, check_real
+from torch_geometric_regcn.utils.validation import check_real
 
 
 class Penalty:
@@ -128,7 +128,3 @@ class PowerPenalty(Penalty):
 PENALTIES: Dict[str, Type[Penalty]] = {'l1': L1Penalty, 'huber': HuberPenalty,
                                        'mcp': MCPPenalty}
 
-
-def make_penalty(name: str, **kwargs: float) -> Penalty:
-    r"""The penalty :obj:`name` of :data:`PENALTIES` with its parameters."""
-    return PENALTIES[check_choice('penalty', name, tuple(PENALTIES))](**kwargs)

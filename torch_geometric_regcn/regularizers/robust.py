@@ -90,7 +90,10 @@ class RobustRegularizer(IterativeRegularizer):
         self.threshold = check_real('threshold', threshold, 0.0, math.inf, low_open=True)
         self.K, self.irls_tol = check_steps(K, irls_tol)
         self.eps = check_real('eps', eps, 0.0, math.inf, low_open=True)
-        self.rho()  # the penalty's own checks
+        if self.penalty == 'mcp' and not self.eps < self.threshold:
+            raise ValueError(f"RobustRegularizer(penalty='mcp') needs eps < threshold (got "
+                             f"eps={self.eps}, threshold={self.threshold}): the smoothing at "
+                             f"zero must end before the penalty flattens; lower 'eps'")
 
     def rho(self) -> Penalty:
         r"""The penalty :math:`\rho`."""
@@ -122,5 +125,5 @@ class RobustRegularizer(IterativeRegularizer):
             return y + inc.divergence(weight * inc.gradient(y))
 
         diag = 1.0 + inc.weighted_diagonal(weight.detach().squeeze(-1))
-        return product, diag, x, (weight,)
+        return product, diag, x
 

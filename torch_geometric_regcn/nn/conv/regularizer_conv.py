@@ -17,6 +17,7 @@ from torch_geometric_regcn.regularizers.graph import (
     build_graph,
     check_graph_types,
 )
+from torch_geometric_regcn.regularizers.iterative import IterativeRegularizer
 from torch_geometric_regcn.regularizers.registry import get
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.deprecation import moved, warn_deprecated
@@ -374,6 +375,12 @@ class RegularizerConv(MessagePassing):
                 raise ValueError("Explaining a RegularizerConv with directed=True is not "
                                  "supported: its edge masks would apply to the symmetric "
                                  "operators; explain the undirected layer")
+            if isinstance(self.regularizer, IterativeRegularizer):
+                raise ValueError(f"Explaining a RegularizerConv with {self.regularizer!r} is not "
+                                 f"supported: its iteration reads the graph through the "
+                                 f"incidence matrix, which the edge masks do not reach; its "
+                                 f"own edge weights (e.g. RobustRegularizer.edge_weights) say "
+                                 f"which edges it trusted")
             if not (isinstance(edge_index, Tensor) and edge_index.layout == torch.strided):
                 raise ValueError("Explaining a RegularizerConv needs 'edge_index' as an edge "
                                  "index tensor (the edge mask refers to its columns)")
