@@ -1,0 +1,78 @@
+r"""Time per training epoch of the non-quadratic regularisers against APPNP, in one run.
+
+Run from the repository root::
+
+    python -m benchmarks.nonquadratic [--datasets cora citeseer pubmed]
+        [--models elastic airgnn pgnn robust] [--epochs 20] [--repeats 5]
+
+Each model is the network of ``harness.heterophily.MODELS`` (an MLP of 2
+layers, 64 hidden, and a parameter-free propagation: PyG's ``APPNP`` with
+K = 10, or the package's regulariser with its first configuration there),
+trained on the paper's random split of seed 0 (Adam, the full graph, one
+epoch = one forward, backward and step). The models run in alternating blocks
+of ``--epochs`` epochs, ``--repeats`` times each, so that a change in the
+machine's load hits all of them alike; the result is each model's median
+seconds per epoch over its blocks and its ratio to APPNP's. Pin the threads
+(``OMP_NUM_THREADS=1``) and run on a quiet machine.
+"""
+import argparse
+import os
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from harness.heterophily import MODELS, Dims, configurations, load_homophilous, official_split
+
+
+def _model(name: str, data) -> tuple:
+    config = configurations(name)[0]
+    torch.manual_seed(0)
+    model = MODELS[name].build(Dims(data.num_features, int(data.y.max()) + 1, data.num_nodes),
+                               config)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config['lr'],
+                                 weight_decay=config['weight_decay'])
+    return model, optimizer
+
+
+def _block(name: str, model, optimizer, data, epochs: int) -> float:
+    model.train()
+    start = time.perf_counter()
+    for _ in range(epochs):
+        optimizer.zero_grad()
+        out = MODELS[name].run(model, data)
+        F.cross_entropy(out[data.train_mask], data.y[data.train_mask]).backward()
+        optimizer.step()
+    return (time.perf_counter() - start) / epochs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--datasets', nargs='+', default=['cora', 'citeseer', 'pubmed'])
+    parser.add_argument('--models', nargs='+', default=['elastic', 'airgnn', 'pgnn', 'robust'],
+                        choices=['elastic', 'airgnn', 'pgnn', 'robust'])
+    parser.add_argument('--epochs', type=int, default=20)
+    parser.add_argument('--repeats', type=int, default=5)
+    args = parser.parse_args()
+    names = ['appnp'] + args.models
+    print(f"threads {torch.get_num_threads()}; seconds per epoch (median of {args.repeats} "
+          f"blocks of {args.epochs}), ratio to APPNP")
+    for dataset in args.datasets:
+        data = official_split(load_homophilous(dataset, 1), 0)
+        models = {name: _model(name, data) for name in names}
+        for name in names:  # warm up: operators built, allocator settled
+            _block(name, *models[name], data, 2)
+        times = {name: [] for name in names}
+        for _ in range(args.repeats):
+            for name in names:
+                times[name].append(_block(name, *models[name], data, args.epochs))
+        base = statistics.median(times['appnp'])
+        cells = [f'{name} {1e3 * statistics.median(times[name]):.1f} ms '
+                 f'({statistics.median(times[name]) / base:.2f}x)' for name in names]
+        print(f'{dataset}: ' + ', '.join(cells), flush=True)
+
+
+if __name__ == '__main__':
+    torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', '1')))
+    main()
