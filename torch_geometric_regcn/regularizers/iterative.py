@@ -101,7 +101,12 @@ class IterativeRegularizer(Regularizer):
         raise NotImplementedError(f'{type(self).__name__} has no rule {solver!r}')
 
     def incidence(self, graph: GraphOperators) -> Incidence:
-        r"""The normalised incidence matrix of the graph, built once per graph."""
+        r"""The normalised incidence matrix of the graph, built once per graph
+        (one process: a rank's shard of the graph is refused)."""
+        if graph.partition is not None or graph.group is not None:
+            raise ValueError(f"{type(self).__name__} runs in one process: its incidence "
+                             f"matrix is not built on shards (drop 'partition' and 'group')")
+
         def build() -> Incidence:
             index, value = graph.adjacency_edges()
             return normalized_incidence(index, value, graph.num_nodes, self.self_loops)

@@ -44,7 +44,9 @@ def test_projection_follows_the_regularizer():
     h = model.convs[0](x, ei)
     torch.testing.assert_close(model(x, ei), model.convs[1](h, ei))
     assert repr(model) == ('RegularizerGNN(regularizer=JKNetRegularizer(K=4, beta=1.0), '
-                           'num_layers=2)')
+                           "num_layers=2, solver='series')")
+    assert repr(RegularizerGNN(6, 8, 3, regularizer='appnp', root_weight=True)).endswith(
+        "num_layers=2, solver='series', root_weight=True)")
     with pytest.raises(ValueError, match="'num_layers'"):
         RegularizerGNN(6, 8, 3, num_layers=0)
 

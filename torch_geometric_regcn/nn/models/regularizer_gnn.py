@@ -144,5 +144,9 @@ class RegularizerGNN(torch.nn.Module):
         return x
 
     def __repr__(self) -> str:
+        conv = self.convs[0]
+        options = ''.join(f', {name}=True' for name in ('root_weight', 'directed')
+                          if getattr(conv, name))
         return (f'{self.__class__.__name__}(regularizer={self.regularizer}, '
-                f'num_layers={len(self.lins) + len(self.convs)})')
+                f'num_layers={len(self.lins) + len(self.convs)}, solver={conv.solver!r}'
+                f'{options})')
