@@ -1,7 +1,6 @@
 r"""The non-quadratic regularisers: an energy that is not a quadratic form,
 minimised by an outer iteration around the shared solvers."""
 import math
-import warnings
 from typing import Any, Callable, ClassVar, NamedTuple, Optional, Tuple
 
 import torch
@@ -13,7 +12,7 @@ from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.utils.compat import compiler_disable
 from torch_geometric_regcn.utils.validation import check_int, check_real
-from torch_geometric_regcn.utils.warn_once import outside_stacklevel
+from torch_geometric_regcn.utils.warn_once import outside_stacklevel, warn_once
 
 
 class Solve(NamedTuple):
@@ -59,7 +58,8 @@ class IterativeRegularizer(Regularizer):
       (:func:`~torch_geometric_regcn.linalg.cg_solve`, to the layer's
       :obj:`tol`), so the energy never increases. It stops when the relative
       change of :math:`\mathbf{H}` falls to :attr:`irls_tol`, and warns with
-      the change reached after :obj:`K` iterations otherwise.
+      the change reached after :obj:`K` iterations otherwise (once per
+      regulariser; :meth:`solve` reports the change of every call).
     - the paper's own rule of the regulariser (:obj:`"emp"`, :obj:`"amp"`,
       :obj:`"fixed_point"`): :obj:`K` steps, as the paper defines its model
       (like APPNP's :obj:`K`), differentiated by autograd through the steps.
@@ -191,9 +191,11 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
         if solver == 'irls' and change <= regularizer.irls_tol:
             break
     if solver == 'irls' and change > regularizer.irls_tol:
-        warnings.warn(f"{regularizer!r}: IRLS stopped after K={regularizer.K} reweightings with "
-                      f"relative change {change:.2e} > irls_tol={regularizer.irls_tol:.0e}; raise "
-                      f"'K' or 'irls_tol'", UserWarning, stacklevel=outside_stacklevel())
+        warn_once(regularizer, 'irls', (
+            f"{regularizer!r}: IRLS stopped after K={regularizer.K} reweightings with relative "
+            f"change {change:.2e} > irls_tol={regularizer.irls_tol:.0e}; raise 'K' or "
+            f"'irls_tol' (this regulariser warns once; solve() reports the change of every "
+            f"call)"), stacklevel=outside_stacklevel())
     return Solve(h, torch.stack(energies) if trace else None, iterations, change)
 
 
