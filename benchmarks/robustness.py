@@ -4,7 +4,7 @@ regularisers and GCN-Jaccard on graphs perturbed by PR-BCD, random flips and DIC
 Run from the repository root::
 
     python -m benchmarks.robustness [--datasets cora citeseer pubmed]
-        [--attacks prbcd random dice] [--budgets 0 0.05 0.1 0.2] [--seeds 5]
+        [--attacks prbcd random dice] [--budgets 0 0.05 0.1 0.2] [--seeds 5] [--first-seed 0]
         [--models gcn appnp tsgcn elastic airgnn robust gcn_jaccard]
         [--epochs 300] [--cache DIR] [--json PATH]
 
@@ -54,21 +54,25 @@ def main() -> None:
     parser.add_argument('--attacks', nargs='+', default=list(ATTACKS), choices=ATTACKS)
     parser.add_argument('--budgets', nargs='+', type=float, default=[0.0, 0.05, 0.1, 0.2])
     parser.add_argument('--seeds', type=int, default=5)
+    parser.add_argument('--first-seed', type=int, default=0,
+                        help='run seeds FIRST_SEED .. SEEDS - 1 only (to split a run)')
     parser.add_argument('--models', nargs='+', default=list(ROBUSTNESS_MODELS),
                         choices=list(ROBUSTNESS_MODELS))
     parser.add_argument('--epochs', type=int, default=300)
     parser.add_argument('--cache', default=DEFAULT_CACHE)
     parser.add_argument('--json', default=None, help='write the per-seed scores here')
     args = parser.parse_args()
-    if args.seeds < 1 or args.epochs < 1 or any(not 0 <= b < 1 for b in args.budgets):
-        parser.error('--seeds and --epochs must be positive, --budgets in [0, 1)')
+    if args.seeds < 1 or args.epochs < 1 or any(not 0 <= b < 1 for b in args.budgets) \
+            or not 0 <= args.first_seed < args.seeds:
+        parser.error('--seeds and --epochs must be positive, --budgets in [0, 1), '
+                     '--first-seed in [0, SEEDS)')
     if args.json is not None and os.path.exists(args.json):
         parser.error(f'--json {args.json} exists; choose a new path')
 
     records: List[Dict] = []
     for dataset in args.datasets:
         data = load_homophilous(dataset, args.seeds)
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.seeds):
             split = official_split(data, seed)
             clean = {}  # the budget-0 score of each model, shared by every attack
             for attack in args.attacks:
