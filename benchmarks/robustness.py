@@ -78,7 +78,8 @@ def main() -> None:
             for attack in args.attacks:
                 for budget in args.budgets:
                     start = time.perf_counter()
-                    edge_index = perturbed_graph(split, attack, budget, seed, args.cache)
+                    edge_index = perturbed_graph(split, attack, budget, seed, args.cache,
+                                                 name=dataset)
                     attack_seconds = time.perf_counter() - start
                     for model in args.models:
                         if budget == 0 and model in clean:

@@ -68,17 +68,31 @@ def dice(edge_index: Tensor, y: Tensor, budget: int, seed: int) -> Tensor:
     return flip(edge_index, n, added, removed)
 
 
+def _accuracy(logits: Tensor, data: Data, mask: Tensor) -> float:
+    return float((logits[mask].argmax(-1) == data.y[mask]).float().mean())
+
+
+def train_best(model: torch.nn.Module, forward: Callable[[], Tensor], data: Data, epochs: int,
+               lr: float = 0.01, weight_decay: float = 5e-4) -> Tuple[Dict, float]:
+    r"""Trains :obj:`model` by :func:`harness.training.train_epochs` and
+    returns the weights of its best validation epoch (the later one on ties)
+    and their test accuracy."""
+    best, state, test = -1.0, None, math.nan
+    for logits in train_epochs(model, forward, data, epochs, lr, weight_decay):
+        val = _accuracy(logits, data, data.val_mask)
+        if val >= best:
+            best, state = val, copy.deepcopy(model.state_dict())
+            test = _accuracy(logits, data, data.test_mask)
+    return state, test
+
+
 def train_surrogate(data: Data, seed: int, epochs: int = 200) -> torch.nn.Module:
     r"""The surrogate of PR-BCD: PyG's 2-layer GCN (64 hidden, dropout 0.5),
     trained on the training nodes (Adam 0.01, weight decay 5e-4), the
     weights of the best validation epoch."""
     torch.manual_seed(seed)
     model = GCN(data.num_features, 64, 2, int(data.y.max()) + 1, dropout=0.5)
-    best, state = -1.0, None
-    for logits in train_epochs(model, lambda: model(data.x, data.edge_index), data, epochs):
-        val = float((logits[data.val_mask].argmax(-1) == data.y[data.val_mask]).float().mean())
-        if val >= best:
-            best, state = val, copy.deepcopy(model.state_dict())
+    state, _ = train_best(model, lambda: model(data.x, data.edge_index), data, epochs)
     model.load_state_dict(state)
     return model.eval()
 
@@ -101,19 +115,26 @@ def prbcd(data: Data, budget: int, seed: int, epochs: int = 125) -> Tensor:
     return to_undirected(perturbed, num_nodes=data.num_nodes)
 
 
+#: The version of the attacks' settings (the surrogate, PR-BCD's epochs and
+#: block): part of every cached file's name, raised when they change.
+ATTACK_VERSION = 1
+
+
 def perturbed_graph(data: Data, attack: str, fraction: float, seed: int,
-                    cache: Optional[str] = None) -> Tensor:
+                    cache: Optional[str] = None, name: str = 'graph') -> Tensor:
     r"""The :obj:`edge_index` of :obj:`data` after :obj:`attack` with a budget
     of :obj:`fraction` of its undirected edges, seeded, read from and saved
-    to the folder :obj:`cache` when given (files named by the dataset's
-    size, the attack, the fraction and the seed)."""
+    to the folder :obj:`cache` when given (files named by the dataset
+    :obj:`name`, its size, the attack, :data:`ATTACK_VERSION`, the fraction
+    and the seed)."""
     if fraction == 0:
         return data.edge_index
     budget = int(round(fraction * undirected_pairs(data.edge_index).size(1)))
     path = None
     if cache is not None:
         os.makedirs(cache, exist_ok=True)
-        path = os.path.join(cache, f'{data.num_nodes}-{attack}-{fraction:g}-{seed}.pt')
+        path = os.path.join(cache, f'{name}-{data.num_nodes}-{attack}-v{ATTACK_VERSION}-'
+                                   f'{fraction:g}-{seed}.pt')
         if os.path.exists(path):
             return torch.load(path, weights_only=True)
     if attack == 'prbcd':
@@ -170,14 +191,8 @@ def _fit(name: str, data: Data, seed: int, epochs: int
     torch.manual_seed(seed)
     dims = Dims(data.num_features, int(data.y.max()) + 1, data.num_nodes)
     model = model_def.build(dims, config)
-    best, state, test = -1.0, None, math.nan
-    for logits in train_epochs(model, lambda: model_def.run(model, data), data, epochs,
-                               config['lr'], config['weight_decay']):
-        pred = logits.argmax(-1)
-        val = float((pred[data.val_mask] == data.y[data.val_mask]).float().mean())
-        if val >= best:
-            best, state = val, copy.deepcopy(model.state_dict())
-            test = float((pred[data.test_mask] == data.y[data.test_mask]).float().mean())
+    state, test = train_best(model, lambda: model_def.run(model, data), data, epochs,
+                             config['lr'], config['weight_decay'])
 
     def evaluate(graph: Data) -> Tensor:
         fresh = model_def.build(dims, config)
@@ -197,7 +212,6 @@ def robustness_scores(name: str, data: Data, perturbed: Tensor, seed: int,
     model_name, jaccard = ROBUSTNESS_MODELS[name]
     clean, attacked = _graph(data, data.edge_index, jaccard), _graph(data, perturbed, jaccard)
     evaluate, _ = _fit(model_name, clean, seed, epochs)
-    logits = evaluate(attacked)
-    evasion = float((logits[data.test_mask].argmax(-1) == data.y[data.test_mask]).float().mean())
+    evasion = _accuracy(evaluate(attacked), data, data.test_mask)
     _, poisoning = _fit(model_name, attacked, seed, epochs)
     return Scores(evasion, poisoning)

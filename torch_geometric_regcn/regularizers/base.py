@@ -242,6 +242,9 @@ class Regularizer(torch.nn.Module):
         Returns the regulariser."""
         learned = self.__dict__.setdefault('_learned', {})
         for name in names:
+            if not self.learnable:
+                raise ValueError(f"{type(self).__name__} cannot learn {name!r}: its "
+                                 f"coefficients are fixed (it has no learnable coefficients)")
             if name not in self.learnable:
                 raise ValueError(f"{type(self).__name__} cannot learn {name!r}; it can learn "
                                  f"{sorted(self.learnable)}")

@@ -10,6 +10,7 @@ from torch_geometric_regcn.regularizers.iterative import (
     IterativeRegularizer,
     System,
     check_steps,
+    smoothing_system,
 )
 from torch_geometric_regcn.regularizers.penalties import L1Penalty
 from torch_geometric_regcn.regularizers.registry import register
@@ -121,15 +122,8 @@ class ElasticRegularizer(IterativeRegularizer):
     def system(self, h: Tensor, x: Tensor, graph: GraphOperators) -> System:
         inc = self.incidence(graph)
         t = self._row_norms(inc.gradient(h))
-        weight = self.lambda2 + self.lambda1 * L1Penalty(self.eps).weight(t)
-        if self.norm == 'l21':
-            weight = weight.unsqueeze(-1)
-
-        def product(y: Tensor) -> Tensor:
-            return y + inc.divergence(weight * inc.gradient(y))
-
-        diag = 1.0 + inc.weighted_diagonal(weight.detach().mean(dim=-1))
-        return product, diag, x
+        return smoothing_system(inc, self.lambda2 + self.lambda1 * L1Penalty(self.eps).weight(t),
+                               x)
 
     def step(self, solver: str, h: Tensor, x: Tensor, graph: GraphOperators,
              state: Any) -> Tuple[Tensor, Any]:

@@ -112,13 +112,6 @@ class IterativeRegularizer(Regularizer):
             return normalized_incidence(index, value, graph.num_nodes, self.self_loops)
         return graph.memo(('incidence', self.self_loops), build)
 
-    def learn(self, *names: str) -> 'IterativeRegularizer':
-        if names:
-            raise ValueError(f"{type(self).__name__} cannot learn {sorted(names)}: the "
-                             f"coefficients of the non-quadratic regularisers are fixed (their "
-                             f"solvers do not differentiate through them)")
-        return self
-
     def operator(self, graph: GraphOperators) -> Tensor:
         raise NotImplementedError(f'{type(self).__name__} is not quadratic: it has no operator '
                                   f'M; use objective() and solve()')
@@ -153,6 +146,22 @@ class IterativeRegularizer(Regularizer):
 
     def regularizer_matrix(self, graph: GraphOperators) -> Tensor:
         raise NotImplementedError(f'{type(self).__name__} is not quadratic: it has no matrix R')
+
+
+def smoothing_system(inc: Incidence, weight: Tensor, rhs: Tensor) -> System:
+    r"""The system :math:`(\mathbf{I} + \mathbf{B}^{\top}\mathrm{diag}(\mathbf{w})
+    \mathbf{B})\mathbf{H} = \text{rhs}` of a reweighted edge penalty: edge
+    weights :obj:`weight` :obj:`[E']`, or :obj:`[E', F]` for one weight per
+    edge and feature (an elementwise penalty). Its diagonal (exact for one
+    weight per edge, the preconditioner of :obj:`"irls"`, a Jacobi sweep's
+    divisor) uses the mean weight of each edge over the features."""
+    column = weight if weight.dim() == 2 else weight.unsqueeze(-1)
+
+    def product(y: Tensor) -> Tensor:
+        return y + inc.divergence(column * inc.gradient(y))
+
+    diag = 1.0 + inc.weighted_diagonal(column.mean(dim=-1))
+    return product, diag, rhs
 
 
 def check_steps(K: int, irls_tol: float) -> Tuple[int, float]:

@@ -10,6 +10,7 @@ from torch_geometric_regcn.regularizers.iterative import (
     IterativeRegularizer,
     System,
     check_steps,
+    smoothing_system,
 )
 from torch_geometric_regcn.regularizers.penalties import PowerPenalty
 from torch_geometric_regcn.regularizers.registry import register
@@ -99,13 +100,7 @@ class PLaplacianRegularizer(IterativeRegularizer):
     def system(self, h: Tensor, x: Tensor, graph: GraphOperators) -> System:
         inc = self.incidence(graph)
         t = inc.gradient(h).norm(dim=-1)
-        weight = (PowerPenalty(self.p, self.eps).weight(t) / (2.0 * self.mu)).unsqueeze(-1)
-
-        def product(y: Tensor) -> Tensor:
-            return y + inc.divergence(weight * inc.gradient(y))
-
-        diag = 1.0 + inc.weighted_diagonal(weight.squeeze(-1))
-        return product, diag, x
+        return smoothing_system(inc, PowerPenalty(self.p, self.eps).weight(t) / (2.0 * self.mu), x)
 
     def step(self, solver: str, h: Tensor, x: Tensor, graph: GraphOperators,
              state: Any) -> Tuple[Tensor, Any]:

@@ -11,6 +11,7 @@ from torch_geometric_regcn.regularizers.iterative import (
     IterativeRegularizer,
     System,
     check_steps,
+    smoothing_system,
 )
 from torch_geometric_regcn.regularizers.penalties import (
     PENALTIES,
@@ -119,11 +120,5 @@ class RobustRegularizer(IterativeRegularizer):
     def system(self, h: Tensor, x: Tensor, graph: GraphOperators) -> System:
         inc = self.incidence(graph)
         t = inc.gradient(h).norm(dim=-1)
-        weight = (self.lam * self.rho().weight(t)).unsqueeze(-1)
-
-        def product(y: Tensor) -> Tensor:
-            return y + inc.divergence(weight * inc.gradient(y))
-
-        diag = 1.0 + inc.weighted_diagonal(weight.detach().squeeze(-1))
-        return product, diag, x
+        return smoothing_system(inc, self.lam * self.rho().weight(t), x)
 
