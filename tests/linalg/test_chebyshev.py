@@ -41,3 +41,27 @@ def test_filter_is_linear_and_works_on_sparse_operators():
     torch.testing.assert_close(apply(x), dense(x), atol=1e-12, rtol=0)
     torch.testing.assert_close(apply(2.0 * x + y), 2.0 * apply(x) + apply(y), atol=1e-12,
                                rtol=0)
+
+
+def test_filter_in_a_workspace_equals_the_allocating_filter_and_keeps_its_input():
+    # The workspace only changes where the blocks live: the same operations in the
+    # same order, so the results are bit-identical; blocks of any shape with enough
+    # elements serve, and the returned block is one of them.
+    s, _, _ = symmetric()
+    workspace = torch.empty(3, 40 * 4 + 5, dtype=torch.float64).unbind(0)
+    x = torch.randn(40, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    before = x.clone()
+    for degree in (1, 2, 5):
+        out = chebyshev_filter(s, -1.0, 0.3, degree, 1.0, workspace)(x)
+        assert torch.equal(out, chebyshev_filter(s, -1.0, 0.3, degree, 1.0)(x))
+        assert any(out.data_ptr() == block.data_ptr() for block in workspace)
+        assert torch.equal(x, before)
+
+
+def test_plain_window_is_the_product():
+    # lower=-1, upper=1, degree 1, top 1: T_1(x) / T_1(1) = x, so the map is S x;
+    # a dot product of 40 terms of size O(1): rounding below 40 * eps.
+    s, _, _ = symmetric()
+    x = torch.randn(40, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    torch.testing.assert_close(chebyshev_filter(s.to_sparse_csr(), -1.0, 1.0, 1, 1.0)(x),
+                               s @ x, atol=1e-14, rtol=0)

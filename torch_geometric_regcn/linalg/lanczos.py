@@ -2,7 +2,7 @@ r"""Extreme eigenpairs of a sparse symmetric operator by thick-restart block
 Lanczos with full reorthogonalisation."""
 import math
 import warnings
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -10,10 +10,11 @@ from torch import Tensor
 from torch_geometric_regcn.distributed.collectives import (
     Group,
     agree_arguments,
+    all_reduce,
     consensus,
     rank_of,
 )
-from torch_geometric_regcn.linalg.blocks import column_norms, gram, tall_qr
+from torch_geometric_regcn.linalg.blocks import gram, tall_qr
 from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
 from torch_geometric_regcn.linalg.eigenpairs import (
     EigenPairs,
@@ -28,6 +29,9 @@ from torch_geometric_regcn.utils.sparse import compact_csr
 from torch_geometric_regcn.utils.validation import check_int
 
 STALL = 5  # cycles without progress after which block_lanczos lowers the degree
+#: Rows per chunk of the products with the basis that must not allocate an
+#: N x m result: the Ritz rotation in place and the residuals.
+ROW_CHUNK = 4096
 #: :obj:`step_callback(cycle, step, steps)` of :func:`block_lanczos`
 StepCallback = Callable[[int, int, int], None]
 #: :obj:`residuals_callback(cycle, residuals)` of :func:`block_lanczos`
@@ -35,13 +39,14 @@ ResidualsCallback = Callable[[int, Tensor], None]
 
 
 def _orthogonalize(block: Tensor, basis: Tensor, group: Group) -> Tensor:
-    r"""Returns :obj:`block` minus its projection on the orthonormal columns of
-    :obj:`basis` and the projection coefficients of the first pass: block
-    classical Gram--Schmidt, run twice ("twice is enough", Kahan). Row-sharded
-    blocks (a :obj:`group`) all-reduce the coefficients."""
+    r"""Subtracts from :obj:`block`, in place, its projection on the
+    orthonormal columns of :obj:`basis`; returns it and the projection
+    coefficients of the first pass: block classical Gram--Schmidt, run twice
+    ("twice is enough", Kahan). Row-sharded blocks (a :obj:`group`)
+    all-reduce the coefficients."""
     coefficients = gram(basis, block, group)
-    block = block - basis @ coefficients
-    block = block - basis @ gram(basis, block, group)
+    block.addmm_(basis, coefficients, alpha=-1)
+    block.addmm_(basis, gram(basis, block, group), alpha=-1)
     return block, coefficients
 
 
@@ -66,22 +71,56 @@ def _orthonormal_block(block: Tensor, basis: Tensor, scale: float,
     return q, r
 
 
-def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, size_max: int, keep: int,
-                   max_cycles: int, done: Callable[[int, Tensor, Tensor], bool],
+def _rotate_in_place(basis: Tensor, columns: int, rotation: Tensor) -> Tensor:
+    r"""Overwrites the leading columns of :obj:`basis` with
+    :obj:`basis[:, :columns] @ rotation` and returns them (a view), a chunk
+    of :obj:`ROW_CHUNK` rows at a time: the Ritz vectors take no memory
+    beyond the basis."""
+    out = rotation.size(1)
+    for start in range(0, basis.size(0), ROW_CHUNK):
+        rows = basis[start:start + ROW_CHUNK]
+        rows[:, :out] = rows[:, :columns] @ rotation
+    return basis[:, :out]
+
+
+class Workspace(NamedTuple):
+    r"""The memory of :func:`block_lanczos`, taken in one allocation: large
+    enough to be mapped from the operating system on its own, it returns whole
+    when freed, and the iteration's blocks reuse it instead of allocating
+    blocks of :math:`N` rows from the heap (whose fragments would stay
+    resident)."""
+    basis: Tensor  #: :obj:`[n, m + b]`, the Krylov basis and the next block
+    blocks: Tuple[Tensor, Tensor, Tensor]  #: three contiguous :obj:`[n, b]` blocks
+
+    @classmethod
+    def allocate(cls, rows: int, size_max: int, b: int, dtype: torch.dtype,
+                 device: torch.device) -> 'Workspace':
+        r"""The workspace for :obj:`rows` rows, a basis of :obj:`size_max`
+        columns and blocks of :obj:`b` columns."""
+        width = size_max + b
+        flat = torch.empty(rows * (width + 3 * b), dtype=dtype, device=device)
+        blocks = flat[rows * width:].view(3, rows, b)
+        return cls(flat[:rows * width].view(rows, width), (blocks[0], blocks[1], blocks[2]))
+
+
+def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, basis: Tensor, keep: int,
+                   max_cycles: int, done: Callable[[int, Tensor, Tensor, Tensor], bool],
                    generator: Optional[torch.Generator],
                    step: Optional[StepCallback] = None,
                    group: Group = None) -> tuple[int, Tensor, Tensor]:
     r"""Thick-restart block Lanczos for the largest eigenvalues of the
     symmetric linear map :obj:`apply`, from the block :obj:`start`. After each
-    cycle it calls :obj:`done(cycle, theta, ritz)` with all Ritz values (in
-    descending order) and the :obj:`keep` leading Ritz vectors, and returns
+    cycle it calls :obj:`done(cycle, theta, ritz, spare)` with all Ritz values
+    (in descending order), the :obj:`keep` leading Ritz vectors and the basis
+    columns free until the restart (a workspace), and returns
     :obj:`(cycles, theta, ritz)` once that returns :obj:`True` or after
-    :obj:`max_cycles` cycles. :obj:`step(cycle, step, steps)`, if given, is
-    called after each of the :obj:`steps` expansions of a cycle. With a
-    :obj:`group`, :obj:`start` and the basis are this rank's rows."""
-    n, b = start.shape
-    m = size_max
-    basis = start.new_empty(n, m + b)
+    :obj:`max_cycles` cycles. The basis of :math:`m` columns and the next
+    block live in :obj:`basis` (:obj:`[n, m + b]`, overwritten).
+    :obj:`step(cycle, step, steps)`, if given, is called after each of the
+    :obj:`steps` expansions of a cycle. With a :obj:`group`, :obj:`start` and
+    the basis are this rank's rows."""
+    b = start.size(1)
+    m = basis.size(1) - b
     projected = start.new_zeros(m, m)
     basis[:, :b] = tall_qr(start, group)[0]
     size, scale = b, 0.0  # columns in the basis; running estimate of the spectral norm
@@ -101,13 +140,12 @@ def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, size_max: i
             size += b
         theta, rotation = small_eigh(torch.triu(projected) + torch.triu(projected, 1).T)
         theta, rotation = theta.flip(0), rotation.flip(1)
-        ritz = basis[:, :m] @ rotation[:, :keep] if keep else basis[:, :0]
-        if done(cycle, theta, ritz) or cycle == max_cycles:
+        ritz = _rotate_in_place(basis, m, rotation[:, :keep])
+        if done(cycle, theta, ritz, basis[:, keep:m]) or cycle == max_cycles:
             break
-        # Thick restart: the kept Ritz vectors, then the next Lanczos block, whose
-        # couplings to them are computed by the next expansion.
+        # Thick restart: the kept Ritz vectors (now the leading columns), then the
+        # next Lanczos block, whose couplings to them come from the next expansion.
         basis[:, keep:keep + b] = basis[:, m:m + b]
-        basis[:, :keep] = ritz
         projected.zero_()
         projected[:keep, :keep] = torch.diag(theta[:keep])
         size = keep + b
@@ -145,9 +183,19 @@ class RitzPairs(NamedTuple):
     residuals: Tensor  #: the relative residual of each pair, :obj:`[k]`
 
 
+class RitzRotation(NamedTuple):
+    r"""Rayleigh--Ritz on :math:`\mathbf{S}` in the span of a block
+    :math:`\mathbf{V}`, before the Ritz vectors :math:`\mathbf{V}\mathbf{R}`
+    are formed."""
+    values: Tensor  #: the :obj:`k` Ritz values, ordered by the selection rule
+    rotation: Tensor  #: :math:`\mathbf{R}`, the Ritz vectors' coordinates in :math:`\mathbf{V}`
+    residual: float  #: the largest relative residual of a pair
+    residuals: Tensor  #: the relative residual of each pair, :obj:`[k]`
+
+
 class CycleResult(NamedTuple):
     r"""The outcome of one filtered cycle."""
-    pairs: RitzPairs  #: the Rayleigh--Ritz pairs on :math:`\mathbf{S}`
+    pairs: RitzRotation  #: the Rayleigh--Ritz pairs on :math:`\mathbf{S}`
     faint: bool  #: whether the filter is too steep for the precision (faint or stalled)
 
 
@@ -169,7 +217,7 @@ def _rounding_floor(dtype: torch.dtype) -> float:
     return math.sqrt(torch.finfo(dtype).eps)
 
 
-def _locate_spectrum(operator: Tensor, k: int, which: str, size_max: int, start: Tensor,
+def _locate_spectrum(operator: Tensor, k: int, which: str, workspace: Workspace, start: Tensor,
                      generator: Optional[torch.Generator],
                      step: Optional[StepCallback] = None) -> FilterWindow:
     r"""Locates the spectrum of :obj:`operator` with one plain Lanczos cycle
@@ -178,7 +226,8 @@ def _locate_spectrum(operator: Tensor, k: int, which: str, size_max: int, start:
     :math:`(k+1)`-th largest eigenvalue and :obj:`theta[-1]` above the
     smallest: the lower end is widened by a margin. :obj:`step` is called as
     in :func:`_thick_restart`, with cycle :obj:`0`."""
-    _, theta, _ = _thick_restart(lambda x: operator @ x, start, size_max, 0, 1,
+    plain = chebyshev_filter(operator, -1.0, 1.0, 1, 1.0, workspace.blocks)  # T_1 on [-1, 1]: S
+    _, theta, _ = _thick_restart(plain, start, workspace.basis, 0, 1,
                                  lambda *_: True, generator,
                                  None if step is None else lambda _, i, n: step(0, i, n),
                                  _group_of(operator))
@@ -215,36 +264,57 @@ class _FilteredCycles:
         self.history: list[float] = []
         self.last: Optional[CycleResult] = None
         self.best = best
+        self.product: Optional[Callable[[Tensor], Tensor]] = None  # S x, in the workspace
+        self.blocks: Tuple[Tensor, ...] = ()
 
-    def run(self, start: Tensor, size_max: int, keep: int, max_cycles: int,
+    def run(self, start: Tensor, workspace: Workspace, keep: int, max_cycles: int,
             generator: Optional[torch.Generator]) -> FilterRun:
-        r"""Runs at most :obj:`max_cycles` cycles from the block :obj:`start`."""
-        window = self.window
+        r"""Runs at most :obj:`max_cycles` cycles from the block :obj:`start`
+        in :obj:`workspace`."""
+        window, blocks = self.window, workspace.blocks
         apply = chebyshev_filter(self.operator, window.lower, window.upper, self.degree,
-                                 window.peak)
+                                 window.peak, blocks)
+        self.product, self.blocks = chebyshev_filter(self.operator, -1.0, 1.0, 1, 1.0,
+                                                     blocks), blocks
         step = self.step_callback
         cycles = _thick_restart(
-            apply, start, size_max, keep, max_cycles, self, generator,
+            apply, start, workspace.basis, keep, max_cycles, self, generator,
             None if step is None else lambda c, i, n: step(self.cycles_before + c, i, n),
             _group_of(self.operator))[0]
         return FilterRun(cycles, self.last, self.best)
 
-    def rayleigh_ritz(self, ritz: Tensor) -> RitzPairs:
-        r"""The wanted pairs of :math:`\mathbf{S}` in the span of :obj:`ritz`
-        and their largest relative residual. The :obj:`"LA"` filter is
-        increasing above the cut, so the :obj:`k` leading Ritz vectors hold the
-        wanted pairs; the even :obj:`"LM"` filter maps :math:`\lambda` and
-        :math:`-\lambda` alike, so there all kept vectors take part."""
-        k, which, window = self.k, self.which, self.window
-        ritz = ritz[:, :k] if which == 'LA' else ritz
-        image, group = self.operator @ ritz, _group_of(self.operator)
+    def candidates(self, ritz: Tensor) -> Tensor:
+        r"""The columns of :obj:`ritz` that hold the wanted pairs. The
+        :obj:`"LA"` filter is increasing above the cut, so the :obj:`k` leading
+        Ritz vectors hold them; the even :obj:`"LM"` filter maps
+        :math:`\lambda` and :math:`-\lambda` alike, so there all kept vectors
+        take part."""
+        return ritz[:, :self.k] if self.which == 'LA' else ritz
+
+    def rayleigh_ritz(self, ritz: Tensor, spare: Tensor) -> RitzRotation:
+        r"""The wanted pairs of :math:`\mathbf{S}` in the span of the block
+        :obj:`ritz` (:meth:`candidates`) and their relative residuals, a chunk
+        of :obj:`ROW_CHUNK` rows at a time. :math:`\mathbf{S}` times the block
+        goes to the workspace :obj:`spare` where it fits: then nothing of
+        :math:`N` rows is allocated beyond a chunk (the vectors are formed only
+        for the best pairs, in :meth:`__call__`)."""
+        k, which, window, group = self.k, self.which, self.window, _group_of(self.operator)
+        columns = ritz.size(1)
+        image = spare[:, :columns] if spare.size(1) >= columns else torch.empty_like(ritz)
+        chunk = self.blocks[0].size(1)  # the product's blocks hold this many columns
+        for start in range(0, columns, chunk):
+            image[:, start:start + chunk] = self.product(ritz[:, start:start + chunk])
         values, rotation = small_eigh(gram(ritz, image, group))
         values, rotation = select(values, rotation, k, which)
-        vectors, image = ritz @ rotation, image @ rotation
+        squares = values.new_zeros(k)
+        for start in range(0, ritz.size(0), ROW_CHUNK):
+            rows = slice(start, start + ROW_CHUNK)
+            residual = image[rows] @ rotation - (ritz[rows] @ rotation) * values
+            squares += residual.square().sum(dim=0)
         norm = max(abs(window.top), abs(window.bottom), float(values.abs().max()),
                    torch.finfo(values.dtype).tiny)
-        norms = column_norms(image - vectors * values, group)
-        return RitzPairs(values, vectors, float(norms.max()) / norm, norms / norm)
+        norms = all_reduce(squares, group).sqrt() / norm
+        return RitzRotation(values, rotation, float(norms.max()), norms)
 
     def is_faint(self, cycle: int, theta: Tensor, values: Tensor) -> bool:
         r"""Whether the filter is too steep for the precision. It is faint when
@@ -264,10 +334,12 @@ class _FilteredCycles:
                    and min(history[-STALL:]) > 0.5 * min(history[:-STALL]))
         return faint or stalled
 
-    def __call__(self, cycle: int, theta: Tensor, ritz: Tensor) -> bool:
-        r"""Takes cycle :obj:`cycle`'s Ritz values :obj:`theta` of the filter
-        and its leading Ritz vectors :obj:`ritz`; returns whether to stop."""
-        pairs = self.rayleigh_ritz(ritz)
+    def __call__(self, cycle: int, theta: Tensor, ritz: Tensor, spare: Tensor) -> bool:
+        r"""Takes cycle :obj:`cycle`'s Ritz values :obj:`theta` of the filter,
+        its leading Ritz vectors :obj:`ritz` and a workspace :obj:`spare` of
+        as many rows; returns whether to stop."""
+        ritz = self.candidates(ritz)
+        pairs = self.rayleigh_ritz(ritz, spare)
         self.history.append(pairs.residual)
         # The residual is all-reduced, the same on every rank; the Ritz values
         # behind 'faint' come from a local eigh, so rank 0's verdict is taken.
@@ -275,7 +347,9 @@ class _FilteredCycles:
                            _group_of(self.operator))
         self.last = CycleResult(pairs, bool(faint))
         if pairs.residual < (math.inf if self.best is None else self.best.residual):
-            self.best = pairs
+            self.best = None  # the previous vectors go before the new ones are formed
+            self.best = RitzPairs(pairs.values, ritz @ pairs.rotation, pairs.residual,
+                                  pairs.residuals)
         if self.residuals_callback is not None:
             self.residuals_callback(self.cycles_before + cycle, pairs.residuals)
         if self.callback is not None:
@@ -342,8 +416,13 @@ def block_lanczos(
     could explain it, the degree is lowered (at least halved) and the
     iteration starts again; the best pairs seen are returned. Cost per cycle:
     :math:`O(\mathrm{nnz} \cdot \text{degree} \cdot (m - k) + N m^2)` time;
-    memory :math:`O(N m)`. When :math:`m + b \geq N` the problem is small and
-    is solved densely.
+    memory: one workspace of :math:`N (m + 4b)` numbers (the basis, the next
+    block and three blocks in which the filter, the products and the starting
+    blocks run), the :math:`N k` returned vectors, and a few transient
+    :math:`N \times b` blocks of the QR factorisations; the Ritz vectors are
+    rotated in place and the residuals computed :obj:`ROW_CHUNK` rows at a
+    time. When :math:`m + b \geq N` the problem is small and is solved
+    densely.
 
     A :class:`~torch_geometric_regcn.linalg.ShardedMatrix` operator runs the
     same iteration on row shards over its process group: each rank holds its
@@ -436,10 +515,12 @@ def block_lanczos(
                                  if generator is not None else 'cpu'))
         generator = torch.Generator(device).manual_seed(seed + rank_of(group))
 
-    def start() -> Tensor:
-        return torch.randn(rows, b, dtype=dtype, device=device, generator=generator)
+    workspace = Workspace.allocate(rows, m, b, dtype, device)
 
-    window = _locate_spectrum(operator, k, which, m, start(), generator,  # plain Lanczos
+    def start() -> Tensor:  # a random block, in the workspace (free until the first product)
+        return torch.randn(rows, b, generator=generator, out=workspace.blocks[0])
+
+    window = _locate_spectrum(operator, k, which, workspace, start(), generator,  # plain Lanczos
                               step_callback)
     if callback is not None:  # no pairs yet: a progress report only
         callback(0, math.inf)
@@ -447,9 +528,11 @@ def block_lanczos(
     keep = m - b * max(1, (m - k) // (2 * b))  # kept Ritz vectors: half the spare room
     best, cycles = None, 0
     while True:  # filtered cycles; a faint or stalled filter restarts at a lower degree
-        run = _FilteredCycles(operator, k, which, tol, window, degree, best, cycles, callback,
-                              step_callback, residuals_callback).run(
-                                  start(), m, keep, max_iter - cycles, generator)
+        filtered = _FilteredCycles(operator, k, which, tol, window, degree, best, cycles,
+                                   callback, step_callback, residuals_callback)
+        best = None  # held by 'filtered' alone, which drops it for better pairs
+        run = filtered.run(start(), workspace, keep, max_iter - cycles, generator)
+        del filtered
         cycles, best = cycles + run.cycles, run.best
         last = run.last.pairs
         if not run.last.faint or last.residual <= tol or cycles >= max_iter:
