@@ -7,6 +7,8 @@ setup(
         # 'test' builds the documentation too (tests/test_docs.py), so CI checks it.
         'test': ['pytest', 'ruff', 'scikit-learn', 'sphinx>=7', 'myst-parser>=2'],
         'benchmark': ['psutil'],
+        # partition(method='metis') without pyg-lib or torch-sparse (a wheel on PyPI).
+        'metis': ['pymetis'],
         # The site (python -m sphinx -W -b html docs docs/_build) and the figure scripts.
         'docs': ['sphinx>=7', 'myst-parser>=2', 'matplotlib'],
     },

@@ -28,6 +28,7 @@ EPOCH_CORE_SECONDS = 4.64  # one training epoch (forward, backward, step), idem
 BUILD_BYTES_PER_ENTRY = 125  # peak rise while building S, per stored entry (P = 1, 2, 3)
 LANCZOS_WORK = 3.0  # peak rise of a Lanczos rank over its basis (P = 1, 2; 3.5 at P = 3)
 CYCLES = 16  # filtered cycles to tol 1e-4 on the 200,000-node graph (its full run)
+HALO_BUDGET = 64 * 2**20  # linalg.sharded_matrix.HALO_BUDGET: the halo rows of one exchange
 DEGREE = 8  # the Chebyshev filter's degree
 
 GB = 1e9
@@ -55,12 +56,13 @@ def entries(parts: int) -> float:
 
 
 def memory(parts: int, rank: int) -> dict:
-    r"""Bytes per rank: float32 values, CSR with int32 columns, the worst-case
-    halo (every other rank's rows)."""
+    r"""Bytes per rank: float32 values, CSR with int32 columns, the halo
+    buffer of the worst-case halo (every other rank's rows), bounded by
+    :data:`HALO_BUDGET` (the block's columns exchanged in chunks)."""
     rows = NODES / parts
     x, s = 4 * rows * FEATURES, 8 * entries(parts)
     basis = 4 * rows * basis_columns(rank)
-    halo = 4 * (NODES - rows) * min(rank, BLOCK)
+    halo = min(4 * (NODES - rows) * min(rank, BLOCK), HALO_BUDGET)
     return {
         'x': x,
         'S': s,

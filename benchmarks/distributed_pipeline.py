@@ -15,7 +15,7 @@ import time
 import traceback
 import warnings
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -145,13 +145,14 @@ def _pipeline(rank: int, world_size: int, args: Dict[str, Any]) -> Dict[str, Any
 
 
 def _worker(rank: int, world_size: int, port: int, threads: int, args: Dict[str, Any],
-            results: Any) -> None:
+            results: Any, fn: Optional[Callable[[int, int, Dict[str, Any]], Any]] = None
+            ) -> None:
     torch.set_num_threads(threads)
     try:
         dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=rank,
                                 world_size=world_size,
                                 timeout=datetime.timedelta(seconds=args['timeout']))
-        results.put((rank, _pipeline(rank, world_size, args)))
+        results.put((rank, (fn or _pipeline)(rank, world_size, args)))
     except BaseException as error:  # reported by the parent
         results.put((rank, {'error': f'{type(error).__name__}: {error}\n'
                                      f'{traceback.format_exc()}'}))
@@ -160,14 +161,17 @@ def _worker(rank: int, world_size: int, port: int, threads: int, args: Dict[str,
             dist.destroy_process_group()
 
 
-def run_pipeline(world_size: int, threads: int, args: Dict[str, Any]) -> List[Dict[str, Any]]:
-    r"""The pipeline on :obj:`world_size` spawned gloo processes with
+def run_pipeline(world_size: int, threads: int, args: Dict[str, Any],
+                 fn: Optional[Callable[[int, int, Dict[str, Any]], Any]] = None
+                 ) -> List[Dict[str, Any]]:
+    r"""The pipeline (or :obj:`fn(rank, world_size, args)`, a module-level
+    function) on :obj:`world_size` spawned gloo processes with
     :obj:`threads` threads each; every rank's measurements, in rank order, or
     ``[{'error': ...}]``."""
     ctx = mp.get_context('spawn')
     results = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world_size, port, threads, args, results),
+    procs = [ctx.Process(target=_worker, args=(r, world_size, port, threads, args, results, fn),
                          daemon=True) for r in range(world_size)]
     with child_environment(threads):
         for p in procs:

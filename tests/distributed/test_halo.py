@@ -60,3 +60,17 @@ def test_reversed_edges_of_one_part_are_the_flipped_edges(weighted):
         assert torch.equal(out_weight, weight)
     else:
         assert out_weight is None
+
+
+def test_halo_budget_is_checked_and_unused_without_a_halo():
+    from torch_geometric_regcn.linalg import ShardedMatrix
+    index = torch.stack([columns(seed=1), columns(seed=2)])
+    values = torch.rand(40, dtype=torch.float64)
+    with pytest.raises(ValueError, match="'halo_budget'"):
+        ShardedMatrix(index, values, RowPartition.even(12, 1), None, halo_budget=0)
+    matrix = ShardedMatrix(index, values, RowPartition.even(12, 1), None, halo_budget=1)
+    x = torch.randn(12, 5, dtype=torch.float64)
+    assert matrix.max_halo == 0 and matrix.chunk_columns(x) == 5  # one part: no exchange
+    dense = torch.zeros(12, 12, dtype=torch.float64).index_put_(tuple(index), values,
+                                                                  accumulate=True)
+    assert torch.allclose(matrix @ x, dense @ x, atol=1e-14, rtol=0)

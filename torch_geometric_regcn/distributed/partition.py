@@ -1,8 +1,9 @@
 r"""Splitting a graph into row shards, one per process, and keeping them on disk."""
 import os
 import os.path as osp
-from typing import List, Optional, Union
+from typing import List, Optional, Tuple, Union
 
+import numpy
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
@@ -16,27 +17,61 @@ from torch_geometric_regcn.utils.validation import (
 )
 
 #: :obj:`"contiguous"`: the node order as given, cut into equal blocks;
-#: :obj:`"metis"`: METIS parts (needs pyg-lib or torch-sparse), renumbered so
-#: that each part is one block.
+#: :obj:`"metis"`: METIS parts (through pyg-lib, torch-sparse or pymetis),
+#: renumbered so that each part is one block.
 PARTITION_METHODS = ('contiguous', 'metis')
 
 #: Edge-level attributes of a shard: sliced with the edges of its rows.
 EDGE_KEYS = {'edge_index': ('edge_weight', 'edge_attr'),
              'semantic_edge_index': ()}
 
+#: The seed of METIS's random choices through pymetis (pyg-lib and
+#: torch-sparse run METIS with its own fixed default seed).
+METIS_SEED = 0
 
-def _metis(edge_index: Tensor, num_nodes: int, num_parts: int) -> Tensor:
-    r"""The METIS part of every node, through pyg-lib or torch-sparse."""
-    from torch_geometric.typing import WITH_METIS
-    if not WITH_METIS:
-        raise ImportError("method='metis' needs pyg-lib or torch-sparse with METIS support "
-                          "(see PyG's installation page); use method='contiguous'")
-    from torch_geometric.utils import index_sort, to_undirected
+
+def metis_graph(edge_index: Tensor, num_nodes: int) -> Tuple[Tensor, Tensor]:
+    r"""The graph as METIS reads it: :obj:`(rowptr, col)` of the symmetric
+    adjacency in CSR form, without self loops or repeated edges (the edge
+    weights are not used)."""
+    from torch_geometric.utils import index_sort, remove_self_loops, to_undirected
+    edge_index, _ = remove_self_loops(edge_index)
     edge_index = to_undirected(edge_index, num_nodes=num_nodes)
     row, index = index_sort(edge_index[0], max_value=num_nodes)
     col = edge_index[1][index]
     rowptr = torch.zeros(num_nodes + 1, dtype=torch.long)
     rowptr[1:] = torch.bincount(row, minlength=num_nodes).cumsum(0)
+    return rowptr, col
+
+
+def _metis(edge_index: Tensor, num_nodes: int, num_parts: int) -> Tensor:
+    r"""The METIS part of every node (k-way, METIS's default balance of 3 %):
+    through pyg-lib or torch-sparse when one is installed with METIS (as
+    before pymetis was supported, so their partitions stay as they were),
+    else through pymetis with the seed :data:`METIS_SEED`. Deterministic for
+    a given graph and backend."""
+    from torch_geometric.typing import WITH_METIS
+    pymetis = None
+    if not WITH_METIS:
+        try:
+            import pymetis
+        except ImportError:
+            raise ImportError("method='metis' needs pymetis (pip install "
+                              "torch_geometric_regcn[metis]), or pyg-lib or torch-sparse with "
+                              "METIS support; use method='contiguous'") from None
+    if num_parts == 1:
+        return torch.zeros(num_nodes, dtype=torch.long)
+    rowptr, col = metis_graph(edge_index, num_nodes)
+    if pymetis is not None:
+        options = pymetis.Options(seed=METIS_SEED)
+        xadj, adjncy = rowptr.numpy(), col.numpy()
+        if hasattr(pymetis, 'CSRAdjacency'):  # pymetis >= 2025.2
+            result = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, adjncy),
+                                        options=options)
+        else:
+            result = pymetis.part_graph(num_parts, xadj=xadj, adjncy=adjncy, options=options)
+        # (edge cuts, parts); the parts an array of METIS's idx_t or a list
+        return torch.from_numpy(numpy.asarray(result[1], dtype=numpy.int64))
     try:
         import pyg_lib
         return pyg_lib.partition.metis(rowptr, col, num_parts, recursive=False)
@@ -62,7 +97,14 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     cuts fewer edges on other graphs, so the halo a rank exchanges per sparse
     product is smaller; the nodes are then renumbered part by part, every
     index in the shards (and the rows of the results) follows the new
-    numbering, and :obj:`node_id` maps back.
+    numbering, and :obj:`node_id` maps back. METIS (k-way, parts within 3 %
+    of :math:`N / P` nodes) partitions the graph of :obj:`edge_index` and
+    :obj:`semantic_edge_index` together (the pattern of tsGCN's operator),
+    symmetrised, without self loops or weights, deterministically; it runs through
+    pyg-lib or torch-sparse when one is installed with METIS support, else
+    through pymetis (:obj:`pip install torch_geometric_regcn[metis]`, seed
+    :data:`METIS_SEED`), and needs about :math:`16 E` bytes beyond the graph.
+    ``docs/distributed.md`` gives its measured halo and traffic.
 
     Args:
         data (torch_geometric.data.Data): The whole graph.
@@ -79,8 +121,11 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     for key in EDGE_KEYS:
         if key in data and data[key] is not None:
             check_edge_index(data[key], num_nodes, name=f'data.{key}')
-    if method == 'metis':
-        cluster = _metis(data.edge_index, num_nodes, num_parts)
+    if method == 'metis':  # the pattern of the operators: every edge set the shards hold
+        graph = torch.cat([torch.empty(2, 0, dtype=torch.long)] + [
+            data[key].cpu() for key in EDGE_KEYS if key in data and data[key] is not None],
+            dim=1)
+        cluster = _metis(graph, num_nodes, num_parts)
         node_id = cluster.argsort(stable=True)
         counts = torch.bincount(cluster, minlength=num_parts).cumsum(0).tolist()
         bounds = (0, *counts)

@@ -1,13 +1,26 @@
 r"""A sparse symmetric matrix split by rows over the ranks of a process group."""
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.distributed.collectives import Group, agree_arguments, all_gather
+from torch_geometric_regcn.distributed.collectives import (
+    Group,
+    agree_arguments,
+    all_gather,
+    all_gather_ints,
+)
 from torch_geometric_regcn.distributed.halo import HaloPlan
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
 from torch_geometric_regcn.utils.sparse import compact_csr
+from torch_geometric_regcn.utils.validation import check_int
+
+#: The bytes the halo rows of one sparse product may take by default,
+#: :math:`h \times b` numbers for :math:`h` halo rows and a block of
+#: :math:`b` columns: a wider block is multiplied in chunks of columns
+#: (see :class:`ShardedMatrix`). 64 MiB: a million float32 halo rows of 16
+#: columns.
+HALO_BUDGET = 64 * 2**20
 
 
 class ShardedMatrix:
@@ -18,6 +31,15 @@ class ShardedMatrix:
     returns its rows of :math:`\mathbf{S}\mathbf{X}`: the halo rows are
     fetched by one :func:`all_to_all` (:math:`O(h b)` bytes for :math:`h`
     halo nodes and :math:`b` columns), then one local sparse product runs.
+    When the halo rows of the block would take more than :obj:`halo_budget`
+    bytes on the rank with the largest halo, the block's columns are
+    multiplied in chunks of :math:`c = \lfloor \text{budget} / (h_{\max}
+    \cdot \text{itemsize}) \rfloor` columns (at least one), one all-to-all
+    each: the same bytes in more messages, and a transient of about
+    :math:`(n + 2h + s) c` numbers (:math:`s` rows sent) in place of
+    :math:`(n + 2h + s) b`. A chunk's product equals the matching columns of
+    the whole block's to rounding (the sparse kernel may sum in another
+    order for another width).
     The eigensolvers accept it as their :obj:`operator` and then work on row
     shards of their vectors (see :func:`~torch_geometric_regcn.linalg.block_lanczos`).
     Before the first exchange the ranks agree that each one's
@@ -32,20 +54,34 @@ class ShardedMatrix:
         partition (RowPartition): The row blocks, seen from this rank.
         group (ProcessGroup, optional): The process group; :obj:`None` for a
             single process holding every row.
+        halo_budget (int, optional): The most bytes of halo rows one
+            exchange fetches, the same on every rank (agreed).
+            (default: :obj:`None`, :data:`HALO_BUDGET`)
     """
     def __init__(self, edge_index: Tensor, values: Tensor, partition: RowPartition,
-                 group: Group) -> None:
+                 group: Group, halo_budget: Optional[int] = None) -> None:
         self.partition, self.group = partition, group
-        if group is not None:
+        budget = HALO_BUDGET if halo_budget is None else halo_budget
+        if group is None:
+            budget = check_int('halo_budget', budget)
+        else:
             error, same = None, {}
             try:
                 check_partition(partition, group, 'partition')
+                budget = check_int('halo_budget', budget)
                 same = {"the row blocks of 'partition'": partition.bounds,
-                        "the dtype and device of 'values'": (values.dtype, values.device.type)}
+                        "the dtype and device of 'values'": (values.dtype, values.device.type),
+                        "'halo_budget'": budget}
             except (TypeError, ValueError) as failure:
                 error = failure
             agree_arguments(group, 'ShardedMatrix', same, error)
+        #: The most bytes of halo rows one exchange fetches.
+        self.halo_budget: int = budget
         self.plan = HaloPlan.build(edge_index[1], partition, group)
+        #: The largest halo of any rank: the chunks' width must be the same on
+        #: every rank, whose all-to-alls pair up.
+        self.max_halo = 0 if group is None else max(
+            h for (h,) in all_gather_ints([self.plan.halo.numel()], group))
         rows = edge_index[0] - partition.start
         cols = self.plan.compact(edge_index[1])
         width = partition.num_local + self.plan.halo.numel()
@@ -84,12 +120,36 @@ class ShardedMatrix:
         r"""This rank's entries."""
         return self.local.values()
 
+    def chunk_columns(self, x: Tensor) -> int:
+        r"""The columns of :obj:`x` multiplied per halo exchange: all of them
+        unless their halo rows would exceed :attr:`halo_budget` bytes."""
+        width = x.size(1) if x.dim() == 2 else 1
+        if self.max_halo == 0:
+            return width
+        return max(1, min(width, self.halo_budget // (self.max_halo * x.element_size())))
+
+    def _chunked(self, y: Tensor, product: Callable[[slice, Tensor], Tensor]) -> Tensor:
+        r""":obj:`product(columns, extended)` of the chunks of :obj:`y`'s
+        columns, each extended by its halo rows, joined."""
+        step = self.chunk_columns(y)
+        if y.dim() < 2 or step >= y.size(1):
+            return product(slice(None), self.plan.extended(y))
+        out = None
+        for start in range(0, y.size(1), step):
+            columns = slice(start, start + step)
+            part = product(columns, self.plan.extended(y[:, columns]))
+            if out is None:
+                out = part.new_empty(part.size(0), y.size(1))
+            out[:, columns] = part
+        return out
+
     def __matmul__(self, x: Tensor) -> Tensor:
-        return self.local @ self.plan.extended(x)
+        return self._chunked(x, lambda _, ext: self.local @ ext)
 
     def addmm(self, x: Tensor, y: Tensor, beta: float, alpha: float) -> Tensor:
         r""":math:`\beta x + \alpha\,\mathbf{S} y` on this rank's rows."""
-        return torch.addmm(x, self.local, self.plan.extended(y), beta=beta, alpha=alpha)
+        return self._chunked(y, lambda columns, ext: torch.addmm(
+            x[:, columns], self.local, ext, beta=beta, alpha=alpha))
 
     def dense_rows(self) -> Tensor:
         r"""This rank's rows as a dense :math:`n \times N` block (small
