@@ -4,8 +4,9 @@ from setuptools import setup
 
 setup(
     extras_require={
-        # 'test' builds the documentation too (tests/test_docs.py), so CI checks it.
-        'test': ['pytest', 'ruff', 'scikit-learn', 'sphinx>=7', 'myst-parser>=2'],
+        # 'test' builds the documentation too (tests/test_docs.py), so CI checks it,
+        # and installs pymetis, so CI runs the METIS partitions' tests.
+        'test': ['pytest', 'ruff', 'scikit-learn', 'sphinx>=7', 'myst-parser>=2', 'pymetis'],
         'benchmark': ['psutil'],
         # partition(method='metis') without pyg-lib or torch-sparse (a wheel on PyPI).
         'metis': ['pymetis'],
