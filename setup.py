@@ -10,6 +10,8 @@ setup(
         'benchmark': ['psutil'],
         # partition(method='metis') without pyg-lib or torch-sparse (a wheel on PyPI).
         'metis': ['pymetis'],
+        # method='faiss' of the semantic kNN search (knn.faiss_knn_cosine; never chosen by 'auto').
+        'faiss': ['faiss-cpu'],
         # The site (python -m sphinx -W -b html docs docs/_build) and the figure scripts.
         'docs': ['sphinx>=7', 'myst-parser>=2', 'matplotlib'],
     },

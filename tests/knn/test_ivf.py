@@ -65,3 +65,34 @@ def test_spherical_kmeans_gives_unit_centroids_of_separated_clusters():
     centroids = spherical_kmeans(x, 2, generator=gen)
     torch.testing.assert_close(centroids.norm(dim=1), torch.ones(2))
     assert sorted(centroids[:, 0].round().tolist()) == [-1.0, 1.0]
+
+
+def test_nearest_is_the_first_most_similar_centroid():
+    # Against float64 similarities, first maximum on ties: integer rows and
+    # centroids give exact products in any summation order, so ties stay ties.
+    from torch_geometric_regcn.knn.ivf import nearest
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randint(-2, 3, (700, 5), generator=gen).float()
+    centroids = torch.randint(-1, 2, (40, 5), generator=gen).float()
+    sim = x.double() @ centroids.double().T
+    first = (sim == sim.max(dim=1, keepdim=True).values).int().argmax(dim=1)
+    for block_size in (None, 1, 64, 1000):
+        assert torch.equal(nearest(x, centroids, block_size), first)
+
+
+def test_ivf_recall_against_float64_brute_force_at_several_probes():
+    # The neighbours of the brute force in float64 (distinct similarities:
+    # Gaussian rows); probing every cell gives them all, the tuned probes a
+    # recall of at least the 0.95 target (aimed two standard errors above it
+    # on 256 queries; measured about 0.97-0.99 here).
+    x = clustered(n=2500, seed=8)
+    xd = x.double() / x.double().norm(dim=1, keepdim=True)
+    sim = xd @ xd.T
+    sim.fill_diagonal_(-float('inf'))
+    exact = sim.topk(10, dim=1).indices.sort(dim=1).values
+    every = ivf_knn_cosine(x, 10, cells=20, probes=20, generator=torch.Generator().manual_seed(0),
+                           progress=False)
+    assert torch.equal(every, exact)
+    tuned = ivf_knn_cosine(x, 10, generator=torch.Generator().manual_seed(0), progress=False)
+    hits = (tuned[:, :, None] == exact[:, None, :]).any(dim=2).sum()
+    assert float(hits) / exact.numel() >= 0.95

@@ -50,3 +50,23 @@ def test_one_block_needs_no_merge_and_merge_orders_by_score_then_index():
     values, index = merge_top_k(torch.tensor([[0.5, 0.25]]), torch.tensor([[7, 3]]),
                                 torch.tensor([[0.5, 0.75]]), torch.tensor([[2, 9]]), 3)
     assert index.tolist() == [[9, 2, 7]] and values.tolist() == [[0.75, 0.5, 0.5]]
+
+
+@pytest.mark.parametrize('levels', [2, 6, None])
+@pytest.mark.parametrize('columns', [720, 1031])
+def test_wide_rows_take_the_grouped_path_with_the_same_ties(levels, columns):
+    # Rows of at least 4 * 16 * (k + 1) columns go through the group maxima;
+    # widths that are not a multiple of 16 leave columns over. Few score levels
+    # make ties at the k-th place (of the group maxima and of the gathered
+    # scores) common; zero rows tie everywhere; a row with one finite score
+    # ties at -inf. The reference sorts every row in the order (-score, column).
+    gen = torch.Generator().manual_seed(7)
+    scores = torch.randn(48, columns, generator=gen)
+    if levels is not None:
+        scores = (scores * levels).round()
+    scores[::9] = 0.0
+    scores[5] = -float('inf')
+    scores[5, columns - 1] = 1.0
+    for k in (1, 4, 10):
+        assert columns // 16 >= 4 * (k + 1)  # the grouped path
+        assert top_k_lowest_index(scores, k).tolist() == _reference(scores, k)

@@ -2,6 +2,7 @@ r"""The arguments of a cosine kNN search: checked on each rank before any
 heavy work, agreed on by every rank (a rank with bad input makes all of them
 raise, none waits in a collective), and the search method resolved. With
 :obj:`group=None` the agreement costs nothing."""
+import importlib.util
 import zlib
 from typing import Callable, List, Optional, Tuple
 
@@ -14,8 +15,9 @@ from torch_geometric_regcn.utils.validation import check_choice, check_int, chec
 
 #: :obj:`"auto"` searches exactly on CUDA or up to this many nodes, else by IVF.
 EXACT_LIMIT = 50_000
-#: The values of :obj:`method`: chosen from the graph, exact, or approximate.
-KNN_METHODS = ('auto', 'exact', 'ivf')
+#: The values of :obj:`method`: chosen from the graph, exact, approximate, or
+#: approximate by the optional faiss backend (one process).
+KNN_METHODS = ('auto', 'exact', 'ivf', 'faiss')
 
 #: A value every rank must hold alike: (its name in the error, the value).
 Field = Tuple[str, object]
@@ -29,10 +31,25 @@ def resolve_method(method: str, x: Tensor, num_nodes: int) -> str:
     if method == 'auto':
         exact = x.is_cuda or x.layout != torch.strided or num_nodes <= EXACT_LIMIT
         method = 'exact' if exact else 'ivf'
-    if method == 'ivf' and x.layout != torch.strided:
-        raise ValueError("ivf_knn_cosine needs dense features; use the exact search "
+    if method in ('ivf', 'faiss') and x.layout != torch.strided:
+        raise ValueError(f"the {method!r} search needs dense features; use the exact search "
                          "(method='exact') for sparse 'x'")
     return method
+
+
+def faiss_available() -> bool:
+    r"""Whether the optional ``faiss`` package can be imported."""
+    return importlib.util.find_spec('faiss') is not None
+
+
+def check_faiss(partition: RowPartition) -> None:
+    r"""The faiss backend searches in one process and needs ``faiss``."""
+    if partition.num_parts > 1:
+        raise ValueError("method='faiss' searches in one process; use method='ivf' (or "
+                         "'exact') on row shards")
+    if not faiss_available():
+        raise ImportError("method='faiss' needs faiss: 'pip install faiss-cpu' (or "
+                          "'pip install torch_geometric_regcn[faiss]'), or use method='ivf'")
 
 
 def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Group,
@@ -54,7 +71,8 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
             :obj:`group`, else :obj:`RowPartition.even(N, 1)`.
         group (torch.distributed.ProcessGroup, optional): The ranks.
         what (str): The entry point, named in the errors.
-        method (str): :obj:`"auto"`, :obj:`"exact"` or :obj:`"ivf"`.
+        method (str): :obj:`"auto"`, :obj:`"exact"`, :obj:`"ivf"` or
+            :obj:`"faiss"`.
         block_size (int, optional): Checked to be a positive integer.
         generator (torch.Generator, optional): Compared across the ranks
             for IVF.
@@ -85,6 +103,8 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
         if block_size is not None:
             check_int('block_size', block_size)
         method = resolve_method(method, x, num_nodes)
+        if method == 'faiss':
+            check_faiss(partition)
         if options is not None:
             fields = options(num_nodes)
         if group is not None:  # agreed with the checks, in one collective
@@ -98,7 +118,7 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
                 ("the row blocks of 'partition'", partition.bounds),
                 # a few thousand bytes: compared, and shown, by their checksum
                 ("the state of 'generator'", f'checksum {zlib.crc32(state.get_state().numpy())}'
-                 if method == 'ivf' else 0),
+                 if method in ('ivf', 'faiss') else 0),
                 *fields])
     except (TypeError, ValueError) as exc:
         error = exc
@@ -107,12 +127,12 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
 
 
 def check_kmeans(x: Tensor, cells: int, iterations: int,
-                 block_size: int) -> Tuple[int, int, int]:
+                 block_size: Optional[int]) -> Tuple[int, int, Optional[int]]:
     r"""The arguments of :func:`~torch_geometric_regcn.knn.spherical_kmeans`:
     a dense floating-point :obj:`x` :obj:`[N, F]` without NaN or infinity
     (one pass over it), :math:`1 \le \text{cells} \le N`, a non-negative
-    :obj:`iterations` and a positive :obj:`block_size`; returns the counts
-    as :class:`int`."""
+    :obj:`iterations` and a positive :obj:`block_size` (or :obj:`None`);
+    returns the counts as :class:`int`."""
     check_node_features(x, 'x')
     if x.layout != torch.strided:
         raise TypeError("'x' must be dense for spherical_kmeans; use 'x.to_dense()'")
@@ -121,5 +141,5 @@ def check_kmeans(x: Tensor, cells: int, iterations: int,
         raise ValueError(f"'cells' must lie in [1, {x.size(0)}], at most one cluster per row "
                          f"of 'x' (got {cells})")
     return (cells, check_int('iterations', iterations, minimum=0),
-            check_int('block_size', block_size))
+            None if block_size is None else check_int('block_size', block_size))
 

@@ -11,6 +11,7 @@ from torch_geometric_regcn.distributed.halo import reversed_edges
 from torch_geometric_regcn.distributed.row_partition import RowPartition
 from torch_geometric_regcn.knn.checks import check_search
 from torch_geometric_regcn.knn.exact import exact_search, normalize_rows
+from torch_geometric_regcn.knn.faiss_ivf import faiss_search
 from torch_geometric_regcn.knn.ivf import ivf_options, ivf_search
 
 
@@ -26,9 +27,12 @@ def knn_graph_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
 
     with :math:`\mathcal{N}_k` the neighbours of :func:`exact_knn_cosine`
     (:obj:`method="exact"`) or of the approximate :func:`ivf_knn_cosine`
-    with its default settings (:obj:`"ivf"`); :obj:`"auto"` searches exactly
-    on CUDA, for sparse :obj:`x` or up to :data:`EXACT_LIMIT` nodes in all,
-    else by IVF.
+    with its default settings (:obj:`"ivf"`), or of its optional faiss
+    backend :func:`faiss_knn_cosine` (:obj:`"faiss"`, one process, needs
+    ``faiss-cpu``); :obj:`"auto"` searches exactly on CUDA, for sparse
+    :obj:`x` or up to :data:`EXACT_LIMIT` nodes in all, else by the
+    pure-torch IVF (faiss's ``IndexIVFFlat`` was several times slower at
+    equal recall, ``benchmarks/results/knn_scale.md``).
 
     On row shards (:obj:`group` given) each rank gets its own rows of the
     graph: the edges :math:`(i, j)` found here are sent, reversed, to the
@@ -44,8 +48,8 @@ def knn_graph_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
         k (int): Neighbours per node, less than :math:`N`.
         block_size (int, optional): Query rows per block of the exact search.
             (default: :obj:`None`, about :math:`2^{24}` similarities per block)
-        method (str, optional): :obj:`"auto"`, :obj:`"exact"` or :obj:`"ivf"`.
-            (default: :obj:`"auto"`)
+        method (str, optional): :obj:`"auto"`, :obj:`"exact"`, :obj:`"ivf"`
+            or :obj:`"faiss"`. (default: :obj:`"auto"`)
         progress (bool, optional): Show a progress bar (on rank 0) when the
             search takes longer than a second. (default: :obj:`True`)
         generator (torch.Generator, optional): The IVF search's random
@@ -79,6 +83,8 @@ def search(x: Tensor, k: int, method: str, block_size: Optional[int],
     if method == 'exact':
         return exact_search(xn, k, partition, group, block_size, show), partition
     options = ivf_options(partition.num_nodes)
+    if method == 'faiss':
+        return faiss_search(xn, k, partition, generator, **options), partition
     return ivf_search(xn, k, partition, group, generator, show, **options), partition
 
 

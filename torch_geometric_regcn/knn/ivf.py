@@ -3,7 +3,7 @@ spherical k-means cells, the number of probed cells tuned to a target recall,
 and the search of each cell's queries among the nodes of its probed cells, in
 one process or on row shards."""
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -16,25 +16,36 @@ from torch_geometric_regcn.distributed.collectives import (
 )
 from torch_geometric_regcn.distributed.row_partition import RowPartition
 from torch_geometric_regcn.knn.checks import Field, check_kmeans, check_search
-from torch_geometric_regcn.knn.exact import BLOCK, normalize_rows
+from torch_geometric_regcn.knn.exact import normalize_rows
 from torch_geometric_regcn.knn.ring import gather_shard_rows, owned_lookup, ring
 from torch_geometric_regcn.knn.top_k import RunningTopK, merge_top_k
 from torch_geometric_regcn.utils.progress import progress_bar
 from torch_geometric_regcn.utils.validation import check_int, check_real
 
+#: Similarities per block of the cell assignment (:func:`nearest`): a block
+#: that stays in a core's cache, where the row maxima cost a third of those
+#: of a block in main memory.
+ASSIGN_BLOCK = 2**18
+#: Similarities per block of the search of a cell's queries (on CPU; 8x more
+#: on CUDA): a few MB, so the top-k pass reads them from cache.
+SEARCH_BLOCK = 2**20
 
-def nearest(x: Tensor, centroids: Tensor, block_size: int = 8192) -> Tensor:
-    r"""The index of the most similar centroid of every row of :obj:`x`,
-    :obj:`block_size` rows at a time."""
-    if x.size(0) == 0:
-        return torch.zeros(0, dtype=torch.long, device=x.device)
-    return torch.cat([(x[i:i + block_size] @ centroids.T).argmax(dim=1)
-                      for i in range(0, x.size(0), block_size)])
+
+def nearest(x: Tensor, centroids: Tensor, block_size: Optional[int] = None) -> Tensor:
+    r"""The index of the most similar centroid of every row of :obj:`x` (the
+    first on ties), :obj:`block_size` rows at a time (default: about
+    :math:`2^{18}` similarities, which stay in a core's cache)."""
+    out = torch.empty(x.size(0), dtype=torch.long, device=x.device)
+    if block_size is None:
+        block_size = max(64, ASSIGN_BLOCK // max(1, centroids.size(0)))
+    for i in range(0, x.size(0), block_size):
+        out[i:i + block_size] = (x[i:i + block_size] @ centroids.T).max(dim=1).indices
+    return out
 
 
 def spherical_kmeans(x: Tensor, cells: int, iterations: int = 10,
                      generator: Optional[torch.Generator] = None,
-                     block_size: int = 8192) -> Tensor:
+                     block_size: Optional[int] = None) -> Tensor:
     r"""Unit-norm centroids of :obj:`cells` clusters of the unit rows of
     :obj:`x` under cosine similarity: :obj:`cells` random rows, then Lloyd
     iterations :math:`\mathbf{c}_j \leftarrow \sum_{i \in C_j} \mathbf{x}_i /
@@ -53,7 +64,7 @@ def spherical_kmeans(x: Tensor, cells: int, iterations: int = 10,
             initial rows and of the re-seeded ones. (default: :obj:`None`,
             the global one)
         block_size (int, optional): Rows compared with the centroids at a
-            time. (default: :obj:`8192`)
+            time. (default: :obj:`None`, about :math:`2^{18}` similarities)
 
     Shapes:
         - **x:** :obj:`[N, F]`, unit rows.
@@ -95,7 +106,11 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
     :obj:`target_recall` of them plus two standard errors of that estimate,
     so noisy or high-dimensional features get more probes (up to the exact
     search). Time is about :math:`\text{probes} / \text{cells}` of the exact
-    search, memory :math:`O(N k + (N / \text{cells})^2 \cdot \text{probes})`.
+    search, memory :math:`O(N k + \text{probes} \cdot N / \text{cells}
+    \cdot F)` beyond the unit rows: a cell's queries are scored against its
+    candidates in blocks of :data:`SEARCH_BLOCK` similarities, and the best
+    :obj:`k` of each block taken through group maxima
+    (:func:`~torch_geometric_regcn.knn.top_k.top_k_lowest_index`).
 
     On row shards every rank draws the same random numbers as one process:
     the k-means sample and the tuning queries are gathered from their owners,
@@ -167,7 +182,61 @@ def ivf_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
     r"""The search of :func:`ivf_knn_cosine` on checked unit rows
     :obj:`xn`, with checked options."""
     n, device = partition.num_nodes, xn.device
-    rows = torch.randperm(n, generator=generator, device='cpu')[:sample].to(device)
+    _, cell, counts, ranking, probes = ivf_cells(xn, k, partition, group, generator, cells,
+                                                 probes, target_recall, sample, iterations)
+    near = ranking[:, :probes]
+    everywhere = (counts[near].sum(dim=1) <= k).tolist()  # too few candidates: search all
+    near = near.tolist()
+    order, offsets = cell_order(cell, cells)
+
+    merges = partition.num_parts > 1
+    block = SEARCH_BLOCK * 8 if xn.is_cuda else SEARCH_BLOCK
+    top = RunningTopK(partition.num_local, k, n, xn, merges=merges)
+    bar = progress_bar(partition.num_local * partition.num_parts, 'semantic kNN (IVF)',
+                       'node', progress)
+    for src, (keys, key_cell) in ring((xn, cell), group):
+        key_order, key_offsets = cell_order(key_cell, cells) if merges else (order, offsets)
+        own = src == partition.rank
+        offset = partition.bounds[src]
+        for c in range(cells):
+            queries = order[offsets[c]:offsets[c + 1]]
+            if queries.numel() == 0:
+                continue
+            if everywhere[c]:
+                candidates = torch.arange(keys.size(0), device=device)
+            else:
+                candidates = torch.cat([key_order[key_offsets[p]:key_offsets[p + 1]]
+                                        for p in near[c]]).sort().values
+            if candidates.numel() == 0:
+                bar.update(queries.numel())
+                continue
+            candidate_keys = keys[candidates]
+            if own:  # a query's own column: its cell is always searched (first)
+                self_column = torch.searchsorted(candidates, queries)
+            chunk = max(1, block // candidates.numel())
+            for i in range(0, queries.numel(), chunk):
+                part = queries[i:i + chunk]
+                scores = xn[part] @ candidate_keys.T
+                if own:
+                    scores[torch.arange(part.numel(), device=device),
+                           self_column[i:i + chunk]] = -math.inf
+                top.add(part, scores, offset + candidates)
+                bar.update(part.numel())
+    bar.close()
+    return top.result()
+
+
+def ivf_cells(xn: Tensor, k: int, partition: RowPartition, group: Group,
+              generator: Optional[torch.Generator], cells: int, probes: Optional[int],
+              target_recall: float, sample: int, iterations: int,
+              ) -> Tuple[Tensor, Tensor, Tensor, Tensor, int]:
+    r"""The inverted file of :func:`ivf_knn_cosine`: the unit centroids
+    :obj:`[cells, F]`, this rank's rows' cells :obj:`[n]`, every cell's count
+    :obj:`[cells]`, the cells ranked by the similarity of their centroids to
+    each cell's, own cell first :obj:`[cells, cells]`, and the probes (tuned
+    unless given, at most :obj:`cells`)."""
+    n = partition.num_nodes
+    rows = torch.randperm(n, generator=generator, device='cpu')[:sample].to(xn.device)
     centroids = spherical_kmeans(gather_shard_rows(xn, rows, partition, group), cells, iterations,
                                  generator)
     cell = nearest(xn, centroids)
@@ -178,45 +247,15 @@ def ivf_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
     if probes is None:
         probes = probes_for_recall(xn, k, cell, ranking, target_recall, partition, group,
                                    generator)
-    near = ranking[:, :min(probes, cells)]
-    everywhere = (counts[near].sum(dim=1) <= k).tolist()  # too few candidates: search all
-    near = near.tolist()
-    members = _members(cell, cells)
-
-    merges = partition.num_parts > 1
-    top = RunningTopK(partition.num_local, k, n, xn, merges=merges)
-    bar = progress_bar(partition.num_local * partition.num_parts, 'semantic kNN (IVF)',
-                       'node', progress)
-    for src, (keys, key_cell) in ring((xn, cell), group):
-        key_members = _members(key_cell, cells) if merges else members
-        offset = partition.bounds[src]
-        for c, queries in enumerate(members):
-            if queries.numel() == 0:
-                continue
-            if everywhere[c]:
-                candidates = torch.arange(keys.size(0), device=device)
-            else:
-                candidates = torch.cat([key_members[p] for p in near[c]]).sort().values
-            if candidates.numel() == 0:
-                bar.update(queries.numel())
-                continue
-            chunk = max(1, BLOCK // candidates.numel())
-            candidate_keys = keys[candidates]
-            for i in range(0, queries.numel(), chunk):
-                part = queries[i:i + chunk]
-                scores = xn[part] @ candidate_keys.T
-                if src == partition.rank:
-                    scores[part[:, None] == candidates[None, :]] = -math.inf
-                top.add(part, scores, offset + candidates)
-                bar.update(part.numel())
-    bar.close()
-    return top.result()
+    return centroids, cell, counts, ranking, min(probes, cells)
 
 
-def _members(cell: Tensor, cells: int) -> List[Tensor]:
-    r"""The rows of each cell, ascending."""
-    order = cell.argsort(stable=True)
-    return list(order.split(torch.bincount(cell, minlength=cells).tolist()))
+def cell_order(cell: Tensor, cells: int) -> Tuple[Tensor, List[int]]:
+    r"""The rows sorted by cell (ascending within a cell) and the offsets of
+    the cells in that order: the rows of cell :math:`c` are
+    :obj:`order[offsets[c]:offsets[c + 1]]`."""
+    counts = torch.bincount(cell, minlength=cells)
+    return cell.argsort(stable=True), [0] + counts.cumsum(0).tolist()
 
 
 def probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target: float,
@@ -230,14 +269,18 @@ def probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target:
     q = torch.randperm(n, generator=generator, device='cpu')[:min(queries, n)].to(xn.device)
     features = gather_shard_rows(xn, q, partition, group)
     merges = partition.num_parts > 1
-    top = RunningTopK(q.numel(), k, n, xn, merges=merges)
-    columns = torch.arange(partition.start, partition.end, device=xn.device)
-    chunk = max(1, BLOCK // max(1, partition.num_local))  # bounded memory
-    for i in range(0, q.numel(), chunk):
-        part = slice(i, i + chunk)
-        scores = features[part] @ xn.T
-        scores[q[part, None] == columns[None, :]] = -math.inf
-        top.add(part, scores, columns)
+    top = RunningTopK(q.numel(), k, n, xn, merges=True)
+    rows = torch.arange(q.numel(), device=xn.device)
+    local = q - partition.start
+    mine = (local >= 0) & (local < partition.num_local)
+    width = max(1, (SEARCH_BLOCK * 16) // q.numel())  # 256 queries: blocks of 64 MiB
+    for start in range(0, partition.num_local, width):
+        end = min(start + width, partition.num_local)
+        scores = features @ xn[start:end].T
+        own = mine & (local >= start) & (local < end)
+        scores[rows[own], local[own] - start] = -math.inf
+        top.add(rows, scores, torch.arange(partition.start + start, partition.start + end,
+                                            device=xn.device))
     index = top.index
     if merges:
         candidates = zip(all_gather(top.values, group), all_gather(index, group))

@@ -8,6 +8,9 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+#: Columns per group of the two-stage top-:math:`k` (:func:`top_k_lowest_index`).
+GROUP = 16
+
 
 def top_k_lowest_index(scores: Tensor, k: int) -> Tensor:
     r"""The column indices of the :obj:`k` largest scores of each row,
@@ -17,8 +20,17 @@ def top_k_lowest_index(scores: Tensor, k: int) -> Tensor:
         \operatorname{top-}k(s) = \text{the first } k \text{ columns } j
         \text{ in the order } (-s_j, j).
 
-    One :meth:`~torch.Tensor.topk` of :obj:`k + 1` settles every row whose
-    :obj:`k`-th and :obj:`(k+1)`-th scores differ; only rows with a tie across
+    Wide rows (:math:`C \ge 4 \cdot` :data:`GROUP` :math:`\cdot (k + 1)`)
+    go in two stages: the maximum of each of :math:`W = \lfloor C /
+    16 \rfloor` strided groups of 16 columns :math:`\{g, g + W, \dots, g +
+    15 W\}` (one vectorised pass, about a tenth of the cost of
+    :meth:`~torch.Tensor.topk` per score), the :obj:`k` groups of the largest
+    maxima, and the top-:math:`k` of their :math:`16 k` scores (with the
+    :math:`C - 16 W` columns left over). A score outside those groups lies
+    below :obj:`k` group maxima, so the set is exact whenever the
+    :obj:`k`-th and :obj:`(k+1)`-th group maxima and the :obj:`k`-th and
+    :obj:`(k+1)`-th gathered scores differ. Narrow rows take one
+    :meth:`~torch.Tensor.topk` of :obj:`k + 1`. Only rows with a tie across
     that boundary (rare with real features) pay for full-width masks.
 
     Args:
@@ -28,18 +40,44 @@ def top_k_lowest_index(scores: Tensor, k: int) -> Tensor:
     Shapes:
         - **output:** :obj:`[R, k]`, :obj:`torch.long`.
     """
-    values, index = scores.topk(k + 1, dim=1)
-    chosen = index[:, :k].sort(dim=1).values
-    tied = (values[:, k - 1] == values[:, k]).nonzero().flatten()
+    width = scores.size(1) // GROUP
+    if width >= 4 * (k + 1):
+        chosen, tied = _grouped_top_k(scores, k, width)
+    else:
+        values, index = scores.topk(k + 1, dim=1)
+        chosen = index[:, :k].sort(dim=1).values
+        tied = (values[:, k - 1] == values[:, k]).nonzero().flatten()
     if tied.numel():
         rows = scores[tied]
-        kth = values[tied, k - 1:k]
+        values = rows.topk(k + 1, dim=1).values
+        kth = values[:, k - 1:k]
         above = rows > kth
         at_kth = rows == kth
         need = k - above.sum(dim=1, keepdim=True)
         mask = above | (at_kth & (at_kth.cumsum(dim=1) <= need))
         chosen[tied] = mask.nonzero()[:, 1].view(-1, k)
     return chosen
+
+
+def _grouped_top_k(scores: Tensor, k: int, width: int) -> Tuple[Tensor, Tensor]:
+    r"""The two-stage top-:math:`k` of :func:`top_k_lowest_index` on rows of
+    at least :math:`16 \cdot` :obj:`width` columns: the chosen columns,
+    ascending (exact except in the rows returned as tied), and the rows with
+    a tie across the :obj:`k`-th place of the group maxima or of the
+    gathered scores."""
+    rows, columns = scores.shape
+    maxima = scores[:, :GROUP * width].unflatten(1, (GROUP, width)).amax(dim=1)
+    group_values, groups = maxima.topk(k + 1, dim=1)
+    steps = torch.arange(0, GROUP * width, width, device=scores.device)
+    candidates = (groups[:, :k, None] + steps).flatten(1)
+    if columns > GROUP * width:  # the columns left over are candidates too
+        rest = torch.arange(GROUP * width, columns, device=scores.device)
+        candidates = torch.cat([candidates, rest.expand(rows, -1)], dim=1)
+    values, best = scores.gather(1, candidates).topk(k + 1, dim=1)
+    chosen = candidates.gather(1, best[:, :k]).sort(dim=1).values
+    tied = ((group_values[:, k - 1] == group_values[:, k])
+            | (values[:, k - 1] == values[:, k])).nonzero().flatten()
+    return chosen, tied
 
 
 def merge_top_k(values: Tensor, index: Tensor, new_values: Tensor, new_index: Tensor,

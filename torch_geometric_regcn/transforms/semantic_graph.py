@@ -43,7 +43,7 @@ class SemanticGraph(BaseTransform):
     index whose number of probed cells is tuned to a recall of 0.95), which
     cuts the time by the number of cells over the number of probes; its
     recall against the exact search is measured in
-    ``benchmarks/results/scale.md``.
+    ``benchmarks/results/scale.md`` and ``benchmarks/results/knn_scale.md``.
 
     Applied again, it replaces the :obj:`data.semantic_edge_index` it wrote
     before; an attribute of that name that is not an integer edge index
@@ -53,9 +53,11 @@ class SemanticGraph(BaseTransform):
         k (int): The number of neighbours of each node.
         block_size (int, optional): Rows per block of the exact search.
             (default: :obj:`None`, about :math:`2^{24} / N` rows)
-        method (str, optional): :obj:`"exact"`, :obj:`"ivf"` (approximate), or
-            :obj:`"auto"`: exact on CUDA, for sparse features or up to 50,000
-            nodes, IVF otherwise. (default: :obj:`"auto"`)
+        method (str, optional): :obj:`"exact"`, :obj:`"ivf"` (approximate),
+            :obj:`"faiss"` (the same cells searched by faiss, one process;
+            needs ``faiss-cpu``), or :obj:`"auto"`: exact on CUDA, for sparse
+            features or up to 50,000 nodes, IVF otherwise. (default:
+            :obj:`"auto"`)
         progress (bool, optional): Show a progress bar with ETA when the
             search takes longer than a second. (default: :obj:`True`)
         seed (int, optional): The seed of the IVF centroids, in

@@ -1,0 +1,96 @@
+r"""The optional faiss backend of the approximate cosine kNN search: the
+inverted file of :func:`~torch_geometric_regcn.knn.ivf_knn_cosine` (the same
+centroids, cells and tuned probes) searched by faiss's ``IndexIVFFlat``,
+which ranks the cells per query. Needs ``faiss-cpu`` (``pip install
+torch_geometric_regcn[faiss]``); one process only."""
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.knn.checks import check_search
+from torch_geometric_regcn.knn.exact import normalize_rows
+from torch_geometric_regcn.knn.ivf import ivf_cells, ivf_options
+from torch_geometric_regcn.knn.top_k import top_k_lowest_index
+
+#: Queries per faiss search call (bounds its distance and label buffers).
+QUERY_BLOCK = 65536
+
+
+def faiss_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
+                     probes: Optional[int] = None, target_recall: float = 0.95,
+                     sample: Optional[int] = None, iterations: int = 10,
+                     generator: Optional[torch.Generator] = None) -> Tensor:
+    r"""Approximate :obj:`k` nearest neighbours of every row of :obj:`x`
+    under cosine similarity by faiss (a node is never its own neighbour).
+
+    The cells, centroids and number of probes are those of
+    :func:`~torch_geometric_regcn.knn.ivf_knn_cosine` with the same options
+    and generator state; faiss then ranks the cells by each query's own
+    similarity to the centroids (not by its cell's), so at the same probes
+    the recall is at least about that of the pure-torch search. Unlike it,
+    ties at the :obj:`k`-th place are broken by faiss (not always towards
+    the lower node index), and it runs in one process only. Queries whose
+    probed cells hold fewer than :obj:`k` other nodes are searched exactly.
+    Measured against the pure-torch search in
+    ``benchmarks/results/knn_scale.md``.
+
+    Args:
+        x (torch.Tensor): The dense node features :obj:`[N, F]`.
+        k (int): Neighbours per node, less than :math:`N`.
+        cells, probes, target_recall, sample, iterations, generator: As in
+            :func:`~torch_geometric_regcn.knn.ivf_knn_cosine`.
+
+    Shapes:
+        - **output:** :obj:`[N, k]` node indices, ascending in each row.
+    """
+    settings = {}
+
+    def options(num_nodes: int):
+        settings.update(ivf_options(num_nodes, cells, probes, target_recall, sample,
+                                    iterations))
+        return []
+
+    x, partition, _ = check_search(x, k, None, None, 'faiss_knn_cosine', 'faiss',
+                                   generator=generator, options=options)
+    return faiss_search(normalize_rows(x), k, partition, generator, **settings)
+
+
+def faiss_search(xn: Tensor, k: int, partition: RowPartition,
+                 generator: Optional[torch.Generator], cells: int, probes: Optional[int],
+                 target_recall: float, sample: int, iterations: int) -> Tensor:
+    r"""The search of :func:`faiss_knn_cosine` on checked unit rows
+    :obj:`xn` (one part), with checked options."""
+    import faiss
+
+    centroids, cell, _, _, probes = ivf_cells(xn, k, partition, None, generator, cells,
+                                              probes, target_recall, sample, iterations)
+    data = xn.detach().to('cpu', torch.float32).contiguous().numpy()
+    n, features = data.shape
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(torch.get_num_threads())
+    try:
+        quantizer = faiss.IndexFlatIP(features)
+        quantizer.add(centroids.to('cpu', torch.float32).contiguous().numpy())
+        index = faiss.IndexIVFFlat(quantizer, features, cells, faiss.METRIC_INNER_PRODUCT)
+        assign = cell.to('cpu', torch.long).contiguous().numpy()
+        index.add_core(n, faiss.swig_ptr(data), None, faiss.swig_ptr(assign))
+        index.nprobe = probes
+        out = torch.empty(n, k, dtype=torch.long)
+        for start in range(0, n, QUERY_BLOCK):
+            _, found = index.search(data[start:start + QUERY_BLOCK], k + 1)
+            found = torch.from_numpy(found)
+            rows = torch.arange(start, start + found.size(0))[:, None]
+            keep = found != rows  # the node itself, found first unless a duplicate ties
+            keep &= keep.cumsum(dim=1) <= k
+            out[start:start + found.size(0)] = found[keep].view(-1, k)
+    finally:
+        faiss.omp_set_num_threads(threads)
+    short = (out < 0).any(dim=1).nonzero().flatten()  # fewer than k candidates probed
+    for part in short.split(max(1, QUERY_BLOCK * 256 // n)):  # exactly, in bounded blocks
+        scores = xn[part.to(xn.device)] @ xn.T
+        scores[torch.arange(part.numel(), device=xn.device), part.to(xn.device)] = -math.inf
+        out[part] = top_k_lowest_index(scores, k).cpu()
+    return out.sort(dim=1).values.to(xn.device)
