@@ -1,30 +1,34 @@
 r"""Laplacian eigenvector positional encodings: :class:`LaplacianEigenPE`
 against PyG's ``AddLaplacianEigenvectorPE``, time and success.
 
-Graphs: PubMed (the offline copy), the synthetic graph of 169,000 nodes of
-``benchmarks/eigensolver.py`` (``harness.graphs.synthetic_graph``, made
-undirected: about 5M directed edges), and 20 random disconnected graphs of a
-few thousand nodes (seeds 0-19; the table gives each N): 2 to 6 large pieces
-(random sparse graphs, grids, paths and trees of 200 to 1,500 nodes), 0 to 30
-small ones (2 to 30 nodes) and 1-3 % isolated nodes, shuffled. k = 16 everywhere. Every method
-runs in a fresh spawned process with a pinned number of torch and BLAS
-threads and a time limit per graph (``--limit``, ``--limit-large`` on the 169k
-graph; the same for both methods); a call that raises or runs out of time is
-a failure, with its error. A call that returns succeeds when its k columns are
-orthonormal (max |UᵀU - I| <= 1e-3), each is an eigenvector
-(max ||Lu - ρu|| <= 1e-3, ρ its Rayleigh quotient) and the Rayleigh quotients,
-sorted, are the reference eigenvalues λ_1..λ_k (max |Δ| <= 1e-4). The
-reference: float64 ``eigsh`` (tol 1e-10, or 1e-8 on the 169k graph) of PyG's
-own Laplacian on the connected graphs, dense ``eigvalsh`` of each connected
-component on the disconnected ones. PyG runs with ``is_undirected=False`` (its
-default, ``eigs``) and ``True`` (``eigsh``); on the 169k graph only with
-``True`` unless ``--pyg-default-large``. "Same twice": a second call returns
-the identical encoding (PyG draws random signs).
+Graphs: 500 random molecule-like graphs of 10 to 38 nodes (a ZINC-like set:
+random trees of degree at most 4 with 0 to 3 ring closures of 5 or 6 atoms,
+seed 0; k = 8), PubMed (the offline copy), the synthetic graph of 169,000
+nodes of ``benchmarks/eigensolver.py`` (``harness.graphs.synthetic_graph``,
+made undirected: about 5M directed edges), and 20 random disconnected graphs
+of a few thousand nodes (seeds 0-19; the table gives each N): 2 to 6 large
+pieces (random sparse graphs, grids, paths and trees of 200 to 1,500 nodes), 0
+to 30 small ones (2 to 30 nodes) and 1-3 % isolated nodes, shuffled. k = 16
+except on the molecules. Every method runs in a fresh spawned process with a
+pinned number of torch and BLAS threads and a time limit per graph
+(``--limit``, ``--limit-large`` on the 169k graph; the same for both methods);
+a call that raises or runs out of time is a failure, with its error. A call
+that returns succeeds when its k columns are orthonormal (max |UᵀU - I| <=
+1e-3), each is an eigenvector (max ||Lu - ρu|| <= 1e-3, ρ its Rayleigh
+quotient) and the Rayleigh quotients, sorted, are the reference eigenvalues
+λ_1..λ_k (max |Δ| <= 1e-4). The reference: float64 ``eigsh`` (tol 1e-10, or
+1e-8 on the 169k graph) of PyG's own Laplacian on PubMed and the 169k graph,
+dense ``eigvalsh`` of each connected component on the molecules and the
+disconnected graphs. PyG runs with ``is_undirected=False`` (its default,
+``eigs``) and ``True`` (``eigsh``); on the 169k graph only with ``True``
+unless ``--pyg-default-large``. "Same twice": a second call returns the
+identical encoding (PyG draws random signs).
 
 Run from the repository root::
 
     python -m benchmarks.eigen_pe              # about 10 min on 2 cores
-    python -m benchmarks.eigen_pe --quick      # PubMed and 5 disconnected graphs
+    python -m benchmarks.eigen_pe --quick      # molecules, PubMed, 5 disconnected graphs
+    python -m benchmarks.eigen_pe --families molecules pubmed --output /tmp/pe.md
 
 Writes ``benchmarks/results/eigen_pe.md`` (``--quick``: the git-ignored
 ``benchmarks/results/eigen_pe-quick.tmp``; ``--output``: elsewhere).
@@ -53,6 +57,9 @@ from harness.report import RESULTS, Report, fmt
 from torch_geometric_regcn import LaplacianEigenPE
 
 K = 16
+#: The molecule-like set: graphs, node range, k.
+MOLECULES, MOLECULE_NODES, MOLECULE_K = 500, (10, 38), 8
+FAMILIES = ('molecules', 'pubmed', 'large', 'disconnected')
 ORTH_TOL, RES_TOL, EIG_TOL = 1e-3, 1e-3, 1e-4
 METHODS = ('ours', 'pyg-default', 'pyg-undirected')
 LABELS = {'ours': 'LaplacianEigenPE (ours)',
@@ -104,6 +111,45 @@ def disconnected_graph(seed: int) -> Data:
     return Data(edge_index=to_undirected(edge_index, num_nodes=n), num_nodes=n)
 
 
+def molecule_graph(rng: np.random.Generator) -> Data:
+    r"""A random molecule-like graph: a random tree of
+    :obj:`MOLECULE_NODES` nodes whose degrees stay at most 4 (valence),
+    plus 0 to 3 ring closures, each an edge between two nodes 4 or 5 tree
+    steps apart (a ring of 5 or 6 atoms) that both have a free valence."""
+    n = int(rng.integers(MOLECULE_NODES[0], MOLECULE_NODES[1] + 1))
+    degree = np.zeros(n, dtype=np.int64)
+    parent = np.full(n, -1)
+    for node in range(1, n):
+        free = np.flatnonzero(degree[:node] < 4)
+        parent[node] = free[rng.integers(free.size)]
+        degree[parent[node]] += 1
+        degree[node] += 1
+    edges = [(int(parent[v]), v) for v in range(1, n)]
+    depth = np.zeros(n, dtype=np.int64)
+    for node in range(1, n):
+        depth[node] = depth[parent[node]] + 1
+
+    def distance(a: int, b: int) -> int:
+        steps = 0
+        while a != b:
+            if depth[a] < depth[b]:
+                a, b = b, a
+            a, steps = parent[a], steps + 1
+        return steps
+
+    for _ in range(int(rng.integers(0, 4))):
+        pairs = [(a, b) for a in range(n) for b in range(a + 1, n)
+                 if degree[a] < 4 and degree[b] < 4 and distance(a, b) in (4, 5)]
+        if not pairs:
+            break
+        a, b = pairs[rng.integers(len(pairs))]
+        edges.append((a, b))
+        degree[a] += 1
+        degree[b] += 1
+    edge_index = torch.tensor(edges, dtype=torch.long).T
+    return Data(edge_index=to_undirected(edge_index, num_nodes=n), num_nodes=n)
+
+
 def large_graph(nodes: int, degree: int) -> Data:
     r"""The synthetic graph of ``benchmarks/eigensolver.py``, made undirected."""
     data = synthetic_graph(nodes, avg_degree=degree)
@@ -112,7 +158,11 @@ def large_graph(nodes: int, degree: int) -> Data:
 
 def graphs(spec: dict) -> Iterator[Tuple[str, Data]]:
     r"""The graphs of one family, built where they are used."""
-    if spec['family'] == 'pubmed':
+    if spec['family'] == 'molecules':
+        rng = np.random.default_rng(0)
+        for index in range(spec['count']):
+            yield f'molecule {index}', molecule_graph(rng)
+    elif spec['family'] == 'pubmed':
         data = load_pubmed()
         yield 'PubMed', Data(edge_index=data.edge_index, num_nodes=data.num_nodes)
     elif spec['family'] == 'large':
@@ -150,31 +200,32 @@ def time_limit(seconds: float) -> Iterator[None]:
 def reference(spec: dict) -> Dict[str, dict]:
     r"""The reference eigenvalues λ_0..λ_(k+1) of each graph of a family and its
     structure (nodes, edges, components, isolated nodes, zero eigenvalues)."""
-    out = {}
+    out, k = {}, spec['k']
     for name, data in graphs(spec):
         lap = laplacian(data)
         count, label = connected_components(lap, directed=False)
         sizes = np.bincount(label)
         t0 = time.perf_counter()
-        if spec['family'] == 'disconnected':
+        if spec['family'] in ('disconnected', 'molecules'):
             values = [np.ones(int((sizes == 1).sum()))]
             for comp in np.flatnonzero(sizes > 1):
                 nodes = np.flatnonzero(label == comp)
                 values.append(np.linalg.eigvalsh(lap[nodes][:, nodes].toarray()))
-            values = np.sort(np.concatenate(values))[:K + 2]
+            values = np.sort(np.concatenate(values))[:k + 2]
         else:
             v0 = np.random.default_rng(0).standard_normal(data.num_nodes)
-            values = np.sort(sla.eigsh(lap, K + 2, which='SA', tol=spec['tol'], v0=v0)[0])
-        out[name] = dict(values=values, nodes=data.num_nodes, edges=data.edge_index.size(1) // 2,
+            values = np.sort(sla.eigsh(lap, k + 2, which='SA', tol=spec['tol'], v0=v0)[0])
+        out[name] = dict(values=values, k=k, nodes=data.num_nodes,
+                         edges=data.edge_index.size(1) // 2,
                          components=int(count), isolated=int((sizes == 1).sum()),
                          zeros=int((sizes > 1).sum()), time=time.perf_counter() - t0)
     return out
 
 
-def _transform(method: str):
+def _transform(method: str, k: int):
     if method == 'ours':
-        return LaplacianEigenPE(K)
-    return AddLaplacianEigenvectorPE(K, is_undirected=method == 'pyg-undirected')
+        return LaplacianEigenPE(k)
+    return AddLaplacianEigenvectorPE(k, is_undirected=method == 'pyg-undirected')
 
 
 def measure(spec: dict) -> List[dict]:
@@ -186,7 +237,7 @@ def measure(spec: dict) -> List[dict]:
     results = []
     for name, data in graphs(spec):
         entry = {'graph': name}
-        transform = _transform(spec['method'])
+        transform = _transform(spec['method'], spec['k'])
         times, outputs = [], []
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter('always')
@@ -213,6 +264,8 @@ def measure(spec: dict) -> List[dict]:
                 same=(all(torch.equal(o, outputs[0]) for o in outputs) if len(outputs) > 1
                       else None))
         results.append(entry)
+        if spec['family'] == 'molecules' and 'error' not in entry:
+            continue  # 500 lines of under a millisecond
         print(f"    {spec['method']} {name}: "
               f"{fmt(entry.get('time'), '.2f')} s {entry.get('error', '')}", flush=True)
     return results
@@ -224,9 +277,10 @@ def verdict(entry: dict, ref: dict) -> Tuple[bool, str]:
     r"""Whether a call succeeded, and why not."""
     if 'error' in entry:
         return False, entry['error']
-    if entry['shape'] != [ref['nodes'], K] or not entry['finite']:
+    k = ref['k']
+    if entry['shape'] != [ref['nodes'], k] or not entry['finite']:
         return False, f"shape {entry['shape']}, finite {entry['finite']}"
-    eig_err = float(np.abs(entry['rayleigh'] - ref['values'][1:K + 1]).max())
+    eig_err = float(np.abs(entry['rayleigh'] - ref['values'][1:k + 1]).max())
     entry['eig_err'] = eig_err
     problems = []
     if entry['orthogonality'] > ORTH_TOL:
@@ -263,7 +317,9 @@ def run_family(rep: Report, args, family: str, spec: dict, methods: List[str]) -
         if isinstance(res, dict):  # the process died
             res = [{'graph': name, 'error': res['error']} for name in refs]
         results[method] = res
-    summary = []
+    summary, totals = [], {}
+    for method in methods:
+        totals[method] = sum(e['time'] for e in results[method] if 'time' in e)
     for method in methods:
         ok, times, failures = 0, [], []
         for entry in results[method]:
@@ -276,21 +332,41 @@ def run_family(rep: Report, args, family: str, spec: dict, methods: List[str]) -
                 failures.append(f"{entry['graph']}: {why}")
         total = len(results[method])
         median = statistics.median(times) if times else None
+        complete = len(times) == total and len(results['ours']) == total
+        ratio = totals['ours'] / totals[method] if complete and totals[method] > 0 else None
         summary.append([LABELS[method], f'{ok}/{total}', fmt(median, '.3f'),
                         fmt(max(times) if times else None, '.3f'),
                         fmt(sum(times) if times else None, '.2f'),
-                        same_twice(results[method]),
+                        fmt(ratio, '.2f'), same_twice(results[method]),
                         '; '.join(failures[:3]) + (f' (+{len(failures) - 3} more)'
                                                    if len(failures) > 3 else '') or '-'])
     rep.table(['method', 'success', 'time per graph (s, median)', 'max (s)', 'total (s)',
-               'same twice', 'failures'], summary)
+               'ours / this (total time)', 'same twice', 'failures'], summary)
+    k = spec['k']
+    if family == 'molecules':
+        rows = []
+        for method in methods:
+            done = [e for e in results[method] if 'time' in e]
+            worst = {key: max((e[key] for e in done if key in e), default=None)
+                     for key in ('eig_err', 'residual', 'orthogonality')}
+            rows.append([LABELS[method],
+                         fmt(1e3 * totals[method] / len(done) if done else None, '.3f'),
+                         fmt(worst['eig_err'], '.1e'), fmt(worst['residual'], '.1e'),
+                         fmt(worst['orthogonality'], '.1e')])
+        rep(f'{len(refs)} graphs, {min(r["nodes"] for r in refs.values())} to '
+            f'{max(r["nodes"] for r in refs.values())} nodes, k = {k}; time per graph: the '
+            f'faster of two calls; worst over the graphs:')
+        rep()
+        rep.table(['method', 'mean time per graph (ms)', 'max |Δλ|', 'max residual',
+                   'max |UᵀU - I|'], rows)
+        return
     if family != 'disconnected':
         name = next(iter(refs))
         ref = refs[name]
-        gap = ref['values'][K + 1] - ref['values'][K]
+        gap = ref['values'][k + 1] - ref['values'][k]
         rep(f"{name}: N = {ref['nodes']:,}, {ref['edges']:,} undirected edges, "
             f"{ref['components']} component(s); λ_1 = {ref['values'][1]:.6f}, "
-            f"λ_{K} = {ref['values'][K]:.6f}, gap λ_{K + 1} - λ_{K} = {gap:.2e}; reference "
+            f"λ_{k} = {ref['values'][k]:.6f}, gap λ_{k + 1} - λ_{k} = {gap:.2e}; reference "
             f"(float64 eigsh, tol {spec['tol']:g}) {ref['time']:.1f} s.")
         rep()
         rows = []
@@ -324,7 +400,11 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog='python -m benchmarks.eigen_pe',
                                 description=__doc__.split('\n\n')[0])
     p.add_argument('--quick', action='store_true',
-                   help='PubMed and 5 disconnected graphs, no 169k graph')
+                   help='molecules, PubMed and 5 disconnected graphs, no 169k graph')
+    p.add_argument('--families', nargs='+', choices=FAMILIES, default=None,
+                   help='the graph families to run (default: all; --quick: all but large)')
+    p.add_argument('--molecules', type=int, default=MOLECULES,
+                   help='random molecule-like graphs')
     p.add_argument('--threads', type=int, default=1, help='torch/BLAS threads per process')
     p.add_argument('--graphs', type=int, default=20, help='random disconnected graphs')
     p.add_argument('--repeats', type=int, default=3, help='timed calls on PubMed (best)')
@@ -342,29 +422,39 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.quick:
         args.graphs = min(args.graphs, 5)
+    families = args.families or [f for f in FAMILIES if f != 'large' or not args.quick]
     out = args.output or osp.join(RESULTS, 'eigen_pe-quick.tmp' if args.quick else
                                   'eigen_pe.md')
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     rep = Report()
-    rep.header(f'Laplacian eigenvector PE: LaplacianEigenPE vs PyG (k = {K})',
+    rep.header(f'Laplacian eigenvector PE: LaplacianEigenPE vs PyG (k = {K}, '
+               f'{MOLECULE_K} on molecules)',
                'benchmarks.eigen_pe', argv, args.threads, quick=args.quick)
     rep(' '.join(__doc__.split('\n\n')[1].split()))
     rep()
-    rep('Ours: `LaplacianEigenPE(16)` with its defaults (block Lanczos per connected '
-        'component, float64, tol 1e-6, seed 0). PyG: `AddLaplacianEigenvectorPE(16, '
+    rep('Ours: `LaplacianEigenPE(k)` with its defaults (one dense float64 eigh for a '
+        'connected graph of at most 256 nodes; else per connected component, batched '
+        'dense eigh up to 256 nodes, block Lanczos above, for 4,096 to 65,536 nodes in '
+        'float32 first, refined in float64; tol 1e-6, seed 0). PyG: `AddLaplacianEigenvectorPE(k, '
         'is_undirected=...)` with its defaults (ARPACK on the float32 Laplacian, dense '
-        'below 100 nodes).')
+        'below 100 nodes). "ours / this": the total time of ours over that of the row\'s '
+        'method, in the same run.')
     rep()
-    if has_pubmed():
+    if 'molecules' in families:
+        rep(f'## {args.molecules} molecule-like graphs (k = {MOLECULE_K})')
+        rep()
+        run_family(rep, args, 'molecules', dict(repeats=2, limit=args.limit, k=MOLECULE_K,
+                                                count=args.molecules), list(METHODS))
+    if 'pubmed' in families and has_pubmed():
         rep('## PubMed')
         rep()
         run_family(rep, args, 'pubmed', dict(repeats=args.repeats, limit=args.limit,
-                                             tol=1e-10), list(METHODS))
-    else:
+                                             tol=1e-10, k=K), list(METHODS))
+    elif 'pubmed' in families:
         rep('PubMed is not in the offline copy (harness.data.SHARED_DATA): skipped.')
         rep()
-    if not args.quick:
+    if 'large' in families:
         rep(f'## Synthetic {args.synthetic_nodes // 1000}k')
         rep()
         methods = list(METHODS) if args.pyg_default_large else ['ours', 'pyg-undirected']
@@ -372,13 +462,15 @@ def main(argv=None):
             rep("PyG's default `is_undirected=False` (`eigs`, Arnoldi on the whole graph) is "
                 'not run here (`--pyg-default-large` adds it); one call per method.')
             rep()
-        run_family(rep, args, 'large', dict(repeats=1, limit=args.limit_large, tol=1e-8,
+        run_family(rep, args, 'large', dict(repeats=1, limit=args.limit_large, tol=1e-8, k=K,
                                             nodes=args.synthetic_nodes,
                                             degree=args.synthetic_degree), methods)
-    rep(f'## {args.graphs} random disconnected graphs')
-    rep()
-    run_family(rep, args, 'disconnected', dict(repeats=2, limit=args.limit,
-                                               seeds=list(range(args.graphs))), list(METHODS))
+    if 'disconnected' in families:
+        rep(f'## {args.graphs} random disconnected graphs')
+        rep()
+        run_family(rep, args, 'disconnected', dict(repeats=2, limit=args.limit, k=K,
+                                                   seeds=list(range(args.graphs))),
+                   list(METHODS))
     rep.finish(start, out)
 
 

@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 import torch
 
+import torch_geometric_regcn.linalg.laplacian_spectrum as spectrum
 from torch_geometric_regcn.linalg import laplacian_eigenpairs, normalized_adjacency
-from torch_geometric_regcn.linalg.laplacian_spectrum import TIE_TOLERANCE, tie_groups
+from torch_geometric_regcn.linalg.laplacian_spectrum import (
+    CONNECTED_GAP,
+    SIGN_TIE,
+    TIE_TOLERANCE,
+    connected_dense_eigenpairs,
+    tie_groups,
+)
 
 
 def pieces(sizes, isolated=0, seed=0):
@@ -152,3 +159,150 @@ def test_tie_groups_do_not_chain_beyond_the_tolerance():
     for group in groups.unique():
         members = values[groups == group]
         assert float(members.max() - members.min()) <= TIE_TOLERANCE
+
+
+# The dense path of a small connected graph ------------------------------------------------
+
+def molecule_like(n, rings, seed, weighted=False):
+    """A random tree of n nodes, `rings` random chords, a duplicated edge and a
+    self loop (both as PyG's Laplacian treats them: summed, dropped), with
+    random asymmetric weights when `weighted`."""
+    gen = torch.Generator().manual_seed(seed)
+    child = torch.arange(1, n)
+    parent = (torch.rand(n - 1, generator=gen) * child).long()
+    chords = torch.randint(0, n, (2, rings), generator=gen)
+    edge_index = torch.cat([torch.stack([parent, child]), torch.stack([child, parent]), chords,
+                            chords.flip(0), torch.tensor([[0, 3], [1, 3]])], dim=1)
+    weight = None
+    if weighted:
+        weight = torch.rand(edge_index.size(1), generator=gen, dtype=torch.float64) + 0.1
+    return edge_index, weight
+
+
+def reference_laplacian(edge_index, weight, n):
+    """PyG's normalised Laplacian, built densely in numpy from the raw edges."""
+    a = np.zeros((n, n))
+    w = np.ones(edge_index.size(1)) if weight is None else weight.numpy()
+    np.add.at(a, (edge_index[0].numpy(), edge_index[1].numpy()), w)
+    np.fill_diagonal(a, 0.0)
+    a = np.maximum(a, a.T)
+    root = np.sqrt(a.sum(1))
+    return np.eye(n) - a / np.outer(root, root)
+
+
+@pytest.mark.parametrize('weighted', [False, True])
+def test_connected_dense_path_matches_dense_eigh_and_the_component_path(weighted):
+    for seed, n in enumerate([10, 23, 38, 64, 200]):
+        edge_index, weight = molecule_like(n, 3, seed, weighted)
+        k = min(8, n - 1)
+        pairs = connected_dense_eigenpairs(edge_index, weight, n, k)
+        lap = reference_laplacian(edge_index, weight, n)
+        values = np.linalg.eigvalsh(lap)
+        vectors = pairs.eigenvectors.numpy()
+        # Both solves are backward stable on a matrix of norm <= 2 and n <= 200
+        # nodes: eigenvalues agree to n * eps * 2 < 1e-13, residuals and
+        # orthonormality are of the same order.
+        assert np.abs(pairs.eigenvalues.numpy() - values[1:k + 1]).max() < 1e-12
+        assert np.abs(lap @ vectors - vectors * pairs.eigenvalues.numpy()).max() < 1e-12
+        assert np.abs(vectors.T @ vectors - np.eye(k)).max() < 1e-12
+        check_signs(pairs.eigenvectors)
+        assert (pairs.residual, pairs.iterations, pairs.converged) == (0.0, 0, True)
+        # The component-wise path solves the same matrix with the same eigh:
+        # identical for integer degrees; with weights the degrees are summed
+        # in the same order, so equal to rounding of the last bit at most.
+        ei, w, degree = normalized_adjacency(edge_index, n, weight, torch.float64,
+                                             self_loops=False, return_degree=True)
+        sparse = laplacian_eigenpairs(ei, w, degree, k)
+        if not weighted:
+            assert torch.equal(pairs.eigenvalues, sparse.eigenvalues)
+            assert torch.equal(pairs.eigenvectors, sparse.eigenvectors)
+        else:
+            torch.testing.assert_close(pairs.eigenvalues, sparse.eigenvalues,
+                                       atol=1e-13, rtol=0)
+            # A simple eigenvalue's vector (gap > 1e-4 to both neighbours)
+            # moves by at most about eps / gap under last-bit changes.
+            gaps = np.diff(values[:k + 2])
+            simple = np.minimum(gaps[:-1], gaps[1:]) > 1e-4
+            assert simple.sum() >= k // 2
+            torch.testing.assert_close(pairs.eigenvectors[:, simple],
+                                       sparse.eigenvectors[:, simple], atol=1e-10, rtol=0)
+
+
+def check_signs(vectors):
+    magnitude = vectors.abs()
+    first = (magnitude >= SIGN_TIE * magnitude.max(dim=0).values).to(torch.uint8).argmax(dim=0)
+    assert bool((vectors.gather(0, first[None]) > 0).all())
+
+
+def test_connected_dense_path_declines_what_is_not_connected():
+    edge_index, n = pieces([12, 9])  # two components
+    assert connected_dense_eigenpairs(edge_index, None, n, 3) is None
+    edge_index, n = pieces([12], isolated=1)  # an isolated node
+    assert connected_dense_eigenpairs(edge_index, None, n, 3) is None
+    # Connected through a bridge of weight 1e-20: lambda_1 ~ 1e-20, below
+    # CONNECTED_GAP, where the eigh cannot tell it from a disconnected graph.
+    edge_index, n = pieces([12, 9])
+    edge_index = torch.cat([edge_index, torch.tensor([[0], [12]])], dim=1)
+    weight = torch.ones(edge_index.size(1), dtype=torch.float64)
+    weight[-1] = 1e-20
+    assert connected_dense_eigenpairs(edge_index, weight, n, 3) is None
+    assert CONNECTED_GAP > 1e3 * TIE_TOLERANCE
+
+
+# The float32 solve of a large component, refined in float64 --------------------------------
+
+def ring_with_chords(n, chords, seed):
+    gen = torch.Generator().manual_seed(seed)
+    ring = torch.arange(n)
+    return torch.cat([torch.stack([ring, (ring + 1) % n]),
+                      torch.randint(0, n, (2, chords), generator=gen)], dim=1)
+
+
+@pytest.fixture
+def float32_from_300_nodes(monkeypatch):
+    """The float32 path from 300 nodes (4,096 by default), and its outcomes."""
+    monkeypatch.setattr(spectrum, 'FLOAT32_NODES', 300)
+    outcomes, solve = [], spectrum._float32_refined
+
+    def recorded(*args, **kwargs):
+        pairs = solve(*args, **kwargs)
+        outcomes.append(pairs.converged)
+        return pairs
+
+    monkeypatch.setattr(spectrum, '_float32_refined', recorded)
+    return outcomes
+
+
+@pytest.mark.parametrize('rough', [False, True])
+def test_float32_solve_matches_dense_eigh(float32_from_300_nodes, monkeypatch, rough):
+    if rough:  # a float32 result too rough for the refinement: float64 Lanczos follows
+        solve = spectrum.block_lanczos
+
+        def one_plain_cycle(operator, *args, **kwargs):
+            if operator.dtype == torch.float32:
+                kwargs.update(degree=1, callback=None)
+                args = args[:3] + (1,)  # k, which, tol; max_iter = 1
+            return solve(operator, *args, **kwargs)
+
+        monkeypatch.setattr(spectrum, 'block_lanczos', one_plain_cycle)
+        monkeypatch.setattr(spectrum, 'REFINE_SWEEPS', 0)
+    n, k = 600, 8
+    ei, w, degree = normalized_adjacency(ring_with_chords(n, 30, 0), n, dtype=torch.float64,
+                                         self_loops=False, return_degree=True)
+    pairs = laplacian_eigenpairs(ei, w, degree, k)
+    assert float32_from_300_nodes == [not rough]  # solved in float32, or not converged there
+    lap = dense_laplacian(ei, w, n)
+    values = np.linalg.eigvalsh(lap.numpy())
+    vectors = pairs.eigenvectors
+    # Each pair has a float64 relative residual <= tol = 1e-6 (||A_hat|| <= 1);
+    # the eigenvalues then err by at most residual^2 / gap (gaps >= 5e-5 here:
+    # 2e-8), and by the dense solve's rounding, 1e-13.
+    assert np.diff(values[:k + 2]).min() > 5e-5
+    assert pairs.converged and pairs.residual <= 1e-6
+    assert np.abs(pairs.eigenvalues.numpy() - values[1:k + 1]).max() < 1e-8
+    assert float((lap @ vectors - vectors * pairs.eigenvalues).norm(dim=0).max()) < 1.1e-6
+    torch.testing.assert_close(vectors.T @ vectors, torch.eye(k, dtype=torch.float64),
+                               atol=1e-10, rtol=0)
+    check_signs(vectors)
+    again = laplacian_eigenpairs(ei, w, degree, k)  # deterministic
+    assert torch.equal(again.eigenvectors, vectors)

@@ -19,6 +19,7 @@ from harness.data import SHARED_DATA, has_offline_copy
 from tests.conftest import CUDA
 from torch_geometric_regcn import LaplacianEigenPE
 from torch_geometric_regcn.datasets import contextual_sbm
+from torch_geometric_regcn.linalg import laplacian_eigenpairs, normalized_adjacency
 from torch_geometric_regcn.linalg.laplacian_spectrum import SIGN_TIE
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -442,3 +443,47 @@ def test_moved_constants_keep_their_old_path():
     import torch_geometric_regcn.transforms.laplacian_pe as module
     with pytest.warns(DeprecationWarning, match='linalg.laplacian_spectrum.SIGN_TIE'):
         assert module.SIGN_TIE == SIGN_TIE
+
+
+@pytest.mark.parametrize('sizes, isolated, weighted', [
+    ([30], 0, False),  # connected: one dense eigh
+    ([30], 0, True),
+    ([20, 9, 2], 0, False),  # disconnected: component by component
+    ([25], 3, False),  # isolated nodes: component by component
+])
+def test_small_graphs_match_the_component_wise_solve(sizes, isolated, weighted):
+    data, _ = components_graph(sizes, isolated, seed=7, weighted=weighted)
+    k = 6
+    pairs = LaplacianEigenPE(k).eigenpairs(data)
+    weight = data.edge_weight if weighted else None
+    ei, w, degree = normalized_adjacency(data.edge_index, data.num_nodes, weight, torch.float64,
+                                         self_loops=False, return_degree=True)
+    reference = laplacian_eigenpairs(ei, w, degree, k)
+    # The same eigh of the same matrix: identical with integer degrees, to the
+    # last bits of the weighted degrees' sums otherwise (eigenvalues of norm
+    # <= 2; the graphs' eigenvalues here are simple, vectors move by eps / gap).
+    if weighted:
+        torch.testing.assert_close(pairs.eigenvalues, reference.eigenvalues, atol=1e-13, rtol=0)
+        torch.testing.assert_close(pairs.eigenvectors, reference.eigenvectors, atol=1e-9, rtol=0)
+    else:
+        assert torch.equal(pairs.eigenvalues, reference.eigenvalues)
+        assert torch.equal(pairs.eigenvectors, reference.eigenvectors)
+    pe = LaplacianEigenPE(k, dtype=torch.float64)(data.clone()).laplacian_eigenvector_pe
+    assert torch.equal(pe, pairs.eigenvectors)
+    check_against_dense(data, k, pe)
+    check_signs(pe)
+
+
+def test_small_graph_inputs_are_checked_before_the_dense_solve():
+    data = Data(edge_index=torch.tensor([[0, 1, 2], [1, 2, 5]]), num_nodes=4)
+    with pytest.raises(ValueError, match=r"'edge_index' refers to nodes outside \[0, 3\]"):
+        LaplacianEigenPE(2)(data)
+    data = Data(edge_index=torch.tensor([[0, 1], [1, 2]]), num_nodes=3,
+                edge_weight=torch.tensor([1.0, float('nan')]))
+    with pytest.raises(ValueError, match="edge_weight"):
+        LaplacianEigenPE(1)(data)
+    # Integer indices of any width give the same encoding.
+    data, _ = components_graph([20], seed=3)
+    narrow = Data(edge_index=data.edge_index.int(), num_nodes=data.num_nodes)
+    assert torch.equal(LaplacianEigenPE(4)(narrow).laplacian_eigenvector_pe,
+                       LaplacianEigenPE(4)(data).laplacian_eigenvector_pe)

@@ -1,7 +1,8 @@
 r"""The smallest eigenpairs of a graph's symmetric normalised Laplacian,
 solved one connected component at a time."""
+import math
 import warnings
-from typing import List, NamedTuple, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -9,8 +10,10 @@ import torch
 from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
+from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
 from torch_geometric_regcn.linalg.lanczos import block_lanczos
+from torch_geometric_regcn.utils.sparse import compact_csr
 from torch_geometric_regcn.utils.validation import check_int, check_real, check_seed
 
 #: Entries whose magnitude reaches this fraction of an eigenvector's largest
@@ -39,9 +42,89 @@ LANCZOS_BLOCK, LANCZOS_DEGREE = 8, 16
 #: Components of at most this many nodes are solved by batched dense eigh.
 DENSE_THRESHOLD = 256
 
+#: Components of :data:`FLOAT32_NODES` to :data:`FLOAT32_MAX_NODES` nodes
+#: are solved by block Lanczos in float32 first, then refined in float64
+#: (:func:`_float32_refined`), when :obj:`tol` is at least
+#: :data:`FLOAT32_TOL`. A float32 sparse product costs 0.5-0.6 of a float64
+#: one, but float32 only converges where the wanted eigenvalues of
+#: :math:`\hat{\mathbf{A}}` lie near its trivial eigenvalue 1 relative to their
+#: gaps (PubMed: two cycles); elsewhere (the 169k-node benchmark graph, whose
+#: 16 wanted eigenvalues lie 0.18 below 1 within 4e-5 gaps) the filter lifts
+#: the trivial vector far above the wanted ones, whose float32 rounding then
+#: stalls the solve: it is abandoned at its first cycle that does not lower
+#: the residual (on a 30,000-node graph of that model: a tenth added to the
+#: float64 solve that follows); above :data:`FLOAT32_MAX_NODES` nodes that
+#: loss (seconds) is not risked (docs/positional_encoding.md).
+FLOAT32_NODES, FLOAT32_MAX_NODES = 4096, 65536
+
+#: The tightest :obj:`tol` for which the float32 solve is tried: float32
+#: vectors refined in float64 reach residuals of 1e-7 to 5e-7.
+FLOAT32_TOL = 1e-6
+
+#: The residual the float32 solve aims at (above its rounding floor, 1e-6 to
+#: 1.5e-5 on the graphs measured; the float64 sweeps take it below 1e-6), and
+#: its most restart cycles.
+FLOAT32_LANCZOS_TOL, FLOAT32_MAX_ITER = 1e-5, 8
+
+#: The float64 refinement after the float32 solve: at most this many filter
+#: sweeps, each to lower the largest residual by at least 1 / REFINE_GAIN.
+REFINE_SWEEPS, REFINE_GAIN = 2, 0.25
+
 #: Components of at most this many nodes are solved densely when Lanczos
 #: does not converge.
 DENSE_FALLBACK = 4096
+
+#: :func:`connected_dense_eigenpairs` takes a graph as connected when its
+#: computed :math:`\lambda_1` exceeds this. A disconnected graph has
+#: :math:`\lambda_1 = 0`, computed within :data:`TIE_TOLERANCE` (about
+#: 1.1e-13) by a dense solve of at most 256 nodes, 4 orders of magnitude below;
+#: a connected unweighted one has :math:`\lambda_1 \geq 1 / (D \,
+#: \mathrm{vol}) \geq 1 / (255 \cdot 255 \cdot 256) \approx 6 \cdot 10^{-8}`
+#: (Chung, diameter :math:`D`, volume :math:`\sum_i d_i`), above it. A
+#: weighted graph whose :math:`\lambda_1` falls below (a bridge of tiny weight)
+#: goes the component-wise way, with the same result.
+CONNECTED_GAP = 1e-9
+
+
+def connected_dense_eigenpairs(edge_index: Tensor, edge_weight: Optional[Tensor],
+                               num_nodes: int, k: int) -> Optional[EigenPairs]:
+    r"""The eigenpairs of :func:`laplacian_eigenpairs` for a small connected
+    graph, from its edges as given (checked, e.g. by
+    :func:`~torch_geometric_regcn.utils.validation.check_edge_index`, with
+    non-negative float64 weights, or :obj:`None` for ones): the normalised
+    adjacency is built densely as
+    :func:`~torch_geometric_regcn.linalg.normalized_adjacency` builds it
+    (self loops dropped, duplicates summed, the maximum with the transpose)
+    and :math:`\mathbf{L}` solved by one float64 :func:`torch.linalg.eigh`;
+    the result is that of the component-wise solve, which for one component
+    is the same eigh of the same matrix. Returns :obj:`None` when the graph
+    has an isolated node or its :math:`\lambda_1` is at most
+    :data:`CONNECTED_GAP` (disconnected, or nearly), where the kernel and the
+    ties need the component-wise rule of :func:`laplacian_eigenpairs`.
+
+    Cost: :math:`O(N^3)` for the eigh and :math:`O(N^2 + E)` memory; meant for
+    :math:`N \leq` :data:`DENSE_THRESHOLD`, where it saves the per-call work
+    of the sparse path (components, sorts), which dominates there.
+    """
+    device = edge_index.device
+    row, col = edge_index.long()  # narrower integer types index as masks or not at all
+    if edge_weight is None:
+        edge_weight = torch.ones(row.numel(), dtype=torch.float64, device=device)
+    adjacency = torch.zeros(num_nodes, num_nodes, dtype=torch.float64, device=device)
+    adjacency.index_put_((row, col), edge_weight, accumulate=True)  # duplicates summed
+    adjacency.diagonal().zero_()  # self loops dropped
+    adjacency = torch.maximum(adjacency, adjacency.T)
+    # A sequential row sum in column order, as a scatter_add over sorted edges sums.
+    degree = adjacency.cumsum(1)[:, -1]
+    if not bool((degree > 0).all()):
+        return None
+    root = degree.sqrt()
+    laplacian = torch.eye(num_nodes, dtype=torch.float64, device=device).sub_(
+        adjacency.div_(root[:, None] * root[None, :]))  # zeros stay +0.0, as in the sparse path
+    values, vectors = torch.linalg.eigh(laplacian)
+    if not float(values[1]) > CONNECTED_GAP:
+        return None
+    return EigenPairs(values[1:k + 1], fix_signs(vectors[:, 1:k + 1]), 0.0, 0, True)
 
 
 def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor, k: int, *,
@@ -68,8 +151,11 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
     :func:`torch.linalg.eigh`, each larger one by
     :func:`~torch_geometric_regcn.linalg.block_lanczos` on its
     :math:`\hat{\mathbf{A}}_C` (largest algebraic eigenvalues, where the
-    trivial one is simple). A component :math:`C` with edges adds the
-    eigenvalue 0 with the eigenvector :math:`\mathbf{D}^{1/2}\mathbf{1}_C /
+    trivial one is simple; from :data:`FLOAT32_NODES` to
+    :data:`FLOAT32_MAX_NODES` nodes first in float32, then refined and
+    checked in float64, and in float64 when that misses :obj:`tol`). A
+    component :math:`C` with edges adds the eigenvalue 0 with the
+    eigenvector :math:`\mathbf{D}^{1/2}\mathbf{1}_C /
     \|\mathbf{D}^{1/2}\mathbf{1}_C\|`, an isolated node :math:`i` the
     eigenvalue 1 with :math:`\mathbf{e}_i`. Eigenvalues that exceed the
     smallest of their group by at most :data:`TIE_TOLERANCE`
@@ -290,7 +376,10 @@ class _Solver(NamedTuple):
         r"""The :obj:`m` smallest non-zero eigenpairs of the Laplacian of
         component :obj:`comp`, from the :obj:`m + 1` largest of its normalised
         adjacency; the trivial pair is dropped and its exact vector projected
-        out of the others."""
+        out of the others. A component of :data:`FLOAT32_NODES` to
+        :data:`FLOAT32_MAX_NODES` nodes is first solved in float32 and refined in float64
+        (:func:`_float32_refined`); when that does not reach :obj:`tol`, and
+        on smaller components, block Lanczos runs in float64."""
         size = int(graph.size[comp])
         start = int(graph.start[comp])
         nodes = graph.order[start:start + size]
@@ -300,18 +389,23 @@ class _Solver(NamedTuple):
                                             (size, size), check_invariants=False).coalesce()
         trivial = graph.sqrt_degree[nodes]
         trivial = trivial / trivial.norm()
-        attempts = [self.max_iter, 2 * self.max_iter]
-        pairs = None
-        for max_iter in attempts:
-            with warnings.catch_warnings():
-                warnings.simplefilter('ignore')  # the residual is judged below
-                pairs = block_lanczos(adjacency, m + 1, 'LA', self.tol, max_iter,
-                                      degree=LANCZOS_DEGREE,
-                                      block_size=min(m + 1, LANCZOS_BLOCK),
-                                      generator=generator)
-            if pairs.converged:
-                break
-        iterations = pairs.iterations
+        pairs, iterations = None, 0
+        if FLOAT32_NODES <= size <= FLOAT32_MAX_NODES and self.tol >= FLOAT32_TOL:
+            pairs = _float32_refined(adjacency, m + 1, self.tol, self.max_iter, generator)
+            iterations = pairs.iterations
+            if not pairs.converged:
+                pairs = None
+        if pairs is None:
+            for max_iter in [self.max_iter, 2 * self.max_iter]:
+                with warnings.catch_warnings():
+                    warnings.simplefilter('ignore')  # the residual is judged below
+                    pairs = block_lanczos(adjacency, m + 1, 'LA', self.tol, max_iter,
+                                          degree=LANCZOS_DEGREE,
+                                          block_size=min(m + 1, LANCZOS_BLOCK),
+                                          generator=generator)
+                iterations += pairs.iterations
+                if pairs.converged:
+                    break
         if not pairs.converged and size <= self.dense_fallback:
             values, vectors = torch.linalg.eigh(torch.eye(size, dtype=torch.float64,
                                                           device=trivial.device)
@@ -328,6 +422,74 @@ class _Solver(NamedTuple):
         vectors = vectors / vectors.norm(dim=0, keepdim=True)
         return EigenPairs(1.0 - pairs.eigenvalues[1:], vectors, pairs.residual, iterations,
                           pairs.converged)
+
+
+class _Stalled(Exception):
+    r"""Raised in the float32 solve's callback to abandon it."""
+
+
+def _float32_refined(adjacency: Tensor, count: int, tol: float, max_iter: int,
+                     generator: torch.Generator) -> EigenPairs:
+    r"""The :obj:`count` largest eigenpairs of the normalised adjacency
+    :obj:`adjacency` (float64, of norm at most one) by block Lanczos on its
+    float32 copy (with the float64 solve's block size and filter degree, to
+    :data:`FLOAT32_LANCZOS_TOL`, or :obj:`tol` if looser, in at most
+    :data:`FLOAT32_MAX_ITER` cycles, abandoned at the first cycle that does
+    not lower the residual), then refined in float64: Rayleigh--Ritz on the
+    span of the float32 vectors and, while a residual
+    :math:`\|\hat{\mathbf{A}}\mathbf{x} - \theta\mathbf{x}\|` exceeds
+    :obj:`tol` (at most :data:`REFINE_SWEEPS` times), a float64 Chebyshev
+    filter of degree :data:`LANCZOS_DEGREE` that damps :math:`[-1, c]`,
+    :math:`c = 2\theta_{\min} - \theta_{\max}` below the wanted values, then
+    Rayleigh--Ritz again. The filter removes the float32 rounding spread over
+    the spectrum, which is what limits the residual of float32 vectors (one
+    sweep: 8e-6 to 1.6e-7 on the 169k graph). :obj:`converged` tells whether
+    :obj:`tol` was reached in float64; :obj:`iterations` counts the float32
+    cycles."""
+    best, cycles = [math.inf], [0]
+
+    def abandon(cycle: int, residual: float) -> None:
+        cycles[0] = cycle
+        if cycle > 0:  # cycle 0 locates the spectrum
+            if residual >= best[0]:
+                raise _Stalled
+            best[0] = residual
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')  # the float64 residual is judged below
+            rough = block_lanczos(adjacency.to(torch.float32), count, 'LA',
+                                  max(tol, FLOAT32_LANCZOS_TOL), min(max_iter, FLOAT32_MAX_ITER),
+                                  degree=LANCZOS_DEGREE, block_size=min(count, LANCZOS_BLOCK),
+                                  generator=generator, callback=abandon)
+    except _Stalled:
+        return EigenPairs(torch.empty(0), torch.empty(0, 0), math.inf, cycles[0], False)
+    operator = compact_csr(adjacency)
+    values, vectors, residual = _rayleigh_ritz(operator, rough.eigenvectors.to(torch.float64))
+    for _ in range(REFINE_SWEEPS):
+        if residual <= tol:
+            break
+        top, low = float(values[0]), float(values[-1])
+        cut = max(2 * low - top, (low - 1) / 2)
+        filtered = chebyshev_filter(operator, -1.0, cut, LANCZOS_DEGREE, top)(vectors)
+        before = residual
+        values, vectors, residual = _rayleigh_ritz(operator, filtered)
+        if residual > REFINE_GAIN * before:  # not rounding noise: the float64 solve follows
+            break
+    return EigenPairs(values, vectors, residual, rough.iterations, residual <= tol)
+
+
+def _rayleigh_ritz(operator: Tensor, block: Tensor) -> Tuple[Tensor, Tensor, float]:
+    r"""The Ritz pairs of :obj:`operator` (of norm at most one) on the span of
+    :obj:`block`, in descending order, and their largest residual norm."""
+    basis = torch.linalg.qr(block).Q
+    image = operator @ basis
+    projected = basis.T @ image
+    values, rotation = torch.linalg.eigh((projected + projected.T) / 2)
+    values, rotation = values.flip(0), rotation.flip(1)
+    vectors, image = basis @ rotation, image @ rotation
+    residual = float((image - vectors * values).norm(dim=0).max())
+    return values, vectors, residual
 
 
 def _assemble(graph: _Components, chosen: Tensor, known_comps: Tensor,

@@ -13,11 +13,18 @@ from torch_geometric_regcn.linalg.graph_operator import normalized_adjacency
 from torch_geometric_regcn.linalg.laplacian_spectrum import (
     DENSE_FALLBACK,
     DENSE_THRESHOLD,
+    connected_dense_eigenpairs,
     laplacian_eigenpairs,
 )
 from torch_geometric_regcn.transforms.attributes import NODE_MATRIX, check_attr_name, check_outputs
 from torch_geometric_regcn.utils.deprecation import moved
-from torch_geometric_regcn.utils.validation import check_dtype, check_int, check_real, check_seed
+from torch_geometric_regcn.utils.validation import (
+    check_dtype,
+    check_edge_index,
+    check_int,
+    check_real,
+    check_seed,
+)
 
 __all__ = ['LaplacianEigenPE']
 
@@ -73,9 +80,14 @@ class LaplacianEigenPE(BaseTransform):
     convention (:obj:`self_loops=False`, :obj:`reduce="sum"`), the
     eigenpairs from :func:`~torch_geometric_regcn.linalg.laplacian_eigenpairs`,
     one connected component at a time (batched dense :func:`torch.linalg.eigh`
-    up to :obj:`DENSE_THRESHOLD` nodes, block Lanczos above, dense again up to
+    up to :obj:`DENSE_THRESHOLD` nodes, block Lanczos above, from 4,096 to
+    65,536 nodes first in float32 and refined in float64, dense again up to
     :obj:`DENSE_FALLBACK` nodes when Lanczos does not reach :obj:`tol`), in
-    float64 on the device of :obj:`data.edge_index`, cast at the end.
+    float64 on the device of :obj:`data.edge_index`, cast at the end. A
+    connected graph of at most :obj:`DENSE_THRESHOLD` nodes (a molecule)
+    takes a shortcut with the same result: its Laplacian is built densely
+    and solved by one float64 :func:`torch.linalg.eigh`
+    (``docs/positional_encoding.md``).
 
     Args:
         k (int): The number of non-trivial eigenvectors, :math:`1 \leq k < N`.
@@ -119,7 +131,8 @@ class LaplacianEigenPE(BaseTransform):
             data = LaplacianEigenPE(k=8)(contextual_sbm(num_nodes=500))
             data.laplacian_eigenvector_pe  # [500, 8], the same on every call
     """
-    #: Components of at most this many nodes are solved by dense eigh.
+    #: Components of at most this many nodes are solved by dense eigh, and a
+    #: connected graph of at most this many nodes by one dense eigh.
     DENSE_THRESHOLD: int = DENSE_THRESHOLD
     #: Components of at most this many nodes are solved densely when Lanczos
     #: does not converge.
@@ -198,6 +211,11 @@ class LaplacianEigenPE(BaseTransform):
             edge_index = torch.empty(2, 0, dtype=torch.long, device=device)
         if isinstance(weight, Tensor) and isinstance(edge_index, Tensor):
             weight = weight.to(edge_index.device, torch.float64)
+        if num_nodes <= self.DENSE_THRESHOLD:  # one dense eigh when connected
+            check_edge_index(edge_index, num_nodes, weight)
+            pairs = connected_dense_eigenpairs(edge_index, weight, num_nodes, self.k)
+            if pairs is not None:
+                return pairs
         edge_index, weight, degree = normalized_adjacency(
             edge_index, num_nodes, weight, torch.float64, self_loops=False, reduce='sum',
             return_degree=True)
