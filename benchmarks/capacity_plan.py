@@ -1,7 +1,8 @@
 r"""The capacity plan of ``docs/distributed.md`` for ogbn-papers100M: memory
 per rank, communication per Lanczos cycle and per epoch, and times
 extrapolated from the per-cycle and per-epoch costs measured by
-``python -m benchmarks.distributed`` (``benchmarks/results/distributed.md``).
+``python -m benchmarks.distributed`` (``benchmarks/results/distributed.md``) and the
+memory of building the operator measured by ``python -m benchmarks.operator_build``.
 
 Run from the repository root::
 
@@ -25,7 +26,10 @@ HIDDEN = 32  # the paper's hidden width
 BENCH_NODES, BENCH_NNZ = 2_000_000, 81_996_696
 CYCLE_CORE_SECONDS = 192.5  # a restarted filtered Lanczos cycle, one process, one thread
 EPOCH_CORE_SECONDS = 4.64  # one training epoch (forward, backward, step), idem
-BUILD_BYTES_PER_ENTRY = 125  # peak rise while building S, per stored entry (P = 1, 2, 3)
+# Peak rise while building S, per stored entry of a rank: the largest measured by
+# ``python -m benchmarks.operator_build --nodes 200000 1000000 --ranks 2`` (24-35 for
+# one process, one and two gloo ranks; 108-171 before S was built by chunks of rows).
+BUILD_BYTES_PER_ENTRY = 35
 LANCZOS_WORK = 3.0  # peak rise of a Lanczos rank over its basis (P = 1, 2; 3.5 at P = 3)
 CYCLES = 16  # filtered cycles to tol 1e-4 on the 200,000-node graph (its full run)
 HALO_BUDGET = 64 * 2**20  # linalg.sharded_matrix.HALO_BUDGET: the halo rows of one exchange

@@ -42,13 +42,14 @@ def test_sorted_unique_edges_skip_the_summing_sort_bit_for_bit(self_loops):
     edge_index = coalesce(to_undirected(torch.randint(0, 50, (2, 300), generator=generator)))
     weight = torch.rand(edge_index.size(1), generator=generator, dtype=torch.float64) + 0.1
     assert graph_operator._sorted_unique(edge_index)
-    with mock.patch.object(graph_operator, 'coalesce', wraps=coalesce) as spy:
+    chunks = graph_operator._chunk_entries
+    with mock.patch.object(graph_operator, '_chunk_entries', wraps=chunks) as spy:
         fast = normalized_adjacency(edge_index, 50, weight, self_loops=self_loops)
-    assert spy.call_count == 1  # only the symmetrisation's
+    assert not any(call.args[6] for call in spy.call_args_list)  # 'summed': no repeat to add
     with mock.patch.object(graph_operator, '_sorted_unique', return_value=False), \
-            mock.patch.object(graph_operator, 'coalesce', wraps=coalesce) as spy:
+            mock.patch.object(graph_operator, '_chunk_entries', wraps=chunks) as spy:
         slow = normalized_adjacency(edge_index, 50, weight, self_loops=self_loops)
-    assert spy.call_count == 2
+    assert all(call.args[6] for call in spy.call_args_list)
     assert torch.equal(fast[0], slow[0]) and torch.equal(fast[1], slow[1])
 
 
@@ -190,3 +191,88 @@ def test_bad_convention_and_partition_arguments():
         normalized_adjacency(edge_index, 41, partition=RowPartition.even(40, 1))
     with pytest.raises(ValueError, match='is part 1 of 2'):  # a shard needs its group
         normalized_adjacency(edge_index, 40, partition=RowPartition.even(40, 2, rank=1))
+
+
+def _tsgcn_graph(dtype):
+    """A weighted multigraph (unsorted, repeated pairs, self loops, isolated
+    nodes) and a semantic graph sorted by row, as a k-NN graph is."""
+    generator = torch.Generator().manual_seed(11)
+    edge_index = messy_graph(num_nodes=60, num_edges=400, seed=4)
+    weight = torch.rand(edge_index.size(1), generator=generator, dtype=dtype) + 0.05
+    semantic = torch.stack([torch.arange(60).repeat_interleave(3),
+                            torch.randint(0, 60, (180,), generator=generator)])
+    return edge_index, weight, semantic
+
+
+def _dense_tsgcn(edge_index, weight, semantic, alpha, beta):
+    """(alpha Â_G + beta Â_X) / (1 + alpha + beta), densely in float64."""
+    a_g = dense_normalized_adjacency(edge_index, 60, weight, reduce='sum')
+    a_x = dense_normalized_adjacency(semantic, 60, reduce='sum')
+    return (alpha * a_g + beta * a_x) / (1 + alpha + beta)
+
+
+@pytest.mark.parametrize('chunk', [None, 7])
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
+def test_tsgcn_operator_built_by_chunks_is_the_dense_formula(monkeypatch, chunk, dtype):
+    # S built directly in CSR by chunks of rows (7 entries: dozens of chunks, rows
+    # longer than a chunk among them) against the dense float64 formula. Every
+    # entry is a product and a sum of a few numbers of size <= 1, so float64
+    # rounding stays below 1e-14 and float32 rounding below ~1e-6 (eps 6e-8
+    # times a few dozen operations, the degree sums included).
+    from torch_geometric_regcn.regularizers import GraphOperators, tsgcn_adjacency
+    if chunk is not None:
+        monkeypatch.setattr(graph_operator, 'CHUNK_ENTRIES', chunk)
+    edge_index, weight, semantic = _tsgcn_graph(dtype)
+    graph = GraphOperators(60, edge_index, weight, dtype, semantic_edge_index=semantic)
+    s = tsgcn_adjacency(graph, 1.0, 0.4)
+    expected = _dense_tsgcn(edge_index, weight, semantic, 1.0, 0.4)
+    assert s.layout == torch.sparse_csr and s.dtype == dtype
+    assert s.crow_indices().dtype == torch.int64  # as kept in one process, compacted later
+    tol = 1e-12 if dtype == torch.float64 else 2e-6
+    torch.testing.assert_close(s.to_dense().double(), expected, rtol=tol, atol=tol)
+    stored = torch.zeros(60, 60, dtype=torch.bool)
+    stored[torch.repeat_interleave(torch.arange(60), s.crow_indices().diff()),
+           s.col_indices()] = True
+    assert torch.equal(stored, expected != 0)  # the pattern: every non-zero, nothing else
+    assert 'adj' not in graph.derived  # fixed coefficients: the terms were freed
+
+
+def test_chunks_change_no_bit(monkeypatch):
+    # The chunks only bound the work arrays: each row's sums run in the same order,
+    # so the result is the same to the bit for any chunk size.
+    from torch_geometric_regcn.regularizers import GraphOperators, tsgcn_adjacency
+    edge_index, weight, semantic = _tsgcn_graph(torch.float32)
+
+    def build():
+        graph = GraphOperators(60, edge_index, weight, semantic_edge_index=semantic)
+        return tsgcn_adjacency(graph, 1.0, 0.3), normalized_adjacency(
+            edge_index, 60, weight, self_loops=False, return_degree=True)
+    whole = build()
+    monkeypatch.setattr(graph_operator, 'CHUNK_ENTRIES', 3)
+    chunked = build()
+    for a, b in [(whole[0].crow_indices(), chunked[0].crow_indices()),
+                 (whole[0].col_indices(), chunked[0].col_indices()),
+                 (whole[0].values(), chunked[0].values()), *zip(whole[1], chunked[1])]:
+        assert torch.equal(a, b)
+
+
+def test_combine_of_csr_rows_equals_combine_of_pairs():
+    # The chunked sum of CSR terms against the pairs' (sorted COO) sum, with a
+    # learned coefficient whose gradient flows (a + b is exact in either order).
+    edge_index, weight, semantic = _tsgcn_graph(torch.float64)
+    a = graph_operator.normalized_rows(edge_index, 60, weight)[0]
+    b = graph_operator.normalized_rows(semantic, 60, dtype=torch.float64)[0]
+    assert a.crow_indices().dtype == torch.int32  # 32-bit indices where they fit
+    c = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    rows = combine([a, b], [0.5, c], 60)
+    pairs = combine([graph_operator.coo_entries(a), graph_operator.coo_entries(b)], [0.5, c], 60)
+    assert torch.equal(rows.crow_indices(), pairs.crow_indices())
+    assert torch.equal(rows.col_indices(), pairs.col_indices())
+    assert torch.equal(rows.values(), pairs.values())
+    x = torch.randn(60, 2, dtype=torch.float64)
+    grad, = torch.autograd.grad((rows @ x).sum(), c)
+    torch.testing.assert_close(grad, (b.to_dense() @ x).sum(), rtol=1e-12, atol=1e-12)
+    assert combine([a, b], [0.5, 0.3], 60, compact=True).col_indices().dtype == torch.int32
+    three = combine([a, b, b], [0.5, 0.25, 0.5], 60)  # more terms: sorted together
+    torch.testing.assert_close(three.to_dense(), 0.5 * a.to_dense() + 0.75 * b.to_dense(),
+                               rtol=1e-15, atol=1e-15)  # one rounding per addition

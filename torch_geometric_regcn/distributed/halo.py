@@ -47,11 +47,13 @@ class HaloPlan(NamedTuple):
         return torch.cat([x, self.exchange(x)]) if self.group is not None else x
 
     def compact(self, columns: Tensor) -> Tensor:
-        r"""Global column indices as indices into :meth:`extended`."""
+        r"""Global column indices as indices into :meth:`extended` (the halo's
+        searched, the own rows' shifted)."""
         part = self.partition
-        local = part.owner(columns) == part.rank
-        out = torch.searchsorted(self.halo, columns) + part.num_local
-        return torch.where(local, columns - part.start, out)
+        out = columns - part.start
+        remote = (out < 0) | (out >= part.num_local)
+        out[remote] = torch.searchsorted(self.halo, columns[remote]) + part.num_local
+        return out
 
 
 def reversed_edges(edge_index: Tensor, partition: RowPartition, group: Group,

@@ -32,10 +32,11 @@ from torch_geometric_regcn.linalg.graph_operator import (
     combine,
     coo_entries,
     normalized_adjacency,
+    normalized_rows,
 )
 from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
 from torch_geometric_regcn.utils.compat import is_compiling
-from torch_geometric_regcn.utils.sparse import sparse_identity
+from torch_geometric_regcn.utils.sparse import csr_matrix, sparse_identity
 from torch_geometric_regcn.utils.validation import (
     check_choice,
     check_dtype,
@@ -165,13 +166,38 @@ def adjacency_edges(edge_index: Any, num_nodes: int, edge_weight: Optional[Tenso
                                 reduce=DUPLICATES, partition=partition, group=group)
 
 
+def adjacency_rows(edge_index: Any, num_nodes: int, edge_weight: Optional[Tensor] = None,
+                   dtype: torch.dtype = torch.float32, name: str = 'edge_index',
+                   partition: Optional[RowPartition] = None, group: Group = None) -> Tensor:
+    r""":func:`adjacency_edges`'s matrix as sparse CSR rows :obj:`[n, N]` with
+    global, 32-bit column indices where they fit (the whole matrix in one
+    process), built without a list of pairs
+    (:func:`~torch_geometric_regcn.linalg.graph_operator.normalized_rows`)."""
+    weight_name = 'edge_weight'
+    if is_sparse_tensor(edge_index) or edge_index.layout != torch.strided:
+        weight_name = f'{name}.values()'
+    edge_index, edge_weight = _as_edge_index(edge_index, edge_weight)
+    if edge_weight is not None:
+        edge_weight = edge_weight.to(dtype)
+    return normalized_rows(edge_index, num_nodes, edge_weight, dtype, name, weight_name,
+                           reduce=DUPLICATES, partition=partition, group=group)[0]
+
+
 def adjacency(edge_index: Any, num_nodes: int, edge_weight: Optional[Tensor] = None,
               dtype: torch.dtype = torch.float32, name: str = 'edge_index') -> Tensor:
-    r"""The renormalised adjacency :math:`\hat{\mathbf{A}}` as sparse CSR, from
-    an :obj:`edge_index` (with optional :obj:`edge_weight`) or a
-    :obj:`torch.sparse` adjacency matrix."""
-    return combine([adjacency_edges(edge_index, num_nodes, edge_weight, dtype, name)], [1.0],
-                   num_nodes)
+    r"""The renormalised adjacency :math:`\hat{\mathbf{A}}` as sparse CSR (64-bit
+    indices), from an :obj:`edge_index` (with optional :obj:`edge_weight`)
+    or a :obj:`torch.sparse` adjacency matrix."""
+    return _long_indices(adjacency_rows(edge_index, num_nodes, edge_weight, dtype, name))
+
+
+def _long_indices(matrix: Tensor) -> Tensor:
+    r"""A CSR :obj:`matrix` with 64-bit indices, as the operators built in one
+    process are kept (its values shared)."""
+    if matrix.crow_indices().dtype == torch.long:
+        return matrix
+    return csr_matrix(matrix.crow_indices().long(), matrix.col_indices().long(),
+                      matrix.values(), matrix.shape)
 
 
 def _shard_arguments(partition: RowPartition, dtype: torch.dtype, seed: int,
@@ -304,7 +330,7 @@ class GraphOperators:
         if self.edge_index is None and self.group is None:
             raise ValueError("This regulariser needs the graph: pass 'edge_index'")
         if self.group is not None:
-            return self.memo('adj', lambda: self.sparse([(self.adjacency_edges(), 1.0)]))
+            return self.memo('adj', lambda: self.sparse([(self.adjacency_rows(False), 1.0)]))
         if self.direction is not None:
             def build() -> Tensor:
                 edge_index, edge_weight = _as_edge_index(self.edge_index, self.edge_weight)
@@ -337,6 +363,26 @@ class GraphOperators:
         return self.memo(('edges', 'adj'), lambda: adjacency_edges(
             self._shard_edges(self.edge_index), self.num_nodes, self.edge_weight, self.dtype,
             partition=self.partition, group=self.group))
+
+    def adjacency_rows(self, keep: bool = True) -> Tensor:
+        r""":attr:`adj` as sparse CSR rows :obj:`[n, N]` with global column
+        indices (in one process :attr:`adj` itself, :math:`N \times N`):
+        the kept matrix when there is one; else built, and kept only with
+        :obj:`keep` (without, it is freed with the caller's last reference,
+        as :func:`~torch_geometric_regcn.regularizers.tsgcn_adjacency` frees
+        the terms of :math:`\mathbf{S}` once added)."""
+        if self.group is None and (keep or self.direction is not None or 'adj' in self.derived
+                                   or self.edge_index is None):
+            return self.adj
+        key = ('rows', 'adj')
+        if key in self.derived:
+            return self.derived[key]
+
+        def build() -> Tensor:
+            return adjacency_rows(self._shard_edges(self.edge_index), self.num_nodes,
+                                  self.edge_weight, self.dtype, partition=self.partition,
+                                  group=self.group)
+        return self.memo(key, build) if keep else build()
 
     def num_edges(self) -> int:
         r"""The number of entries of :obj:`edge_index` (zero without one), over
@@ -385,9 +431,24 @@ class GraphOperators:
         used only to build it from :obj:`x`."""
         key = 'semantic' if self.semantic_edge_index is not None else ('semantic', k)
         if self.group is not None:
-            return self.memo(key, lambda: self.sparse([(self.semantic_adjacency_edges(k), 1.0)]))
+            return self.memo(key, lambda: self.sparse([(self.semantic_adjacency_rows(k, False),
+                                                        1.0)]))
         return self.memo(key, lambda: adjacency(self.semantic_edges(k), self.num_nodes, None,
                                                 self.dtype, 'semantic_edge_index'))
+
+    def semantic_adjacency_rows(self, k: int = 10, keep: bool = True) -> Tensor:
+        r""":meth:`semantic_adjacency` as sparse CSR rows (see
+        :meth:`adjacency_rows`)."""
+        key = 'semantic' if self.semantic_edge_index is not None else ('semantic', k)
+        if self.group is None and (keep or key in self.derived):
+            return self.semantic_adjacency(k)
+        if ('rows', key) in self.derived:
+            return self.derived[('rows', key)]
+
+        def build() -> Tensor:
+            return adjacency_rows(self.semantic_edges(k), self.num_nodes, None, self.dtype,
+                                  'semantic_edge_index', self.partition, self.group)
+        return self.memo(('rows', key), build) if keep else build()
 
     def semantic_adjacency_edges(self, k: int = 10) -> Edges:
         r""":meth:`semantic_adjacency` as :obj:`(edge_index, edge_weight)`
@@ -399,13 +460,21 @@ class GraphOperators:
             self.semantic_edges(k), self.num_nodes, None, self.dtype, 'semantic_edge_index',
             self.partition, self.group))
 
-    def sparse(self, terms: Sequence[Tuple[Edges, float]]) -> Operator:
+    def sparse(self, terms: Sequence[Tuple[Union[Edges, Tensor], float]]) -> Operator:
         r""":math:`\sum_i c_i \mathbf{M}_i` of operators given as
-        :obj:`((edge_index, edge_weight), c_i)` pairs, terms whose
-        coefficient is zero skipped: sparse CSR in one process, this rank's
-        rows as a :class:`~torch_geometric_regcn.linalg.ShardedMatrix` on shards."""
+        :obj:`((edge_index, edge_weight), c_i)` pairs or as :obj:`(rows, c_i)`
+        with CSR rows (:meth:`adjacency_rows`), terms whose coefficient is
+        zero skipped: sparse CSR (64-bit indices) in one process, this rank's
+        rows as a :class:`~torch_geometric_regcn.linalg.ShardedMatrix` on
+        shards. Terms given as rows are added by chunks of rows into the
+        result (:func:`~torch_geometric_regcn.linalg.graph_operator.combine`),
+        without a list of pairs."""
+        operators, coefficients = [op for op, _ in terms], [c for _, c in terms]
         if self.group is None:
-            return combine([edges for edges, _ in terms], [c for _, c in terms], self.num_nodes)
+            return combine(operators, coefficients, self.num_nodes)
+        if all(isinstance(op, Tensor) for op in operators):
+            return ShardedMatrix.from_rows(combine(operators, coefficients, self.num_nodes,
+                                                   compact=True), self.partition, self.group)
         terms = [(index, c * weight) for (index, weight), c in terms if c != 0]
         if not terms:
             raise ValueError('sparse() needs at least one non-zero coefficient')

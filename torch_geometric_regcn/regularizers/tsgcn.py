@@ -64,7 +64,13 @@ def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float,
 
     Cost: the two normalised adjacencies (:math:`O(E \log E)`, plus the
     :math:`k`-NN search when the semantic graph is built from the features)
-    and one sort of their entries.
+    and one sort of their entries, each built and added by chunks of rows
+    directly in CSR form: the peak memory while :math:`\mathbf{S}` is built
+    is about 25-35 bytes per stored entry of the result (this rank's rows on
+    shards) with float32 values (``benchmarks/operator_build.py``). With
+    fixed coefficients the terms are freed once added (unless the graph keeps
+    them already, e.g. for a regulariser's :attr:`~GraphOperators.adj`);
+    learned ones keep them with the graph, which reuses them every step.
     """
     error, same = None, {}  # on shards agreed first: every rank builds the same terms
     try:  # learned coefficients are one-element tensors, read without their gradient
@@ -81,6 +87,9 @@ def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float,
     # The checked floats (NumPy's as Python's); a learned tensor stays, for its gradient.
     alpha, beta = (c if isinstance(c, Tensor) else f for c, f in ((alpha, a), (beta, b)))
     scale = 1.0 + alpha + beta
+    # Learned coefficients change every step and reuse the terms: kept with the
+    # graph. Fixed ones build S once: the terms are freed once added.
+    keep = isinstance(alpha, Tensor) or isinstance(beta, Tensor)
     terms = []
     if a > 0:
         if graph.num_edges() == 0:  # the same total on every rank: all raise, or none
@@ -88,9 +97,9 @@ def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float,
             raise ValueError(f"'edge_index' has no edges{where}, so the topological "
                              f"regulariser vanishes; use alpha=0 for the semantic-only model "
                              f"(tsGCN-s)")
-        terms.append((graph.adjacency_edges(), alpha / scale))
+        terms.append((graph.adjacency_rows(keep), alpha / scale))
     if b > 0:
-        terms.append((graph.semantic_adjacency_edges(k), beta / scale))
+        terms.append((graph.semantic_adjacency_rows(k, keep), beta / scale))
     return graph.sparse(terms)
 
 

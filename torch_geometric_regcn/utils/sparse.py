@@ -30,6 +30,23 @@ def to_csr(matrix: Tensor) -> Tensor:
         return matrix.coalesce().to_sparse_csr()
 
 
+def csr_matrix(crow: Tensor, col: Tensor, values: Tensor, shape) -> Tensor:
+    r"""A sparse CSR matrix of :obj:`shape` from its arrays, taken as they
+    are (trusted: sorted, distinct columns per row, one index dtype; no
+    :math:`O(\mathrm{nnz})` check), without torch's one-time warning that
+    its CSR support is in beta. Gradients flow to :obj:`values`."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message='Sparse CSR tensor support is in beta')
+        return torch.sparse_csr_tensor(crow, col, values, tuple(shape), check_invariants=False)
+
+
+def index_dtype(num_nodes: int, nnz: int) -> torch.dtype:
+    r"""The index dtype of a CSR matrix with :obj:`num_nodes` columns (or
+    rows) and :obj:`nnz` entries: :obj:`torch.int32` where both fit, whose
+    sparse products are markedly faster, else :obj:`torch.int64`."""
+    return torch.int32 if max(num_nodes, nnz) < 2**31 - 1 else torch.int64
+
+
 def compact_csr(matrix: Tensor) -> Tensor:
     r"""The matrix as CSR with 32-bit indices where they fit, whose sparse
     products are markedly faster than with 64-bit ones (COO becomes CSR;
