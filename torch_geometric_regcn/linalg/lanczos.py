@@ -38,7 +38,7 @@ StepCallback = Callable[[int, int, int], None]
 ResidualsCallback = Callable[[int, Tensor], None]
 
 
-def _orthogonalize(block: Tensor, basis: Tensor, group: Group) -> Tensor:
+def _orthogonalize(block: Tensor, basis: Tensor, group: Group) -> Tuple[Tensor, Tensor]:
     r"""Subtracts from :obj:`block`, in place, its projection on the
     orthonormal columns of :obj:`basis`; returns it and the projection
     coefficients of the first pass: block classical Gram--Schmidt, run twice
@@ -294,22 +294,36 @@ class _FilteredCycles:
     def rayleigh_ritz(self, ritz: Tensor, spare: Tensor) -> RitzRotation:
         r"""The wanted pairs of :math:`\mathbf{S}` in the span of the block
         :obj:`ritz` (:meth:`candidates`) and their relative residuals, a chunk
-        of :obj:`ROW_CHUNK` rows at a time. :math:`\mathbf{S}` times the block
-        goes to the workspace :obj:`spare` where it fits: then nothing of
-        :math:`N` rows is allocated beyond a chunk (the vectors are formed only
-        for the best pairs, in :meth:`__call__`)."""
+        of :obj:`ROW_CHUNK` rows at a time. :math:`\mathbf{S}\mathbf{V}` goes to
+        the workspace :obj:`spare` where it fits (:obj:`"LA"`); else (the
+        :obj:`"LM"` block, wider than :obj:`spare`) only its Gram matrix is
+        formed, a block of columns at a time, and :math:`\mathbf{S}` times the
+        :obj:`k` Ritz vectors goes to :obj:`spare` after the eigh (:math:`k / b`
+        more products). Nothing of :math:`N` rows is allocated beyond a block
+        (the vectors are formed only for the best pairs, in :meth:`__call__`)."""
         k, which, window, group = self.k, self.which, self.window, _group_of(self.operator)
-        columns = ritz.size(1)
-        image = spare[:, :columns] if spare.size(1) >= columns else torch.empty_like(ritz)
-        chunk = self.blocks[0].size(1)  # the product's blocks hold this many columns
+        columns, chunk = ritz.size(1), self.blocks[0].size(1)  # the product's block width
+        stored = spare.size(1) >= columns
+        image = spare[:, :columns] if stored else None
+        projected = ritz.new_empty(columns, columns)
         for start in range(0, columns, chunk):
-            image[:, start:start + chunk] = self.product(ritz[:, start:start + chunk])
-        values, rotation = small_eigh(gram(ritz, image, group))
+            block = self.product(ritz[:, start:start + chunk])
+            if stored:
+                image[:, start:start + chunk] = block
+            else:  # V^T S V one block of columns at a time
+                projected[:, start:start + chunk] = gram(ritz, block, group)
+        values, rotation = small_eigh(gram(ritz, image, group) if stored else projected)
         values, rotation = select(values, rotation, k, which)
+        if not stored:  # S times the Ritz vectors V R, into the free columns
+            image = spare[:, :k] if spare.size(1) >= k else ritz.new_empty(ritz.size(0), k)
+            for start in range(0, k, chunk):
+                columns = slice(start, start + chunk)
+                image[:, columns] = self.product(ritz @ rotation[:, columns])
         squares = values.new_zeros(k)
         for start in range(0, ritz.size(0), ROW_CHUNK):
             rows = slice(start, start + ROW_CHUNK)
-            residual = image[rows] @ rotation - (ritz[rows] @ rotation) * values
+            mapped = image[rows] @ rotation if stored else image[rows]
+            residual = mapped - (ritz[rows] @ rotation) * values
             squares += residual.square().sum(dim=0)
         norm = max(abs(window.top), abs(window.bottom), float(values.abs().max()),
                    torch.finfo(values.dtype).tiny)
@@ -421,8 +435,9 @@ def block_lanczos(
     blocks run), the :math:`N k` returned vectors, and a few transient
     :math:`N \times b` blocks of the QR factorisations; the Ritz vectors are
     rotated in place and the residuals computed :obj:`ROW_CHUNK` rows at a
-    time. When :math:`m + b \geq N` the problem is small and is solved
-    densely.
+    time (with :obj:`"LM"`, whose Rayleigh--Ritz step takes all kept Ritz
+    vectors, :math:`k / b` more sparse products per cycle keep it so). When
+    :math:`m + b \geq N` the problem is small and is solved densely.
 
     A :class:`~torch_geometric_regcn.linalg.ShardedMatrix` operator runs the
     same iteration on row shards over its process group: each rank holds its
