@@ -276,3 +276,11 @@ def test_combine_of_csr_rows_equals_combine_of_pairs():
     three = combine([a, b, b], [0.5, 0.25, 0.5], 60)  # more terms: sorted together
     torch.testing.assert_close(three.to_dense(), 0.5 * a.to_dense() + 0.75 * b.to_dense(),
                                rtol=1e-15, atol=1e-15)  # one rounding per addition
+
+
+def test_normalized_adjacency_takes_int32_indices():
+    # A narrower index dtype names the same edges: the same operator as int64.
+    edge_index = torch.tensor([[0, 1, 2, 2], [1, 2, 0, 3]])
+    wide = normalized_adjacency(edge_index, 4)
+    narrow = normalized_adjacency(edge_index.int(), 4)
+    assert torch.equal(narrow[0], wide[0]) and torch.equal(narrow[1], wide[1])

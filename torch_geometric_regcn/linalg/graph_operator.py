@@ -178,6 +178,7 @@ def normalized_rows(
                                   "the dtype of the result": dtype if edge_weight is None
                                   else getattr(edge_weight, 'dtype', None)}, dtype)
     weight_dtype = dtype if edge_weight is None else edge_weight.dtype
+    edge_index = edge_index.long()  # int32 (or narrower) indices, checked above, widened once
     sources = _sources(edge_index, edge_weight, part, group)
     # repeats add up (on shards received ones may repeat even where this one does not)
     summed = reduce == 'sum' and (part.num_parts > 1 or not _sorted_unique(edge_index))
