@@ -435,7 +435,7 @@ def main(argv=None):
     rep()
     rep('Ours: `LaplacianEigenPE(k)` with its defaults (one dense float64 eigh for a '
         'connected graph of at most 256 nodes; else per connected component, batched '
-        'dense eigh up to 256 nodes, block Lanczos above, for 4,096 to 65,536 nodes in '
+        'dense eigh up to 256 nodes, block Lanczos above, for 4,096 to 262,144 nodes in '
         'float32 first, refined in float64; tol 1e-6, seed 0). PyG: `AddLaplacianEigenvectorPE(k, '
         'is_undirected=...)` with its defaults (ARPACK on the float32 Laplacian, dense '
         'below 100 nodes). "ours / this": the total time of ours over that of the row\'s '

@@ -200,3 +200,82 @@ def test_block_lanczos_row_chunks_change_nothing(monkeypatch, which):
     x, theta, dense = pairs.eigenvectors, pairs.eigenvalues, s.to_dense()
     true = (dense @ x - x * theta).norm(dim=0).max() / torch.linalg.eigvalsh(dense).abs().max()
     assert float(true) * (1 - 1e-6) <= pairs.residual <= 1e-8
+
+
+def deflated_reference(s, u, k, which):
+    """Dense float64 eigenpairs of P S P, P = I - U Uᵀ, without the d zeros it
+    has on span(U): the pairs of S restricted to the complement of span(U)."""
+    p = torch.eye(s.size(0), dtype=torch.float64) - u @ u.T
+    values, vectors = torch.linalg.eigh(p @ s.to_dense() @ p)
+    keep = (vectors.T @ u).norm(dim=1) < 0.5  # the d eigenvectors in span(U) have norm 1
+    values, vectors = values[keep], vectors[:, keep]
+    order = (values if which == 'LA' else values.abs()).argsort(descending=True)
+    return values[order], vectors[:, order]
+
+
+def random_orthonormal(n, d, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.linalg.qr(torch.randn(n, d, dtype=torch.float64, generator=gen)).Q
+
+
+def invariant(s, positions, which, seed=0):
+    """Orthonormal columns spanning S's eigenvectors at the given positions of
+    the order of 'which', rotated by a random orthogonal matrix."""
+    values, vectors = torch.linalg.eigh(s.to_dense())
+    order = (values if which == 'LA' else values.abs()).argsort(descending=True)
+    return vectors[:, order[positions]] @ random_orthonormal(len(positions), len(positions),
+                                                             seed)
+
+
+@pytest.mark.parametrize('which', ['LA', 'LM'])
+@pytest.mark.parametrize('known', [False, True])
+def test_block_lanczos_deflate_matches_dense_deflated_matrix(which, known):
+    # deflate: the 3 leading eigenvectors of S (a known trivial eigenvector's
+    # case), or a rotated basis of 3 eigenvectors among the wanted ones.
+    s, k = operator(), 10
+    u = invariant(s, [0, 1, 2] if known else [0, 4, 7], which)
+    pairs = block_lanczos(s, k, which, tol=1e-10, block_size=4,
+                          generator=torch.Generator().manual_seed(0), deflate=u)
+    assert pairs.converged
+    ref_val, ref_vec = deflated_reference(s, u, k + 1, which)
+    # A relative residual of 1e-10 bounds the eigenvalue error by far less than 1e-9.
+    torch.testing.assert_close(pairs.eigenvalues, ref_val[:k], atol=1e-9, rtol=0)
+    # The projector error is about residual / gap; the gaps here exceed 1e-4
+    # (asserted), so 1e-6 holds with room.
+    gaps = (ref_val[:k + 1] - ref_val[:k + 1].roll(-1))[:k].abs()
+    assert float(gaps.min()) > 1e-4
+    ours = (pairs.eigenvectors * pairs.eigenvalues) @ pairs.eigenvectors.T
+    theirs = (ref_vec[:, :k] * ref_val[:k]) @ ref_vec[:, :k].T
+    torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0)
+    # Orthogonal to U to float64 rounding of the Gram--Schmidt (N eps ~ 1e-13).
+    assert float((u.T @ pairs.eigenvectors).abs().max()) < 1e-12
+    full, _ = deflated_reference(s, u[:, :0], k + 3, which)  # S's own eigenvalues
+    left = full[[i for i in range(k + 3) if i not in ([0, 1, 2] if known else [0, 4, 7])]]
+    torch.testing.assert_close(pairs.eigenvalues, left, atol=1e-9, rtol=0)
+
+
+def test_block_lanczos_deflate_dense_path():
+    # m + b >= N: solved densely on a basis of the complement of span(U).
+    s = operator(num_nodes=30)
+    u = invariant(s, [3, 20], 'LA')
+    pairs = block_lanczos(s, 28, deflate=u)
+    ref_val, _ = deflated_reference(s, u, 28, 'LA')
+    torch.testing.assert_close(pairs.eigenvalues, ref_val, atol=1e-12, rtol=0)
+    assert float((u.T @ pairs.eigenvectors).abs().max()) < 1e-12
+
+
+@pytest.mark.parametrize('deflate, message', [
+    (lambda: torch.ones(599, 1, dtype=torch.float64), r"'deflate' must be a matrix \[600, d\]"),
+    (lambda: torch.ones(600, dtype=torch.float64), r"'deflate' must be a matrix"),
+    (lambda: torch.zeros(600, 0, dtype=torch.float64), r"'deflate' must be a matrix"),
+    (lambda: random_orthonormal(600, 2).float(), "'deflate' must have the operator's dtype"),
+    (lambda: random_orthonormal(600, 2).index_put_((torch.tensor([3]), torch.tensor([1])),
+                                                   torch.tensor(math.nan, dtype=torch.float64)),
+     "'deflate' contains NaN"),
+    (lambda: 2 * invariant(operator(), [0, 1], 'LA'), "'deflate' must have orthonormal"),
+    (lambda: random_orthonormal(600, 595), r"'k' must be at most N - d = 5"),
+    (lambda: random_orthonormal(600, 2), "'deflate' must span an invariant subspace"),
+])
+def test_block_lanczos_rejects_bad_deflate(deflate, message):
+    with pytest.raises(ValueError, match=message):
+        block_lanczos(operator(), 6, deflate=deflate())

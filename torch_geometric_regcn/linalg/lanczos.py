@@ -10,6 +10,7 @@ from torch import Tensor
 from torch_geometric_regcn.distributed.collectives import (
     Group,
     agree_arguments,
+    all_gather,
     all_reduce,
     consensus,
     rank_of,
@@ -52,12 +53,13 @@ def _orthogonalize(block: Tensor, basis: Tensor, group: Group) -> Tuple[Tensor, 
 
 def _orthonormal_block(block: Tensor, basis: Tensor, scale: float,
                        generator: Optional[torch.Generator],
-                       group: Group) -> tuple[Tensor, Tensor]:
+                       group: Group, deflate: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     r"""QR of :obj:`block` (already orthogonal to :obj:`basis`). Columns that
     are numerically dependent (the Krylov space became invariant) are replaced
     by random directions orthogonal to :obj:`basis` and the block, so that the
     returned :math:`\mathbf{Q}` always extends :obj:`basis` orthonormally and
-    :math:`\text{block} \approx \mathbf{Q}\mathbf{R}` still holds."""
+    :math:`\text{block} \approx \mathbf{Q}\mathbf{R}` still holds. The
+    random directions are also made orthogonal to :obj:`deflate`, if given."""
     q, r = tall_qr(block, group)
     threshold = 100 * torch.finfo(block.dtype).eps * max(scale, torch.finfo(block.dtype).tiny)
     deficient = r.diagonal().abs() <= threshold
@@ -65,6 +67,8 @@ def _orthonormal_block(block: Tensor, basis: Tensor, scale: float,
         good = q[:, ~deficient]
         fresh = torch.randn(block.size(0), int(deficient.sum()), dtype=block.dtype,
                             device=block.device, generator=generator)
+        if deflate is not None:
+            fresh, _ = _orthogonalize(fresh, deflate, group)
         fresh, _ = _orthogonalize(fresh, torch.cat([basis, good], dim=1), group)
         q = torch.cat([good, tall_qr(fresh, group)[0]], dim=1)
         r = gram(q, block, group)
@@ -107,7 +111,8 @@ def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, basis: Tens
                    max_cycles: int, done: Callable[[int, Tensor, Tensor, Tensor], bool],
                    generator: Optional[torch.Generator],
                    step: Optional[StepCallback] = None,
-                   group: Group = None) -> tuple[int, Tensor, Tensor]:
+                   group: Group = None,
+                   deflate: Optional[Tensor] = None) -> tuple[int, Tensor, Tensor]:
     r"""Thick-restart block Lanczos for the largest eigenvalues of the
     symmetric linear map :obj:`apply`, from the block :obj:`start`. After each
     cycle it calls :obj:`done(cycle, theta, ritz, spare)` with all Ritz values
@@ -118,7 +123,16 @@ def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, basis: Tens
     block live in :obj:`basis` (:obj:`[n, m + b]`, overwritten).
     :obj:`step(cycle, step, steps)`, if given, is called after each of the
     :obj:`steps` expansions of a cycle. With a :obj:`group`, :obj:`start` and
-    the basis are this rank's rows."""
+    the basis are this rank's rows. With :obj:`deflate` (orthonormal columns),
+    the start, every mapped block and every random replacement are
+    orthogonalised against it: the iteration runs in its orthogonal
+    complement."""
+    if deflate is not None:
+        inner = apply
+        start = _orthogonalize(start, deflate, group)[0]
+
+        def apply(block: Tensor) -> Tensor:
+            return _orthogonalize(inner(block), deflate, group)[0]
     b = start.size(1)
     m = basis.size(1) - b
     projected = start.new_zeros(m, m)
@@ -132,7 +146,7 @@ def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, basis: Tens
             projected[:size, size - b:size] = coefficients
             scale = max(scale, float(coefficients[size - b:].abs().max()))
             basis[:, size:size + b], _ = _orthonormal_block(block, basis[:, :size], scale,
-                                                            generator, group)
+                                                            generator, group, deflate)
             if step is not None:
                 step(cycle, steps - (m - size) // b, steps)
             if size == m:
@@ -219,7 +233,8 @@ def _rounding_floor(dtype: torch.dtype) -> float:
 
 def _locate_spectrum(operator: Tensor, k: int, which: str, workspace: Workspace, start: Tensor,
                      generator: Optional[torch.Generator],
-                     step: Optional[StepCallback] = None) -> FilterWindow:
+                     step: Optional[StepCallback] = None,
+                     deflate: Optional[Tensor] = None) -> FilterWindow:
     r"""Locates the spectrum of :obj:`operator` with one plain Lanczos cycle
     from the block :obj:`start` and returns the filter's window. Ritz values
     interlace the eigenvalues, so :obj:`theta[k]` lies below the
@@ -230,7 +245,7 @@ def _locate_spectrum(operator: Tensor, k: int, which: str, workspace: Workspace,
     _, theta, _ = _thick_restart(plain, start, workspace.basis, 0, 1,
                                  lambda *_: True, generator,
                                  None if step is None else lambda _, i, n: step(0, i, n),
-                                 _group_of(operator))
+                                 _group_of(operator), deflate)
     top, bottom = float(theta[0]), float(theta[-1])
     spread = max(top - bottom, torch.finfo(start.dtype).tiny)
     if which == 'LA':
@@ -256,8 +271,10 @@ class _FilteredCycles:
                  degree: int, best: Optional[RitzPairs] = None, cycles_before: int = 0,
                  callback: Optional[Callable[[int, float], None]] = None,
                  step_callback: Optional[StepCallback] = None,
-                 residuals_callback: Optional[ResidualsCallback] = None):
+                 residuals_callback: Optional[ResidualsCallback] = None,
+                 deflate: Optional[Tensor] = None):
         self.operator, self.k, self.which, self.tol = operator, k, which, tol
+        self.deflate = deflate
         self.window, self.degree = window, degree
         self.cycles_before, self.callback = cycles_before, callback
         self.step_callback, self.residuals_callback = step_callback, residuals_callback
@@ -276,11 +293,15 @@ class _FilteredCycles:
                                  window.peak, blocks)
         self.product, self.blocks = chebyshev_filter(self.operator, -1.0, 1.0, 1, 1.0,
                                                      blocks), blocks
+        deflate, group = self.deflate, _group_of(self.operator)
+        if deflate is not None:  # P S P, P the projector on the complement of deflate
+            product = self.product
+            self.product = lambda block: _orthogonalize(product(block), deflate, group)[0]
         step = self.step_callback
         cycles = _thick_restart(
             apply, start, workspace.basis, keep, max_cycles, self, generator,
             None if step is None else lambda c, i, n: step(self.cycles_before + c, i, n),
-            _group_of(self.operator))[0]
+            group, deflate)[0]
         return FilterRun(cycles, self.last, self.best)
 
     def candidates(self, ritz: Tensor) -> Tensor:
@@ -382,6 +403,58 @@ def _lowered_degree(degree: int, which: str, window: FilterWindow, wanted: float
     return degree + (degree % 2 if which == 'LM' else 0)
 
 
+def _check_deflate(deflate: Tensor, operator: Tensor, n: int, k: int) -> None:
+    r"""Validates :obj:`deflate` of :func:`block_lanczos` (orthonormality and
+    invariance are checked after the arguments are agreed, by
+    :func:`_check_invariant`)."""
+    if not isinstance(deflate, Tensor):
+        raise TypeError(f"'deflate' must be a tensor or None (got {type(deflate).__name__})")
+    rows = operator.partition.num_local if isinstance(operator, ShardedMatrix) else n
+    if deflate.dim() != 2 or deflate.size(0) != rows or deflate.size(1) < 1:
+        raise ValueError(f"'deflate' must be a matrix [{rows}, d], d >= 1, of the operator's "
+                         f"rows{' on this rank' if rows != n else ''} "
+                         f"(got {list(deflate.shape)})")
+    if deflate.layout != torch.strided:
+        raise ValueError(f"'deflate' must be a dense tensor (got {deflate.layout})")
+    if deflate.dtype != operator.dtype or deflate.device != operator.device:
+        raise ValueError(f"'deflate' must have the operator's dtype and device "
+                         f"({operator.dtype}, {operator.device}; got {deflate.dtype}, "
+                         f"{deflate.device}); convert it with '.to(operator.dtype)'")
+    if k > n - deflate.size(1):
+        raise ValueError(f"'k' must be at most N - d = {n - deflate.size(1)} with 'deflate' "
+                         f"of {deflate.size(1)} columns (got {k})")
+    if not bool(deflate.isfinite().all()):
+        raise ValueError("'deflate' contains NaN or infinite values; pass finite "
+                         "orthonormal columns")
+
+
+def _check_invariant(operator: Tensor, deflate: Tensor, group: Group) -> None:
+    r"""Raises a :class:`ValueError` unless :obj:`deflate` has orthonormal
+    columns :math:`\mathbf{U}` whose span :math:`\mathbf{S}` maps into itself,
+    both to :func:`_rounding_floor`: :math:`\max|\mathbf{U}^\top\mathbf{U} -
+    \mathbf{I}|` and, per column, :math:`\|\mathbf{S}\mathbf{u} -
+    \mathbf{U}\mathbf{U}^\top\mathbf{S}\mathbf{u}\| / \|\mathbf{S}\mathbf{u}\|`.
+    One product with :math:`d` columns; the Gram matrices and norms are
+    all-reduced, so every rank of a :obj:`group` decides alike."""
+    dtype, floor = deflate.dtype, _rounding_floor(deflate.dtype)
+    eye = torch.eye(deflate.size(1), dtype=dtype, device=deflate.device)
+    deviation = float((gram(deflate, deflate, group) - eye).abs().max())
+    if not deviation <= floor:
+        raise ValueError(f"'deflate' must have orthonormal columns (max |U^T U - I| = "
+                         f"{deviation:.1e} > {floor:.1e}); orthonormalise it first, e.g. "
+                         f"with 'torch.linalg.qr'")
+    image = chebyshev_filter(operator, -1.0, 1.0, 1, 1.0)(deflate)  # S U
+    norms = all_reduce(image.square().sum(dim=0), group).sqrt()
+    outside = _orthogonalize(image, deflate, group)[0]
+    leak = all_reduce(outside.square().sum(dim=0), group).sqrt()
+    worst = float((leak / norms.clamp(min=torch.finfo(dtype).tiny)).max())
+    if not worst <= floor:
+        raise ValueError(f"'deflate' must span an invariant subspace of 'operator' (e.g. "
+                         f"known eigenvectors): the filter is applied to S, not to P S P, so "
+                         f"only then is the complement kept (max ||S u - U U^T S u|| / "
+                         f"||S u|| = {worst:.1e} > {floor:.1e})")
+
+
 def _group_of(operator: Tensor) -> Group:
     r"""The process group of a row-sharded operator; :obj:`None` for a matrix."""
     return operator.group if isinstance(operator, ShardedMatrix) else None
@@ -401,6 +474,7 @@ def block_lanczos(
     callback: Optional[Callable[[int, float], None]] = None,
     step_callback: Optional[StepCallback] = None,
     residuals_callback: Optional[ResidualsCallback] = None,
+    deflate: Optional[Tensor] = None,
 ) -> EigenPairs:
     r"""Computes :obj:`k` extreme eigenpairs of the symmetric matrix
     :obj:`operator` :math:`\mathbf{S}` by Chebyshev-filtered thick-restart
@@ -487,6 +561,19 @@ def block_lanczos(
             of the :obj:`k` pairs (a tensor :obj:`[k]`, the same on every
             rank), e.g. for a progress bar that counts converged pairs.
             (default: :obj:`None`)
+        deflate (torch.Tensor, optional): Orthonormal columns
+            :math:`\mathbf{U}` (:obj:`[N, d]`, or this rank's rows, of the
+            operator's dtype and device) spanning an invariant subspace of
+            :math:`\mathbf{S}` (known eigenvectors, e.g. a Laplacian's
+            trivial one, which the filter would amplify above the wanted
+            ones): the iteration runs in the orthogonal complement of their
+            span (the starting block and every mapped block are
+            orthogonalised against them, :math:`O(N d b)` per block), so the
+            pairs returned are those of :math:`\mathbf{S}` restricted to that
+            complement; :math:`k \leq N - d`. Orthonormality and invariance
+            are checked to :math:`\sqrt{\epsilon}` by one product with
+            :math:`\mathbf{U}` (a :class:`ValueError` otherwise).
+            (default: :obj:`None`)
     """
     group, error, same = _group_of(operator), None, {}
     try:  # on row shards agreed: a rank that raises alone would leave the others waiting
@@ -499,26 +586,39 @@ def block_lanczos(
             raise ValueError(f"'basis_size' must be at least k + 2 * block_size = "
                              f"{k + 2 * b} once rounded up to a multiple of block_size "
                              f"(got {basis_size}, rounded up to {m})")
+        if deflate is not None:
+            _check_deflate(deflate, operator, n, k)
         if group is not None:  # each decides the iteration's collectives or its stop
             same = {"'k'": k, "'which'": which, "'tol'": float(tol), "'max_iter'": max_iter,
                     "'degree'": degree, "the block size 'block_size'": b,
                     "the basis size 'basis_size'": m,
                     "the row blocks of 'operator'": operator.partition.bounds,
                     "the dtype and device of 'operator'": (operator.dtype,
-                                                            operator.device.type)}
+                                                            operator.device.type),
+                    "the columns of 'deflate'": (None if deflate is None
+                                                 else deflate.size(1))}
     except (TypeError, ValueError) as failure:
         error = failure
     agree_arguments(group, 'block_lanczos', same, error)
     dtype, device = operator.dtype, operator.device
     if group is None:
         operator = compact_csr(operator)
+    if deflate is not None:
+        _check_invariant(operator, deflate, group)
 
     if m + b >= n:  # the Krylov basis would span (nearly) everything: solve densely
         if group is not None:
             dense = gather_dense(operator)
         else:
             dense = operator.to_dense() if operator.layout != torch.strided else operator
-        theta, vectors = small_eigh((dense + dense.T) / 2)
+        dense = (dense + dense.T) / 2
+        if deflate is None:
+            theta, vectors = small_eigh(dense)
+        else:  # S on an orthonormal basis Q of the complement of span(deflate)
+            full = torch.cat(all_gather(deflate, group)) if group is not None else deflate
+            q = torch.linalg.qr(full, mode='complete').Q[:, full.size(1):]
+            theta, vectors = small_eigh(q.T @ dense @ q)
+            vectors = q @ vectors
         theta, vectors = select(theta, vectors, k, which)
         if group is not None:
             vectors = vectors[operator.partition.start:operator.partition.end]
@@ -536,7 +636,7 @@ def block_lanczos(
         return torch.randn(rows, b, generator=generator, out=workspace.blocks[0])
 
     window = _locate_spectrum(operator, k, which, workspace, start(), generator,  # plain Lanczos
-                              step_callback)
+                              step_callback, deflate)
     if callback is not None:  # no pairs yet: a progress report only
         callback(0, math.inf)
     degree += degree % 2 if which == 'LM' else 0  # an even filter treats both ends alike
@@ -544,7 +644,7 @@ def block_lanczos(
     best, cycles = None, 0
     while True:  # filtered cycles; a faint or stalled filter restarts at a lower degree
         filtered = _FilteredCycles(operator, k, which, tol, window, degree, best, cycles,
-                                   callback, step_callback, residuals_callback)
+                                   callback, step_callback, residuals_callback, deflate)
         best = None  # held by 'filtered' alone, which drops it for better pairs
         run = filtered.run(start(), workspace, keep, max_iter - cycles, generator)
         del filtered

@@ -46,16 +46,15 @@ DENSE_THRESHOLD = 256
 #: are solved by block Lanczos in float32 first, then refined in float64
 #: (:func:`_float32_refined`), when :obj:`tol` is at least
 #: :data:`FLOAT32_TOL`. A float32 sparse product costs 0.5-0.6 of a float64
-#: one, but float32 only converges where the wanted eigenvalues of
-#: :math:`\hat{\mathbf{A}}` lie near its trivial eigenvalue 1 relative to their
-#: gaps (PubMed: two cycles); elsewhere (the 169k-node benchmark graph, whose
-#: 16 wanted eigenvalues lie 0.18 below 1 within 4e-5 gaps) the filter lifts
-#: the trivial vector far above the wanted ones, whose float32 rounding then
-#: stalls the solve: it is abandoned at its first cycle that does not lower
-#: the residual (on a 30,000-node graph of that model: a tenth added to the
-#: float64 solve that follows); above :data:`FLOAT32_MAX_NODES` nodes that
-#: loss (seconds) is not risked (docs/positional_encoding.md).
-FLOAT32_NODES, FLOAT32_MAX_NODES = 4096, 65536
+#: one. The trivial eigenvector (eigenvalue 1 of :math:`\hat{\mathbf{A}}`) is
+#: deflated: where the wanted eigenvalues lie far below 1 relative to their
+#: gaps (the 169k-node benchmark graph: 0.18 below 1 within 4e-5 gaps) the
+#: filter would lift it far above the wanted ones, whose float32 rounding
+#: then stalls the solve. A float32 solve that stalls all the same is
+#: abandoned at its first cycle that does not lower the residual, and the
+#: float64 solve follows; the bound is the largest size measured (the 169k
+#: graph, one thread: 25 s against PyG's 34 s, benchmarks/results/eigen_pe.md).
+FLOAT32_NODES, FLOAT32_MAX_NODES = 4096, 262144
 
 #: The tightest :obj:`tol` for which the float32 solve is tried: float32
 #: vectors refined in float64 reach residuals of 1e-7 to 5e-7.
@@ -374,12 +373,14 @@ class _Solver(NamedTuple):
     def _lanczos_component(self, graph: _Components, comp: int, m: int,
                            generator: torch.Generator) -> EigenPairs:
         r"""The :obj:`m` smallest non-zero eigenpairs of the Laplacian of
-        component :obj:`comp`, from the :obj:`m + 1` largest of its normalised
-        adjacency; the trivial pair is dropped and its exact vector projected
-        out of the others. A component of :data:`FLOAT32_NODES` to
-        :data:`FLOAT32_MAX_NODES` nodes is first solved in float32 and refined in float64
-        (:func:`_float32_refined`); when that does not reach :obj:`tol`, and
-        on smaller components, block Lanczos runs in float64."""
+        component :obj:`comp`, from the largest of its normalised adjacency.
+        A component of :data:`FLOAT32_NODES` to :data:`FLOAT32_MAX_NODES`
+        nodes is first solved in float32 with the trivial vector deflated,
+        for :obj:`m` pairs, and refined in float64 (:func:`_float32_refined`);
+        when that does not reach :obj:`tol`, and on smaller components, block
+        Lanczos runs in float64 for :obj:`m + 1` pairs and the trivial one is
+        dropped (deflating it there costs a cycle more on the graphs
+        measured). The trivial vector is projected out of the pairs kept."""
         size = int(graph.size[comp])
         start = int(graph.start[comp])
         nodes = graph.order[start:start + size]
@@ -391,7 +392,7 @@ class _Solver(NamedTuple):
         trivial = trivial / trivial.norm()
         pairs, iterations = None, 0
         if FLOAT32_NODES <= size <= FLOAT32_MAX_NODES and self.tol >= FLOAT32_TOL:
-            pairs = _float32_refined(adjacency, m + 1, self.tol, self.max_iter, generator)
+            pairs = _float32_refined(adjacency, m, self.tol, self.max_iter, generator, trivial)
             iterations = pairs.iterations
             if not pairs.converged:
                 pairs = None
@@ -417,10 +418,11 @@ class _Solver(NamedTuple):
                           f"{pairs.residual:.2e} > tol={self.tol:.0e}; the best pairs found "
                           f"are returned. Raise 'max_iter' or 'tol'", UserWarning,
                           stacklevel=self.stacklevel)
-        vectors = pairs.eigenvectors[:, 1:]
+        drop = pairs.eigenvalues.numel() - m  # the trivial pair, unless deflated (float32)
+        vectors = pairs.eigenvectors[:, drop:]
         vectors = vectors - trivial[:, None] * (trivial @ vectors)[None]
         vectors = vectors / vectors.norm(dim=0, keepdim=True)
-        return EigenPairs(1.0 - pairs.eigenvalues[1:], vectors, pairs.residual, iterations,
+        return EigenPairs(1.0 - pairs.eigenvalues[drop:], vectors, pairs.residual, iterations,
                           pairs.converged)
 
 
@@ -429,10 +431,15 @@ class _Stalled(Exception):
 
 
 def _float32_refined(adjacency: Tensor, count: int, tol: float, max_iter: int,
-                     generator: torch.Generator) -> EigenPairs:
+                     generator: torch.Generator, trivial: Tensor) -> EigenPairs:
     r"""The :obj:`count` largest eigenpairs of the normalised adjacency
-    :obj:`adjacency` (float64, of norm at most one) by block Lanczos on its
-    float32 copy (with the float64 solve's block size and filter degree, to
+    :obj:`adjacency` (float64, of norm at most one) on the orthogonal
+    complement of its trivial eigenvector :obj:`trivial` (unit, float64) by
+    block Lanczos on its float32 copy with :obj:`trivial` deflated (else the
+    filter lifts it far above the wanted pairs, whose float32 rounding then
+    stalls the solve) for one pair more than wanted (a guard that sharpens
+    the last wanted one: on PubMed it spares the refinement sweep), with the
+    float64 solve's block size and filter degree, to
     :data:`FLOAT32_LANCZOS_TOL`, or :obj:`tol` if looser, in at most
     :data:`FLOAT32_MAX_ITER` cycles, abandoned at the first cycle that does
     not lower the residual), then refined in float64: Rayleigh--Ritz on the
@@ -441,12 +448,16 @@ def _float32_refined(adjacency: Tensor, count: int, tol: float, max_iter: int,
     :obj:`tol` (at most :data:`REFINE_SWEEPS` times), a float64 Chebyshev
     filter of degree :data:`LANCZOS_DEGREE` that damps :math:`[-1, c]`,
     :math:`c = 2\theta_{\min} - \theta_{\max}` below the wanted values, then
-    Rayleigh--Ritz again. The filter removes the float32 rounding spread over
+    Rayleigh--Ritz again (each Rayleigh--Ritz on the block with
+    :obj:`trivial` projected out). The filter removes the float32 rounding spread over
     the spectrum, which is what limits the residual of float32 vectors (one
     sweep: 8e-6 to 1.6e-7 on the 169k graph). :obj:`converged` tells whether
     :obj:`tol` was reached in float64; :obj:`iterations` counts the float32
     cycles."""
     best, cycles = [math.inf], [0]
+    deflate = trivial.to(torch.float32)[:, None]
+    deflate = deflate / deflate.norm()  # unit in float32 rounding too
+    guarded = min(count + 1, adjacency.size(0) - 1)  # the complement has N - 1 dimensions
 
     def abandon(cycle: int, residual: float) -> None:
         cycles[0] = cycle
@@ -458,14 +469,15 @@ def _float32_refined(adjacency: Tensor, count: int, tol: float, max_iter: int,
     try:
         with warnings.catch_warnings():
             warnings.simplefilter('ignore')  # the float64 residual is judged below
-            rough = block_lanczos(adjacency.to(torch.float32), count, 'LA',
+            rough = block_lanczos(adjacency.to(torch.float32), guarded, 'LA',
                                   max(tol, FLOAT32_LANCZOS_TOL), min(max_iter, FLOAT32_MAX_ITER),
-                                  degree=LANCZOS_DEGREE, block_size=min(count, LANCZOS_BLOCK),
-                                  generator=generator, callback=abandon)
+                                  degree=LANCZOS_DEGREE, block_size=min(guarded, LANCZOS_BLOCK),
+                                  generator=generator, callback=abandon, deflate=deflate)
     except _Stalled:
         return EigenPairs(torch.empty(0), torch.empty(0, 0), math.inf, cycles[0], False)
     operator = compact_csr(adjacency)
-    values, vectors, residual = _rayleigh_ritz(operator, rough.eigenvectors.to(torch.float64))
+    values, vectors, residual = _rayleigh_ritz(operator, rough.eigenvectors.to(torch.float64),
+                                               trivial, count)
     for _ in range(REFINE_SWEEPS):
         if residual <= tol:
             break
@@ -473,20 +485,25 @@ def _float32_refined(adjacency: Tensor, count: int, tol: float, max_iter: int,
         cut = max(2 * low - top, (low - 1) / 2)
         filtered = chebyshev_filter(operator, -1.0, cut, LANCZOS_DEGREE, top)(vectors)
         before = residual
-        values, vectors, residual = _rayleigh_ritz(operator, filtered)
+        values, vectors, residual = _rayleigh_ritz(operator, filtered, trivial, count)
         if residual > REFINE_GAIN * before:  # not rounding noise: the float64 solve follows
             break
     return EigenPairs(values, vectors, residual, rough.iterations, residual <= tol)
 
 
-def _rayleigh_ritz(operator: Tensor, block: Tensor) -> Tuple[Tensor, Tensor, float]:
-    r"""The Ritz pairs of :obj:`operator` (of norm at most one) on the span of
-    :obj:`block`, in descending order, and their largest residual norm."""
+def _rayleigh_ritz(operator: Tensor, block: Tensor, trivial: Tensor,
+                   count: int) -> Tuple[Tensor, Tensor, float]:
+    r"""The :obj:`count` leading Ritz pairs of :obj:`operator` (of norm at
+    most one) on the span of :obj:`block` with the unit vector :obj:`trivial`
+    projected out (twice), in descending order, and their largest residual
+    norm."""
+    for _ in range(2):
+        block = block - trivial[:, None] * (trivial @ block)[None]
     basis = torch.linalg.qr(block).Q
     image = operator @ basis
     projected = basis.T @ image
     values, rotation = torch.linalg.eigh((projected + projected.T) / 2)
-    values, rotation = values.flip(0), rotation.flip(1)
+    values, rotation = values.flip(0)[:count], rotation.flip(1)[:, :count]
     vectors, image = basis @ rotation, image @ rotation
     residual = float((image - vectors * values).norm(dim=0).max())
     return values, vectors, residual
