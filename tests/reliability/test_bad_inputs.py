@@ -280,7 +280,7 @@ BAD_ARGUMENTS = [
      r"'k' must be a positive integer"),
     ('semantic-block-size', lambda: SemanticGraph(3, block_size=0), ValueError,
      r"'block_size' must be a positive integer"),
-    ('semantic-method', lambda: SemanticGraph(3, method='faiss'), ValueError,
+    ('semantic-method', lambda: SemanticGraph(3, method='annoy'), ValueError,
      r"'method' must be one of"),
     ('lowrank-rank', lambda: LowRankInverse(1.0, 0.2, rank=0), ValueError, r"'rank' must be"),
     ('lowrank-tol', lambda: LowRankInverse(1.0, 0.2, rank=4, tol=0.0), ValueError,
