@@ -1,8 +1,9 @@
 r"""Every Python block of ``README.md`` and ``docs/*.md`` runs as written: the
 blocks of a page in order, in one fresh interpreter, from an empty folder
 where the datasets they load lie offline (``tests/doc_snippets.py`` says
-how). ``tests/test_install.py`` runs them again in an environment that holds
-the wheel and nothing else."""
+how). ``tests/test_install.py`` runs them in an environment that holds the
+wheel and nothing else; in a session that runs it, the pages are not run here
+again (``tests/conftest.py``)."""
 import os
 import re
 import sys

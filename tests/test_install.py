@@ -140,7 +140,8 @@ def test_wheel_installs_into_a_fresh_environment_and_runs_the_example(tmp_path):
 
     # Every Python block of the README and of docs/, as a reader runs them: with
     # the wheel and nothing else, from a folder where the datasets they load lie
-    # offline (tests/doc_snippets.py); tests/test_doc_snippets.py runs them here.
+    # offline (tests/doc_snippets.py); tests/test_doc_snippets.py runs them in this
+    # environment in sessions without this test.
     snippets = tmp_path / 'snippets'
     snippets.mkdir()
     offline = all(has_offline_copy(name) for names in DATA_ROOTS.values() for name in names)

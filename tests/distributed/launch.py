@@ -1,5 +1,6 @@
 """Runs a function on P ranks of a real process group (gloo on 127.0.0.1, a
-free port), each in a spawned process, and returns what each rank returned."""
+free port), each in its own process (:func:`process_context`), and returns
+what each rank returned."""
 import datetime
 import io
 import os
@@ -16,6 +17,23 @@ import torch.multiprocessing as mp
 requires_gloo = pytest.mark.skipif(
     not (dist.is_available() and dist.is_gloo_available()),
     reason='torch.distributed with the gloo backend is not available in this torch build')
+
+
+#: What every rank imports anyway, imported once by the fork server.
+PRELOAD = ['torch', 'torch_geometric', 'torch_geometric_regcn']
+
+
+def process_context():
+    """The multiprocessing context of the ranks: where the platform has it,
+    ``'forkserver'`` with :obj:`PRELOAD`, so that a rank starts as a fork of a
+    single-threaded server that has imported torch and PyG and never ran a
+    kernel (a fresh interpreter spends seconds on those imports); otherwise
+    ``'spawn'``. Either way a rank shares no state with the test's process."""
+    if 'forkserver' not in mp.get_all_start_methods():
+        return mp.get_context('spawn')
+    context = mp.get_context('forkserver')
+    context.set_forkserver_preload(PRELOAD)
+    return context
 
 
 def free_port() -> int:
@@ -49,7 +67,7 @@ def run_ranks(fn, world_size, *args, timeout=240.0, pg_timeout=60.0, backend='gl
     the list of results in rank order. A rank that raises fails the call with
     its traceback (or, with ``expect_errors``, its message is returned in
     place of a result); a run past ``timeout`` seconds kills every rank."""
-    ctx = mp.get_context('spawn')
+    ctx = process_context()
     results = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_worker, args=(r, world_size, port, backend, pg_timeout, fn,

@@ -10,7 +10,6 @@ rename are removed by the next run, never those of a live writer.
 The unit tests of the cache module's functions are in
 tests/transforms/test_factor_cache.py.
 """
-import multiprocessing
 import os
 import time
 import warnings
@@ -20,6 +19,7 @@ import torch
 from torch_geometric.data import Data
 
 import torch_geometric_regcn.transforms.low_rank_inverse as module
+from tests.distributed.launch import process_context
 from torch_geometric_regcn import LowRankInverse
 from torch_geometric_regcn.transforms import factor_cache
 
@@ -279,7 +279,7 @@ def test_concurrent_processes_never_read_a_torn_file(tmp_path):
                      for seed in range(ROUNDS)}
     finally:
         torch.set_num_threads(previous)
-    context = multiprocessing.get_context('spawn')
+    context = process_context()
     barrier, queue = context.Barrier(3), context.Queue()
     workers = [context.Process(target=_concurrent_worker,
                                args=(str(tmp_path), barrier, queue)) for _ in range(3)]
@@ -403,7 +403,7 @@ def _temporaries(folder):
 
 def _dead_writer(tmp_path):
     """The name of the temporary file that a killed writer left behind."""
-    context = multiprocessing.get_context('spawn')
+    context = process_context()
     writer = context.Process(target=_killed_between_write_and_rename,
                              args=(str(tmp_path / 'lowrank-other.pt'),))
     writer.start()
@@ -489,7 +489,7 @@ def _slow_writer(path, written, proceed, queue):
 
 @needs_posix
 def test_a_concurrent_writer_paused_before_its_rename_is_not_disturbed(tmp_path):
-    context = multiprocessing.get_context('spawn')
+    context = process_context()
     written, proceed, queue = context.Event(), context.Event(), context.Queue()
     path = str(tmp_path / 'lowrank-slow.pt')
     writer = context.Process(target=_slow_writer, args=(path, written, proceed, queue))

@@ -8,7 +8,7 @@ the same weights, and an uninterrupted DDP run; a fault must reach every
 other rank as an error within the process group's timeout, never as a hang,
 a dead process or a silent result.
 
-Each case spawns its processes (a few seconds on two cores): all are slow."""
+Each case starts its processes (a second or more on two cores): all are slow."""
 import datetime
 import io
 import os
@@ -21,10 +21,10 @@ import traceback
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
+from tests.distributed.launch import process_context
 from torch_geometric_regcn import TSGCN, LowRankInverse
 from torch_geometric_regcn.datasets import contextual_sbm
 from torch_geometric_regcn.distributed import global_mean
@@ -85,7 +85,7 @@ def _worker(rank, world_size, port, fn, args, results):
 def launch(fn, world_size, *args, timeout=60.0):
     """Runs ``fn(rank, world_size, *args)`` on gloo ranks; per rank ('ok', value),
     ('error', type name, message), ('died', exit code) or ('hung', None)."""
-    ctx = mp.get_context('spawn')
+    ctx = process_context()
     results = ctx.Queue()
     port = _free_port()
     procs = [ctx.Process(target=_worker, args=(r, world_size, port, fn, args, results),
