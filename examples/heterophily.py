@@ -2,7 +2,7 @@
 
     python -m examples.heterophily --dataset NAME [--root DIR] [--splits K] [--epochs E]
                                    [--models M ...] [--points P] [--json PATH]
-                                   [--device DEVICE]
+                                   [--device DEVICE] [--journal PATH]
     python -m examples.heterophily --merge PATH [PATH ...] [--json PATH]
 
 Trains each model on the first K of the dataset's ten official splits with the
@@ -21,9 +21,11 @@ chosen on the test nodes. Each split's model is seeded by the split index
 (the same seeds for every configuration).
 
 Models: the package's recommended heterophily model `regcn` (RegularizerConv
-layers with the learned polynomial frequency response of degree 2 and
-ego/neighbour separation, root_weight=True), fixed before any measurement,
-and its variants `regcn_dir` (one regulariser per edge direction),
+layers with the learned polynomial frequency response of degree 2; its grid,
+fixed before any measurement, is the 2-layer protocol with ego/neighbour
+separation (root_weight=True), the same without it, and residual connections
+with LayerNorm at 4 layers, so that --points 2 chooses the separation on
+validation), and its variants `regcn_dir` (one regulariser per edge direction),
 `regcn_signed` (the signed Laplacian, alpha learned from -0.25) and `regcn_sep`
 (the GCN regulariser with ego/neighbour separation); the baselines MLP, GCN,
 GraphSAGE, GAT, APPNP, GCNII, FAGCN (FAConv), Dir-GCN and Dir-SAGE
@@ -49,6 +51,12 @@ own --json; --merge reads such files, prints each dataset's table (and a
 summary over datasets) and with --json writes the merged record: one dataset's
 object, or an object of them by dataset when the files hold several.
 
+With --journal, every run is appended to PATH as it finishes (one JSON line,
+harness.heterophily_results.Journal) and a run already there (same dataset,
+model, split and full configuration) is read back instead of trained: an
+interrupted comparison resumes where it stopped, and a run with a larger
+--points reuses the runs of a smaller one.
+
 Without --root, the raw file is copied from ../shared/data/heterophilous into
 a temporary root (no download); with --root, PyG's HeterophilousGraphDataset
 downloads its five sets as usual.
@@ -71,6 +79,7 @@ from harness.heterophily import (
     search,
 )
 from harness.heterophily_results import (
+    Journal,
     describe,
     format_summary,
     format_table,
@@ -122,6 +131,9 @@ def main() -> None:
     parser.add_argument('--points', type=int, default=None, metavar='P',
                         help="search only the first P points of each model's grid (1: the "
                         "issue's fixed protocol for the layer stacks; default: all)")
+    parser.add_argument('--journal', default=None, metavar='PATH',
+                        help='append every finished run to PATH and reuse the runs found '
+                        'there (resume an interrupted run)')
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
                         help='(default: %(default)s)')
     args = parser.parse_args()
@@ -159,22 +171,32 @@ def main() -> None:
         print(f'semantic graph (k={SEMANTIC_K}): {data.semantic_edge_index.size(1)} edges, '
               f'{time.perf_counter() - start:.1f}s')
 
-    searches = []
+    journal = None if args.journal is None else Journal(args.journal)
+    if journal is not None:
+        print(f'journal {args.journal}: {len(journal)} runs recorded')
+    searches, from_journal = [], [False]  # whether the last run was read back
     for name in args.models:
         if args.points is not None:  # a smaller budget, the same for every model
             MODELS[name] = MODELS[name]._replace(grid=MODELS[name].grid[:args.points])
         grid = MODELS[name].grid
 
         def fit(name, split, metric, config, seed):
+            found = None if journal is None else journal.get(args.dataset, name, config, seed)
+            from_journal[0] = found is not None
+            if found is not None:
+                return found
             with progress_bar(args.epochs, f'{name} split {seed}', 'epoch', leave=False) as bar:
-                return fit_model(name, split, metric, config, seed,
-                                 on_epoch=lambda _: bar.update())
+                result = fit_model(name, split, metric, config, seed,
+                                   on_epoch=lambda _: bar.update())
+            if journal is not None:
+                journal.add(args.dataset, name, config, seed, result)
+            return result
 
         def report(point, k, result, name=name, grid=grid):
             print(f'{MODELS[name].label} [{point + 1}/{len(grid)}: {describe(grid[point])}] '
                   f'split {k}: test {metric} {100 * result.test:.1f} (val '
                   f'{100 * result.val:.1f}, best epoch {result.best_epoch}, '
-                  f'{result.seconds:.1f}s)')
+                  f"{result.seconds:.1f}s{', from the journal' if from_journal[0] else ''})")
 
         found = search(name, data, metric, range(args.splits), protocol, fit, report)
         print(f'{MODELS[name].label}: chosen [{found.index + 1}/{len(grid)}: '

@@ -19,10 +19,12 @@ Scores are fractions in :math:`[0, 1]`; every list per split is in the order
 of :obj:`"splits"`."""
 import json
 import math
+import os
 import statistics
-from typing import Any, Dict, List, Sequence, Tuple
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from harness.heterophily import Config, Search
+from harness.heterophily import Config, Search, SplitResult
 
 Record = Dict[str, Any]
 
@@ -178,3 +180,66 @@ def format_summary(records: Dict[str, Record]) -> str:
     return '\n'.join('  '.join(cell.ljust(width) if i == 0 else cell.rjust(width)
                                for i, (cell, width) in enumerate(zip(row, widths))).rstrip()
                      for row in rows)
+
+
+class Journal:
+    r"""The runs of :mod:`examples.heterophily` kept as they finish, so that an
+    interrupted comparison resumes and a larger search reuses the runs of a
+    smaller one: one JSON line per run, appended and flushed as it ends,
+    :obj:`{"dataset", "model", "config", "split", "test", "val",
+    "best_epoch", "seconds"}`.
+
+    A run is reused only for the same dataset, model, split (its seed) and
+    full configuration (the protocol's fields included, so another number
+    of epochs never matches). A last line cut short (a process killed while
+    writing) is dropped with a warning; any other unreadable line raises
+    :class:`ValueError` naming the file and line."""
+    FIELDS = ('test', 'val', 'best_epoch', 'seconds')
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._runs: Dict[Tuple[str, str, str, int], SplitResult] = {}
+        if not os.path.exists(path):
+            return
+        with open(path, 'rb') as f:
+            raw = f.read()
+        whole = raw.rfind(b'\n') + 1  # every run is written as one line with its newline
+        if raw[whole:].strip():
+            warnings.warn(f'{path}: its last line was cut short (a run stopped while writing '
+                          f'it); that run is done again', stacklevel=2)
+            with open(path, 'r+b') as f:
+                f.truncate(whole)
+        for number, line in enumerate(raw[:whole].decode('utf-8').splitlines(), 1):
+            try:
+                run = json.loads(line)
+                key = self._key(run['dataset'], run['model'], run['config'], run['split'])
+                result = SplitResult(*(run[field] for field in self.FIELDS))
+            except (ValueError, KeyError, TypeError) as error:
+                raise ValueError(f'{path}, line {number}: not a run of the journal '
+                                 f'({type(error).__name__}: {error})') from error
+            self._runs[key] = result
+
+    @staticmethod
+    def _key(dataset: str, model: str, config: Config, split: int
+             ) -> Tuple[str, str, str, int]:
+        # As JSON: a tuple of the configuration and the list it is read back as are equal.
+        return dataset, model, json.dumps(config, sort_keys=True), int(split)
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def get(self, dataset: str, model: str, config: Config, split: int
+            ) -> Optional[SplitResult]:
+        r"""The recorded run, or :obj:`None`."""
+        return self._runs.get(self._key(dataset, model, config, split))
+
+    def add(self, dataset: str, model: str, config: Config, split: int,
+            result: SplitResult) -> None:
+        r"""Records :obj:`result` (appended to the file and flushed)."""
+        run = {'dataset': dataset, 'model': model, 'config': config, 'split': int(split),
+               **result._asdict()}
+        with open(self.path, 'a', encoding='utf-8') as f:
+            f.write(json.dumps(run) + '\n')
+            f.flush()
+            os.fsync(f.fileno())
+        self._runs[self._key(dataset, model, config, split)] = result

@@ -79,3 +79,25 @@ def test_heterophily_example_scores_two_class_sets_by_roc_auc(tmp_path):
     stdout, written = run_models(tmp_path, 'minesweeper', 'mlp')
     assert written['metric'] == 'roc_auc' and list(written['results']) == ['mlp']
     assert 'test roc_auc' in stdout and 0.0 <= written['results']['mlp'][0] <= 1.0
+
+
+def test_heterophily_example_resumes_from_its_journal(tmp_path):
+    if not has_offline_copy('chameleon_filtered'):
+        pytest.skip('chameleon_filtered is not staged in ../shared/data/heterophilous')
+    journal, first, second = (str(tmp_path / name) for name in ('runs.jsonl', 'a.json',
+                                                                'b.json'))
+    common = ['--dataset', 'chameleon_filtered', '--splits', '1', '--epochs', '2',
+              '--models', 'mlp', '--journal', journal]
+    run_example(*common, '--points', '2', '--json', first)
+    # A larger search: its first two points are read back, only the third is trained.
+    stdout = run_example(*common, '--json', second)
+    assert 'journal ' + journal + ': 2 runs recorded' in stdout
+    assert stdout.count(', from the journal)') == 2
+    assert 'MLP [3/3: residual=True, layers=4] split 0' in stdout
+    with open(first, encoding='utf-8') as f:
+        a = json.load(f)
+    with open(second, encoding='utf-8') as f:
+        b = json.load(f)
+    assert b['runs']['mlp'][:2] == a['runs']['mlp']
+    with open(journal, encoding='utf-8') as f:
+        assert len(f.read().splitlines()) == 3

@@ -32,7 +32,7 @@ from harness.heterophily import (
     search,
     select,
 )
-from harness.heterophily_results import format_summary, format_table, merge, record
+from harness.heterophily_results import Journal, format_summary, format_table, merge, record
 from harness.training import fit
 from torch_geometric_regcn import SemanticGraph
 from torch_geometric_regcn.datasets import contextual_sbm, paper_split
@@ -501,6 +501,41 @@ def test_table_gives_each_model_its_mean_paired_difference_and_choice():
     assert '1/3: residual=False, layers=2' in mlp
 
 
+def test_journal_gives_back_a_run_only_for_its_dataset_model_split_and_config(tmp_path):
+    path = str(tmp_path / 'runs.jsonl')
+    config = {**configurations('regcn')[0]}  # holds a tuple ('gamma',): JSON reads a list
+    run = SplitResult(test=0.5, val=0.625, best_epoch=7, seconds=1.25)
+    journal = Journal(path)
+    assert len(journal) == 0 and journal.get('actor', 'regcn', config, 3) is None
+    journal.add('actor', 'regcn', config, 3, run)
+    # A new reader of the file (another process, a later run) finds it; nothing else does.
+    again = Journal(path)
+    assert len(again) == 1
+    assert again.get('actor', 'regcn', json.loads(json.dumps(config)), 3) == run
+    assert again.get('actor', 'regcn', config | {'epochs': 10}, 3) is None
+    assert again.get('actor', 'regcn', config | {'root_weight': False}, 3) is None
+    assert again.get('actor', 'regcn', config, 4) is None
+    assert again.get('actor', 'gcn', config, 3) is None
+    assert again.get('minesweeper', 'regcn', config, 3) is None
+
+
+def test_journal_drops_a_line_cut_short_and_refuses_a_bad_one(tmp_path):
+    path = tmp_path / 'runs.jsonl'
+    config = configurations('gcn')[0]
+    journal = Journal(str(path))
+    journal.add('actor', 'gcn', config, 0, SplitResult(0.5, 0.5, 1, 1.0))
+    whole = path.read_bytes()
+    path.write_bytes(whole + whole[:40])  # a second run stopped while writing its line
+    with pytest.warns(UserWarning, match='last line was cut short'):
+        resumed = Journal(str(path))
+    assert len(resumed) == 1 and path.read_bytes() == whole
+    resumed.add('actor', 'gcn', config, 1, SplitResult(0.25, 0.5, 2, 1.0))
+    assert len(Journal(str(path))) == 2
+    path.write_bytes(b'{"dataset": "actor"}\n' + whole)
+    with pytest.raises(ValueError, match=r'runs.jsonl, line 1: not a run of the journal'):
+        Journal(str(path))
+
+
 def test_load_heterophilous_copies_the_staged_file_and_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="'name' must be one of"):
         load_heterophilous('cora')
@@ -512,7 +547,7 @@ def test_load_heterophilous_copies_the_staged_file_and_leaves_nothing(tmp_path, 
     assert os.listdir(tmp_path) == []
 
 
-def test_the_recommended_model_is_the_polynomial_regulariser_with_a_root_weight():
+def test_the_recommended_model_is_the_polynomial_regulariser_separation_chosen():
     from harness.heterophily import RECOMMENDED
     from torch_geometric_regcn import RegularizerConv
     from torch_geometric_regcn.regularizers import (
@@ -522,6 +557,13 @@ def test_the_recommended_model_is_the_polynomial_regulariser_with_a_root_weight(
     )
 
     assert RECOMMENDED == 'regcn'
+    # Its grid: the issue's 2-layer protocol with and without the root weight (chosen on
+    # validation), then residual connections at 4 layers; the variants keep theirs.
+    assert [c['root_weight'] for c in configurations('regcn')] == [True, False, True]
+    assert [(c['residual'], c['layers']) for c in configurations('regcn')] == \
+        [(False, 2), (False, 2), (True, 4)]
+    assert all(c['root_weight'] for name in ('regcn_dir', 'regcn_sep', 'regcn_signed')
+               for c in configurations(name))
     dims = Dims(5, 3, 20)
     expected = {'regcn': (PolynomialRegularizer, False, ('gamma',)),
                 'regcn_dir': (PolynomialRegularizer, True, ('gamma',)),
@@ -533,7 +575,8 @@ def test_the_recommended_model_is_the_polynomial_regulariser_with_a_root_weight(
             convs = [m for m in model.modules() if isinstance(m, RegularizerConv)]
             assert len(convs) == config['layers']
             for conv in convs:
-                assert type(conv.regularizer) is cls and conv.root_weight
+                assert type(conv.regularizer) is cls
+                assert conv.root_weight == config['root_weight']
                 assert conv.directed is directed and conv.regularizer.learned == learned
             if name == 'regcn':
                 assert convs[0].regularizer.K == 2 and convs[0].solver == 'series'
