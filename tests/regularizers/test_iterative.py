@@ -7,7 +7,8 @@ import warnings
 import pytest
 import torch
 
-from tests.regularizers.helpers import N, h_in, operators
+from tests.conftest import undirected_graph
+from tests.regularizers.helpers import N, dense_weights, h_in, operators
 from torch_geometric_regcn import RegularizerConv, RegularizerGNN
 from torch_geometric_regcn import regularizers as R
 from torch_geometric_regcn.regularizers import penalties as P
@@ -110,16 +111,75 @@ def _reverse(ei):
     return torch.tensor([position[(j, i)] for i, j in ei.T.tolist()])
 
 
-def test_explaining_is_refused_with_the_reason():
+def _symmetric_mask(ei, mask):
+    # Entry (i, j): the mean of the masks of the columns i -> j and j -> i (both stored).
+    dense = torch.zeros(N, N, dtype=torch.float64).index_put((ei[0], ei[1]), mask,
+                                                               accumulate=True)
+    count = torch.zeros(N, N, dtype=torch.float64).index_put(
+        (ei[0], ei[1]), torch.ones_like(mask), accumulate=True)
+    return (dense + dense.T) / (count + count.T).clamp_min(1)
+
+
+def test_an_edge_mask_scales_the_penalty_of_its_edge():
+    from torch_geometric_regcn.nn.conv.edge_masking import EdgeMasking
+    # Huber below its threshold is Laplacian smoothing (test_robust.py); under a mask m,
+    # each edge's weight w_ij becomes m_ij w_ij and the degrees (with the self loop) stay:
+    # L_m = D^-1/2 (diag((W o M) 1) - W o M) D^-1/2, which is I - A^ where m = 1.
+    reg = R.RobustRegularizer(lam=2.0, penalty='huber', threshold=1e6, irls_tol=1e-9)
+    graph, x = operators(reg), h_in(3)
+    w, ei, _ = dense_weights()
+    mask = torch.rand(ei.size(1), dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    wm = w * _symmetric_mask(ei, mask)
+    scale = (1.0 + w.sum(1)).rsqrt()
+    lap = scale[:, None] * (torch.diag(wm.sum(1)) - wm) * scale[None, :]
+    exact = torch.linalg.solve(torch.eye(N, dtype=torch.float64) + 2.0 * lap, x)
+    graph.edge_masking = EdgeMasking(mask, False, graph.edge_index)
+    out = reg.solve(x, graph, tol=1e-13).out
+    # CG to 1e-13 on a system of condition <= 1 + 2 * 2 = 5, then one IRLS step: 1e-11.
+    torch.testing.assert_close(out, exact, rtol=0, atol=1e-11)
+    graph.edge_masking = None  # the unmasked incidence is the memoised one again
+    assert not torch.allclose(reg.solve(x, graph, tol=1e-13).out, exact, atol=1e-3)
+
+
+@pytest.mark.filterwarnings('ignore:.*IRLS stopped after')  # the same K in both calls
+@pytest.mark.parametrize('name, kw, solver', ALL)
+def test_a_mask_of_ones_changes_nothing_and_gradients_reach_the_mask(name, kw, solver):
+    from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
+    torch.manual_seed(0)
+    conv = RegularizerConv(4, 3, regularizer=name, solver=solver, tol=1e-12, max_iter=10000,
+                           **kw).double()
+    ei, _ = undirected_graph()
+    x = torch.randn(N, 4, dtype=torch.float64)
+    plain = conv(x, ei)
+    mask = torch.ones(ei.size(1), dtype=torch.float64, requires_grad=True)
+    set_masks(conv, mask, ei, apply_sigmoid=False)
+    try:
+        out = conv(x, ei)
+        (grad,) = torch.autograd.grad(out.square().sum(), mask)
+    finally:
+        clear_masks(conv)
+    # The same sums, through message passing instead of a sparse product: float64
+    # rounding of K steps, or of CG solves to 1e-12 (should the rounding move a
+    # solve's stopping point by an iteration, the results still agree to ~1e-12).
+    torch.testing.assert_close(out, plain, rtol=1e-9, atol=1e-12)
+    assert bool(grad.isfinite().all()) and float(grad.abs().max()) > 0
+
+
+def test_gnn_explainer_explains_the_robust_regulariser():
     from torch_geometric.explain import Explainer, GNNExplainer
-    graph = operators(R.get('gcn'))
-    model = RegularizerGNN(4, 8, 3, regularizer='robust').double()
-    explainer = Explainer(model, GNNExplainer(epochs=2), explanation_type='model',
+
+    from tests.nn.helpers import two_components
+    x, edge_index = two_components()
+    torch.manual_seed(0)
+    model = RegularizerGNN(x.size(1), 8, 3, regularizer='robust').double()
+    explainer = Explainer(model, GNNExplainer(epochs=5), explanation_type='model',
                           node_mask_type='attributes', edge_mask_type='object',
                           model_config=dict(mode='multiclass_classification',
                                             return_type='raw', task_level='node'))
-    with pytest.raises(ValueError, match='edge masks do not reach.*edge_weights'):
-        explainer(torch.randn(N, 4, dtype=torch.float64), graph.edge_index, index=3)
+    mask = explainer(x, edge_index, index=0).edge_mask
+    other = (edge_index[0] >= 20) & (edge_index[1] >= 20)  # node 0 cannot see them
+    assert mask[~other].max() > 0 and mask[other].abs().max() == 0
+    assert not model.convs[0].explain  # the explainer cleaned up
 
 
 def test_irls_warns_with_the_change_reached():

@@ -67,8 +67,13 @@ class IterativeRegularizer(Regularizer):
     :meth:`solve` also reports the energy along the iteration. The solvers
     run eagerly under :func:`torch.compile` (a graph break), as the sparse
     quadratic ones do; their products are index operations on the graph's
-    incidence matrix (:func:`~torch_geometric_regcn.linalg.incidence.normalized_incidence`),
-    which an explainer's edge masks do not reach. With fixed coefficients
+    incidence matrix (:func:`~torch_geometric_regcn.linalg.incidence.normalized_incidence`).
+    An explainer's edge mask scales the off-diagonal entries of
+    :math:`\hat{\mathbf{A}}` (its degrees kept) before the incidence matrix
+    is read from them, as it scales the entries of every product of the
+    quadratic layers: an edge of mask :math:`m` enters the penalty with
+    weight :math:`m w_{ij}`, and the gradient reaches the mask through every
+    solver. With fixed coefficients
     and no trainable part, every layer's weights train through them (and
     gradients reach the input and the edge weights, e.g. for an attack).
     """
@@ -107,10 +112,17 @@ class IterativeRegularizer(Regularizer):
             raise ValueError(f"{type(self).__name__} runs in one process: its incidence "
                              f"matrix is not built on shards (drop 'partition' and 'group')")
 
+        masking = graph.edge_masking
+
         def build() -> Incidence:
             index, value = graph.adjacency_edges()
+            if masking is not None:  # off-diagonal entries scaled, the degrees kept
+                weight = masking.entry_weights(index, graph.num_nodes).to(value.dtype)
+                value = value * torch.where(index[0] == index[1], 1.0, weight)
             return normalized_incidence(index, value, graph.num_nodes, self.self_loops)
-        return graph.memo(('incidence', self.self_loops), build)
+        key = ('incidence', self.self_loops)
+        # A masked incidence lives as long as its mask: one call of the layer.
+        return graph.memo(key, build) if masking is None else masking.memo(key, build)
 
     def operator(self, graph: GraphOperators) -> Tensor:
         raise NotImplementedError(f'{type(self).__name__} is not quadratic: it has no operator '

@@ -1,10 +1,12 @@
 r"""An explainer's edge mask on the sparse operators of
 :class:`~torch_geometric_regcn.RegularizerConv`."""
-from typing import Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Hashable, Optional, Tuple, TypeVar
 
 import torch
 from torch import Tensor
 from torch_geometric.utils import to_edge_index
+
+T = TypeVar('T')
 
 
 class EdgeMasking:
@@ -44,17 +46,34 @@ class EdgeMasking:
         self.mask, self.apply_sigmoid, self.edge_index = mask, apply_sigmoid, edge_index
         self._ids: Dict[int, Tuple[Tensor, Tensor, Tensor]] = {}
         self._distinct_edges: Optional[Tuple[int, Tensor, Tensor, Tensor]] = None
+        self._derived: Dict[Hashable, Any] = {}
 
     def weights(self, matrix: Tensor) -> Tensor:
         r"""One weight per stored entry of the sparse :obj:`matrix`, in the
         order of :func:`~torch_geometric.utils.to_edge_index`:
         :math:`O(\mathrm{nnz} \log |\mathcal{E}|)` the first time a matrix
         is seen, :math:`O(\mathrm{nnz})` after."""
-        forward, backward = self._edge_ids(matrix)
+        return self._combine(*self._edge_ids(matrix), matrix.size(0))
+
+    def entry_weights(self, index: Tensor, num_nodes: int) -> Tensor:
+        r"""One weight per entry :obj:`(index[0], index[1])` of an operator on
+        :obj:`num_nodes` nodes (an edge list of its entries):
+        :math:`O(|\mathrm{index}| \log |\mathcal{E}|)`."""
+        return self._combine(*self._lookup(index[0], index[1], num_nodes), num_nodes)
+
+    def memo(self, key: Hashable, build: Callable[[], T]) -> T:
+        r"""Returns :obj:`build()`, computed once for :obj:`key` under this
+        masking (an operator rebuilt from the masked entries, such as an
+        incidence matrix, kept for the call's forward and backward passes)."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]
+
+    def _combine(self, forward: Tensor, backward: Tensor, n: int) -> Tensor:
         mask = self.mask.sigmoid() if self.apply_sigmoid else self.mask
         if mask.numel() == 0:  # no edges to mask
             return torch.ones(forward.numel(), dtype=mask.dtype, device=mask.device)
-        _, groups, sizes = self._distinct(matrix.size(0))
+        _, groups, sizes = self._distinct(n)
         # The masks of the columns of each distinct edge added up (a single
         # column's exactly: 0 + m), and how many columns each has.
         sums = mask.new_zeros(sizes.numel()).index_add(0, groups, mask)
@@ -77,18 +96,21 @@ class EdgeMasking:
         # (-1 where absent), once per operator.
         key = id(matrix)
         if key not in self._ids or self._ids[key][0] is not matrix:
-            n = matrix.size(0)
             (row, col), _ = to_edge_index(matrix)
-            distinct = self._distinct(n)[0]
-
-            def lookup(query: Tensor) -> Tensor:
-                if distinct.numel() == 0:
-                    return torch.full_like(query, -1)
-                pos = torch.searchsorted(distinct, query).clamp_max(distinct.numel() - 1)
-                return torch.where(distinct[pos] == query, pos, -1)
-
-            self._ids[key] = (matrix, lookup(row * n + col), lookup(col * n + row))
+            self._ids[key] = (matrix, *self._lookup(row, col, matrix.size(0)))
         return self._ids[key][1:]
+
+    def _lookup(self, row: Tensor, col: Tensor, n: int) -> Tuple[Tensor, Tensor]:
+        # The distinct edge j -> i and i -> j of each entry (i, j) (-1 where absent).
+        distinct = self._distinct(n)[0]
+
+        def find(query: Tensor) -> Tensor:
+            if distinct.numel() == 0:
+                return torch.full_like(query, -1)
+            pos = torch.searchsorted(distinct, query).clamp_max(distinct.numel() - 1)
+            return torch.where(distinct[pos] == query, pos, -1)
+
+        return find(row * n + col), find(col * n + row)
 
     def _distinct(self, n: int) -> Tuple[Tensor, Tensor, Tensor]:
         # The sorted distinct keys target * n + source of the columns of

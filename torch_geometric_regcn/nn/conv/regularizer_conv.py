@@ -17,7 +17,6 @@ from torch_geometric_regcn.regularizers.graph import (
     build_graph,
     check_graph_types,
 )
-from torch_geometric_regcn.regularizers.iterative import IterativeRegularizer
 from torch_geometric_regcn.regularizers.registry import get
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.deprecation import moved, warn_deprecated
@@ -98,7 +97,9 @@ class RegularizerConv(MessagePassing):
     operators are symmetric, the two directions of an edge share the mean of
     their masks (see :class:`~torch_geometric_regcn.nn.conv.edge_masking.EdgeMasking`).
     :obj:`"closed"` (dense) and :obj:`"lowrank"` (factors) have no edges to
-    mask.
+    mask. The non-quadratic regularisers read the same masked entries of
+    :math:`\hat{\mathbf{A}}` into their incidence matrix, so their edges are
+    explained with every solver.
 
     Entries that occur more than once add up, so every graph input means one
     matrix: an :obj:`edge_index` that lists a pair several times (a
@@ -370,17 +371,12 @@ class RegularizerConv(MessagePassing):
         graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)
         graph.propagate = self._propagate_matrix
+        graph.propagate_params, graph.edge_masking = (), None  # a cached graph's last masks
         if self.explain:
             if self.directed:
                 raise ValueError("Explaining a RegularizerConv with directed=True is not "
                                  "supported: its edge masks would apply to the symmetric "
                                  "operators; explain the undirected layer")
-            if isinstance(self.regularizer, IterativeRegularizer):
-                raise ValueError(f"Explaining a RegularizerConv with {self.regularizer!r} is not "
-                                 f"supported: its iteration reads the graph through the "
-                                 f"incidence matrix, which the edge masks do not reach; its "
-                                 f"own edge weights (e.g. RobustRegularizer.edge_weights) say "
-                                 f"which edges it trusted")
             if not (isinstance(edge_index, Tensor) and edge_index.layout == torch.strided):
                 raise ValueError("Explaining a RegularizerConv needs 'edge_index' as an edge "
                                  "index tensor (the edge mask refers to its columns)")
@@ -389,6 +385,7 @@ class RegularizerConv(MessagePassing):
             masking = edge_masking.EdgeMasking(self._edge_mask, self._apply_sigmoid,
                                                edge_index)
             graph.propagate = functools.partial(self._propagate_matrix, masking=masking)
+            graph.edge_masking = masking  # for the incidence of the non-quadratic ones
             if self._edge_mask.requires_grad:
                 graph.propagate_params = (self._edge_mask,)
         h = self.lin(x)
