@@ -53,7 +53,7 @@ object, or an object of them by dataset when the files hold several.
 
 With --journal, every run is appended to PATH as it finishes (one JSON line,
 harness.heterophily_results.Journal) and a run already there (same dataset,
-model, split and full configuration) is read back instead of trained: an
+model, split, full configuration and device type) is read back instead of trained: an
 interrupted comparison resumes where it stopped, and a run with a larger
 --points reuses the runs of a smaller one.
 
@@ -181,7 +181,8 @@ def main() -> None:
         grid = MODELS[name].grid
 
         def fit(name, split, metric, config, seed):
-            found = None if journal is None else journal.get(args.dataset, name, config, seed)
+            found = None if journal is None else journal.get(args.dataset, name, config, seed,
+                                                             args.device)
             from_journal[0] = found is not None
             if found is not None:
                 return found
@@ -189,7 +190,7 @@ def main() -> None:
                 result = fit_model(name, split, metric, config, seed,
                                    on_epoch=lambda _: bar.update())
             if journal is not None:
-                journal.add(args.dataset, name, config, seed, result)
+                journal.add(args.dataset, name, config, seed, args.device, result)
             return result
 
         def report(point, k, result, name=name, grid=grid):

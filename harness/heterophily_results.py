@@ -24,6 +24,8 @@ import statistics
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import torch
+
 from harness.heterophily import Config, Search, SplitResult
 
 Record = Dict[str, Any]
@@ -186,19 +188,20 @@ class Journal:
     r"""The runs of :mod:`examples.heterophily` kept as they finish, so that an
     interrupted comparison resumes and a larger search reuses the runs of a
     smaller one: one JSON line per run, appended and flushed as it ends,
-    :obj:`{"dataset", "model", "config", "split", "test", "val",
+    :obj:`{"dataset", "model", "config", "split", "device", "test", "val",
     "best_epoch", "seconds"}`.
 
-    A run is reused only for the same dataset, model, split (its seed) and
+    A run is reused only for the same dataset, model, split (its seed),
     full configuration (the protocol's fields included, so another number
-    of epochs never matches). A last line cut short (a process killed while
+    of epochs never matches) and device type (:obj:`"cpu"`, :obj:`"cuda"`:
+    their roundings and times differ). A last line cut short (a process killed while
     writing) is dropped with a warning; any other unreadable line raises
     :class:`ValueError` naming the file and line."""
     FIELDS = ('test', 'val', 'best_epoch', 'seconds')
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._runs: Dict[Tuple[str, str, str, int], SplitResult] = {}
+        self._runs: Dict[Tuple[str, str, str, int, str], SplitResult] = {}
         if not os.path.exists(path):
             return
         with open(path, 'rb') as f:
@@ -212,7 +215,8 @@ class Journal:
         for number, line in enumerate(raw[:whole].decode('utf-8').splitlines(), 1):
             try:
                 run = json.loads(line)
-                key = self._key(run['dataset'], run['model'], run['config'], run['split'])
+                key = self._key(run['dataset'], run['model'], run['config'], run['split'],
+                                run['device'])
                 result = SplitResult(*(run[field] for field in self.FIELDS))
             except (ValueError, KeyError, TypeError) as error:
                 raise ValueError(f'{path}, line {number}: not a run of the journal '
@@ -220,26 +224,28 @@ class Journal:
             self._runs[key] = result
 
     @staticmethod
-    def _key(dataset: str, model: str, config: Config, split: int
-             ) -> Tuple[str, str, str, int]:
+    def _key(dataset: str, model: str, config: Config, split: int, device: str
+             ) -> Tuple[str, str, str, int, str]:
         # As JSON: a tuple of the configuration and the list it is read back as are equal.
-        return dataset, model, json.dumps(config, sort_keys=True), int(split)
+        return (dataset, model, json.dumps(config, sort_keys=True), int(split),
+                torch.device(device).type)
 
     def __len__(self) -> int:
         return len(self._runs)
 
-    def get(self, dataset: str, model: str, config: Config, split: int
+    def get(self, dataset: str, model: str, config: Config, split: int, device: str
             ) -> Optional[SplitResult]:
         r"""The recorded run, or :obj:`None`."""
-        return self._runs.get(self._key(dataset, model, config, split))
+        return self._runs.get(self._key(dataset, model, config, split, device))
 
-    def add(self, dataset: str, model: str, config: Config, split: int,
+    def add(self, dataset: str, model: str, config: Config, split: int, device: str,
             result: SplitResult) -> None:
         r"""Records :obj:`result` (appended to the file and flushed)."""
+        key = self._key(dataset, model, config, split, device)
         run = {'dataset': dataset, 'model': model, 'config': config, 'split': int(split),
-               **result._asdict()}
+               'device': key[-1], **result._asdict()}
         with open(self.path, 'a', encoding='utf-8') as f:
             f.write(json.dumps(run) + '\n')
             f.flush()
             os.fsync(f.fileno())
-        self._runs[self._key(dataset, model, config, split)] = result
+        self._runs[key] = result

@@ -506,30 +506,32 @@ def test_journal_gives_back_a_run_only_for_its_dataset_model_split_and_config(tm
     config = {**configurations('regcn')[0]}  # holds a tuple ('gamma',): JSON reads a list
     run = SplitResult(test=0.5, val=0.625, best_epoch=7, seconds=1.25)
     journal = Journal(path)
-    assert len(journal) == 0 and journal.get('actor', 'regcn', config, 3) is None
-    journal.add('actor', 'regcn', config, 3, run)
+    assert len(journal) == 0 and journal.get('actor', 'regcn', config, 3, 'cpu') is None
+    journal.add('actor', 'regcn', config, 3, 'cpu', run)
     # A new reader of the file (another process, a later run) finds it; nothing else does.
     again = Journal(path)
     assert len(again) == 1
-    assert again.get('actor', 'regcn', json.loads(json.dumps(config)), 3) == run
-    assert again.get('actor', 'regcn', config | {'epochs': 10}, 3) is None
-    assert again.get('actor', 'regcn', config | {'root_weight': False}, 3) is None
-    assert again.get('actor', 'regcn', config, 4) is None
-    assert again.get('actor', 'gcn', config, 3) is None
-    assert again.get('minesweeper', 'regcn', config, 3) is None
+    assert again.get('actor', 'regcn', json.loads(json.dumps(config)), 3, 'cpu') == run
+    assert again.get('actor', 'regcn', config, 3, torch.device('cpu')) == run
+    assert again.get('actor', 'regcn', config | {'epochs': 10}, 3, 'cpu') is None
+    assert again.get('actor', 'regcn', config | {'root_weight': False}, 3, 'cpu') is None
+    assert again.get('actor', 'regcn', config, 4, 'cpu') is None
+    assert again.get('actor', 'regcn', config, 3, 'cuda:0') is None
+    assert again.get('actor', 'gcn', config, 3, 'cpu') is None
+    assert again.get('minesweeper', 'regcn', config, 3, 'cpu') is None
 
 
 def test_journal_drops_a_line_cut_short_and_refuses_a_bad_one(tmp_path):
     path = tmp_path / 'runs.jsonl'
     config = configurations('gcn')[0]
     journal = Journal(str(path))
-    journal.add('actor', 'gcn', config, 0, SplitResult(0.5, 0.5, 1, 1.0))
+    journal.add('actor', 'gcn', config, 0, 'cpu', SplitResult(0.5, 0.5, 1, 1.0))
     whole = path.read_bytes()
     path.write_bytes(whole + whole[:40])  # a second run stopped while writing its line
     with pytest.warns(UserWarning, match='last line was cut short'):
         resumed = Journal(str(path))
     assert len(resumed) == 1 and path.read_bytes() == whole
-    resumed.add('actor', 'gcn', config, 1, SplitResult(0.25, 0.5, 2, 1.0))
+    resumed.add('actor', 'gcn', config, 1, 'cpu', SplitResult(0.25, 0.5, 2, 1.0))
     assert len(Journal(str(path))) == 2
     path.write_bytes(b'{"dataset": "actor"}\n' + whole)
     with pytest.raises(ValueError, match=r'runs.jsonl, line 1: not a run of the journal'):
