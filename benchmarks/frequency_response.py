@@ -24,17 +24,19 @@ from torch_geometric_regcn import regularizers as R  # noqa: E402
 def main() -> None:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     lam = torch.linspace(-1, 1, 401, dtype=torch.float64)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     for name, cls in R.REGISTRY.items():
         if issubclass(cls, R.IterativeRegularizer):  # not linear filters: no response
             continue
         reg = cls()
-        ax.plot(lam, reg.frequency_response(lam), label=f'{name}: {reg!r}')
+        label = f'{name}: {reg!r}'
+        label = label if len(label) <= 60 else label[:57] + '...'  # a long coefficient vector
+        ax.plot(lam, reg.frequency_response(lam), label=label)
     ax.axhline(0, color='grey', lw=0.5)
     ax.set_xlabel(r'eigenvalue $\lambda$ of $\hat{A}$')
     ax.set_ylabel(r'gain $g(\lambda)$')
-    ax.set_title('Frequency response of each regulariser (default coefficients and solver)')
-    ax.legend(fontsize=7, loc='upper left')
+    ax.set_title('Frequency response of each regulariser\n(default coefficients and solver)')
+    ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     path = osp.join(FIGURES, 'frequency_response.png')
     fig.savefig(path, dpi=120)
