@@ -104,6 +104,9 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     pyg-lib or torch-sparse when one is installed with METIS support, else
     through pymetis (:obj:`pip install torch_geometric_regcn[metis]`, seed
     :data:`METIS_SEED`), and needs about :math:`16 E` bytes beyond the graph.
+    With :math:`P` close to :math:`N` METIS may leave parts empty (a path of
+    10 nodes in 9 parts gives four), and those ranks hold no rows; on real
+    graphs :math:`P \ll N` and every part holds close to :math:`N / P`.
     ``docs/distributed.md`` gives its measured halo and traffic.
 
     Args:
