@@ -120,49 +120,114 @@ def _symmetric_mask(ei, mask):
     return (dense + dense.T) / (count + count.T).clamp_min(1)
 
 
-def test_an_edge_mask_scales_the_penalty_of_its_edge():
-    from torch_geometric_regcn.nn.conv.edge_masking import EdgeMasking
-    # Huber below its threshold is Laplacian smoothing (test_robust.py); under a mask m,
-    # each edge's weight w_ij becomes m_ij w_ij and the degrees (with the self loop) stay:
-    # L_m = D^-1/2 (diag((W o M) 1) - W o M) D^-1/2, which is I - A^ where m = 1.
-    reg = R.RobustRegularizer(lam=2.0, penalty='huber', threshold=1e6, irls_tol=1e-9)
-    graph, x = operators(reg), h_in(3)
-    w, ei, _ = dense_weights()
-    mask = torch.rand(ei.size(1), dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    wm = w * _symmetric_mask(ei, mask)
-    scale = (1.0 + w.sum(1)).rsqrt()
-    lap = scale[:, None] * (torch.diag(wm.sum(1)) - wm) * scale[None, :]
-    exact = torch.linalg.solve(torch.eye(N, dtype=torch.float64) + 2.0 * lap, x)
-    graph.edge_masking = EdgeMasking(mask, False, graph.edge_index)
-    out = reg.solve(x, graph, tol=1e-13).out
-    # CG to 1e-13 on a system of condition <= 1 + 2 * 2 = 5, then one IRLS step: 1e-11.
-    torch.testing.assert_close(out, exact, rtol=0, atol=1e-11)
-    graph.edge_masking = None  # the unmasked incidence is the memoised one again
-    assert not torch.allclose(reg.solve(x, graph, tol=1e-13).out, exact, atol=1e-3)
-
-
-@pytest.mark.filterwarnings('ignore:.*IRLS stopped after')  # the same K in both calls
-@pytest.mark.parametrize('name, kw, solver', ALL)
-def test_a_mask_of_ones_changes_nothing_and_gradients_reach_the_mask(name, kw, solver):
+def _explained(conv, x, ei, mask, loss=None):
     from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
+    set_masks(conv, mask, ei, apply_sigmoid=False)
+    try:
+        out = conv(x, ei)
+        return out if loss is None else loss(out)
+    finally:
+        clear_masks(conv)
+
+
+def _mask(ei, seed=1, low=0.2):
+    gen = torch.Generator().manual_seed(seed)
+    return low + (1 - low) * torch.rand(ei.size(1), dtype=torch.float64, generator=gen)
+
+
+def test_a_masked_edge_is_an_edge_of_weight_m_w():
+    # Huber below its threshold is Laplacian smoothing (test_robust.py) on the graph
+    # whose edge weights are m w_ij, renormalised with those weights: dense float64.
+    torch.manual_seed(0)
+    conv = RegularizerConv(4, 3, regularizer='robust', penalty='huber', threshold=1e6,
+                           lam=2.0, irls_tol=1e-9, tol=1e-13, bias=False).double()
+    w, ei, _ = dense_weights()
+    x, mask = torch.randn(N, 4, dtype=torch.float64), _mask(ei)
+    wm = w * _symmetric_mask(ei, mask) + torch.eye(N, dtype=torch.float64)
+    scale = wm.sum(1).rsqrt()
+    lap = torch.eye(N, dtype=torch.float64) - scale[:, None] * wm * scale[None, :]
+    exact = torch.linalg.solve(torch.eye(N, dtype=torch.float64) + 2.0 * lap, conv.lin(x))
+    # CG to 1e-13 on a system of condition <= 1 + 2 * 2 = 5, one IRLS step: 1e-11.
+    torch.testing.assert_close(_explained(conv, x, ei, mask), exact, rtol=0, atol=1e-11)
+
+
+@pytest.mark.filterwarnings('ignore:.*IRLS stopped after')  # the same K in every call
+@pytest.mark.parametrize('name, kw, solver', ALL)
+def test_a_mask_is_the_edge_weights_of_its_mean_over_both_directions(name, kw, solver):
     torch.manual_seed(0)
     conv = RegularizerConv(4, 3, regularizer=name, solver=solver, tol=1e-12, max_iter=10000,
                            **kw).double()
     ei, _ = undirected_graph()
+    x, mask = torch.randn(N, 4, dtype=torch.float64), _mask(ei)
+    weight = _symmetric_mask(ei, mask)[ei[0], ei[1]]
+    # The same graph and the same sums: equal up to the rounding of K steps or of CG
+    # solves to 1e-12 (a solve whose stopping point moved by an iteration: ~1e-12).
+    torch.testing.assert_close(_explained(conv, x, ei, mask), conv(x, ei, weight),
+                               rtol=1e-9, atol=1e-12)
+    ones = torch.ones(ei.size(1), dtype=torch.float64)
+    torch.testing.assert_close(_explained(conv, x, ei, ones), conv(x, ei), rtol=1e-9,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize('name, kw, solver', [('robust', {'penalty': 'huber'}, 'irls'),
+                                              ('elastic', {'norm': 'l21'}, 'emp'),
+                                              ('airgnn', {}, 'amp'),
+                                              ('pgnn', {}, 'fixed_point')])
+def test_the_mask_gradient_is_the_finite_difference(name, kw, solver):
+    torch.manual_seed(0)
+    options = {'irls_tol': 1e-12, 'K': 50} if solver == 'irls' else {}
+    conv = RegularizerConv(4, 3, regularizer=name, solver=solver, tol=1e-13, max_iter=10000,
+                           **kw, **options).double()
+    ei, _ = undirected_graph()
+    x, mask = torch.randn(N, 4, dtype=torch.float64), _mask(ei)
+
+    def loss(m):
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')  # IRLS may stop at K before 1e-12
+            return _explained(conv, x, ei, m, lambda out: out[:5].square().sum())
+
+    mask.requires_grad_()
+    (grad,) = torch.autograd.grad(loss(mask), mask)
+    h = 1e-6
+    for e in (0, 7, 40):
+        step = torch.zeros_like(mask)
+        step[e] = h
+        with torch.no_grad():
+            numeric = (loss(mask.detach() + step) - loss(mask.detach() - step)) / (2 * h)
+        # Central differences of a smooth function of the mask: truncation ~h^2, rounding
+        # ~1e-16 |f| / h ~ 1e-9, the solves' stopping points (tol 1e-13 relative) ~1e-7.
+        assert float(grad[e]) == pytest.approx(float(numeric), rel=1e-5, abs=1e-6)
+
+
+def test_a_mask_of_zero_removes_the_edge_with_finite_gradients():
+    torch.manual_seed(0)
+    conv = RegularizerConv(4, 3, regularizer='elastic', norm='l21').double()
+    ei, _ = undirected_graph()
     x = torch.randn(N, 4, dtype=torch.float64)
-    plain = conv(x, ei)
-    mask = torch.ones(ei.size(1), dtype=torch.float64, requires_grad=True)
-    set_masks(conv, mask, ei, apply_sigmoid=False)
-    try:
-        out = conv(x, ei)
-        (grad,) = torch.autograd.grad(out.square().sum(), mask)
-    finally:
-        clear_masks(conv)
-    # The same sums, through message passing instead of a sparse product: float64
-    # rounding of K steps, or of CG solves to 1e-12 (should the rounding move a
-    # solve's stopping point by an iteration, the results still agree to ~1e-12).
-    torch.testing.assert_close(out, plain, rtol=1e-9, atol=1e-12)
-    assert bool(grad.isfinite().all()) and float(grad.abs().max()) > 0
+    pair = ((ei[0] == ei[0, 0]) & (ei[1] == ei[1, 0])) | ((ei[0] == ei[1, 0])
+                                                          & (ei[1] == ei[0, 0]))
+    mask = torch.ones(ei.size(1), dtype=torch.float64)
+    mask[pair] = 0.0
+    mask.requires_grad_()
+    out = _explained(conv, x, ei, mask)
+    (grad,) = torch.autograd.grad(out.square().sum(), mask)
+    assert bool(grad.isfinite().all())
+    # Both directions masked to zero: the graph without the edge.
+    torch.testing.assert_close(out, conv(x, ei[:, ~pair]), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.filterwarnings('ignore:.*IRLS stopped after')
+def test_explaining_leaves_the_cached_graph_as_it_was():
+    torch.manual_seed(0)
+    for name in ('robust', 'appnp'):
+        conv = RegularizerConv(4, 3, regularizer=name, cached=True).double()
+        ei, _ = undirected_graph()
+        x = torch.randn(N, 4, dtype=torch.float64)
+        plain = conv(x, ei)
+        graph = conv.graph(x, ei)
+        _explained(conv, x, ei, _mask(ei))
+        assert conv.graph(x, ei) is graph and graph.propagate_params == ()
+        torch.testing.assert_close(conv(x, ei), plain, rtol=0, atol=0)
 
 
 def test_gnn_explainer_explains_the_robust_regulariser():

@@ -106,5 +106,7 @@ def normalized_incidence(edge_index: Tensor, edge_weight: Tensor, num_nodes: int
         degree = torch.zeros_like(inv_degree).index_add(0, src, weight).index_add(0, dst, weight)
         norm = torch.where(degree > 0, degree.clamp_min(torch.finfo(degree.dtype).tiny).rsqrt(),
                            torch.zeros_like(degree))
-    root = weight.sqrt()
+    # sqrt(w), with a zero gradient (not NaN) at w = 0: an edge weighted or masked to zero.
+    root = torch.where(weight > 0, weight.clamp_min(torch.finfo(weight.dtype).tiny).sqrt(),
+                       torch.zeros_like(weight))
     return Incidence(src, dst, root * norm[src], root * norm[dst], num_nodes)

@@ -313,12 +313,6 @@ class GraphOperators:
         #: Tensors on which :attr:`propagate` depends and that want gradients
         #: through implicit solves (an explainer's edge mask).
         self.propagate_params: Tuple[Tensor, ...] = ()
-        #: An explainer's edge masking of this call, set by a layer
-        #: (:class:`~torch_geometric_regcn.nn.conv.edge_masking.EdgeMasking`):
-        #: :attr:`propagate` scales the entries of every product by it, and a
-        #: regulariser that reads the entries of :math:`\hat{\mathbf{A}}`
-        #: itself (an incidence matrix) scales them likewise. :obj:`None`: none.
-        self.edge_masking: Optional[Any] = None
 
     def matmul(self, matrix: Tensor, x: Tensor) -> Tensor:
         r"""The product :math:`\mathbf{A}\mathbf{X}` of a sparse operator

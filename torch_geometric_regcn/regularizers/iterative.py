@@ -68,12 +68,11 @@ class IterativeRegularizer(Regularizer):
     run eagerly under :func:`torch.compile` (a graph break), as the sparse
     quadratic ones do; their products are index operations on the graph's
     incidence matrix (:func:`~torch_geometric_regcn.linalg.incidence.normalized_incidence`).
-    An explainer's edge mask scales the off-diagonal entries of
-    :math:`\hat{\mathbf{A}}` (its degrees kept) before the incidence matrix
-    is read from them, as it scales the entries of every product of the
-    quadratic layers: an edge of mask :math:`m` enters the penalty with
-    weight :math:`m w_{ij}`, and the gradient reaches the mask through every
-    solver. With fixed coefficients
+    An explainer's edge mask :math:`m` reaches them as edge weights: a
+    :class:`~torch_geometric_regcn.RegularizerConv` being explained builds
+    its graph with weight :math:`m w_{ij}` on each edge (renormalised), so
+    every solver minimises one energy of that graph and the mask's gradient
+    is the edge weights'. With fixed coefficients
     and no trainable part, every layer's weights train through them (and
     gradients reach the input and the edge weights, e.g. for an attack).
     """
@@ -112,17 +111,10 @@ class IterativeRegularizer(Regularizer):
             raise ValueError(f"{type(self).__name__} runs in one process: its incidence "
                              f"matrix is not built on shards (drop 'partition' and 'group')")
 
-        masking = graph.edge_masking
-
         def build() -> Incidence:
             index, value = graph.adjacency_edges()
-            if masking is not None:  # off-diagonal entries scaled, the degrees kept
-                weight = masking.entry_weights(index, graph.num_nodes).to(value.dtype)
-                value = value * torch.where(index[0] == index[1], 1.0, weight)
             return normalized_incidence(index, value, graph.num_nodes, self.self_loops)
-        key = ('incidence', self.self_loops)
-        # A masked incidence lives as long as its mask: one call of the layer.
-        return graph.memo(key, build) if masking is None else masking.memo(key, build)
+        return graph.memo(('incidence', self.self_loops), build)
 
     def operator(self, graph: GraphOperators) -> Tensor:
         raise NotImplementedError(f'{type(self).__name__} is not quadratic: it has no operator '

@@ -1,12 +1,10 @@
 r"""An explainer's edge mask on the sparse operators of
 :class:`~torch_geometric_regcn.RegularizerConv`."""
-from typing import Any, Callable, Dict, Hashable, Optional, Tuple, TypeVar
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
 from torch_geometric.utils import to_edge_index
-
-T = TypeVar('T')
 
 
 class EdgeMasking:
@@ -46,7 +44,6 @@ class EdgeMasking:
         self.mask, self.apply_sigmoid, self.edge_index = mask, apply_sigmoid, edge_index
         self._ids: Dict[int, Tuple[Tensor, Tensor, Tensor]] = {}
         self._distinct_edges: Optional[Tuple[int, Tensor, Tensor, Tensor]] = None
-        self._derived: Dict[Hashable, Any] = {}
 
     def weights(self, matrix: Tensor) -> Tensor:
         r"""One weight per stored entry of the sparse :obj:`matrix`, in the
@@ -60,14 +57,6 @@ class EdgeMasking:
         :obj:`num_nodes` nodes (an edge list of its entries):
         :math:`O(|\mathrm{index}| \log |\mathcal{E}|)`."""
         return self._combine(*self._lookup(index[0], index[1], num_nodes), num_nodes)
-
-    def memo(self, key: Hashable, build: Callable[[], T]) -> T:
-        r"""Returns :obj:`build()`, computed once for :obj:`key` under this
-        masking (an operator rebuilt from the masked entries, such as an
-        incidence matrix, kept for the call's forward and backward passes)."""
-        if key not in self._derived:
-            self._derived[key] = build()
-        return self._derived[key]
 
     def _combine(self, forward: Tensor, backward: Tensor, n: int) -> Tensor:
         mask = self.mask.sigmoid() if self.apply_sigmoid else self.mask

@@ -1,4 +1,5 @@
 r"""One layer for the whole regularizer-centred framework."""
+import copy
 import functools
 from typing import Any, Dict, Optional, Sequence, Tuple, Type, Union
 
@@ -17,6 +18,7 @@ from torch_geometric_regcn.regularizers.graph import (
     build_graph,
     check_graph_types,
 )
+from torch_geometric_regcn.regularizers.iterative import IterativeRegularizer
 from torch_geometric_regcn.regularizers.registry import get
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.deprecation import moved, warn_deprecated
@@ -97,9 +99,10 @@ class RegularizerConv(MessagePassing):
     operators are symmetric, the two directions of an edge share the mean of
     their masks (see :class:`~torch_geometric_regcn.nn.conv.edge_masking.EdgeMasking`).
     :obj:`"closed"` (dense) and :obj:`"lowrank"` (factors) have no edges to
-    mask. The non-quadratic regularisers read the same masked entries of
-    :math:`\hat{\mathbf{A}}` into their incidence matrix, so their edges are
-    explained with every solver.
+    mask. The non-quadratic regularisers, which read the graph's weights
+    into their incidence matrix, take an edge of mask :math:`m` as an edge
+    of weight :math:`m w_{ij}` (the graph renormalised for the call), with
+    every solver.
 
     Entries that occur more than once add up, so every graph input means one
     matrix: an :obj:`edge_index` that lists a pair several times (a
@@ -370,8 +373,7 @@ class RegularizerConv(MessagePassing):
                                  f"adj_t) it cannot tell")
         graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)
-        graph.propagate = self._propagate_matrix
-        graph.propagate_params, graph.edge_masking = (), None  # a cached graph's last masks
+        graph.propagate, graph.propagate_params = self._propagate_matrix, ()
         if self.explain:
             if self.directed:
                 raise ValueError("Explaining a RegularizerConv with directed=True is not "
@@ -380,14 +382,8 @@ class RegularizerConv(MessagePassing):
             if not (isinstance(edge_index, Tensor) and edge_index.layout == torch.strided):
                 raise ValueError("Explaining a RegularizerConv needs 'edge_index' as an edge "
                                  "index tensor (the edge mask refers to its columns)")
-            # The solvers' backward passes may run after the explainer has
-            # cleared its masks: they keep the masking of this call.
-            masking = edge_masking.EdgeMasking(self._edge_mask, self._apply_sigmoid,
-                                               edge_index)
-            graph.propagate = functools.partial(self._propagate_matrix, masking=masking)
-            graph.edge_masking = masking  # for the incidence of the non-quadratic ones
-            if self._edge_mask.requires_grad:
-                graph.propagate_params = (self._edge_mask,)
+            graph = self._masked_graph(x, graph, edge_index, edge_weight, semantic_edge_index,
+                                       lowrank_w, lowrank_v)
         h = self.lin(x)
         if not is_compiling():
             check_projection(h, x)
@@ -401,6 +397,36 @@ class RegularizerConv(MessagePassing):
         if self.bias is not None:
             out = out + self.bias
         return out
+
+    def _masked_graph(self, x: Tensor, graph: GraphOperators, edge_index: Tensor,
+                      edge_weight: Optional[Tensor], semantic_edge_index: Optional[Tensor],
+                      lowrank_w: Optional[Tensor], lowrank_v: Optional[Tensor]
+                      ) -> GraphOperators:
+        # The graph of this call under the explainer's edge mask; the layer's
+        # (cached) graph is never changed.
+        masking = edge_masking.EdgeMasking(self._edge_mask, self._apply_sigmoid, edge_index)
+        if isinstance(self.regularizer, IterativeRegularizer):
+            # They read the graph's weights themselves (the incidence matrix):
+            # the mask enters as the weights m w_ij of a graph built for this
+            # call and renormalised, so every solver minimises one energy.
+            weight = masking.entry_weights(edge_index, x.size(0))
+            if edge_weight is not None:
+                weight = weight * edge_weight
+            masked = build_graph(self.regularizer, edge_index, x.size(0), weight,
+                                 solve_dtype(x.dtype), x=x, solver=self.solver,
+                                 semantic_edge_index=semantic_edge_index,
+                                 lowrank_w=lowrank_w, lowrank_v=lowrank_v)
+            masked.propagate = None  # plain products: the mask is in the weights already
+            return masked
+        # The others scale the entries of every product by it (message
+        # passing), on a shallow copy that shares the graph's operators. The
+        # solvers' backward passes, which may run after the explainer has
+        # cleared its masks, keep the masking of this call.
+        masked = copy.copy(graph)
+        masked.propagate = functools.partial(self._propagate_matrix, masking=masking)
+        if self._edge_mask.requires_grad:
+            masked.propagate_params = (self._edge_mask,)
+        return masked
 
     def _solve(self, h: Tensor, graph: GraphOperators) -> Tensor:
         # The solvers run in float32 or above, also under torch.autocast.
