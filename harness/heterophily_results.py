@@ -194,27 +194,33 @@ class Journal:
     A run is reused only for the same dataset, model, split (its seed),
     full configuration (the protocol's fields included, so another number
     of epochs never matches) and device type (:obj:`"cpu"`, :obj:`"cuda"`:
-    their roundings and times differ). A last line cut short (a process killed while
-    writing) is dropped with a warning; any other unreadable line raises
-    :class:`ValueError` naming the file and line."""
+    their roundings and times differ). The code is not part of the key:
+    start a new journal after changing a model. Several processes may append
+    to one journal (each line is one write); each reads it once, when
+    opened. A line that is not JSON (the part a process killed while
+    writing left) is skipped with a warning, and its run is done again; a
+    JSON line that is not a run raises :class:`ValueError` naming the file
+    and line (another file was given). The file is created when the journal
+    is opened, so a path that cannot be written fails before any training."""
     FIELDS = ('test', 'val', 'best_epoch', 'seconds')
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._runs: Dict[Tuple[str, str, str, int, str], SplitResult] = {}
-        if not os.path.exists(path):
-            return
+        with open(path, 'ab'):  # created (or checked writable) now
+            pass
         with open(path, 'rb') as f:
-            raw = f.read()
-        whole = raw.rfind(b'\n') + 1  # every run is written as one line with its newline
-        if raw[whole:].strip():
-            warnings.warn(f'{path}: its last line was cut short (a run stopped while writing '
-                          f'it); that run is done again', stacklevel=2)
-            with open(path, 'r+b') as f:
-                f.truncate(whole)
-        for number, line in enumerate(raw[:whole].decode('utf-8').splitlines(), 1):
+            lines = f.read().decode('utf-8', errors='replace').split('\n')
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
             try:
                 run = json.loads(line)
+            except ValueError:
+                warnings.warn(f'{path}, line {number}: cut short (a run stopped while writing '
+                              f'it); that run is done again', stacklevel=2)
+                continue
+            try:
                 key = self._key(run['dataset'], run['model'], run['config'], run['split'],
                                 run['device'])
                 result = SplitResult(*(run[field] for field in self.FIELDS))
@@ -244,8 +250,11 @@ class Journal:
         key = self._key(dataset, model, config, split, device)
         run = {'dataset': dataset, 'model': model, 'config': config, 'split': int(split),
                'device': key[-1], **result._asdict()}
-        with open(self.path, 'a', encoding='utf-8') as f:
-            f.write(json.dumps(run) + '\n')
+        with open(self.path, 'a+b') as f:
+            end = f.seek(0, os.SEEK_END)
+            torn = end > 0 and (f.seek(end - 1), f.read(1))[1] != b'\n'
+            # One write: a line cut short before it becomes a line of its own.
+            f.write((b'\n' if torn else b'') + (json.dumps(run) + '\n').encode('utf-8'))
             f.flush()
             os.fsync(f.fileno())
         self._runs[key] = result

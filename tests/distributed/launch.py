@@ -6,6 +6,7 @@ import io
 import os
 import queue
 import socket
+import sys
 import time
 import traceback
 
@@ -19,21 +20,32 @@ requires_gloo = pytest.mark.skipif(
     reason='torch.distributed with the gloo backend is not available in this torch build')
 
 
-#: What every rank imports anyway, imported once by the fork server.
-PRELOAD = ['torch', 'torch_geometric', 'torch_geometric_regcn']
+#: What every rank imports anyway (the bulk of a rank's start), imported once
+#: by the fork server. Not this package: the server resolves imports from its
+#: own path, which may not be the checkout under test.
+PRELOAD = ['torch', 'torch_geometric']
 
 
 def process_context():
-    """The multiprocessing context of the ranks: where the platform has it,
-    ``'forkserver'`` with :obj:`PRELOAD`, so that a rank starts as a fork of a
-    single-threaded server that has imported torch and PyG and never ran a
-    kernel (a fresh interpreter spends seconds on those imports); otherwise
-    ``'spawn'``. Either way a rank shares no state with the test's process."""
-    if 'forkserver' not in mp.get_all_start_methods():
+    """The multiprocessing context of the ranks: on Linux ``'forkserver'`` with
+    :obj:`PRELOAD`, so that a rank starts as a fork of a single-threaded
+    server that has imported torch and PyG and never ran a kernel (a fresh
+    interpreter spends seconds on those imports); elsewhere ``'spawn'``.
+    The server's environment is the one of the test that started it, so a
+    rank takes the launching process's ``os.environ`` from its arguments
+    (:func:`inherit_environment`)."""
+    if sys.platform != 'linux':
         return mp.get_context('spawn')
     context = mp.get_context('forkserver')
     context.set_forkserver_preload(PRELOAD)
     return context
+
+
+def inherit_environment(environ):
+    """Makes ``os.environ`` the launching process's :obj:`environ` (as a
+    spawned process would have it)."""
+    os.environ.clear()
+    os.environ.update(environ)
 
 
 def free_port() -> int:
@@ -42,7 +54,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank, world_size, port, backend, pg_timeout, fn, args, results):
+def _worker(rank, world_size, port, backend, pg_timeout, fn, args, results, environ):
+    inherit_environment(environ)
     os.environ.pop('OMP_NUM_THREADS', None)
     torch.set_num_threads(1)  # two cores shared by up to three ranks
     try:
@@ -71,7 +84,7 @@ def run_ranks(fn, world_size, *args, timeout=240.0, pg_timeout=60.0, backend='gl
     results = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_worker, args=(r, world_size, port, backend, pg_timeout, fn,
-                                               args, results), daemon=True)
+                                               args, results, dict(os.environ)), daemon=True)
              for r in range(world_size)]
     for p in procs:
         p.start()

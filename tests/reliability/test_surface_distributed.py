@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from tests.distributed.launch import process_context
+from tests.distributed.launch import inherit_environment, process_context
 from torch_geometric_regcn import TSGCN, LowRankInverse
 from torch_geometric_regcn.datasets import contextual_sbm
 from torch_geometric_regcn.distributed import global_mean
@@ -63,7 +63,8 @@ def _group():
     return _GROUP['short']
 
 
-def _worker(rank, world_size, port, fn, args, results):
+def _worker(rank, world_size, port, fn, args, results, environ):
+    inherit_environment(environ)
     os.environ.pop('OMP_NUM_THREADS', None)
     torch.set_num_threads(1)
     try:
@@ -88,8 +89,9 @@ def launch(fn, world_size, *args, timeout=60.0):
     ctx = process_context()
     results = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world_size, port, fn, args, results),
-                         daemon=True) for r in range(world_size)]
+    procs = [ctx.Process(target=_worker, args=(r, world_size, port, fn, args, results,
+                                               dict(os.environ)), daemon=True)
+             for r in range(world_size)]
     for p in procs:
         p.start()
     collected, deadline = {}, time.monotonic() + timeout
