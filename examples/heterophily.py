@@ -21,18 +21,18 @@ chosen on the test nodes. Each split's model is seeded by the split index
 (the same seeds for every configuration).
 
 Models: the package's recommended heterophily model `regcn` (RegularizerConv
-layers with the learned polynomial frequency response of degree 2; its grid,
-fixed before any measurement, is the 2-layer protocol with ego/neighbour
-separation (root_weight=True), the same without it, and residual connections
-with LayerNorm at 4 layers, so that --points 2 chooses the separation on
-validation), and its variants `regcn_dir` (one regulariser per edge direction),
-`regcn_signed` (the signed Laplacian, alpha learned from -0.25) and `regcn_sep`
-(the GCN regulariser with ego/neighbour separation); the baselines MLP, GCN,
-GraphSAGE, GAT, APPNP, GCNII, FAGCN (FAConv), Dir-GCN and Dir-SAGE
-(DirGNNConv: edge direction as stored, meaningful on the _directed sets),
-LINKX and Polynormer (PyG's), GPR-GNN (harness/gprgnn.py, from its paper);
-and the package's tsGCN by exact CG propagation for reference, with its
-semantic kNN graph (tsgcn) and without it (tsgcn_topology).
+layers with the learned polynomial frequency response of degree 2; its grid is
+the 2-layer protocol with ego/neighbour separation (root_weight=True), the
+same without it, and residual connections with LayerNorm at 4 layers, so that
+--points 2 chooses the separation on validation), and its variants `regcn_dir`
+(one regulariser per edge direction), `regcn_signed` (the signed Laplacian,
+alpha learned from -0.25) and `regcn_sep` (the GCN regulariser with
+ego/neighbour separation); the baselines MLP, GCN, GraphSAGE, GAT, APPNP,
+GCNII, FAGCN (FAConv), Dir-GCN and Dir-SAGE (DirGNNConv: edge direction as
+stored, meaningful on the _directed sets), LINKX and Polynormer (PyG's),
+GPR-GNN (harness/gprgnn.py, from its paper); and the package's tsGCN by exact
+CG propagation for reference, with its semantic kNN graph (tsgcn) and without
+it (tsgcn_topology).
 
 --dataset cora, citeseer or pubmed checks the models on the homophilous
 graphs instead: the paper's random splits of seeds 0..9 (20 labelled nodes
