@@ -20,9 +20,16 @@ import re
 import subprocess
 import sys
 import textwrap
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Set
+
+import pytest
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+#: The pages tests/test_install.py ran without a failure in the wheel's
+#: environment in this session (``config.stash``): tests/test_doc_snippets.py
+#: does not run them again.
+RAN_IN_WHEEL = pytest.StashKey[Set[str]]()
 
 #: The pages whose Python blocks are run, relative to the repository.
 PAGES = ['README.md'] + sorted(osp.join('docs', name) for name in os.listdir(osp.join(REPO, 'docs'))

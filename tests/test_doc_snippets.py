@@ -2,8 +2,8 @@ r"""Every Python block of ``README.md`` and ``docs/*.md`` runs as written: the
 blocks of a page in order, in one fresh interpreter, from an empty folder
 where the datasets they load lie offline (``tests/doc_snippets.py`` says
 how). ``tests/test_install.py`` runs them in an environment that holds the
-wheel and nothing else; in a session that runs it, the pages are not run here
-again (``tests/conftest.py``)."""
+wheel and nothing else; in a session that runs it, these tests run after it
+(``tests/conftest.py``) and skip the pages it ran."""
 import os
 import re
 import sys
@@ -11,7 +11,16 @@ import sys
 import pytest
 
 from harness.data import has_offline_copy
-from tests.doc_snippets import DATA_ROOTS, PAGES, REPO, blocks, lay_datasets, needs_data, run_page
+from tests.doc_snippets import (
+    DATA_ROOTS,
+    PAGES,
+    RAN_IN_WHEEL,
+    REPO,
+    blocks,
+    lay_datasets,
+    needs_data,
+    run_page,
+)
 
 OFFLINE = all(has_offline_copy(name) for names in DATA_ROOTS.values() for name in names)
 
@@ -25,7 +34,9 @@ def test_the_readme_and_the_docs_have_snippets():
 
 @pytest.mark.slow
 @pytest.mark.parametrize('page', [page for page in PAGES if blocks(page)])
-def test_snippets_run_as_written(page, tmp_path):
+def test_snippets_run_as_written(page, tmp_path, pytestconfig):
+    if page in pytestconfig.stash.get(RAN_IN_WHEEL, set()):
+        pytest.skip('run as written in the wheel environment by tests/test_install.py')
     if needs_data(page) and not OFFLINE:
         pytest.skip(f'{page} loads datasets that are not in ../shared/data')
     if needs_data(page):

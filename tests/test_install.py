@@ -23,7 +23,15 @@ import zipfile
 import pytest
 
 from harness.data import has_offline_copy
-from tests.doc_snippets import DATA_ROOTS, PAGES, blocks, lay_datasets, needs_data, run_page
+from tests.doc_snippets import (
+    DATA_ROOTS,
+    PAGES,
+    RAN_IN_WHEEL,
+    blocks,
+    lay_datasets,
+    needs_data,
+    run_page,
+)
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 PACKAGE = 'torch_geometric_regcn'
@@ -82,7 +90,7 @@ def repository_version():
 
 
 @pytest.mark.slow
-def test_wheel_installs_into_a_fresh_environment_and_runs_the_example(tmp_path):
+def test_wheel_installs_into_a_fresh_environment_and_runs_the_example(tmp_path, pytestconfig):
     env = user_env()
 
     # The wheel, built from a clean copy of the working tree.
@@ -139,18 +147,22 @@ def test_wheel_installs_into_a_fresh_environment_and_runs_the_example(tmp_path):
     assert re.search(r'^GCN\s+test accuracy: \d', out, flags=re.M), out
 
     # Every Python block of the README and of docs/, as a reader runs them: with
-    # the wheel and nothing else, from a folder where the datasets they load lie
-    # offline (tests/doc_snippets.py); tests/test_doc_snippets.py runs them in this
-    # environment in sessions without this test.
-    snippets = tmp_path / 'snippets'
-    snippets.mkdir()
+    # the wheel and nothing else, each page from an empty folder where the datasets
+    # it loads lie offline (tests/doc_snippets.py). tests/test_doc_snippets.py runs
+    # in this environment the pages not run here (all, in sessions without this test).
     offline = all(has_offline_copy(name) for names in DATA_ROOTS.values() for name in names)
-    if offline:
-        lay_datasets(str(snippets))
     pages = [page for page in PAGES if blocks(page) and (offline or not needs_data(page))]
     if not offline:
         warnings.warn(f'the snippets of {[p for p in PAGES if needs_data(p)]} were not run: '
                       f'they load datasets that are not in ../shared/data', stacklevel=1)
-    failures = [failure for page in pages
-                for failure in run_page(page, str(python), str(snippets), env)]
+    ran, failures = pytestconfig.stash.setdefault(RAN_IN_WHEEL, set()), []
+    for number, page in enumerate(pages):
+        folder = tmp_path / f'snippets{number}'
+        folder.mkdir()
+        if needs_data(page):
+            lay_datasets(str(folder))
+        failed = run_page(page, str(python), str(folder), env)
+        failures += failed
+        if not failed:
+            ran.add(page)
     assert not failures, '\n\n'.join(failures)
