@@ -19,14 +19,13 @@ Scores are fractions in :math:`[0, 1]`; every list per split is in the order
 of :obj:`"splits"`."""
 import json
 import math
-import os
 import statistics
-import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from harness.heterophily import Config, Search, SplitResult
+from harness.results import ResultStore
 
 Record = Dict[str, Any]
 
@@ -187,74 +186,44 @@ def format_summary(records: Dict[str, Record]) -> str:
 class Journal:
     r"""The runs of :mod:`examples.heterophily` kept as they finish, so that an
     interrupted comparison resumes and a larger search reuses the runs of a
-    smaller one: one JSON line per run, appended and flushed as it ends,
-    :obj:`{"dataset", "model", "config", "split", "device", "test", "val",
-    "best_epoch", "seconds"}`.
+    smaller one: a :class:`~harness.results.ResultStore` (one JSON line per
+    run, a cut last line dropped) of :obj:`{"dataset", "model", "config",
+    "split", "device", "test", "val", "best_epoch", "seconds"}`.
 
     A run is reused only for the same dataset, model, split (its seed),
     full configuration (the protocol's fields included, so another number
     of epochs never matches) and device type (:obj:`"cpu"`, :obj:`"cuda"`:
     their roundings and times differ). The code is not part of the key:
-    start a new journal after changing a model. Several processes may append
-    to one journal (each line is one write); each reads it once, when
-    opened. A line that is not JSON (the part a process killed while
-    writing left) is skipped with a warning, and its run is done again; a
-    JSON line that is not a run raises :class:`ValueError` naming the file
-    and line (another file was given). The file is created when the journal
-    is opened, so a path that cannot be written fails before any training."""
+    start a new journal after changing a model. The file is created when
+    the journal is opened, so a path that cannot be written fails before
+    any training."""
     FIELDS = ('test', 'val', 'best_epoch', 'seconds')
 
     def __init__(self, path: str) -> None:
-        self.path = path
-        self._runs: Dict[Tuple[str, str, str, int, str], SplitResult] = {}
         with open(path, 'ab'):  # created (or checked writable) now
             pass
-        with open(path, 'rb') as f:
-            lines = f.read().decode('utf-8', errors='replace').split('\n')
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                run = json.loads(line)
-            except ValueError:
-                warnings.warn(f'{path}, line {number}: cut short (a run stopped while writing '
-                              f'it); that run is done again', stacklevel=2)
-                continue
-            try:
-                key = self._key(run['dataset'], run['model'], run['config'], run['split'],
-                                run['device'])
-                result = SplitResult(*(run[field] for field in self.FIELDS))
-            except (ValueError, KeyError, TypeError) as error:
-                raise ValueError(f'{path}, line {number}: not a run of the journal '
-                                 f'({type(error).__name__}: {error})') from error
-            self._runs[key] = result
+        self.path = path
+        self._store = ResultStore(path, lambda run: self._key(
+            run['dataset'], run['model'], run['config'], run['split'], run['device']))
 
     @staticmethod
-    def _key(dataset: str, model: str, config: Config, split: int, device: str
-             ) -> Tuple[str, str, str, int, str]:
+    def _key(dataset: str, model: str, config: Config, split: int, device: str) -> str:
         # As JSON: a tuple of the configuration and the list it is read back as are equal.
-        return (dataset, model, json.dumps(config, sort_keys=True), int(split),
-                torch.device(device).type)
+        return json.dumps([dataset, model, config, int(split), torch.device(device).type],
+                          sort_keys=True)
 
     def __len__(self) -> int:
-        return len(self._runs)
+        return len(self._store)
 
     def get(self, dataset: str, model: str, config: Config, split: int, device: str
             ) -> Optional[SplitResult]:
         r"""The recorded run, or :obj:`None`."""
-        return self._runs.get(self._key(dataset, model, config, split, device))
+        run = self._store.get(self._key(dataset, model, config, split, device))
+        return None if run is None else SplitResult(*(run[field] for field in self.FIELDS))
 
     def add(self, dataset: str, model: str, config: Config, split: int, device: str,
             result: SplitResult) -> None:
         r"""Records :obj:`result` (appended to the file and flushed)."""
-        key = self._key(dataset, model, config, split, device)
-        run = {'dataset': dataset, 'model': model, 'config': config, 'split': int(split),
-               'device': key[-1], **result._asdict()}
-        with open(self.path, 'a+b') as f:
-            end = f.seek(0, os.SEEK_END)
-            torn = end > 0 and (f.seek(end - 1), f.read(1))[1] != b'\n'
-            # One write: a line cut short before it becomes a line of its own.
-            f.write((b'\n' if torn else b'') + (json.dumps(run) + '\n').encode('utf-8'))
-            f.flush()
-            os.fsync(f.fileno())
-        self._runs[key] = result
+        self._store.add({'dataset': dataset, 'model': model, 'config': config,
+                         'split': int(split), 'device': torch.device(device).type,
+                         **result._asdict()})

@@ -4,7 +4,8 @@ benchmark resumes by skipping the runs already stored."""
 import json
 import os
 import os.path as osp
-from typing import Any, Callable, Dict, Iterator, List
+import warnings
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 Record = Dict[str, Any]
 
@@ -15,8 +16,10 @@ class ResultStore:
 
     Opening the store reads the file (a missing file is an empty store). A
     last line without its newline is a run whose writing was interrupted: it
-    is cut off, so the run is done again. Two lines with the same key are an
-    error (a run is stored once).
+    is cut off (unless another process appended since), with a warning, so
+    the run is done again. A line that is not JSON or has no key, and two
+    lines with the same key, are errors naming the line (a run is stored
+    once).
 
     Example::
 
@@ -35,13 +38,22 @@ class ResultStore:
             data = f.read()
         end = data.rfind(b'\n') + 1
         if end < len(data):  # an interrupted write: drop the partial line
+            warnings.warn(f'{path}: its last line was cut short (a run stopped while '
+                          f'writing it); it is dropped and that run is done again',
+                          stacklevel=2)
             with open(path, 'r+b') as f:
-                f.truncate(end)
+                # Only if nothing was appended since it was read (another process).
+                if f.seek(0, os.SEEK_END) == len(data):
+                    f.truncate(end)
         for number, line in enumerate(data[:end].decode('utf-8').splitlines(), 1):
             if not line.strip():
                 continue
-            record = json.loads(line)
-            k = key(record)
+            try:
+                record = json.loads(line)
+                k = key(record)
+            except (ValueError, KeyError, TypeError) as error:
+                raise ValueError(f'{path}, line {number}: not a run of this store '
+                                 f'({type(error).__name__}: {error})') from error
             if k in self._records:
                 raise ValueError(f'{path}, line {number}: run {k!r} is stored twice')
             self._records[k] = record
@@ -55,6 +67,10 @@ class ResultStore:
     def __iter__(self) -> Iterator[Record]:
         r"""The records in the order of the file."""
         return iter(list(self._records.values()))
+
+    def get(self, key: str) -> Optional[Record]:
+        r"""The record stored under :obj:`key`, or :obj:`None`."""
+        return self._records.get(key)
 
     def records(self) -> List[Record]:
         r"""The records in the order of the file."""

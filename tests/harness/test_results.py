@@ -52,7 +52,8 @@ def test_an_interrupted_last_line_is_dropped(tmp_path):
     path = tmp_path / 'runs.jsonl'
     full = ''.join(json.dumps(run) + '\n' for run in RUNS[:2])
     path.write_text(full + json.dumps(RUNS[2])[:17])  # killed while writing the third
-    store = ResultStore(str(path), key)
+    with pytest.warns(UserWarning, match='last line was cut short'):
+        store = ResultStore(str(path), key)
     assert store.records() == RUNS[:2]
     assert path.read_text() == full  # cut off, so the next line starts cleanly
     store.add(RUNS[2])
@@ -67,4 +68,7 @@ def test_a_run_is_stored_once(tmp_path):
         store.add(dict(RUNS[0], acc=0.0))
     path.write_text(json.dumps(RUNS[0]) + '\n\n' + json.dumps(RUNS[0]) + '\n')
     with pytest.raises(ValueError, match='line 3'):
+        ResultStore(str(path), key)
+    path.write_text(json.dumps({'name': 'a'}) + '\n')  # no key: another file
+    with pytest.raises(ValueError, match=r'line 1: not a run of this store \(KeyError'):
         ResultStore(str(path), key)
