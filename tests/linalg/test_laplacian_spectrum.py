@@ -274,6 +274,23 @@ def float32_from_300_nodes(monkeypatch):
     return outcomes
 
 
+def check_against_dense(pairs, ei, w, n, k, gap, value_error):
+    r"""The pairs against a dense float64 eigendecomposition of the graph's
+    Laplacian: each pair has a float64 relative residual <= tol = 1e-6
+    (||A_hat|| <= 1), so its eigenvalue errs by at most residual^2 / gap (the
+    gaps asserted >= :obj:`gap`) plus the dense solve's rounding, 1e-13."""
+    lap = dense_laplacian(ei, w, n)
+    values = np.linalg.eigvalsh(lap.numpy())
+    vectors = pairs.eigenvectors
+    assert np.diff(values[:k + 2]).min() > gap
+    assert pairs.converged and pairs.residual <= 1e-6
+    assert np.abs(pairs.eigenvalues.numpy() - values[1:k + 1]).max() < value_error
+    assert float((lap @ vectors - vectors * pairs.eigenvalues).norm(dim=0).max()) < 1.1e-6
+    torch.testing.assert_close(vectors.T @ vectors, torch.eye(k, dtype=torch.float64),
+                               atol=1e-10, rtol=0)
+    return vectors
+
+
 @pytest.mark.parametrize('rough', [False, True])
 def test_float32_solve_matches_dense_eigh(float32_from_300_nodes, monkeypatch, rough):
     if rough:  # a float32 result too rough for the refinement: float64 Lanczos follows
@@ -292,18 +309,8 @@ def test_float32_solve_matches_dense_eigh(float32_from_300_nodes, monkeypatch, r
                                          self_loops=False, return_degree=True)
     pairs = laplacian_eigenpairs(ei, w, degree, k)
     assert float32_from_300_nodes == [not rough]  # solved in float32, or not converged there
-    lap = dense_laplacian(ei, w, n)
-    values = np.linalg.eigvalsh(lap.numpy())
-    vectors = pairs.eigenvectors
-    # Each pair has a float64 relative residual <= tol = 1e-6 (||A_hat|| <= 1);
-    # the eigenvalues then err by at most residual^2 / gap (gaps >= 5e-5 here:
-    # 2e-8), and by the dense solve's rounding, 1e-13.
-    assert np.diff(values[:k + 2]).min() > 5e-5
-    assert pairs.converged and pairs.residual <= 1e-6
-    assert np.abs(pairs.eigenvalues.numpy() - values[1:k + 1]).max() < 1e-8
-    assert float((lap @ vectors - vectors * pairs.eigenvalues).norm(dim=0).max()) < 1.1e-6
-    torch.testing.assert_close(vectors.T @ vectors, torch.eye(k, dtype=torch.float64),
-                               atol=1e-10, rtol=0)
+    # gaps >= 5e-5: eigenvalue error <= 1e-12 / 5e-5 = 2e-8 (1e-8 asserted).
+    vectors = check_against_dense(pairs, ei, w, n, k, gap=5e-5, value_error=1e-8)
     check_signs(vectors)
     again = laplacian_eigenpairs(ei, w, degree, k)  # deterministic
     assert torch.equal(again.eigenvectors, vectors)
@@ -323,14 +330,5 @@ def test_float32_solve_deflates_the_trivial_vector(float32_from_300_nodes):
                                          self_loops=False, return_degree=True)
     pairs = laplacian_eigenpairs(ei, w, degree, k)
     assert float32_from_300_nodes == [True]
-    lap = dense_laplacian(ei, w, n)
-    values = np.linalg.eigvalsh(lap.numpy())
-    vectors = pairs.eigenvectors
-    # As above: residual <= tol = 1e-6, eigenvalue error <= residual^2 / gap
-    # (gaps >= 1e-5, asserted: 1e-7) plus the dense solve's rounding.
-    assert np.diff(values[:k + 2]).min() > 1e-5
-    assert pairs.converged and pairs.residual <= 1e-6
-    assert np.abs(pairs.eigenvalues.numpy() - values[1:k + 1]).max() < 1e-7
-    assert float((lap @ vectors - vectors * pairs.eigenvalues).norm(dim=0).max()) < 1.1e-6
-    torch.testing.assert_close(vectors.T @ vectors, torch.eye(k, dtype=torch.float64),
-                               atol=1e-10, rtol=0)
+    # gaps >= 1e-5: eigenvalue error <= 1e-12 / 1e-5 = 1e-7.
+    check_against_dense(pairs, ei, w, n, k, gap=1e-5, value_error=1e-7)
