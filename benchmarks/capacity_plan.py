@@ -30,7 +30,11 @@ EPOCH_CORE_SECONDS = 4.64  # one training epoch (forward, backward, step), idem
 # ``python -m benchmarks.operator_build --nodes 200000 1000000 --ranks 2`` (24-35 for
 # one process, one and two gloo ranks; 108-171 before S was built by chunks of rows).
 BUILD_BYTES_PER_ENTRY = 35
-LANCZOS_WORK = 3.0  # peak rise of a Lanczos rank over its basis (P = 1, 2; 3.5 at P = 3)
+# Peak rise of the Lanczos stage over its basis, without halo: 1,116 MiB over a basis of
+# 519 MiB for one process at 500,000 nodes (benchmarks/results/distributed_500k.md, the
+# basis, the eigenvectors, the factors and the work blocks; 2.9-3.5 before the solver
+# kept one workspace). With P > 1 the halo exchange adds its transient, halo_transient().
+LANCZOS_WORK = 2.2
 CYCLES = 16  # filtered cycles to tol 1e-4 on the 200,000-node graph (its full run)
 HALO_BUDGET = 64 * 2**20  # linalg.sharded_matrix.HALO_BUDGET: the halo rows of one exchange
 DEGREE = 8  # the Chebyshev filter's degree
@@ -59,19 +63,33 @@ def entries(parts: int) -> float:
     return (2 * EDGES + SEMANTIC_PER_NODE * NODES + NODES) / parts
 
 
+def halo_transient(parts: int) -> float:
+    r"""Bytes of one product's exchange at the worst-case halo (every other
+    rank's rows, :math:`h = N - n`, each rank's rows sent to every other,
+    :math:`s = (P - 1) n`): :class:`~torch_geometric_regcn.linalg.ShardedMatrix`'s
+    transient of :math:`(n + 2h + s) c` numbers, its chunk of :math:`c`
+    columns holding :data:`HALO_BUDGET` bytes of halo rows. Against the
+    500,000-node run it overestimates the Lanczos peak by 4 % (P = 2) and
+    12 % (P = 3)."""
+    rows = NODES / parts
+    if parts == 1:
+        return 0.0
+    halo = NODES - rows
+    return HALO_BUDGET * (rows + 2 * halo + (parts - 1) * rows) / halo
+
+
 def memory(parts: int, rank: int) -> dict:
-    r"""Bytes per rank: float32 values, CSR with int32 columns, the halo
-    buffer of the worst-case halo (every other rank's rows), bounded by
-    :data:`HALO_BUDGET` (the block's columns exchanged in chunks)."""
+    r"""Bytes per rank: float32 values, CSR with int32 columns, and in the
+    Lanczos stage the transient of a product's halo exchange
+    (:func:`halo_transient`)."""
     rows = NODES / parts
     x, s = 4 * rows * FEATURES, 8 * entries(parts)
     basis = 4 * rows * basis_columns(rank)
-    halo = min(4 * (NODES - rows) * min(rank, BLOCK), HALO_BUDGET)
     return {
         'x': x,
         'S': s,
         'build S': BUILD_BYTES_PER_ENTRY * entries(parts) + x,
-        'Lanczos': LANCZOS_WORK * basis + s + x + halo,
+        'Lanczos': LANCZOS_WORK * basis + s + x + halo_transient(parts),
         'training': x + 8 * rows * rank,
     }
 

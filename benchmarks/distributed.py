@@ -159,9 +159,16 @@ def _traffic_table(rep: Report, runs: _Runs, stages: Sequence[str]) -> None:
         rep.table(['stage'] + [r[0] for r in runs.multi], rows)
 
 
-TIME_TEXT = ('Wall time in seconds (the slowest rank; the ranks start each stage together), '
-             'the scaling efficiency T1 / (P · TP) against one process with {t} thread(s), and '
-             'the speed-up against one process with {b} threads:')
+TIME_TEXT = ('Wall time in seconds (the slowest rank; the ranks start each stage together) '
+             'and the scaling efficiency T1 / (P · TP) against one process with {t} '
+             'thread(s){b}:')
+
+
+def time_text(args) -> str:
+    r""":data:`TIME_TEXT` for a run, naming its extra one-process run if it had one."""
+    extra = (f', and the speed-up against one process with {args.baseline_threads} threads'
+             if args.baseline_threads else '')
+    return TIME_TEXT.format(t=args.threads, b=extra)
 MEMORY_TEXT = ('Peak resident memory of each rank during each stage, in MiB (rank 0 / rank 1 '
                '/ ...; the whole process, its kernel high-water mark reset at the start of the '
                'stage), and in brackets its rise above the start of the stage:')
@@ -203,7 +210,7 @@ def _pipeline_section(rep: Report, runs: _Runs, args: argparse.Namespace,
             f'reached.')
         rep()
     stages = list(STAGES)
-    rep(TIME_TEXT.format(t=args.threads, b=args.baseline_threads))
+    rep(time_text(args))
     rep()
     _time_table(rep, runs, stages + ['total', 'ms per epoch (median)'])
     rep(MEMORY_TEXT)
@@ -278,7 +285,7 @@ def _knn_section(rep: Report, runs: _Runs, args: argparse.Namespace) -> None:
         f'the ring of ranks): {semantic:,} directed edges.')
     rep()
     stages = ['shard generation', 'semantic graph']
-    rep(TIME_TEXT.format(t=args.threads, b=args.baseline_threads))
+    rep(time_text(args))
     rep()
     _time_table(rep, runs, stages)
     rep(MEMORY_TEXT)
