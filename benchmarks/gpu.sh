@@ -9,7 +9,7 @@
 # repository root, which puts the package and harness/ on the import path.
 # Each step has its own time limit and a failing step does not stop the next;
 # whatever each step wrote is copied to $OUT: the log of every step (run.log),
-# benchmarks/results/{scale,eigensolver}_cuda.md and accuracy.jsonl, every
+# benchmarks/results/{scale,eigensolver,eigen_pe}_cuda.md and accuracy.jsonl, every
 # accuracy cell with those run on the GPU appended (copy it over
 # benchmarks/results/accuracy.jsonl, then `python -m benchmarks.accuracy
 # --summary-only` rewrites accuracy.md). DEVICE, NODES, SYNTH and BUDGET shrink
@@ -49,6 +49,10 @@ step scale 200 python3 -m benchmarks.scale --device "$DEVICE" --nodes "$NODES"
 # eigsh's float64 reference alone takes about 100 s on the 169k-node graph
 step eigensolver 240 python3 -m benchmarks.eigensolver --device "$DEVICE" \
   --threads "$(nproc)" --repeats 2 --eigsh-tols 1e-5 --no-chebyshev --synthetic-nodes "$SYNTH"
+# LaplacianEigenPE on the GPU against PyG's (scipy, on the CPU) on the three workloads.
+step eigen_pe 150 python3 -m benchmarks.eigen_pe --device "$DEVICE" --threads "$(nproc)" \
+  --families molecules pubmed large --repeats 2 --synthetic-nodes "$SYNTH" \
+  --output "benchmarks/results/eigen_pe_$DEVICE.md"
 # Table 3 cells: first 3 seeds of everything missing, then up to 10.
 step accuracy3 400 python3 -m benchmarks.accuracy --device "$DEVICE" --seeds 3 \
   --datasets PubMed ACM UAI BlogCatalog Flickr CiteSeer
