@@ -68,9 +68,9 @@ def halo_transient(parts: int) -> float:
     rank's rows, :math:`h = N - n`, each rank's rows sent to every other,
     :math:`s = (P - 1) n`): :class:`~torch_geometric_regcn.linalg.ShardedMatrix`'s
     transient of :math:`(n + 2h + s) c` numbers, its chunk of :math:`c`
-    columns holding :data:`HALO_BUDGET` bytes of halo rows. Against the
-    500,000-node run it overestimates the Lanczos peak by 4 % (P = 2) and
-    12 % (P = 3)."""
+    columns holding :data:`HALO_BUDGET` bytes of halo rows. With
+    :data:`LANCZOS_WORK` times the basis it gives a Lanczos peak 4 % (P = 2)
+    and 12 % (P = 3) above those measured at 500,000 nodes."""
     rows = NODES / parts
     if parts == 1:
         return 0.0
