@@ -30,11 +30,11 @@ EPOCH_CORE_SECONDS = 4.64  # one training epoch (forward, backward, step), idem
 # ``python -m benchmarks.operator_build --nodes 200000 1000000 --ranks 2`` (24-35 for
 # one process, one and two gloo ranks; 108-171 before S was built by chunks of rows).
 BUILD_BYTES_PER_ENTRY = 35
-# Peak rise of the Lanczos stage over its basis, without halo: 1,116 MiB over a basis of
-# 519 MiB for one process at 500,000 nodes (benchmarks/results/distributed_500k.md, the
-# basis, the eigenvectors, the factors and the work blocks; 2.9-3.5 before the solver
-# kept one workspace). With P > 1 the halo exchange adds its transient, halo_transient().
-LANCZOS_WORK = 2.2
+# Peak rise of a rank's Lanczos stage over its basis, less the halo transient below:
+# at 500,000 nodes (benchmarks/results/distributed_500k.md) 2.15 for one process, up to
+# 2.83 (P = 2) and 2.72 (P = 3) on the largest rank; the plan takes the largest, rounded
+# up (3.0 and 3.5 in the 2,000,000-node run before the solver kept one workspace).
+LANCZOS_WORK = 2.9
 CYCLES = 16  # filtered cycles to tol 1e-4 on the 200,000-node graph (its full run)
 HALO_BUDGET = 64 * 2**20  # linalg.sharded_matrix.HALO_BUDGET: the halo rows of one exchange
 DEGREE = 8  # the Chebyshev filter's degree
@@ -64,18 +64,18 @@ def entries(parts: int) -> float:
 
 
 def halo_transient(parts: int) -> float:
-    r"""Bytes of one product's exchange at the worst-case halo (every other
-    rank's rows, :math:`h = N - n`, each rank's rows sent to every other,
-    :math:`s = (P - 1) n`): :class:`~torch_geometric_regcn.linalg.ShardedMatrix`'s
-    transient of :math:`(n + 2h + s) c` numbers, its chunk of :math:`c`
-    columns holding :data:`HALO_BUDGET` bytes of halo rows. With
-    :data:`LANCZOS_WORK` times the basis it gives a Lanczos peak 4 % (P = 2)
-    and 12 % (P = 3) above those measured at 500,000 nodes."""
-    rows = NODES / parts
+    r"""Bytes of one block product's halo exchange at the worst-case halo
+    (every other rank's rows, :math:`h = N - n`; each rank's rows sent to
+    every other, :math:`s = (P - 1) n`): the transient of :math:`(n + 2h +
+    s) c` numbers of :class:`~torch_geometric_regcn.linalg.ShardedMatrix`,
+    whose chunks hold :math:`c = \max(1, \min(b, \lfloor
+    \text{budget} / (4h) \rfloor))` of the block's :math:`b` columns."""
     if parts == 1:
         return 0.0
+    rows = NODES / parts
     halo = NODES - rows
-    return HALO_BUDGET * (rows + 2 * halo + (parts - 1) * rows) / halo
+    columns = max(1, min(BLOCK, int(HALO_BUDGET // (4 * halo))))
+    return 4 * (rows + 2 * halo + (parts - 1) * rows) * columns
 
 
 def memory(parts: int, rank: int) -> dict:
