@@ -26,9 +26,10 @@ and the bytes it sent through the library's collectives (``traffic_stage``):
 5. ``--epochs`` full-batch epochs of the paper's 2-layer tsGCN (hidden 32,
    Adam) under DistributedDataParallel with ``global_mean``.
 
-The single process runs twice, with one thread (the reference ``T1`` of the
-scaling efficiency ``T1 / (P * TP)``) and with ``--baseline-threads`` threads
-(the best one process can do on a 2-core machine). Every run uses the same
+The single process runs with one thread (the reference ``T1`` of the
+scaling efficiency ``T1 / (P * TP)``) and, unless ``--baseline-threads`` is 0,
+again with that many threads (the best one process can do on a 2-core
+machine). Every run uses the same
 sharded code (a one-rank gloo group for one process).
 
 Run from the repository root::
@@ -164,11 +165,13 @@ TIME_TEXT = ('Wall time in seconds (the slowest rank; the ranks start each stage
              'thread(s){b}:')
 
 
-def time_text(args) -> str:
-    r""":data:`TIME_TEXT` for a run, naming its extra one-process run if it had one."""
-    extra = (f', and the speed-up against one process with {args.baseline_threads} threads'
-             if args.baseline_threads else '')
+def time_text(args, runs: _Runs) -> str:
+    r""":data:`TIME_TEXT` for a run, naming its extra one-process run where it ran."""
+    extra = (f', and the speed-up against one process with {runs.baseline[2]} threads'
+             if runs.baseline is not None else '')
     return TIME_TEXT.format(t=args.threads, b=extra)
+
+
 MEMORY_TEXT = ('Peak resident memory of each rank during each stage, in MiB (rank 0 / rank 1 '
                '/ ...; the whole process, its kernel high-water mark reset at the start of the '
                'stage), and in brackets its rise above the start of the stage:')
@@ -210,7 +213,7 @@ def _pipeline_section(rep: Report, runs: _Runs, args: argparse.Namespace,
             f'reached.')
         rep()
     stages = list(STAGES)
-    rep(time_text(args))
+    rep(time_text(args, runs))
     rep()
     _time_table(rep, runs, stages + ['total', 'ms per epoch (median)'])
     rep(MEMORY_TEXT)
@@ -285,7 +288,7 @@ def _knn_section(rep: Report, runs: _Runs, args: argparse.Namespace) -> None:
         f'the ring of ranks): {semantic:,} directed edges.')
     rep()
     stages = ['shard generation', 'semantic graph']
-    rep(time_text(args))
+    rep(time_text(args, runs))
     rep()
     _time_table(rep, runs, stages)
     rep(MEMORY_TEXT)
@@ -301,9 +304,10 @@ def _reading(rep: Report, main: _Runs, knn: Optional[_Runs], surrogate: bool) ->
     rep()
     rep('This machine has 2 cores, so no run can be more than twice as fast as one process '
         'with one thread: the scaling efficiency T1 / (P · TP) is at most 1 for 2 processes '
-        'and at most 2/3 for 3 (three single-threaded ranks share two cores), and the '
-        'speed-up over the best single process (2 threads) is bounded near 1 wherever two '
-        'threads already use both cores. What sharding is for, more memory than one machine '
+        'and at most 2/3 for 3 (three single-threaded ranks share two cores)'
+        + (', and the speed-up over the best single process (2 threads) is bounded near 1 '
+           'wherever two threads already use both cores' if main.baseline is not None else '')
+        + '. What sharding is for, more memory than one machine '
         'has, shows in the memory table instead: the state of each rank (its rows of x, '
         'the edges, S and the Lanczos basis) should fall about as 1/P, above a floor of '
         'about 0.3 GiB per process (Python, torch, the gloo buffers), while the halo of S '
