@@ -480,7 +480,7 @@ def main(argv=None):
                 'not run here (`--pyg-default-large` adds it); one call per method (two, the '
                 'faster kept, when ours runs on a GPU).')
             rep()
-        warm = torch.device(args.device).type != 'cpu'  # the best of 2: not the GPU's set-up
+        warm = device.type != 'cpu'  # the best of 2 calls: not the GPU's set-up
         run_family(rep, args, 'large', dict(repeats=1 + warm, limit=args.limit_large, tol=1e-8,
                                             k=K,
                                             nodes=args.synthetic_nodes,

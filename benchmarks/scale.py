@@ -31,7 +31,6 @@ Writes ``benchmarks/results/scale.md`` (other sizes: ``scale-<nodes>.tmp``;
 on a GPU, ``scale_cuda.md``; ``--output``: elsewhere).
 """
 import argparse
-import copy
 import datetime
 import os
 import os.path as osp
@@ -172,7 +171,7 @@ def main(argv=None):
                    device) as factors:
             data = transform(data)
         with Stage(rows, 'rank-64 factors again, from the on-disk cache', device):
-            cached = transform(copy.copy(data))  # shallow: shares x and the edges
+            cached = transform(data)  # BaseTransform works on a shallow copy of data
         assert torch.equal(cached.lowrank_w, data.lowrank_w)
         del cached
         w, v = data.lowrank_w, data.lowrank_v
