@@ -1,14 +1,16 @@
 r"""linalg.blocks in one process (group=None): gram and column_norms against
 float64 sums, tall_qr against the defining properties of a QR factorisation
 (R upper triangular, Q orthonormal, QR = B, RᵀR = BᵀB) for full-rank,
-rank-deficient, nearly square and square blocks. The TSQR on row shards is
+rank-deficient, nearly square and square blocks, and against torch's
+Householder QR (the same factors up to row signs on the CholeskyQR2 route,
+bit for bit beyond its conditioning limit). The TSQR on row shards is
 tested against the single-process factors in tests/distributed/test_pipeline.py."""
 import math
 
 import pytest
 import torch
 
-from torch_geometric_regcn.linalg.blocks import column_norms, gram, tall_qr
+from torch_geometric_regcn.linalg.blocks import cholesky_qr_limit, column_norms, gram, tall_qr
 
 EPS64 = torch.finfo(torch.float64).eps
 EPS32 = torch.finfo(torch.float32).eps
@@ -79,8 +81,58 @@ def test_tall_qr_factorises_the_block(rows, cols):
     # Full column rank: |diag R| are the norms of the parts orthogonal to the
     # columns before, far from zero for Gaussian columns.
     assert bool((r.diagonal().abs() > 1e-3).all())
-    expected = torch.linalg.qr(b)  # in one process, torch's factorisation itself
+    # A well-conditioned block takes CholeskyQR2: R's diagonal is positive, and
+    # the factors are Householder's (torch's) with its rows' signs flipped to
+    # match, to the rounding of a factorisation of condition number ~ 10.
+    assert bool((r.diagonal() > 0).all())
+    expected = torch.linalg.qr(b)
+    signs = expected.R.diagonal().sign()
+    torch.testing.assert_close(q, expected.Q * signs, rtol=0, atol=100 * rows * EPS64)
+    torch.testing.assert_close(r, expected.R * signs[:, None], rtol=0,
+                               atol=100 * rows * EPS64 * float(b.abs().max()))
+
+
+def conditioned(rows, cols, kappa, dtype, seed=0):
+    r"""A block of condition number :obj:`kappa`: orthonormal factors around
+    singular values from 1 down to 1 / kappa, geometrically spaced."""
+    gen = torch.Generator().manual_seed(seed)
+    u = torch.linalg.qr(torch.randn(rows, cols, dtype=torch.float64, generator=gen)).Q
+    v = torch.linalg.qr(torch.randn(cols, cols, dtype=torch.float64, generator=gen)).Q
+    singular = torch.logspace(0, -math.log10(kappa), cols, dtype=torch.float64)
+    return ((u * singular) @ v.T).to(dtype)
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+def test_tall_qr_is_orthonormal_to_rounding_up_to_its_conditioning_limit(dtype):
+    # Just below cholesky_qr_limit, CholeskyQR2's Q is orthonormal to a small
+    # multiple of the dtype's rounding and QR = B to a backward error of the
+    # same order (Yamamoto et al., 2015: O(eps) both, independent of kappa).
+    # The constant 8 b eps covers the b-term inner products of the check.
+    eps, cols = torch.finfo(dtype).eps, 12
+    b = conditioned(5000, cols, 0.9 * cholesky_qr_limit(dtype), dtype)
+    q, r = tall_qr(b, None)
+    assert bool((r.diagonal() > 0).all())  # the CholeskyQR2 route
+    q64, r64, b64 = q.double(), r.double(), b.double()
+    gap = (q64.T @ q64 - torch.eye(cols, dtype=torch.float64)).abs().max()
+    assert float(gap) <= 8 * cols * eps
+    backward = torch.linalg.matrix_norm(q64 @ r64 - b64) / torch.linalg.matrix_norm(b64)
+    assert float(backward) <= 8 * cols * eps
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+def test_tall_qr_of_an_ill_conditioned_block_is_householders(dtype):
+    # Beyond the limit the Gram matrix no longer determines R: the block goes
+    # to torch's Householder QR, bit for bit.
+    b = conditioned(400, 6, 10 * cholesky_qr_limit(dtype), dtype)
+    q, r = tall_qr(b, None)
+    expected = torch.linalg.qr(b)
     assert torch.equal(q, expected.Q) and torch.equal(r, expected.R)
+
+
+def test_cholesky_qr_limit_from_the_rounding_of_each_pass():
+    # eps kappa <= 1e-2 (the product with R1^-1) and eps64 kappa^2 <= 1e-2 (the Gram).
+    assert cholesky_qr_limit(torch.float32) == pytest.approx(1e-2 / EPS32)
+    assert cholesky_qr_limit(torch.float64) == pytest.approx(1e-1 / math.sqrt(EPS64))
 
 
 def test_tall_qr_of_a_rank_deficient_block():

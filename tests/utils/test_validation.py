@@ -7,6 +7,7 @@ import torch
 
 from torch_geometric_regcn.utils.validation import (
     check_choice,
+    check_finite,
     check_index,
     check_stopping_rule,
 )
@@ -30,6 +31,25 @@ def test_check_choice_names_the_argument_the_choices_and_the_value(value):
 def test_check_choice_appends_a_hint():
     with pytest.raises(ValueError, match=r"\(got 'fresh'\): 'refresh' recomputes$"):
         check_choice('summary', 'fresh', ('refresh', 'history'), "'refresh' recomputes")
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize('bad', [float('nan'), float('inf'), -float('inf')])
+@pytest.mark.parametrize('layout', ['dense', 'coo', 'csr'])
+def test_check_finite_finds_one_bad_entry_anywhere(dtype, bad, layout):
+    # Against the elementwise definition: any one non-finite entry, wherever it
+    # lies (first, middle, last) and whatever the finite values around it.
+    generator = torch.Generator().manual_seed(0)
+    for position in (0, 157, 299):
+        x = torch.randn(100, 3, generator=generator).to(dtype)
+        x.view(-1)[position] = bad
+        assert not bool(x.isfinite().all())
+        tensor = {'dense': x, 'coo': x.to_sparse(), 'csr': x.to_sparse_csr()}[layout]
+        with pytest.raises(ValueError, match=r"'data\.x' contains NaN or infinite values"):
+            check_finite('data.x', tensor)
+    clean = torch.randn(100, 3, generator=generator).to(dtype) * 1e3
+    check_finite('data.x', clean)  # finite: no error
+    check_finite('data.x', clean[:0])  # empty: nothing to check
 
 
 @pytest.mark.parametrize('dtype', [torch.int64, torch.int32, torch.int16, torch.uint8])

@@ -46,10 +46,20 @@ def check_tensor(name: str, value: Any, what: str = 'a torch.Tensor') -> Tensor:
 
 
 def check_finite(name: str, tensor: Tensor) -> None:
+    r"""Raises a :class:`ValueError` naming :obj:`name` if :obj:`tensor` (or
+    the values of a sparse one) holds a NaN or an infinity. A floating-point
+    tensor is checked by its minimum and maximum, which a NaN turns into NaN
+    and an infinity into an infinity: one reduction, no :obj:`N`-element mask.
+    """
     if tensor.layout == torch.sparse_coo:
         tensor = tensor.coalesce()
     values = tensor if tensor.layout == torch.strided else tensor.values()
-    if not bool(values.isfinite().all()):
+    if values.is_floating_point() and values.numel():
+        extremes = torch.stack(torch.aminmax(values))
+        finite = bool(extremes.isfinite().all())
+    else:
+        finite = bool(values.isfinite().all())
+    if not finite:
         raise ValueError(f"'{name}' contains NaN or infinite values; clean or impute them "
                          f"(e.g. 'torch.nan_to_num') before calling this transform or layer")
 
