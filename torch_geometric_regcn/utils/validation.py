@@ -45,21 +45,24 @@ def check_tensor(name: str, value: Any, what: str = 'a torch.Tensor') -> Tensor:
     return value
 
 
+def all_finite(tensor: Tensor) -> bool:
+    r"""Whether every entry of the dense :obj:`tensor` is finite. A
+    floating-point tensor is read by its minimum and maximum, which a NaN
+    turns into NaN and an infinity into an infinity: one reduction, without
+    the :obj:`N`-element mask of :obj:`tensor.isfinite().all()`."""
+    if tensor.is_floating_point() and tensor.numel():
+        return bool(torch.stack(torch.aminmax(tensor.detach())).isfinite().all())
+    return bool(tensor.isfinite().all())
+
+
 def check_finite(name: str, tensor: Tensor) -> None:
     r"""Raises a :class:`ValueError` naming :obj:`name` if :obj:`tensor` (or
-    the values of a sparse one) holds a NaN or an infinity. A floating-point
-    tensor is checked by its minimum and maximum, which a NaN turns into NaN
-    and an infinity into an infinity: one reduction, no :obj:`N`-element mask.
-    """
+    the values of a sparse one) holds a NaN or an infinity
+    (:func:`all_finite`)."""
     if tensor.layout == torch.sparse_coo:
         tensor = tensor.coalesce()
     values = tensor if tensor.layout == torch.strided else tensor.values()
-    if values.is_floating_point() and values.numel():
-        extremes = torch.stack(torch.aminmax(values))
-        finite = bool(extremes.isfinite().all())
-    else:
-        finite = bool(values.isfinite().all())
-    if not finite:
+    if not all_finite(values):
         raise ValueError(f"'{name}' contains NaN or infinite values; clean or impute them "
                          f"(e.g. 'torch.nan_to_num') before calling this transform or layer")
 
@@ -283,7 +286,7 @@ def check_projection(h: Tensor, x: Tensor, name: str = 'x') -> None:
     projection :obj:`h` (:math:`\mathbf{X}\mathbf{\Theta}`, which carries any
     NaN or infinity of :obj:`x` and has fewer columns) is not finite; a
     non-finite :obj:`x` is named, else the layer's weights are."""
-    if not bool(h.isfinite().all()):
+    if not all_finite(h):
         check_finite(name, x)
         raise ValueError(f"The projection of '{name}' by the layer's weights holds NaN or "
                          f"infinite values although '{name}' is finite: the weights diverged "
