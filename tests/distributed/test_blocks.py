@@ -27,7 +27,8 @@ def whole_block(kappa):
 
 
 def _sharded_qr(rank, world_size, kappa):
-    cuts = [0, 20, 90] if world_size == 2 else [0, 31, 40, 90]  # uneven shards
+    # Uneven shards; at P = 3 one holds fewer rows (3) than the block has columns.
+    cuts = [0, 20, 90] if world_size == 2 else [0, 31, 34, 90]
     rows = whole_block(kappa)[cuts[rank]:cuts[rank + 1]]
     return tall_qr(rows, dist.group.WORLD)
 

@@ -119,7 +119,8 @@ def tall_qr(block: Tensor, group: Group) -> QR:
 
 
 #: Rows per chunk of the float64 Gram matrices and the products of
-#: :func:`tall_qr`'s CholeskyQR2: small enough to stay in cache between the two.
+#: :func:`tall_qr`'s CholeskyQR2 on a CPU: small enough to stay in cache
+#: between the two.
 ROW_CHUNK = 16384
 
 
@@ -148,16 +149,20 @@ def _cholesky_qr2(block: Tensor, group: Group) -> Optional[QR]:
     r"""CholeskyQR2 of a tall real block (see :func:`tall_qr`), or
     :obj:`None` where it does not apply: a complex or wide block, or a
     condition number above :func:`cholesky_qr_limit` (non-finite, zero and
-    rank-deficient blocks among them). Both products run a chunk of
+    rank-deficient blocks among them). On a CPU both products run a chunk of
     :obj:`ROW_CHUNK` rows at a time into the one :math:`n \times b` result,
-    the second pass's Gram matrix summed from each chunk as it is written."""
-    if block.dtype not in (torch.float32, torch.float64) or block.size(0) < block.size(1):
+    the second pass's Gram matrix summed from each chunk as it is written
+    (on a GPU, the whole block at once)."""
+    if block.dtype not in (torch.float32, torch.float64):
         return None
+    if group is None and block.size(0) < block.size(1):
+        return None  # wide; a shard may hold fewer rows than columns (its Gram decides)
     n, b = block.shape
-    chunks = range(0, n, ROW_CHUNK)
+    step = ROW_CHUNK if block.device.type == 'cpu' else max(n, 1)  # a GPU takes it whole
+    chunks = range(0, n, step)
     first = torch.zeros(b, b, dtype=torch.float64, device=block.device)
     for start in chunks:
-        _add_gram64(first, block[start:start + ROW_CHUNK])
+        _add_gram64(first, block[start:start + step])
     first = all_reduce(first, group)
     if not bool(first.isfinite().all()):
         return None
@@ -171,14 +176,13 @@ def _cholesky_qr2(block: Tensor, group: Group) -> Optional[QR]:
     q = torch.empty(n, b, dtype=block.dtype, device=block.device)
     inverse, second = torch.linalg.inv(r1).to(block.dtype), torch.zeros_like(first)
     for start in chunks:  # Q1 = B R1^-1 and its Gram matrix
-        rows = torch.matmul(block[start:start + ROW_CHUNK], inverse,
-                            out=q[start:start + ROW_CHUNK])
+        rows = torch.matmul(block[start:start + step], inverse, out=q[start:start + step])
         _add_gram64(second, rows)
     r2, info = torch.linalg.cholesky_ex(all_reduce(second, group), upper=True)
     if int(info) != 0:
         return None
     inverse = torch.linalg.inv(r2).to(block.dtype)
     for start in chunks:  # Q = Q1 R2^-1, in place
-        rows = q[start:start + ROW_CHUNK]
+        rows = q[start:start + step]
         rows.copy_(rows @ inverse)
     return QR(q, (r2 @ r1).to(block.dtype))
