@@ -79,8 +79,9 @@ class Stage:
         self.time = time.perf_counter() - self.t0
         peak = self.meter.stop()
         self.total = self.meter.base / MIB + peak  # resident memory at this stage's peak
-        gpu = (f'{torch.cuda.max_memory_allocated() / MIB:,.0f}'
-               if self.device.type == 'cuda' else '-')
+        self.gpu = (torch.cuda.max_memory_allocated() / MIB if self.device.type == 'cuda'
+                    else None)
+        gpu = '-' if self.gpu is None else f'{self.gpu:,.0f}'
         self.rows.append([self.name, f'{self.time:,.1f}', f'{peak:,.0f}',
                           f'{self.total:,.0f}', gpu])
         PEAKS.append(self.total)
@@ -206,11 +207,13 @@ def main(argv=None):
         rep.table(['stage', 'time (s)', 'peak RSS Δ (MiB)', 'peak RSS (MiB)',
                    'peak GPU (MiB)'], rows)
         user = (knn, factors, training)  # what a user runs; LowRankInverse builds S itself
+        gpu_peak = ('' if device.type != 'cuda' else
+                    f', peak GPU memory {max(stage.gpu for stage in user):,.0f} MiB')
         rep(f'End to end as a user runs it (SemanticGraph, LowRankInverse, {args.epochs} '
             f'epochs): **{sum(stage.time for stage in user):,.1f} s**, peak resident memory '
-            f'{max(stage.total for stage in user):,.0f} MiB. The operator stage times alone '
-            'the build of S that LowRankInverse repeats inside its own stage, so it is not '
-            'added.')
+            f'{max(stage.total for stage in user):,.0f} MiB{gpu_peak}. The operator stage '
+            'times alone the build of S that LowRankInverse repeats inside its own stage, so '
+            'it is not added.')
         rep()
         peak = max(PEAKS)
         rep(f'Peak resident memory of the whole process (the largest "peak RSS" above; the '
