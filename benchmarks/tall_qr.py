@@ -2,8 +2,8 @@ r"""The QR of a tall block, as every block Lanczos step takes it:
 ``linalg.tall_qr`` (CholeskyQR2 below its conditioning limit) against
 ``torch.linalg.qr`` (Householder, LAPACK), in one process and the same run.
 
-Blocks of ``n`` rows and ``b`` Gaussian columns (condition number a few
-units, as a Lanczos block after its Gram-Schmidt pass), in float32 and
+Blocks of ``n`` rows and ``b`` Gaussian columns (condition number near one;
+a Lanczos block after its Gram-Schmidt pass is within a few hundred), in float32 and
 float64; each time is the median of ``--repeats`` calls, the two methods
 alternating, after one warm-up call each. The table also gives the loss of
 orthogonality :math:`\|\mathbf{Q}^{\top}\mathbf{Q} - \mathbf{I}\|_{\max}`

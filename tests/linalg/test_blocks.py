@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from torch_geometric_regcn.linalg import blocks
 from torch_geometric_regcn.linalg.blocks import cholesky_qr_limit, column_norms, gram, tall_qr
 
 EPS64 = torch.finfo(torch.float64).eps
@@ -56,6 +57,21 @@ def test_column_norms_against_an_exactly_rounded_sum(dtype):
     torch.testing.assert_close(got.double(), reference, rtol=(300 / 2 + 2) * eps, atol=0)
 
 
+@pytest.fixture
+def householder(monkeypatch):
+    r"""Counts the calls of :func:`torch.linalg.qr` (tall_qr's Householder
+    route) while the test runs; :obj:`householder.original` is the function."""
+    original = torch.linalg.qr
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args[0].shape)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(torch.linalg, 'qr', counted)
+    counted.calls, counted.original = calls, original
+    return counted
+
+
 def check_qr(b, q, r):
     r"""The properties that define the reduced QR of :obj:`b`, with tolerances
     from Householder QR's backward error, :math:`O(N c\,\epsilon)\|\mathbf{B}\|`
@@ -74,18 +90,20 @@ def check_qr(b, q, r):
 
 
 @pytest.mark.parametrize('rows, cols', [(200, 6), (8, 6), (6, 6), (3, 1)])
-def test_tall_qr_factorises_the_block(rows, cols):
+def test_tall_qr_factorises_the_block(rows, cols, householder):
     b = block(rows, cols, 5)
     q, r = tall_qr(b, None)
     check_qr(b, q, r)
     # Full column rank: |diag R| are the norms of the parts orthogonal to the
     # columns before, far from zero for Gaussian columns.
     assert bool((r.diagonal().abs() > 1e-3).all())
-    # A well-conditioned block takes CholeskyQR2: R's diagonal is positive, and
-    # the factors are Householder's (torch's) with its rows' signs flipped to
-    # match, to the rounding of a factorisation of condition number ~ 10.
+    # A well-conditioned block takes CholeskyQR2 (no Householder QR ran): R's
+    # diagonal is positive, and the factors are Householder's (torch's) with
+    # its rows' signs flipped to match, to the rounding of a factorisation of
+    # condition number ~ 10.
+    assert householder.calls == []
     assert bool((r.diagonal() > 0).all())
-    expected = torch.linalg.qr(b)
+    expected = householder.original(b)
     signs = expected.R.diagonal().sign()
     torch.testing.assert_close(q, expected.Q * signs, rtol=0, atol=100 * rows * EPS64)
     torch.testing.assert_close(r, expected.R * signs[:, None], rtol=0,
@@ -103,15 +121,20 @@ def conditioned(rows, cols, kappa, dtype, seed=0):
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
-def test_tall_qr_is_orthonormal_to_rounding_up_to_its_conditioning_limit(dtype):
+def test_tall_qr_is_orthonormal_to_rounding_up_to_its_conditioning_limit(dtype, monkeypatch,
+                                                                        householder):
     # Just below cholesky_qr_limit, CholeskyQR2's Q is orthonormal to a small
     # multiple of the dtype's rounding and QR = B to a backward error of the
     # same order (Yamamoto et al., 2015: O(eps) both, independent of kappa).
     # The constant 8 b eps covers the b-term inner products of the check.
+    # ROW_CHUNK = 700: the products and the Gram matrices run over 8 chunks,
+    # the last one short.
+    monkeypatch.setattr(blocks, 'ROW_CHUNK', 700)
     eps, cols = torch.finfo(dtype).eps, 12
     b = conditioned(5000, cols, 0.9 * cholesky_qr_limit(dtype), dtype)
+    householder.calls.clear()  # those that made the block
     q, r = tall_qr(b, None)
-    assert bool((r.diagonal() > 0).all())  # the CholeskyQR2 route
+    assert householder.calls == []  # the CholeskyQR2 route
     q64, r64, b64 = q.double(), r.double(), b.double()
     gap = (q64.T @ q64 - torch.eye(cols, dtype=torch.float64)).abs().max()
     assert float(gap) <= 8 * cols * eps
@@ -120,19 +143,35 @@ def test_tall_qr_is_orthonormal_to_rounding_up_to_its_conditioning_limit(dtype):
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
-def test_tall_qr_of_an_ill_conditioned_block_is_householders(dtype):
+def test_tall_qr_of_an_ill_conditioned_block_is_householders(dtype, householder):
     # Beyond the limit the Gram matrix no longer determines R: the block goes
     # to torch's Householder QR, bit for bit.
     b = conditioned(400, 6, 10 * cholesky_qr_limit(dtype), dtype)
+    householder.calls.clear()  # those that made the block
     q, r = tall_qr(b, None)
-    expected = torch.linalg.qr(b)
+    assert householder.calls == [b.shape]
+    expected = householder.original(b)
     assert torch.equal(q, expected.Q) and torch.equal(r, expected.R)
 
 
-def test_cholesky_qr_limit_from_the_rounding_of_each_pass():
-    # eps kappa <= 1e-2 (the product with R1^-1) and eps64 kappa^2 <= 1e-2 (the Gram).
-    assert cholesky_qr_limit(torch.float32) == pytest.approx(1e-2 / EPS32)
-    assert cholesky_qr_limit(torch.float64) == pytest.approx(1e-1 / math.sqrt(EPS64))
+def test_tall_qr_of_a_block_that_needs_a_gradient_is_householders(householder):
+    # CholeskyQR2 writes in place, which autograd cannot follow: with a
+    # gradient wanted the block takes torch's differentiable Householder QR,
+    # whose gradient of sum(Q) + sum(R) is checked against finite differences.
+    b = block(30, 4, 8).requires_grad_()
+    torch.autograd.gradcheck(lambda x: tuple(tall_qr(x, None)), (b,))
+    assert householder.calls  # every call went to torch.linalg.qr
+    with torch.no_grad():
+        householder.calls.clear()
+        tall_qr(b, None)
+        assert householder.calls == []  # without autograd: CholeskyQR2
+
+
+def test_tall_qr_of_a_block_without_columns():
+    # No columns: the factors are empty, as torch's are (no Gram matrix to read).
+    for rows in (5, 0):
+        q, r = tall_qr(torch.zeros(rows, 0, dtype=torch.float64), None)
+        assert q.shape == (rows, 0) and r.shape == (0, 0)
 
 
 def test_tall_qr_of_a_rank_deficient_block():

@@ -318,7 +318,12 @@ NONSENSE = [
     ('tall-qr-1d', lambda: tall_qr(torch.ones(5), None), ValueError,
      r"^'block' must be a matrix \(a 2-D tensor\) \(got shape \[5\]\)$"),
     ('tall-qr-integer', lambda: tall_qr(torch.ones(5, 2, dtype=torch.long), None), TypeError,
-     r"^'block' must be a dense floating-point matrix \(got torch.int64, torch.strided\)"),
+     r"^'block' must be a dense float32, float64 or complex matrix \(got torch.int64, "
+     r"torch.strided\)"),
+    # tall_qr: was LAPACK's "geqrf_cpu" not implemented for 'Half'
+    ('tall-qr-half', lambda: tall_qr(torch.ones(5, 2, dtype=torch.float16), None), TypeError,
+     r"^'block' must be a dense float32, float64 or complex matrix \(got torch.float16, "
+     r"torch.strided\); convert it with '.to_dense\(\)' and '.float\(\)' or '.double\(\)'$"),
 ]
 
 

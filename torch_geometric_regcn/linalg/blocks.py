@@ -7,6 +7,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import Group, all_gather, all_reduce, rank_of
+from torch_geometric_regcn.linalg.eigenpairs import ieee_float32_matmul, tf32_forced
 from torch_geometric_regcn.utils.validation import check_matrix
 
 
@@ -72,17 +73,21 @@ def tall_qr(block: Tensor, group: Group) -> QR:
     :math:`\mathbf{Q}_1 = \mathbf{B}\mathbf{R}_1^{-1}`, and the same once
     more on :math:`\mathbf{Q}_1` restores orthogonality to the rounding of
     the block's dtype, :math:`\mathbf{R} = \mathbf{R}_2\mathbf{R}_1` with a
-    positive diagonal: two products with the block, no factorisation of
-    :math:`n` rows. A block whose condition number, read off the Gram
-    matrix's eigenvalues, exceeds :func:`cholesky_qr_limit` (rank-deficient,
-    zero, wide, complex or non-finite blocks included) gets a Householder QR
-    instead, by TSQR (Demmel et al., 2012) across ranks: each rank factorises
-    its rows, the :math:`b \times b` factors are all-gathered and factorised
-    once more, as stable as a Householder QR of the whole block (with
+    positive diagonal: two Gram products and two triangular products of
+    :math:`n` rows, no factorisation of them (float32 products in full
+    precision, TF32 refused). A block whose condition number, read off the
+    Gram matrix's eigenvalues, exceeds :func:`cholesky_qr_limit`
+    (rank-deficient and zero blocks included), a wide, complex, non-finite
+    or empty one, one that requires a gradient (with autograd on: this
+    route writes in place), or a float32 CUDA block whose products the
+    environment forces to TF32, gets a Householder QR instead, by TSQR
+    (Demmel et al., 2012) across ranks: each rank factorises its rows, the
+    :math:`b \times b` factors are all-gathered and factorised once more,
+    as stable as a Householder QR of the whole block (with
     :obj:`group=None`, :func:`torch.linalg.qr`). Every rank takes the same
-    route, decided from the same all-reduced Gram matrix. Time
+    route, decided from the same all-reduced numbers. Time
     :math:`O(n b^2 + P b^3)` for :math:`n` local rows and :math:`P` ranks;
-    :math:`b^2` numbers all-reduced (TSQR: :math:`P b^2` all-gathered).
+    :math:`2 b^2` numbers all-reduced (TSQR: :math:`P b^2` all-gathered).
 
     Args:
         block (torch.Tensor): This rank's rows of :math:`\mathbf{B}`.
@@ -94,14 +99,16 @@ def tall_qr(block: Tensor, group: Group) -> QR:
         :math:`\mathbf{R}`, :obj:`[b, b]`, the same on every rank.
 
     Shapes:
-        - **block:** :obj:`[n, b]`, :math:`b \leq N`, dense floating point
-          (checked on each rank before any collective, :obj:`O(1)`)
+        - **block:** :obj:`[n, b]`, :math:`b \leq N`, dense, in float32,
+          float64 or a complex dtype (checked on each rank before any
+          collective, :obj:`O(1)`)
     """
     check_matrix('block', block)
-    if block.layout != torch.strided or not (block.is_floating_point() or block.is_complex()):
-        raise TypeError(f"'block' must be a dense floating-point matrix (got {block.dtype}, "
-                        f"{block.layout}); convert it with '.to_dense()' and '.float()' or "
-                        f"'.double()'")
+    if block.layout != torch.strided or not (block.is_floating_point() or block.is_complex()) \
+            or block.dtype in (torch.float16, torch.bfloat16):
+        raise TypeError(f"'block' must be a dense float32, float64 or complex matrix (got "
+                        f"{block.dtype}, {block.layout}); convert it with '.to_dense()' and "
+                        f"'.float()' or '.double()'")
     factors = _cholesky_qr2(block, group)
     if factors is not None:
         return factors
@@ -122,6 +129,9 @@ def tall_qr(block: Tensor, group: Group) -> QR:
 #: :func:`tall_qr`'s CholeskyQR2 on a CPU: small enough to stay in cache
 #: between the two.
 ROW_CHUNK = 16384
+#: The same on a GPU: large enough to fill it, small enough that the float64
+#: copy of a chunk stays a small transient.
+GPU_ROW_CHUNK = 1 << 20
 
 
 def cholesky_qr_limit(dtype: torch.dtype) -> float:
@@ -133,7 +143,10 @@ def cholesky_qr_limit(dtype: torch.dtype) -> float:
     :math:`10^{-2}`, so that :math:`\mathbf{Q}_1` is well conditioned and the
     second pass orthonormal to :math:`O(\epsilon)`: :math:`\kappa \leq
     \min(10^{-2} / \epsilon, 10^{-1} / \epsilon_{64}^{1/2})`, about
-    :math:`8 \cdot 10^4` in float32 and :math:`7 \cdot 10^6` in float64."""
+    :math:`8 \cdot 10^4` in float32 and :math:`7 \cdot 10^6` in float64.
+    The published bound (Yamamoto et al., 2015) carries a further factor
+    :math:`\sqrt{n b}` of worst-case rounding accumulation, which blocked
+    float64 sums do not reach at the sizes of the eigensolvers' blocks."""
     eps64 = torch.finfo(torch.float64).eps
     return min(1e-2 / torch.finfo(dtype).eps, 1e-1 / math.sqrt(eps64))
 
@@ -145,6 +158,7 @@ def _add_gram64(out: Tensor, rows: Tensor) -> None:
     out.addmm_(rows.T, rows)
 
 
+@ieee_float32_matmul()
 def _cholesky_qr2(block: Tensor, group: Group) -> Optional[QR]:
     r"""CholeskyQR2 of a tall real block (see :func:`tall_qr`), or
     :obj:`None` where it does not apply: a complex or wide block, or a
@@ -152,13 +166,14 @@ def _cholesky_qr2(block: Tensor, group: Group) -> Optional[QR]:
     rank-deficient blocks among them). On a CPU both products run a chunk of
     :obj:`ROW_CHUNK` rows at a time into the one :math:`n \times b` result,
     the second pass's Gram matrix summed from each chunk as it is written
-    (on a GPU, the whole block at once)."""
-    if block.dtype not in (torch.float32, torch.float64):
-        return None
-    if group is None and block.size(0) < block.size(1):
-        return None  # wide; a shard may hold fewer rows than columns (its Gram decides)
+    (on a GPU, :obj:`GPU_ROW_CHUNK` rows)."""
     n, b = block.shape
-    step = ROW_CHUNK if block.device.type == 'cpu' else max(n, 1)  # a GPU takes it whole
+    if block.dtype not in (torch.float32, torch.float64) or b == 0 or tf32_forced(block) \
+            or (block.requires_grad and torch.is_grad_enabled()):
+        return None  # the same on every rank: dtypes, widths and the environment agree
+    if group is None and n < b:
+        return None  # wide; a shard may hold fewer rows than columns (its Gram decides)
+    step = ROW_CHUNK if block.device.type == 'cpu' else GPU_ROW_CHUNK
     chunks = range(0, n, step)
     first = torch.zeros(b, b, dtype=torch.float64, device=block.device)
     for start in chunks:

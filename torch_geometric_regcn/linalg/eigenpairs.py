@@ -76,12 +76,19 @@ def ieee_float32_matmul() -> Iterator[None]:
         torch.set_float32_matmul_precision(previous)
 
 
-def precision_hint(operator: Tensor) -> str:
-    r"""A sentence for a non-convergence warning where the environment forces
-    TF32 products on a float32 CUDA operator, which no setting in Python undoes."""
+def tf32_forced(tensor: Tensor) -> bool:
+    r"""Whether the environment forces TF32 products on the float32 CUDA
+    :obj:`tensor` (:obj:`TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1` without
+    :obj:`NVIDIA_TF32_OVERRIDE=0`), which no setting in Python undoes."""
     forced = (os.environ.get('TORCH_ALLOW_TF32_CUBLAS_OVERRIDE') == '1'
               and os.environ.get('NVIDIA_TF32_OVERRIDE') != '0')
-    if operator.is_cuda and operator.dtype == torch.float32 and forced:
+    return tensor.is_cuda and tensor.dtype == torch.float32 and forced
+
+
+def precision_hint(operator: Tensor) -> str:
+    r"""A sentence for a non-convergence warning where the environment forces
+    TF32 products on a float32 CUDA operator (:func:`tf32_forced`)."""
+    if tf32_forced(operator):
         return ('; TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 forces TF32 matrix products, which '
                 'cap the accuracy near 1e-4: set NVIDIA_TF32_OVERRIDE=0 or solve in float64')
     return ''
