@@ -23,7 +23,8 @@ chosen on the test nodes. Each split's model is seeded by the split index
 Models: the package's recommended heterophily model `regcn` (RegularizerConv
 layers with the learned polynomial frequency response of degree 2; its grid is
 the 2-layer protocol with ego/neighbour separation (root_weight=True), the
-same without it, and residual connections with LayerNorm at 4 layers, so that
+same without it, and residual connections with LayerNorm at 4 layers of
+degree 1 (one hop per layer), so that
 --points 2 chooses the separation on validation), and its variants `regcn_dir`
 (one regulariser per edge direction), `regcn_signed` (the signed Laplacian,
 alpha learned from -0.25) and `regcn_sep` (the GCN regulariser with
