@@ -563,7 +563,8 @@ def test_the_recommended_model_is_the_polynomial_regulariser_separation_chosen()
 
     assert RECOMMENDED == 'regcn'
     # Its grid: the 2-layer protocol with and without the root weight (chosen on
-    # validation), then residual connections at 4 layers; the variants keep theirs.
+    # validation), then residual connections at 4 layers of degree 1; the variants keep
+    # theirs.
     assert [c['root_weight'] for c in configurations('regcn')] == [True, False, True]
     assert [(c['residual'], c['layers']) for c in configurations('regcn')] == \
         [(False, 2), (False, 2), (True, 4)]
@@ -583,12 +584,17 @@ def test_the_recommended_model_is_the_polynomial_regulariser_separation_chosen()
                 assert type(conv.regularizer) is cls
                 assert conv.root_weight == config['root_weight']
                 assert conv.directed is directed and conv.regularizer.learned == learned
-            if name == 'regcn':
-                assert convs[0].regularizer.K == 2 and convs[0].solver == 'series'
-                # The PPR start of alpha = 0.1: gamma = (0.1, 0.09, 0.81).
-                torch.testing.assert_close(convs[0].regularizer.gamma.detach().double(),
-                                           torch.tensor([0.1, 0.09, 0.81], dtype=torch.float64),
-                                           atol=1e-6, rtol=0)
+            if name in ('regcn', 'regcn_dir'):
+                # Degree 2 at 2 layers, one hop per layer at 4; the PPR start of
+                # alpha = 0.1: gamma_k = 0.1 * 0.9^k below K, 0.9^K at K.
+                deep = config['layers'] == 4
+                assert convs[0].regularizer.K == (1 if deep else 2)
+                assert convs[0].solver == 'series'
+                gamma = [0.1, 0.9] if deep else [0.1, 0.09, 0.81]
+                for conv in convs:
+                    torch.testing.assert_close(conv.regularizer.gamma.detach().double(),
+                                               torch.tensor(gamma, dtype=torch.float64),
+                                               atol=1e-6, rtol=0)
             if learned:  # the coefficients are a group without weight decay
                 groups = MODELS[name].param_groups(model)
                 assert groups[0]['weight_decay'] == 0.0
