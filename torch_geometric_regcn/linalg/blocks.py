@@ -163,10 +163,11 @@ def _cholesky_qr2(block: Tensor, group: Group) -> Optional[QR]:
     r"""CholeskyQR2 of a tall real block (see :func:`tall_qr`), or
     :obj:`None` where it does not apply: a complex or wide block, or a
     condition number above :func:`cholesky_qr_limit` (non-finite, zero and
-    rank-deficient blocks among them). On a CPU both products run a chunk of
-    :obj:`ROW_CHUNK` rows at a time into the one :math:`n \times b` result,
-    the second pass's Gram matrix summed from each chunk as it is written
-    (on a GPU, :obj:`GPU_ROW_CHUNK` rows)."""
+    rank-deficient blocks among them). Both passes write the one
+    :math:`n \times b` result a chunk of :obj:`ROW_CHUNK` rows at a time
+    (:obj:`GPU_ROW_CHUNK` on a GPU), the second pass's Gram matrix summed
+    from each chunk as it is written; the triangular inverses are
+    :math:`b \times b`."""
     n, b = block.shape
     if block.dtype not in (torch.float32, torch.float64) or b == 0 or tf32_forced(block) \
             or (block.requires_grad and torch.is_grad_enabled()):
@@ -185,19 +186,22 @@ def _cholesky_qr2(block: Tensor, group: Group) -> Optional[QR]:
     lowest, highest = float(spectrum[0]), float(spectrum[-1])
     if not (lowest > 0 and highest <= cholesky_qr_limit(block.dtype) ** 2 * lowest):
         return None  # ill conditioned, rank deficient or zero: Householder
-    r1, info = torch.linalg.cholesky_ex(first, upper=True)
-    if int(info) != 0:  # not reached below the limit; a safeguard
-        return None
     q = torch.empty(n, b, dtype=block.dtype, device=block.device)
-    inverse, second = torch.linalg.inv(r1).to(block.dtype), torch.zeros_like(first)
-    for start in chunks:  # Q1 = B R1^-1 and its Gram matrix
-        rows = torch.matmul(block[start:start + step], inverse, out=q[start:start + step])
-        _add_gram64(second, rows)
-    r2, info = torch.linalg.cholesky_ex(all_reduce(second, group), upper=True)
-    if int(info) != 0:
-        return None
-    inverse = torch.linalg.inv(r2).to(block.dtype)
-    for start in chunks:  # Q = Q1 R2^-1, in place
-        rows = q[start:start + step]
-        rows.copy_(rows @ inverse)
-    return QR(q, (r2 @ r1).to(block.dtype))
+    source, gram_matrix, r = block, first, None
+    for second in (False, True):  # Q1 = B R1^-1, then Q = Q1 R2^-1 in place
+        factor, info = torch.linalg.cholesky_ex(gram_matrix, upper=True)
+        if int(info) != 0:  # not reached below the limit; a safeguard
+            return None
+        identity = torch.eye(b, dtype=factor.dtype, device=factor.device)
+        inverse = torch.linalg.solve_triangular(factor, identity, upper=True).to(block.dtype)
+        gram_matrix = torch.zeros_like(first)  # the second pass's, from the rows in cache
+        for start in chunks:
+            rows = q[start:start + step]
+            rows.copy_(source[start:start + step] @ inverse)
+            if not second:
+                _add_gram64(gram_matrix, rows)
+        if not second:
+            gram_matrix = all_reduce(gram_matrix, group)
+        r = factor if r is None else factor @ r
+        source = q
+    return QR(q, r.to(block.dtype))
