@@ -12,6 +12,7 @@ from torch_geometric_regcn.distributed.collectives import (
     all_gather,
     all_reduce,
     all_to_all,
+    all_to_all_into,
     broadcast,
     differentiable_all_reduce,
 )
@@ -34,6 +35,13 @@ def _collectives(rank, world_size):
         out['gather'] = all_gather(x, group)
         chunks = [torch.full((q + rank, 2), float(10 * rank + q)) for q in range(world_size)]
         out['a2a'] = all_to_all(chunks, group)
+        before = traffic('test')
+        recv = torch.full((sum(rank + q for q in range(world_size)), 2), float('nan'))
+        out['a2a_into'] = all_to_all_into(recv, torch.cat(chunks),
+                                          [rank + q for q in range(world_size)],
+                                          [c.size(0) for c in chunks], group)
+        out['a2a_into_is_out'] = out['a2a_into'] is recv
+        out['a2a_into_bytes'] = traffic('test') - before
         out['bcast'] = broadcast(x[:1] + rank, group, src=world_size - 1)
     out['bytes'] = traffic('test')
     # gradient through an all-reduce: L = sum_p <c_p, sum_q t_q>, dL/dt_q = sum_p c_p
@@ -61,6 +69,11 @@ def test_collectives_match_a_single_process(world_size):
         assert all(torch.equal(a, b) for a, b in zip(out['gather'], inputs))
         for q, part in enumerate(out['a2a']):  # what rank q sent here
             assert torch.equal(part, torch.full((rank + q, 2), float(10 * q + rank)))
+        # The same exchange on the caller's buffers: the same rows, in place, and the
+        # bytes sent to the other ranks (q + rank rows of 2 float32 to rank q).
+        assert out['a2a_into_is_out'] and torch.equal(out['a2a_into'], torch.cat(out['a2a']))
+        assert out['a2a_into_bytes'] == sum((q + rank) * 2 * 4 for q in range(world_size)
+                                            if q != rank)
         assert torch.equal(out['bcast'], inputs[-1][:1] + (world_size - 1))
         expected_grad = sum(range(1, world_size + 1))
         assert torch.equal(out['grad'], torch.full((1, 3), float(expected_grad),
@@ -77,6 +90,7 @@ def test_single_process_collectives_are_the_identity():
     assert all_reduce(x, None) is x
     assert all_gather(x, None)[0] is x
     assert all_to_all([x], None)[0] is x
+    assert torch.equal(all_to_all_into(torch.empty_like(x), x, [4], [4], None), x)
     assert broadcast(x, None) is x
     with pytest.raises(ValueError, match='mine'):
         agree(ValueError('mine'), None, 'x')

@@ -130,9 +130,26 @@ def _operator_on_metis_shards(rank, world_size):
                         generator=torch.Generator().manual_seed(3))[shard.node_id]
     values, vectors, *_ = extreme_eigenpairs(
         operator, 6, which='LA', tol=1e-9, generator=torch.Generator().manual_seed(0))
-    return {'node_id': shard.node_id, 'product': operator @ block,
+    product = operator @ block
+    kept = operator._buffer.data_ptr()  # the halo exchange's buffer, now 7 columns wide
+    into = {name: torch.full_like(block, float('nan')) for name in ('whole', 'chunked')}
+    returned = {'whole': operator.addmm(block, block, beta=0.5, alpha=-2.0, out=into['whole']),
+                'chunked': chunked.addmm(block, block, beta=0.5, alpha=-2.0,
+                                         out=into['chunked'])}
+    tracked = block.clone().requires_grad_()
+    with_grad = operator @ tracked
+    with_grad.sum().backward()
+    return {'node_id': shard.node_id, 'product': product,
             'chunked': chunked @ block, 'columns': chunked.chunk_columns(block),
             'addmm': chunked.addmm(block, block, beta=0.5, alpha=-2.0),
+            'into': into, 'returned_into': all(returned[k] is into[k] for k in into),
+            'buffer_kept': operator._buffer.data_ptr() == kept,
+            'buffer_size': (operator._buffer.numel(), operator.plan.buffer_size(block)),
+            'extended': (operator.plan.extended(block), operator.plan.extended(
+                block, torch.full((operator.plan.buffer_size(block),), float('nan'),
+                                  dtype=block.dtype))),
+            'with_grad': with_grad.detach(), 'grad': tracked.grad,
+            'local': operator.local.to_dense(),
             'halo': operator.plan.halo.numel(), 'values': values, 'vectors': vectors}
 
 
@@ -157,6 +174,22 @@ def test_operator_on_metis_shards_matches_one_process():
         assert float((r['chunked'] - r['product']).abs().max()) < 1e-14
         assert float((r['addmm'] - (0.5 * block[rows] - 2.0 * expected[rows])).abs().max()) \
             < 1e-13
+        # addmm(out=): the result written into the caller's block, whole or chunked.
+        assert r['returned_into']
+        for into in r['into'].values():
+            assert float((into - (0.5 * block[rows] - 2.0 * expected[rows])).abs().max()) \
+                < 1e-13
+        # The halo exchange's buffer outlives the products (the next ones of as many
+        # columns reuse it); the same rows with or without it.
+        assert r['buffer_kept'] and r['buffer_size'][0] >= r['buffer_size'][1]
+        plain, buffered = r['extended']
+        assert torch.equal(plain, buffered) and plain.size(0) == len(rows) + r['halo']
+        # Under autograd (a fresh result that backward may keep): the same product, and
+        # the gradient of its sum reaches own rows only (the halo is fetched detached):
+        # the column sums of the local block's own columns.
+        assert torch.equal(r['with_grad'], r['product'])
+        assert torch.allclose(r['grad'], r['local'][:, :len(rows)].sum(0)[:, None].expand(-1, 7),
+                              atol=1e-14, rtol=0)
         assert r['halo'] < 0.5 * len(rows)  # contiguous blocks: nearly every remote node
     values, vectors, *_ = extreme_eigenpairs(reference, 6, which='LA', tol=1e-9,
                                          generator=torch.Generator().manual_seed(0))

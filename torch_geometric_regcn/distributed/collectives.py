@@ -187,12 +187,28 @@ def all_to_all(chunks: Sequence[Tensor], group: Group,
     recv_counts = list(recv_counts)
     tail = chunks[0].shape[1:]
     width = math.prod(tail)
-    send = torch.cat([c.detach().reshape(c.size(0), width) for c in chunks]).contiguous()
+    send = torch.cat([c.detach().reshape(c.size(0), width) for c in chunks])
     recv = send.new_empty((sum(recv_counts), width))
-    _count('all_to_all', sum(_nbytes(c) for q, c in enumerate(chunks) if q != rank))
-    with _named_failure('all_to_all', group):
-        dist.all_to_all_single(recv, send, recv_counts, send_counts, group=group)
+    all_to_all_into(recv, send, recv_counts, send_counts, group)
     return [part.reshape(-1, *tail) for part in recv.split(recv_counts)]
+
+
+def all_to_all_into(out: Tensor, send: Tensor, recv_counts: Sequence[int],
+                    send_counts: Sequence[int], group: Group) -> Tensor:
+    r"""The all-to-all of :func:`all_to_all` on buffers the caller holds: the
+    rows of :obj:`send` go in consecutive runs of :obj:`send_counts[q]` rows
+    to rank :obj:`q`, and the runs received, :obj:`recv_counts[q]` rows from
+    rank :obj:`q`, are written to :obj:`out` in rank order (both contiguous,
+    of the same dtype and row shape). Returns :obj:`out`."""
+    if group is None:
+        return out.copy_(send)
+    rank = rank_of(group)
+    row = _nbytes(send[:1]) if send.size(0) else 0
+    _count('all_to_all', row * (sum(send_counts) - send_counts[rank]))
+    with _named_failure('all_to_all', group):
+        dist.all_to_all_single(out, send.detach().contiguous(), list(recv_counts),
+                               list(send_counts), group=group)
+    return out
 
 
 def broadcast(tensor: Tensor, group: Group, src: int = 0) -> Tensor:

@@ -1,11 +1,12 @@
 r"""The halo of a row shard: which rows of other ranks a sparse product on
 this rank's rows reads, fetched by one all-to-all."""
+import math
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.distributed.collectives import Group, all_to_all
+from torch_geometric_regcn.distributed.collectives import Group, all_to_all, all_to_all_into
 from torch_geometric_regcn.distributed.row_partition import RowPartition
 
 
@@ -37,14 +38,35 @@ class HaloPlan(NamedTuple):
         r"""The rows of the halo, given this rank's rows :obj:`x`."""
         if self.group is None:
             return x[:0]
-        parts = all_to_all(list(x[self.send_index].split(self.send_counts)), self.group,
-                           self.recv_counts)
-        return torch.cat(parts)
+        return self.extended(x)[x.size(0):]
 
-    def extended(self, x: Tensor) -> Tensor:
+    def extended(self, x: Tensor, buffer: Optional[Tensor] = None) -> Tensor:
         r"""This rank's rows followed by the halo's: the rows the local block
-        of the matrix multiplies."""
-        return torch.cat([x, self.exchange(x)]) if self.group is not None else x
+        of the matrix multiplies. The halo is received straight into the
+        result, from one gathered block of the rows sent (already grouped by
+        destination). Both live in :obj:`buffer` where given (a flat tensor
+        of :obj:`x`'s dtype and device with at least :meth:`buffer_size`
+        elements, which the caller reuses: the result is a view of it), else
+        in two new tensors."""
+        if self.group is None:
+            return x
+        n, h, s = x.size(0), self.halo.numel(), self.send_index.numel()
+        width = math.prod(x.shape[1:])
+        if buffer is None:
+            out, send = x.new_empty((n + h, *x.shape[1:])), None
+        else:
+            out = buffer[:(n + h) * width].view(n + h, *x.shape[1:])
+            send = buffer[(n + h) * width:(n + h + s) * width].view(s, *x.shape[1:])
+        send = torch.index_select(x.detach(), 0, self.send_index, out=send)
+        all_to_all_into(out[n:].view(h, width), send.view(s, width),
+                        self.recv_counts, self.send_counts, self.group)
+        out[:n] = x  # after the exchange, which autograd does not see: x's gradient flows
+        return out
+
+    def buffer_size(self, x: Tensor) -> int:
+        r"""The elements of the :obj:`buffer` that :meth:`extended` takes for
+        :obj:`x`."""
+        return (x.size(0) + self.halo.numel() + self.send_index.numel()) * math.prod(x.shape[1:])
 
     def compact(self, columns: Tensor) -> Tensor:
         r"""Global column indices as indices into :meth:`extended` (the halo's

@@ -39,7 +39,7 @@ def chebyshev_filter(operator: Tensor, lower: float, upper: float, degree: int,
     def addmm(x: Tensor, y: Tensor, beta: float, alpha: float, out: Tensor) -> Tensor:
         if isinstance(operator, Tensor):
             return torch.addmm(x, operator, y, beta=beta, alpha=alpha, out=out)
-        return operator.addmm(x, y, beta=beta, alpha=alpha)  # a ShardedMatrix
+        return operator.addmm(x, y, beta=beta, alpha=alpha, out=out)  # a ShardedMatrix
 
     def apply(x: Tensor) -> Tensor:
         # y_{j+1} = 2 s_j / s_{j+1} (S - c) / h y_j - s_{j-1} / s_{j+1} y_{j-1}, y_j = T_j x / s_j

@@ -35,9 +35,12 @@ class ShardedMatrix:
     bytes on the rank with the largest halo, the block's columns are
     multiplied in chunks of :math:`c = \lfloor \text{budget} / (h_{\max}
     \cdot \text{itemsize}) \rfloor` columns (at least one), one all-to-all
-    each: the same bytes in more messages, and a transient of about
-    :math:`(n + 2h + s) c` numbers (:math:`s` rows sent) in place of
-    :math:`(n + 2h + s) b`. A chunk's product equals the matching columns of
+    each: the same bytes in more messages, and an exchange buffer of
+    :math:`(n + h + s) c` numbers (:math:`s` rows sent) in place of
+    :math:`(n + h + s) b`. Outside autograd the matrix keeps that buffer
+    between products (the widest block's), so that an iteration's products
+    allocate only their :math:`n`-row results (none where the caller passes
+    :obj:`out` to :meth:`addmm`). A chunk's product equals the matching columns of
     the whole block's to rounding (the sparse kernel may sum in another
     order for another width).
     The eigensolvers accept it as their :obj:`operator` and then work on row
@@ -89,6 +92,7 @@ class ShardedMatrix:
             agree_arguments(group, 'ShardedMatrix', same, error)
         #: The most bytes of halo rows one exchange fetches.
         self.halo_budget: int = budget
+        self._buffer: Optional[Tensor] = None  # the halo exchange's, see _extended
         self.plan = HaloPlan.build(columns, partition, group)
         #: The largest halo of any rank: the chunks' width must be the same on
         #: every rank, whose all-to-alls pair up.
@@ -167,28 +171,52 @@ class ShardedMatrix:
             return width
         return max(1, min(width, self.halo_budget // (self.max_halo * x.element_size())))
 
-    def _chunked(self, y: Tensor, product: Callable[[slice, Tensor], Tensor]) -> Tensor:
-        r""":obj:`product(columns, extended)` of the chunks of :obj:`y`'s
-        columns, each extended by its halo rows, joined."""
+    def _extended(self, y: Tensor) -> Tensor:
+        r""":obj:`y` extended by its halo rows. Outside autograd the halo
+        exchange works in one buffer the matrix keeps (as large as the widest
+        block it saw, at most the halo budget's chunk), so that an iteration's
+        products allocate nothing of :math:`n + h` rows that the heap would
+        keep in fragments."""
+        if torch.is_grad_enabled() and (y.requires_grad or self.local.requires_grad):
+            return self.plan.extended(y)  # the result may be saved for the backward
+        size, buffer = self.plan.buffer_size(y), self._buffer
+        if buffer is None or buffer.numel() < size or buffer.dtype != y.dtype \
+                or buffer.device != y.device:
+            self._buffer = buffer = None  # the old one goes before the new one comes
+            self._buffer = buffer = y.new_empty(size)
+        return self.plan.extended(y, buffer)
+
+    def _chunked(self, y: Tensor, product: Callable[[slice, Tensor, Optional[Tensor]], Tensor],
+                 out: Optional[Tensor] = None) -> Tensor:
+        r""":obj:`product(columns, extended, out)` of the chunks of :obj:`y`'s
+        columns, each extended by its halo rows, written to the matching
+        columns of :obj:`out` (a new block if :obj:`None`). Without a halo on
+        any rank the block is multiplied as it is."""
+        if self.max_halo == 0:
+            return product(slice(None), y, out)
         step = self.chunk_columns(y)
         if y.dim() < 2 or step >= y.size(1):
-            return product(slice(None), self.plan.extended(y))
-        out = None
+            return product(slice(None), self._extended(y), out)
         for start in range(0, y.size(1), step):
             columns = slice(start, start + step)
-            part = product(columns, self.plan.extended(y[:, columns]))
+            part = product(columns, self._extended(y[:, columns]), None)
             if out is None:
                 out = part.new_empty(part.size(0), y.size(1))
             out[:, columns] = part
         return out
 
     def __matmul__(self, x: Tensor) -> Tensor:
-        return self._chunked(x, lambda _, ext: self.local @ ext)
+        return self._chunked(x, lambda _, ext, out: self.local @ ext)
 
-    def addmm(self, x: Tensor, y: Tensor, beta: float, alpha: float) -> Tensor:
-        r""":math:`\beta x + \alpha\,\mathbf{S} y` on this rank's rows."""
-        return self._chunked(y, lambda columns, ext: torch.addmm(
-            x[:, columns], self.local, ext, beta=beta, alpha=alpha))
+    def addmm(self, x: Tensor, y: Tensor, beta: float, alpha: float,
+              out: Optional[Tensor] = None) -> Tensor:
+        r""":math:`\beta x + \alpha\,\mathbf{S} y` on this rank's rows, written
+        to :obj:`out` if given (not overlapping :obj:`x` or :obj:`y`)."""
+        def product(columns: slice, ext: Tensor, into: Optional[Tensor]) -> Tensor:
+            if into is None:
+                return torch.addmm(x[:, columns], self.local, ext, beta=beta, alpha=alpha)
+            return torch.addmm(x[:, columns], self.local, ext, beta=beta, alpha=alpha, out=into)
+        return self._chunked(y, product, out)
 
     def dense_rows(self) -> Tensor:
         r"""This rank's rows as a dense :math:`n \times N` block (small
