@@ -21,7 +21,11 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     Jacobi-preconditioned conjugate gradient, all columns at once.
 
     Stops when every column has :math:`\|\mathbf{B} - \mathbf{M}\mathbf{Y}\| \leq
-    \text{tol} \cdot \|\mathbf{B}\|`. Each iteration costs one sparse matmul,
+    \text{tol} \cdot \|\mathbf{B}\|`, a test that each column meets at the
+    same iteration whatever its scale: every column is first multiplied by a
+    power of two that brings its largest entry near one (exact), so that columns of
+    tiny norm, such as a nearly vanished gradient in the implicit backward,
+    do not stall in subnormal arithmetic. Each iteration costs one sparse matmul,
     :math:`O(\mathrm{nnz} \cdot F)`. Returns the solution, the largest relative
     residual reached and the number of iterations. :obj:`matmul(matrix, p)`,
     if given, computes the products (e.g. through a layer's
@@ -48,7 +52,18 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
                          "definite; conjugate gradient needs a symmetric positive definite "
                          "matrix (check the regulariser's operator())")
     inv_diag = diag.reciprocal().unsqueeze(-1)
-    b_norm = b.norm(dim=0).clamp_min(torch.finfo(b.dtype).tiny)
+    # Each column scaled by the power of two that brings its largest entry to
+    # [1/2, 1) (not its norm, whose squares may underflow): exact, so the
+    # iterates are the unscaled ones wherever those stay normal numbers, but a
+    # column of tiny norm (a nearly vanished gradient) no longer runs into
+    # subnormal products r^T z, where it would stall far above tol.
+    finfo = torch.finfo(b.dtype)
+    largest = int(math.log2(finfo.max)) - 1  # 2 ** +-largest are normal numbers
+    top = b.abs().amax(dim=0) if b.size(0) else b.new_zeros(b.size(1))
+    shift = (-torch.frexp(top).exponent).clamp(-largest, largest)
+    scale = torch.ldexp(torch.ones_like(b[0]), shift)
+    b = b * scale
+    b_norm = b.norm(dim=0).clamp_min(finfo.tiny)
     y = torch.zeros_like(b)
     r = b.clone()
     z = inv_diag * r
@@ -79,6 +94,7 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
             raise ValueError(f"Conjugate gradient diverged at iteration {iteration} (the "
                              f"residual is {residual}); 'matrix' is not positive definite or "
                              f"too badly scaled for {b.dtype}")
+    y = y / scale
     return (y.squeeze(-1) if squeeze else y), residual, iteration
 
 
