@@ -30,11 +30,12 @@ EPOCH_CORE_SECONDS = 4.64  # one training epoch (forward, backward, step), idem
 # ``python -m benchmarks.operator_build --nodes 200000 1000000 --ranks 2`` (24-35 for
 # one process, one and two gloo ranks; 108-171 before S was built by chunks of rows).
 BUILD_BYTES_PER_ENTRY = 35
-# Peak rise of a rank's Lanczos stage over its basis, less the halo transient below:
-# at 500,000 nodes (benchmarks/results/distributed_500k.md) 2.15 for one process, up to
-# 2.83 (P = 2) and 2.72 (P = 3) on the largest rank; the plan takes the largest, rounded
-# up (3.0 and 3.5 in the 2,000,000-node run before the solver kept one workspace).
-LANCZOS_WORK = 2.9
+# Peak rise of a rank's Lanczos stage over its basis, less the halo exchange's buffer
+# below: at 500,000 nodes (benchmarks/results/distributed_500k.md, since the sharded
+# products allocate no n-row temporaries) 1.57 for one process and 1.65 on the largest
+# rank at P = 2 (474 MiB less its 46 MiB buffer, over a 259 MiB basis); rounded up. It
+# was 2.9 while the heap kept the fragments of those temporaries.
+LANCZOS_WORK = 1.7
 CYCLES = 16  # filtered cycles to tol 1e-4 on the 200,000-node graph (its full run)
 HALO_BUDGET = 64 * 2**20  # linalg.sharded_matrix.HALO_BUDGET: the halo rows of one exchange
 DEGREE = 8  # the Chebyshev filter's degree
@@ -64,18 +65,18 @@ def entries(parts: int) -> float:
 
 
 def halo_transient(parts: int) -> float:
-    r"""Bytes of one block product's halo exchange at the worst-case halo
+    r"""Bytes of a block product's halo exchange buffer at the worst-case halo
     (every other rank's rows, :math:`h = N - n`; each rank's rows sent to
-    every other, :math:`s = (P - 1) n`): the transient of :math:`(n + 2h +
-    s) c` numbers of :class:`~torch_geometric_regcn.linalg.ShardedMatrix`,
-    whose chunks hold :math:`c = \max(1, \min(b, \lfloor
-    \text{budget} / (4h) \rfloor))` of the block's :math:`b` columns."""
+    every other, :math:`s = (P - 1) n`): the :math:`(n + h + s) c` numbers
+    that :class:`~torch_geometric_regcn.linalg.ShardedMatrix` keeps, whose
+    chunks hold :math:`c = \max(1, \min(b, \lfloor \text{budget} / (4h)
+    \rfloor))` of the block's :math:`b` columns."""
     if parts == 1:
         return 0.0
     rows = NODES / parts
     halo = NODES - rows
     columns = max(1, min(BLOCK, int(HALO_BUDGET // (4 * halo))))
-    return 4 * (rows + 2 * halo + (parts - 1) * rows) * columns
+    return 4 * (rows + halo + (parts - 1) * rows) * columns
 
 
 def memory(parts: int, rank: int) -> dict:
