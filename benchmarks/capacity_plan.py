@@ -34,7 +34,8 @@ BUILD_BYTES_PER_ENTRY = 35
 # below: at 500,000 nodes (benchmarks/results/distributed_500k.md, since the sharded
 # products allocate no n-row temporaries) 1.57 for one process and 1.65 on the largest
 # rank at P = 2 (474 MiB less its 46 MiB buffer, over a 259 MiB basis); rounded up. It
-# was 2.9 while the heap kept the fragments of those temporaries.
+# was 2.9 while the heap kept the fragments of those temporaries; P = 3 (2.72 then) was
+# not measured again.
 LANCZOS_WORK = 1.7
 CYCLES = 16  # filtered cycles to tol 1e-4 on the 200,000-node graph (its full run)
 HALO_BUDGET = 64 * 2**20  # linalg.sharded_matrix.HALO_BUDGET: the halo rows of one exchange
@@ -64,7 +65,7 @@ def entries(parts: int) -> float:
     return (2 * EDGES + SEMANTIC_PER_NODE * NODES + NODES) / parts
 
 
-def halo_transient(parts: int) -> float:
+def halo_buffer(parts: int) -> float:
     r"""Bytes of a block product's halo exchange buffer at the worst-case halo
     (every other rank's rows, :math:`h = N - n`; each rank's rows sent to
     every other, :math:`s = (P - 1) n`): the :math:`(n + h + s) c` numbers
@@ -81,8 +82,8 @@ def halo_transient(parts: int) -> float:
 
 def memory(parts: int, rank: int) -> dict:
     r"""Bytes per rank: float32 values, CSR with int32 columns, and in the
-    Lanczos stage the transient of a product's halo exchange
-    (:func:`halo_transient`)."""
+    Lanczos stage the buffer of a product's halo exchange
+    (:func:`halo_buffer`)."""
     rows = NODES / parts
     x, s = 4 * rows * FEATURES, 8 * entries(parts)
     basis = 4 * rows * basis_columns(rank)
@@ -90,7 +91,7 @@ def memory(parts: int, rank: int) -> dict:
         'x': x,
         'S': s,
         'build S': BUILD_BYTES_PER_ENTRY * entries(parts) + x,
-        'Lanczos': LANCZOS_WORK * basis + s + x + halo_transient(parts),
+        'Lanczos': LANCZOS_WORK * basis + s + x + halo_buffer(parts),
         'training': x + 8 * rows * rank,
     }
 

@@ -131,23 +131,38 @@ def _operator_on_metis_shards(rank, world_size):
     values, vectors, *_ = extreme_eigenpairs(
         operator, 6, which='LA', tol=1e-9, generator=torch.Generator().manual_seed(0))
     product = operator @ block
-    kept = operator._buffer.data_ptr()  # the halo exchange's buffer, now 7 columns wide
+    unkept = operator._buffer is None  # outside reusing_buffer nothing is kept
     into = {name: torch.full_like(block, float('nan')) for name in ('whole', 'chunked')}
-    returned = {'whole': operator.addmm(block, block, beta=0.5, alpha=-2.0, out=into['whole']),
-                'chunked': chunked.addmm(block, block, beta=0.5, alpha=-2.0,
-                                         out=into['chunked'])}
     tracked = block.clone().requires_grad_()
-    with_grad = operator @ tracked
+    with operator.reusing_buffer(), chunked.reusing_buffer():
+        again = operator @ block
+        kept = operator._buffer  # the halo exchange's buffer, 7 columns wide
+        returned = {'whole': operator.addmm(block, block, beta=0.5, alpha=-2.0,
+                                            out=into['whole']),
+                    'chunked': chunked.addmm(block, block, beta=0.5, alpha=-2.0,
+                                             out=into['chunked'])}
+        buffer_kept = operator._buffer is kept
+        buffer_size = (kept.numel(), operator.plan.buffer_size(block))
+        # Under autograd the extended block may be saved for the backward: never the buffer.
+        own = operator._extended(tracked).data_ptr() != kept.data_ptr()
+        with_grad = operator @ tracked
+        with torch.inference_mode():  # a wider buffer, made here, is replaced outside it
+            operator @ torch.cat([block, block], dim=1)
+        after_inference = operator @ block[:, :2].contiguous()
+    # addmm(out=) while a gradient is recorded: a new, differentiable result instead.
+    graded = operator.addmm(block, tracked, beta=0.5, alpha=-2.0, out=torch.empty_like(block))
     with_grad.sum().backward()
-    return {'node_id': shard.node_id, 'product': product,
+    return {'node_id': shard.node_id, 'product': product, 'again': again,
+            'after_inference': after_inference, 'graded': graded.requires_grad,
             'chunked': chunked @ block, 'columns': chunked.chunk_columns(block),
             'addmm': chunked.addmm(block, block, beta=0.5, alpha=-2.0),
             'into': into, 'returned_into': all(returned[k] is into[k] for k in into),
-            'buffer_kept': operator._buffer.data_ptr() == kept,
-            'buffer_size': (operator._buffer.numel(), operator.plan.buffer_size(block)),
+            'buffer_kept': buffer_kept and unkept and operator._buffer is None, 'own': own,
+            'buffer_size': buffer_size,
             'extended': (operator.plan.extended(block), operator.plan.extended(
                 block, torch.full((operator.plan.buffer_size(block),), float('nan'),
                                   dtype=block.dtype))),
+            'exchange': operator.plan.exchange(block),
             'with_grad': with_grad.detach(), 'grad': tracked.grad,
             'local': operator.local.to_dense(),
             'halo': operator.plan.halo.numel(), 'values': values, 'vectors': vectors}
@@ -179,11 +194,15 @@ def test_operator_on_metis_shards_matches_one_process():
         for into in r['into'].values():
             assert float((into - (0.5 * block[rows] - 2.0 * expected[rows])).abs().max()) \
                 < 1e-13
-        # The halo exchange's buffer outlives the products (the next ones of as many
-        # columns reuse it); the same rows with or without it.
-        assert r['buffer_kept'] and r['buffer_size'][0] >= r['buffer_size'][1]
+        # Inside reusing_buffer the halo exchange's buffer outlives the products (the
+        # next ones of as many columns reuse it) and goes at the end; the same rows and
+        # the same product (bit for bit) with or without it.
+        assert r['buffer_kept'] and r['buffer_size'][0] == r['buffer_size'][1]
+        assert r['own'] and torch.equal(r['again'], r['product']) and r['graded']
+        assert float((r['after_inference'] - expected[rows][:, :2]).abs().max()) < 1e-14
         plain, buffered = r['extended']
         assert torch.equal(plain, buffered) and plain.size(0) == len(rows) + r['halo']
+        assert torch.equal(r['exchange'], plain[len(rows):])
         # Under autograd (a fresh result that backward may keep): the same product, and
         # the gradient of its sum reaches own rows only (the halo is fetched detached):
         # the column sums of the local block's own columns.

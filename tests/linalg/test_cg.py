@@ -29,29 +29,41 @@ def test_cg_zero_rhs_column():
     assert torch.equal(y[:, 0], torch.zeros(40, dtype=torch.float64))
 
 
-@pytest.mark.parametrize('power', [-60, -100, 60])
-def test_cg_is_exact_under_a_power_of_two_scale_of_a_column(power):
+@pytest.mark.parametrize('dtype,power', [(torch.float32, -60), (torch.float32, -100),
+                                         (torch.float32, 60), (torch.float64, -200),
+                                         (torch.float64, 200)])
+def test_cg_is_exact_under_a_power_of_two_scale_of_a_column(dtype, power):
     # M Y = B and M Y' = 2^p B: in exact arithmetic Y' = 2^p Y, and scaling by a power
-    # of two is exact in floating point, so the float32 iterates must agree bit for bit
-    # (with the float64 solution to CG's tolerance) whatever the column's scale. A
-    # column of entries near 2^-60 (1e-18) or 2^-100 ran into subnormal products r^T z
-    # and stall far above tol (CiteSeer's implicit backward, a nearly vanished
-    # gradient column: 1000 iterations instead of 20); 2^60 takes the other direction.
+    # of two is exact in floating point, so the iterates must agree bit for bit (and
+    # with the float64 solution to CG's tolerance) whatever the column's scale. In
+    # float32 a column of entries near 2^-60 (1e-18) ran its products r^T z into
+    # subnormal numbers and stalled far above tol (CiteSeer's implicit backward, a
+    # nearly vanished gradient column: 1000 iterations instead of 20); near 2^-100 it
+    # lost bits; 2^60 and float64's 2^+-200 check the scale in the other direction and
+    # beyond float32's range.
     m = spd(60, seed=1)
     b = torch.randn(60, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     scaled = b.clone()
-    scaled[:, 1] = torch.ldexp(b[:, 1], torch.tensor(power))
-    m32 = m.float().to_sparse_csr()
-    y, residual, iterations = conjugate_gradient(m32, b.float(), tol=1e-5, max_iter=500)
-    y2, residual2, iterations2 = conjugate_gradient(m32, scaled.float(), tol=1e-5, max_iter=500)
+    scaled[:, 1] = b[:, 1] * 2.0 ** power  # exact in float64, and then in float32
+    matrix = m.to(dtype).to_sparse_csr()
+    y, residual, iterations = conjugate_gradient(matrix, b.to(dtype), tol=1e-5, max_iter=500)
+    y2, residual2, iterations2 = conjugate_gradient(matrix, scaled.to(dtype), tol=1e-5,
+                                                    max_iter=500)
     assert residual <= 1e-5 and residual2 <= 1e-5 and iterations2 == iterations < 500
     assert torch.equal(y2[:, 0], y[:, 0])
-    assert torch.equal(y2[:, 1], torch.ldexp(y[:, 1], torch.tensor(power)))
+    assert torch.equal(y2[:, 1], y[:, 1] * 2.0 ** power)
+    assert y.dtype == dtype
     exact = torch.linalg.solve(m, b)
     # relative error <= cond(M) * relative residual (<= tol), with the float32 rounding
     # of M and B (cond * 1e-7) well below it.
     error = (y.double() - exact).norm(dim=0) / exact.norm(dim=0)
     assert float(error.max()) <= float(torch.linalg.cond(m)) * 1e-5
+
+
+def test_cg_of_an_empty_system():
+    for rhs in (torch.zeros(0, 3), torch.zeros(0)):
+        y, residual, iterations = conjugate_gradient(torch.zeros(0, 0), rhs)
+        assert y.shape == rhs.shape and residual == 0.0 and iterations == 0
 
 
 def test_cg_gradcheck_through_implicit_backward():

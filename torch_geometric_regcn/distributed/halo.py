@@ -38,7 +38,7 @@ class HaloPlan(NamedTuple):
         r"""The rows of the halo, given this rank's rows :obj:`x`."""
         if self.group is None:
             return x[:0]
-        return self.extended(x)[x.size(0):]
+        return self._receive(x, x.new_empty((self.halo.numel(), *x.shape[1:])))
 
     def extended(self, x: Tensor, buffer: Optional[Tensor] = None) -> Tensor:
         r"""This rank's rows followed by the halo's: the rows the local block
@@ -57,10 +57,18 @@ class HaloPlan(NamedTuple):
         else:
             out = buffer[:(n + h) * width].view(n + h, *x.shape[1:])
             send = buffer[(n + h) * width:(n + h + s) * width].view(s, *x.shape[1:])
-        send = torch.index_select(x.detach(), 0, self.send_index, out=send)
-        all_to_all_into(out[n:].view(h, width), send.view(s, width),
-                        self.recv_counts, self.send_counts, self.group)
+        self._receive(x, out[n:], send)
         out[:n] = x  # after the exchange, which autograd does not see: x's gradient flows
+        return out
+
+    def _receive(self, x: Tensor, out: Tensor, send: Optional[Tensor] = None) -> Tensor:
+        r"""Writes the halo's rows to :obj:`out` (contiguous), sending this
+        rank's rows :obj:`x` gathered into :obj:`send` (a new tensor if
+        :obj:`None`); returns :obj:`out`."""
+        width, index = math.prod(x.shape[1:]), self.send_index.to(x.device)
+        send = torch.index_select(x.detach(), 0, index, out=send)
+        all_to_all_into(out.view(self.halo.numel(), width), send.view(index.numel(), width),
+                        self.recv_counts, self.send_counts, self.group)
         return out
 
     def buffer_size(self, x: Tensor) -> int:

@@ -61,7 +61,7 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     largest = int(math.log2(finfo.max)) - 1  # 2 ** +-largest are normal numbers
     top = b.abs().amax(dim=0) if b.size(0) else b.new_zeros(b.size(1))
     shift = (-torch.frexp(top).exponent).clamp(-largest, largest)
-    scale = torch.ldexp(torch.ones_like(b[0]), shift)
+    scale = torch.exp2(shift.to(torch.float64)).to(b.dtype)  # exact in b's dtype
     b = b * scale
     b_norm = b.norm(dim=0).clamp_min(finfo.tiny)
     y = torch.zeros_like(b)

@@ -25,7 +25,11 @@ from torch_geometric_regcn.linalg.eigenpairs import (
     select,
     small_eigh,
 )
-from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix, gather_dense
+from torch_geometric_regcn.linalg.sharded_matrix import (
+    ShardedMatrix,
+    gather_dense,
+    reusing_buffer,
+)
 from torch_geometric_regcn.utils.sparse import compact_csr
 from torch_geometric_regcn.utils.validation import check_int
 
@@ -630,30 +634,31 @@ def block_lanczos(
                                  if generator is not None else 'cpu'))
         generator = torch.Generator(device).manual_seed(seed + rank_of(group))
 
-    workspace = Workspace.allocate(rows, m, b, dtype, device)
+    with reusing_buffer(operator):  # the products' halo exchanges in one kept buffer
+        workspace = Workspace.allocate(rows, m, b, dtype, device)
 
-    def start() -> Tensor:  # a random block, in the workspace (free until the first product)
-        return torch.randn(rows, b, generator=generator, out=workspace.blocks[0])
+        def start() -> Tensor:  # a random block, in the workspace (free until the first product)
+            return torch.randn(rows, b, generator=generator, out=workspace.blocks[0])
 
-    window = _locate_spectrum(operator, k, which, workspace, start(), generator,  # plain Lanczos
-                              step_callback, deflate)
-    if callback is not None:  # no pairs yet: a progress report only
-        callback(0, math.inf)
-    degree += degree % 2 if which == 'LM' else 0  # an even filter treats both ends alike
-    keep = m - b * max(1, (m - k) // (2 * b))  # kept Ritz vectors: half the spare room
-    best, cycles = None, 0
-    while True:  # filtered cycles; a faint or stalled filter restarts at a lower degree
-        filtered = _FilteredCycles(operator, k, which, tol, window, degree, best, cycles,
-                                   callback, step_callback, residuals_callback, deflate)
-        best = None  # held by 'filtered' alone, which drops it for better pairs
-        run = filtered.run(start(), workspace, keep, max_iter - cycles, generator)
-        del filtered
-        cycles, best = cycles + run.cycles, run.best
-        last = run.last.pairs
-        if not run.last.faint or last.residual <= tol or cycles >= max_iter:
-            break
-        degree, = consensus([_lowered_degree(degree, which, window, float(last.values[k - 1]),
-                                             dtype)], group)  # from local Ritz values
+        window = _locate_spectrum(operator, k, which, workspace, start(),  # plain Lanczos
+                                  generator, step_callback, deflate)
+        if callback is not None:  # no pairs yet: a progress report only
+            callback(0, math.inf)
+        degree += degree % 2 if which == 'LM' else 0  # an even filter treats both ends alike
+        keep = m - b * max(1, (m - k) // (2 * b))  # kept Ritz vectors: half the spare room
+        best, cycles = None, 0
+        while True:  # filtered cycles; a faint or stalled filter restarts at a lower degree
+            filtered = _FilteredCycles(operator, k, which, tol, window, degree, best, cycles,
+                                       callback, step_callback, residuals_callback, deflate)
+            best = None  # held by 'filtered' alone, which drops it for better pairs
+            run = filtered.run(start(), workspace, keep, max_iter - cycles, generator)
+            del filtered
+            cycles, best = cycles + run.cycles, run.best
+            last = run.last.pairs
+            if not run.last.faint or last.residual <= tol or cycles >= max_iter:
+                break
+            degree, = consensus([_lowered_degree(degree, which, window, float(last.values[k - 1]),
+                                                 dtype)], group)  # from local Ritz values
 
     converged = best.residual <= tol
     if not converged:

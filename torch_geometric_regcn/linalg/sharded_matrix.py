@@ -1,5 +1,6 @@
 r"""A sparse symmetric matrix split by rows over the ranks of a process group."""
-from typing import Callable, Optional
+from contextlib import contextmanager, nullcontext
+from typing import Callable, ContextManager, Iterator, Optional
 
 import torch
 from torch import Tensor
@@ -37,10 +38,12 @@ class ShardedMatrix:
     \cdot \text{itemsize}) \rfloor` columns (at least one), one all-to-all
     each: the same bytes in more messages, and an exchange buffer of
     :math:`(n + h + s) c` numbers (:math:`s` rows sent) in place of
-    :math:`(n + h + s) b`. Outside autograd the matrix keeps that buffer
-    between products (the widest block's), so that an iteration's products
+    :math:`(n + h + s) b`. Inside :meth:`reusing_buffer` (the eigensolvers'
+    iterations) the matrix keeps that buffer between products, which then
     allocate only their :math:`n`-row results (none where the caller passes
-    :obj:`out` to :meth:`addmm`). A chunk's product equals the matching columns of
+    :obj:`out` to :meth:`addmm` and the block is exchanged whole). The halo
+    rows are fetched detached: a gradient reaches this rank's rows of the
+    block only through its own products. A chunk's product equals the matching columns of
     the whole block's to rounding (the sparse kernel may sum in another
     order for another width).
     The eigensolvers accept it as their :obj:`operator` and then work on row
@@ -92,7 +95,8 @@ class ShardedMatrix:
             agree_arguments(group, 'ShardedMatrix', same, error)
         #: The most bytes of halo rows one exchange fetches.
         self.halo_budget: int = budget
-        self._buffer: Optional[Tensor] = None  # the halo exchange's, see _extended
+        self._buffer: Optional[Tensor] = None  # the halo exchange's, see reusing_buffer
+        self._reusing = 0  # the depth of reusing_buffer blocks
         self.plan = HaloPlan.build(columns, partition, group)
         #: The largest halo of any rank: the chunks' width must be the same on
         #: every rank, whose all-to-alls pair up.
@@ -171,17 +175,33 @@ class ShardedMatrix:
             return width
         return max(1, min(width, self.halo_budget // (self.max_halo * x.element_size())))
 
+    @contextmanager
+    def reusing_buffer(self) -> Iterator['ShardedMatrix']:
+        r"""Within the block, the products made outside autograd receive their
+        halo rows in one buffer that the matrix keeps from product to product
+        (as large as the widest block's exchange, :math:`(n + h + s) c`
+        numbers), instead of two new tensors each: an iteration's products
+        then leave no fragments of :math:`n + h` rows on the heap. The buffer
+        goes when the outermost block ends. The eigensolvers use it."""
+        depth = self._reusing
+        self._reusing = depth + 1
+        try:
+            yield self
+        finally:
+            self._reusing = depth
+            if depth == 0:
+                self._buffer = None
+
     def _extended(self, y: Tensor) -> Tensor:
-        r""":obj:`y` extended by its halo rows. Outside autograd the halo
-        exchange works in one buffer the matrix keeps (as large as the widest
-        block it saw, at most the halo budget's chunk), so that an iteration's
-        products allocate nothing of :math:`n + h` rows that the heap would
-        keep in fragments."""
-        if torch.is_grad_enabled() and (y.requires_grad or self.local.requires_grad):
+        r""":obj:`y` extended by its halo rows, in the kept buffer inside
+        :meth:`reusing_buffer` (where no gradient is recorded)."""
+        if not self._reusing or (torch.is_grad_enabled()
+                                 and (y.requires_grad or self.local.requires_grad)):
             return self.plan.extended(y)  # the result may be saved for the backward
         size, buffer = self.plan.buffer_size(y), self._buffer
         if buffer is None or buffer.numel() < size or buffer.dtype != y.dtype \
-                or buffer.device != y.device:
+                or buffer.device != y.device \
+                or (buffer.is_inference() and not torch.is_inference_mode_enabled()):
             self._buffer = buffer = None  # the old one goes before the new one comes
             self._buffer = buffer = y.new_empty(size)
         return self.plan.extended(y, buffer)
@@ -210,8 +230,12 @@ class ShardedMatrix:
 
     def addmm(self, x: Tensor, y: Tensor, beta: float, alpha: float,
               out: Optional[Tensor] = None) -> Tensor:
-        r""":math:`\beta x + \alpha\,\mathbf{S} y` on this rank's rows, written
-        to :obj:`out` if given (not overlapping :obj:`x` or :obj:`y`)."""
+        r""":math:`\beta x + \alpha\,\mathbf{S} y` on this rank's rows, returned;
+        written to :obj:`out` if given (not overlapping :obj:`x` or :obj:`y`)
+        unless a gradient is recorded (:obj:`out=` has none)."""
+        if out is not None and torch.is_grad_enabled() and (
+                x.requires_grad or y.requires_grad or self.local.requires_grad):
+            out = None
         def product(columns: slice, ext: Tensor, into: Optional[Tensor]) -> Tensor:
             if into is None:
                 return torch.addmm(x[:, columns], self.local, ext, beta=beta, alpha=alpha)
@@ -234,6 +258,12 @@ class ShardedMatrix:
         part = self.partition
         return (f'{self.__class__.__name__}(rows={part.start}:{part.end} of '
                 f'{part.num_nodes}, nnz={self.local._nnz()}, halo={self.plan.halo.numel()})')
+
+
+def reusing_buffer(operator) -> ContextManager:
+    r""":meth:`ShardedMatrix.reusing_buffer` of a row-sharded operator; for
+    any other, a block that does nothing."""
+    return operator.reusing_buffer() if isinstance(operator, ShardedMatrix) else nullcontext()
 
 
 def gather_dense(matrix: ShardedMatrix) -> Tensor:
