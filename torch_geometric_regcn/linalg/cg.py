@@ -22,11 +22,11 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
 
     Stops when every column has :math:`\|\mathbf{B} - \mathbf{M}\mathbf{Y}\| \leq
     \text{tol} \cdot \|\mathbf{B}\|`, a test that each column meets at the
-    same iteration whatever its scale: every column is first multiplied by a
-    power of two that brings its largest entry near one (exact), so that columns of
-    tiny norm, such as a nearly vanished gradient in the implicit backward,
-    do not stall in subnormal arithmetic. Each iteration costs one sparse matmul,
-    :math:`O(\mathrm{nnz} \cdot F)`. Returns the solution, the largest relative
+    same iteration whatever its scale: every column is first multiplied by
+    a power of two that brings its largest entry near one (exact), so that
+    columns of tiny norm, such as a nearly vanished gradient in the implicit
+    backward, do not stall in subnormal arithmetic. Each iteration costs one
+    sparse matmul, :math:`O(\mathrm{nnz} \cdot F)`. Returns the solution, the largest relative
     residual reached and the number of iterations. :obj:`matmul(matrix, p)`,
     if given, computes the products (e.g. through a layer's
     :meth:`~torch_geometric.nn.conv.MessagePassing.propagate`).

@@ -43,9 +43,9 @@ class ShardedMatrix:
     allocate only their :math:`n`-row results (none where the caller passes
     :obj:`out` to :meth:`addmm` and the block is exchanged whole). The halo
     rows are fetched detached: a gradient reaches this rank's rows of the
-    block only through its own products. A chunk's product equals the matching columns of
-    the whole block's to rounding (the sparse kernel may sum in another
-    order for another width).
+    block only through its own products. A chunk's product equals the
+    matching columns of the whole block's to rounding (the sparse kernel may
+    sum in another order for another width).
     The eigensolvers accept it as their :obj:`operator` and then work on row
     shards of their vectors (see :func:`~torch_geometric_regcn.linalg.block_lanczos`).
     Before the first exchange the ranks agree that each one's
@@ -236,6 +236,7 @@ class ShardedMatrix:
         if out is not None and torch.is_grad_enabled() and (
                 x.requires_grad or y.requires_grad or self.local.requires_grad):
             out = None
+
         def product(columns: slice, ext: Tensor, into: Optional[Tensor]) -> Tensor:
             if into is None:
                 return torch.addmm(x[:, columns], self.local, ext, beta=beta, alpha=alpha)
