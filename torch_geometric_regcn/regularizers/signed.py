@@ -126,7 +126,8 @@ class SignedLaplacianRegularizer(AffineRegularizer):
         r"""The :obj:`K`-term Neumann series; warns (once per regulariser)
         when its error bound :math:`q^K` exceeds :obj:`SERIES_TOLERANCE`, as
         an :math:`\alpha` near :math:`-1/2` (fixed or learned) makes it."""
-        alpha = float(self.alpha)  # one synchronisation where alpha is learned
+        alpha = self.alpha  # one synchronisation where alpha is learned:
+        alpha = float(alpha.detach() if isinstance(alpha, Tensor) else alpha)
         bound = (abs(alpha) / (1.0 + alpha)) ** self.K
         if bound > SERIES_TOLERANCE:
             warn_once(self, 'series_bound', (
