@@ -170,6 +170,7 @@ def test_cached_layer_refuses_another_graph(graph, model, layout):
 
 @pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize('regularizer, solver', SOLVERS)
+@torch.no_grad()  # forward values only
 def test_half_precision_is_solved_in_float32(graph, regularizer, solver, dtype):
     conv = RegularizerConv(F, 3, regularizer, solver=solver)
     kwargs = layer_inputs(graph, regularizer, solver)
@@ -185,6 +186,7 @@ def test_half_precision_is_solved_in_float32(graph, regularizer, solver, dtype):
 
 
 @pytest.mark.parametrize('regularizer, solver', SOLVERS)
+@torch.no_grad()  # forward values only
 def test_autocast_is_solved_in_float32(graph, regularizer, solver):
     conv = RegularizerConv(F, 3, regularizer, solver=solver)
     kwargs = layer_inputs(graph, regularizer, solver)
@@ -196,6 +198,7 @@ def test_autocast_is_solved_in_float32(graph, regularizer, solver):
 
 
 @pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
+@torch.no_grad()  # forward values only
 def test_half_precision_tsgcn_conv_and_autocast(graph, dtype):
     conv = TSGCNConv(F, 3)
     expected = conv(graph.x, graph.lowrank_w, graph.lowrank_v)
