@@ -236,12 +236,8 @@ class ShardedMatrix:
         if out is not None and torch.is_grad_enabled() and (
                 x.requires_grad or y.requires_grad or self.local.requires_grad):
             out = None
-
-        def product(columns: slice, ext: Tensor, into: Optional[Tensor]) -> Tensor:
-            if into is None:
-                return torch.addmm(x[:, columns], self.local, ext, beta=beta, alpha=alpha)
-            return torch.addmm(x[:, columns], self.local, ext, beta=beta, alpha=alpha, out=into)
-        return self._chunked(y, product, out)
+        return self._chunked(y, lambda columns, ext, into: torch.addmm(
+            x[:, columns], self.local, ext, beta=beta, alpha=alpha, out=into), out)
 
     def dense_rows(self) -> Tensor:
         r"""This rank's rows as a dense :math:`n \times N` block (small
