@@ -119,3 +119,25 @@ def test_finite_learned_coefficients_propagate_as_fixed_ones(solver):
     expected = fixed.propagate(x, graph, solver, tol=1e-10)
     torch.testing.assert_close(learned.propagate(x, graph, solver, tol=1e-10), expected,
                                rtol=1e-12, atol=1e-9 if solver == 'cg' else 1e-12)
+
+
+def test_a_loaded_state_is_checked_key_by_key():
+    # A value of the wrong type raised TypeError inside the constructor's
+    # check, which the loader took for a key the constructor lacks and let
+    # through unchecked.
+    from torch_geometric_regcn import RegularizerConv
+    layer = RegularizerConv(2, 2, regularizer='elastic')
+    state = layer.state_dict()
+    for bad, error in [({'lambda1': torch.tensor(-1.0)}, "'lambda1' must be a real number"),
+                       ({'K': '3'}, "'K' must be an integer"),
+                       ({'lambda1': -1.0}, "'lambda1' must be non-negative")]:
+        other = RegularizerConv(2, 2, regularizer='elastic')
+        extra = {**state['regularizer._extra_state'], **bad}
+        with pytest.raises((TypeError, ValueError), match=error):
+            other.load_state_dict({**state, 'regularizer._extra_state': extra})
+        assert other.regularizer.coefficients() == layer.regularizer.coefficients()
+    # A key the constructor does not take (an older version's) still loads.
+    other = RegularizerConv(2, 2, regularizer='elastic', lambda1=1.0)
+    other.load_state_dict({**state, 'regularizer._extra_state': {
+        **state['regularizer._extra_state'], 'legacy': 1}})
+    assert other.regularizer.lambda1 == 3.0

@@ -36,3 +36,25 @@ def test_errors():
         R.RobustRegularizer(threshold=1e-5)
     with pytest.raises(ValueError, match="'lam'"):
         R.RobustRegularizer(lam=0.0)
+
+
+def test_edge_weights_carry_the_graphs_weights():
+    # The reweighted problem's weight of an edge is lam * w_ij * rho'(t)/t: an
+    # edge of weight 0 (or masked to 0) is no trusted edge, though its
+    # difference t is 0, where rho'(t)/t is largest. Reference: the formula
+    # with the graph's weights read from the dense weighted graph.
+    from tests.regularizers.helpers import dense_weights
+    from torch_geometric_regcn.regularizers.graph import build_graph
+    reg = R.RobustRegularizer(lam=2.0, penalty='huber', threshold=0.5)
+    w, ei, weight = dense_weights(weighted=True)
+    weight = weight.clone()
+    weight[(ei[0] == 3) | (ei[1] == 3)] = 0.0  # node 3's edges are absent
+    graph = build_graph(reg, ei, N, weight, torch.float64)
+    h = reg.propagate(3 * h_in(4), graph, tol=1e-10)
+    edge_index, got = reg.edge_weights(h, graph)
+    t = reg.incidence(graph).gradient(h).norm(dim=-1)
+    w_ij = w.index_put((ei[0], ei[1]), weight)[edge_index[0], edge_index[1]]
+    expected = 2.0 * w_ij * torch.where(t <= 0.5, torch.ones_like(t), 0.5 / t)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=0.0)
+    absent = (edge_index == 3).any(dim=0)
+    assert absent.any() and bool((got[absent] == 0).all())

@@ -1,6 +1,6 @@
 r"""The normalised incidence matrix of an undirected graph: the graph gradient
 of the non-quadratic regularisers."""
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -21,6 +21,9 @@ class Incidence(NamedTuple):
     dst_coef: Tensor
     #: the number of nodes :math:`N`
     num_nodes: int
+    #: the graph's weight :math:`w_{ij}` of each edge, :obj:`[E']` (:obj:`None`
+    #: where the caller built the rows from coefficients alone)
+    weight: Optional[Tensor] = None
 
     @property
     def num_edges(self) -> int:
@@ -109,4 +112,4 @@ def normalized_incidence(edge_index: Tensor, edge_weight: Tensor, num_nodes: int
     # sqrt(w), with a zero gradient (not NaN) at w = 0: an edge weighted or masked to zero.
     root = torch.where(weight > 0, weight.clamp_min(torch.finfo(weight.dtype).tiny).sqrt(),
                        torch.zeros_like(weight))
-    return Incidence(src, dst, root * norm[src], root * norm[dst], num_nodes)
+    return Incidence(src, dst, root * norm[src], root * norm[dst], num_nodes, weight)

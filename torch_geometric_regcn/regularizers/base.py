@@ -1,4 +1,5 @@
 r"""The regulariser interface of the regularizer-centred framework."""
+import inspect
 import math
 import numbers
 import warnings
@@ -309,10 +310,18 @@ class Regularizer(torch.nn.Module):
         return self.coefficients()
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
-        try:  # the constructor's checks, before anything changes
+        # The constructor's checks, before anything changes, on the coefficients
+        # it takes (others, e.g. of an older version, load unchecked). A
+        # TypeError of a check (a value of the wrong type) is raised.
+        parameters = inspect.signature(type(self)).parameters.values()
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+            names = {p.name for p in parameters}
+            checked = {k: v for k, v in state.items() if k in names}
+            if all(p.name in checked for p in parameters
+                   if p.default is p.empty and p.kind != p.VAR_POSITIONAL):
+                type(self)(**checked)
+        else:
             type(self)(**state)
-        except TypeError:  # coefficients that are not constructor arguments
-            pass
         for key, value in state.items():
             if key not in self.learned:  # a learned one loads as its parameter
                 setattr(self, key, value)

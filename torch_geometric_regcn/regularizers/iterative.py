@@ -11,7 +11,7 @@ from torch_geometric_regcn.linalg.incidence import Incidence, normalized_inciden
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.utils.compat import compiler_disable
-from torch_geometric_regcn.utils.validation import check_int, check_real
+from torch_geometric_regcn.utils.validation import all_finite, check_int, check_real
 from torch_geometric_regcn.utils.warn_once import outside_stacklevel, warn_once
 
 
@@ -137,7 +137,8 @@ class IterativeRegularizer(Regularizer):
         with :obj:`solver` (see the class). :obj:`tol` and :obj:`max_iter`
         are those of the conjugate gradient solves of :obj:`"irls"`. With
         :obj:`trace=True` the energy is evaluated at the start and after
-        every iteration (one more pass over the edges each)."""
+        every iteration (one more pass over the edges each). A NaN or an
+        infinity in :obj:`x` raises a :class:`ValueError` naming it."""
         solver = self.check_solver(solver)
         return _solve(self, x, graph, solver, tol, max_iter, trace)
 
@@ -176,14 +177,26 @@ def check_steps(K: int, irls_tol: float) -> Tuple[int, float]:
 
 
 def _relative_change(new: Tensor, old: Tensor) -> Tensor:
-    scale = new.detach().norm().clamp_min(torch.finfo(new.dtype).tiny)
-    return (new.detach() - old.detach()).norm() / scale
+    r""":math:`\|\mathbf{H}_k - \mathbf{H}_{k-1}\|_F / \|\mathbf{H}_k\|_F`, both
+    norms of the iterates divided by their largest magnitude first, so that
+    neither squares overflow for large finite entries nor underflow for
+    tiny ones (NaN for a non-finite iterate, 0 for two zero ones)."""
+    new, old = new.detach(), old.detach()
+    if new.numel() == 0:
+        return new.new_zeros(())
+    scale = torch.maximum(new.abs().amax(), old.abs().amax())
+    scale = scale.clamp_min(torch.finfo(new.dtype).tiny)
+    return (new / scale - old / scale).norm() / (new / scale).norm().clamp_min(
+        torch.finfo(new.dtype).tiny)
 
 
 @compiler_disable(reason="The non-quadratic regularisers iterate in Python over sparse index "
                   "operations and run eagerly; compile without fullgraph=True (a graph break)")
 def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, solver: str,
            tol: float, max_iter: int, trace: bool) -> Solve:
+    if not all_finite(x):  # the rules without a residual would carry it into every row
+        raise ValueError(f"'x' of {regularizer!r} contains NaN or infinite values (in a layer: "
+                         f"the projected features, so check the input and the weights)")
     energies = [regularizer.objective(x, x, graph).detach()] if trace else []
     h, state, change = x, None, math.nan
     iterations = 0

@@ -53,8 +53,8 @@ class RobustRegularizer(IterativeRegularizer):
     :math:`\mathbf{W} = \mathrm{diag}(\rho'(t_e)/t_e)` at the current
     differences, by conjugate gradient; since :math:`\rho(\sqrt{s})` is
     concave, the energy never increases (majorise-minimise). The edge
-    weights of the last reweighting, :math:`\lambda\rho'(t_e)/t_e` (zero on
-    an edge that :obj:`"mcp"` cut), are :meth:`edge_weights`, the
+    weights of the last reweighting, :math:`\lambda w_{ij}\rho'(t_e)/t_e`
+    (zero on an edge that :obj:`"mcp"` cut), are :meth:`edge_weights`, the
     regulariser's own explanation of which edges it trusted.
 
     Cost per reweighting: a conjugate gradient solve, :math:`O(E F)` per CG
@@ -110,12 +110,15 @@ class RobustRegularizer(IterativeRegularizer):
         return 0.5 * (h - x).square().sum() + self.lam * self.rho().value(t).sum()
 
     def edge_weights(self, h: Tensor, graph: GraphOperators) -> Tuple[Tensor, Tensor]:
-        r"""The weight :math:`\lambda\rho'(t_e)/t_e` of each undirected edge
-        :math:`e = \{i, j\}` in the reweighted problem at :obj:`h`, as
-        :obj:`(edge_index [2, E'], weight [E'])`, :math:`i < j`."""
+        r"""The weight :math:`\lambda w_{ij}\rho'(t_e)/t_e` of each undirected
+        edge :math:`e = \{i, j\}` in the reweighted problem at :obj:`h`: the
+        graph's weight :math:`w_{ij}` (an explainer's mask included) scaled by
+        the reweighting, so zero for an edge that :obj:`"mcp"` cut and for one
+        of weight zero. Returns :obj:`(edge_index [2, E'], weight [E'])`,
+        :math:`i < j`."""
         inc = self.incidence(graph)
         t = inc.gradient(h).norm(dim=-1)
-        return torch.stack([inc.src, inc.dst]), self.lam * self.rho().weight(t)
+        return torch.stack([inc.src, inc.dst]), self.lam * inc.weight * self.rho().weight(t)
 
     def system(self, h: Tensor, x: Tensor, graph: GraphOperators) -> System:
         inc = self.incidence(graph)

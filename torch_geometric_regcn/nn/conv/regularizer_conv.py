@@ -129,7 +129,11 @@ class RegularizerConv(MessagePassing):
         bias (bool, optional): If set to :obj:`False`, the layer will not learn
             an additive bias. (default: :obj:`True`)
         solver (str, optional): :obj:`"closed"`, :obj:`"series"`, :obj:`"cg"` or
-            :obj:`"lowrank"`; :obj:`None` takes the regulariser's default.
+            :obj:`"lowrank"` for a quadratic regulariser; :obj:`"irls"` or a
+            rule of the regulariser's own (:obj:`"emp"`, :obj:`"amp"`,
+            :obj:`"fixed_point"`) for a non-quadratic one (see
+            :class:`~torch_geometric_regcn.regularizers.IterativeRegularizer`);
+            :obj:`None` takes the regulariser's default.
             :obj:`"closed"` raises where the coefficients make the system
             singular to working precision (see
             :func:`~torch_geometric_regcn.regularizers.base.closed_solve`).
@@ -145,9 +149,12 @@ class RegularizerConv(MessagePassing):
             another dtype or device, the operators are built again for it
             (the semantic kNN graph is kept).
             (default: :obj:`False`)
-        tol (float, optional): Relative residual of :obj:`"cg"`.
-            (default: :obj:`1e-6`)
-        max_iter (int, optional): Iteration cap of :obj:`"cg"`.
+        tol (float, optional): Relative residual of :obj:`"cg"` (also of
+            each reweighting of :obj:`"irls"`; the papers' rules of the
+            non-quadratic regularisers run their :obj:`K` steps and ignore
+            it). (default: :obj:`1e-6`)
+        max_iter (int, optional): Iteration cap of :obj:`"cg"` (as
+            :obj:`tol`).
             (default: :obj:`1000`)
         learn (Sequence[str], optional): Coefficients to learn, from their
             given values, e.g. :obj:`("alpha", "beta")` for :obj:`"tsgcn"`
