@@ -46,6 +46,15 @@ def test_built_ins_register_themselves_as_users_do():
 
     try:
         assert isinstance(R.get('test_tikhonov'), Tikhonov)
+        assert R.register(Tikhonov) is Tikhonov  # registering it again changes nothing
+
+        class Elastic(R.Regularizer):
+            name = 'elastic'
+
+        with pytest.raises(ValueError, match="name 'elastic' of .*Elastic is taken by "
+                                             "torch_geometric_regcn.regularizers.elastic"):
+            R.register(Elastic)  # a built-in is never replaced silently
+        assert R.REGISTRY['elastic'] is R.ElasticRegularizer
     finally:
         del R.REGISTRY['test_tikhonov']
 

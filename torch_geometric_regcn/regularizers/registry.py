@@ -12,9 +12,19 @@ REGISTRY: Dict[str, Type[Regularizer]] = {}
 
 def register(cls: Type[Regularizer]) -> Type[Regularizer]:
     r"""Registers a :class:`Regularizer` subclass under its :obj:`name`
-    (usable as a class decorator)."""
+    (usable as a class decorator). A name already taken by another class (a
+    built-in one included) raises a :class:`ValueError`; the same class
+    defined again (its module and qualified name unchanged, e.g. a module
+    reloaded) replaces its earlier definition."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} needs a class attribute 'name' to be registered")
+    taken = REGISTRY.get(cls.name)
+    if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__,
+                                                                         cls.__qualname__):
+        raise ValueError(f"The regularizer name {cls.name!r} of {cls.__qualname__} is taken by "
+                         f"{taken.__module__}.{taken.__qualname__}; give the class another "
+                         f"'name', or pass the class itself to the layer "
+                         f"(regularizer={cls.__name__})")
     REGISTRY[cls.name] = cls
     return cls
 
