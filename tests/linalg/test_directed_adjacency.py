@@ -52,3 +52,9 @@ def test_dtype_and_errors():
         directed_adjacency(EDGES, 7, -torch.ones(EDGES.size(1)))
     with pytest.raises(ValueError, match='edge_index'):
         directed_adjacency(EDGES, 5)  # an index beyond num_nodes
+    # A float64 weight finite there but not in float32 made inf / inf = NaN entries.
+    weight = torch.ones(EDGES.size(1), dtype=torch.float64)
+    weight[0] = 1e39
+    with pytest.raises(ValueError, match="'edge_weight' overflows torch.float32"):
+        directed_adjacency(EDGES, 7, weight, torch.float32)
+    assert directed_adjacency(EDGES, 7, weight, torch.float64).values().isfinite().all()

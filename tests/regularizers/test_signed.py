@@ -167,6 +167,24 @@ def test_learned_alpha_lives_above_minus_one_half():
 
 
 @pytest.mark.parametrize('solver', ['cg', 'closed', 'series'])
+def test_a_learned_alpha_rounded_onto_the_guard_is_refused(solver):
+    # In float32, -1/2 + softplus(raw) is exactly -1/2 for raw < -17, where M
+    # is singular: the series' own message divided by log(q) = log(1) = 0.
+    x, ei = h_in(3).float(), operators(R.get('gcn')).edge_index
+    conv = RegularizerConv(3, 3, 'signed', alpha=-0.45, solver=solver, learn=('alpha',))
+    with torch.no_grad():
+        conv.regularizer.raw_alpha.fill_(-20.0)
+    assert float(conv.regularizer.alpha.detach()) == -0.5
+    with pytest.raises(ValueError, match=r"'alpha' = -0.5 has reached an end of its interval "
+                                         r"\(-0.5, inf\) by rounding \(raw_alpha = -20.0\)"):
+        conv(x, ei)
+    # learn() refuses a start that its float32 parameter would put on the end.
+    with pytest.raises(ValueError, match=r"'alpha' = -0.4999999999 cannot be learned: its "
+                                         r"parameter in torch.float32 puts it on an end"):
+        R.get('signed', alpha=-0.4999999999).learn('alpha')
+
+
+@pytest.mark.parametrize('solver', ['cg', 'closed', 'series'])
 @pytest.mark.filterwarnings('ignore:SignedLaplacianRegularizer with alpha')  # short K on purpose
 def test_learned_alpha_gradient_against_finite_differences(solver):
     # d/d raw of a weighted sum of the layer's output, by autograd through the

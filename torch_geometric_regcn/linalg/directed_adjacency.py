@@ -6,7 +6,12 @@ from torch import Tensor
 from torch_geometric.utils import coalesce
 
 from torch_geometric_regcn.utils.sparse import to_csr
-from torch_geometric_regcn.utils.validation import check_choice, check_dtype, check_edge_index
+from torch_geometric_regcn.utils.validation import (
+    all_finite,
+    check_choice,
+    check_dtype,
+    check_edge_index,
+)
 
 #: The directions of :func:`directed_adjacency`.
 DIRECTIONS = ('in', 'out')
@@ -69,6 +74,9 @@ def directed_adjacency(edge_index: Tensor, num_nodes: int, edge_weight: Optional
     in_degree = torch.zeros_like(out_degree)
     out_degree.scatter_add_(0, source, edge_weight)
     in_degree.scatter_add_(0, target, edge_weight)
+    if num_nodes and not all_finite(torch.stack([out_degree.amax(), in_degree.amax()])):
+        raise ValueError(f"'edge_weight' overflows {dtype}: a weight or a node's sum of weights "
+                         f"is infinite there; rescale the weights")
     root_out, root_in = out_degree.sqrt(), in_degree.sqrt()
     keep = edge_weight > 0  # the degrees at both ends are then positive
     source, target, weight = source[keep], target[keep], edge_weight[keep]

@@ -170,6 +170,11 @@ class Regularizer(torch.nn.Module):
     #: :obj:`(-0.5, math.inf)`), or :obj:`"positive"` (:math:`(0, \infty)`)
     #: or :obj:`"unit"` (:math:`(0, 1)`); see :func:`constrain`
     learnable: ClassVar[Dict[str, Range]] = {}
+    #: the learnable coefficients the regulariser cannot take at an end of
+    #: their interval (its system is singular or undefined there, as the
+    #: signed regulariser's at :math:`\alpha = -1/2`): a learned value that
+    #: rounding puts on an end is refused before any solve
+    open_ends: ClassVar[FrozenSet[str]] = frozenset()
 
     def __new__(cls, *args: Any, **kwargs: Any) -> 'Regularizer':
         # Set up the module before any __init__ runs, so that a subclass may
@@ -257,10 +262,14 @@ class Regularizer(torch.nn.Module):
                 raise ValueError(f"'{name}' = {value} cannot be learned: start it inside "
                                  f"{format_interval(low, high)}, where its "
                                  f"reparametrisation is defined")
-            raw = unconstrain(value_t, low, high)
+            raw = unconstrain(value_t, low, high).to(torch.get_default_dtype())
+            start = constrain(raw, low, high)  # as the forward computes it
+            if name in self.open_ends and not bool(((start > low) & (start < high)).all()):
+                raise ValueError(f"'{name}' = {value} cannot be learned: its parameter in "
+                                 f"{raw.dtype} puts it on an end of {format_interval(low, high)} "
+                                 f"by rounding; start it further inside")
             delattr(self, name)
-            self.register_parameter(f'raw_{name}',
-                                    torch.nn.Parameter(raw.to(torch.get_default_dtype())))
+            self.register_parameter(f'raw_{name}', torch.nn.Parameter(raw))
             learned[name] = (low, high)
         weight_decay.watch(self)
         return self
@@ -422,7 +431,7 @@ def _format_value(value: Tensor) -> str:
 def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators, solver: str,
                       tol: float, max_iter: int) -> Tensor:
     r""":meth:`Regularizer.propagate` with a solver on the sparse graph, eagerly."""
-    _check_learned_finite(regularizer)
+    _check_learned(regularizer)
     if solver == 'series':
         return regularizer.series(x, graph)
     rhs = regularizer.numerator(x, graph)
@@ -434,28 +443,43 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
     return cg_solve(matrix, rhs, tol, max_iter, graph.propagate, graph.propagate_params)
 
 
-def _check_learned_finite(regularizer: Regularizer) -> None:
+def _check_learned(regularizer: Regularizer) -> None:
     r"""Raises :class:`ValueError` where a learned coefficient's raw parameter
-    is NaN or infinite, as a diverged optimizer step leaves it, naming the
-    coefficient, its value and the fix, before any solve: left alone, it
-    makes :obj:`"closed"` and :obj:`"series"` return NaN and :obj:`"cg"`
-    report a non-finite system matrix of its own. Runs eagerly for every
-    sparse solver, under :func:`torch.compile` as well. Cost: one
-    synchronisation per call, none without learned coefficients."""
+    is NaN or infinite, as a diverged optimizer step leaves it, or where a
+    coefficient of :attr:`Regularizer.open_ends` has reached an end of its
+    interval by rounding (e.g. the signed regulariser's :math:`\alpha =
+    -1/2`, where its system is singular), naming the coefficient, its value and the fix, before any
+    solve: left alone, a non-finite one makes :obj:`"closed"` and
+    :obj:`"series"` return NaN and :obj:`"cg"` report a non-finite system
+    matrix of its own. Runs eagerly for every sparse solver, under
+    :func:`torch.compile` as well. Cost: one synchronisation per call, none
+    without learned coefficients."""
+    names = regularizer.learned
+    if not names:
+        return
     raws = regularizer.learned_parameters()
-    if not raws:
+    values = [getattr(regularizer, name).detach() for name in names]
+    bounds = [interval(regularizer.__dict__['_learned'][name], name) for name in names]
+    ok = torch.stack([torch.isfinite(raw.detach()).all() & (
+        ((value > low).all() & (value < high).all()) if name in regularizer.open_ends else True)
+        for name, raw, value, (low, high) in zip(names, raws, values, bounds)])
+    if bool(ok.all()):
         return
-    finite = torch.stack([torch.isfinite(raw.detach()).all() for raw in raws])
-    if bool(finite.all()):
-        return
-    for name, raw, ok in zip(regularizer.learned, raws, finite.tolist()):
-        if not ok:
-            value = getattr(regularizer, name).detach()
+    for name, raw, value, (low, high), good in zip(names, raws, values, bounds, ok.tolist()):
+        if good:
+            continue
+        if bool(torch.isfinite(raw.detach()).all()):
             raise ValueError(
-                f"{type(regularizer).__name__}'s learned coefficient '{name}' has a "
-                f"non-finite raw parameter raw_{name} = {raw.detach().tolist()} ({name} = "
-                f"{value.tolist()}), so no solver can propagate with it: an optimizer step "
-                f"diverged; lower the learning rate, clip the gradients or reload a checkpoint")
+                f"{type(regularizer).__name__}'s learned coefficient '{name}' = "
+                f"{value.tolist()} has reached an end of its interval "
+                f"{format_interval(low, high)} by rounding (raw_{name} = "
+                f"{raw.detach().tolist()}), where it is not defined: an optimizer drove it "
+                f"there; lower the learning rate, bound the parameter or fix the coefficient")
+        raise ValueError(
+            f"{type(regularizer).__name__}'s learned coefficient '{name}' has a "
+            f"non-finite raw parameter raw_{name} = {raw.detach().tolist()} ({name} = "
+            f"{value.tolist()}), so no solver can propagate with it: an optimizer step "
+            f"diverged; lower the learning rate, clip the gradients or reload a checkpoint")
 
 
 def closed_solve(matrix: Tensor, rhs: Tensor, regularizer: Regularizer) -> Tensor:

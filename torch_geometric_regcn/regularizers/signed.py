@@ -65,7 +65,8 @@ class SignedLaplacianRegularizer(AffineRegularizer):
     graph, with smallest eigenvalue at least :math:`\min(1, 1 + 2\alpha) > 0`,
     iff :math:`\alpha > -1/2`. The constructor refuses :math:`\alpha \leq -1/2`
     (:class:`ValueError` stating the rule), and a learned :math:`\alpha` lives
-    in :math:`(-1/2, \infty)` (:math:`-1/2 + \mathrm{softplus}`).
+    in :math:`(-1/2, \infty)` (:math:`-1/2 + \mathrm{softplus}`; a value that
+    float32 rounding puts on :math:`-1/2` is refused before any solve).
 
     **Conditioning.** :math:`\mathrm{cond}(\mathbf{M}) = \max_\mu (1 +
     \alpha\mu) / \min_\mu (1 + \alpha\mu) = 1 + \alpha\mu_{\max}` for
@@ -113,6 +114,7 @@ class SignedLaplacianRegularizer(AffineRegularizer):
     default_solver = 'cg'
     decoupled = False
     learnable = {'alpha': (ALPHA_MIN, math.inf)}
+    open_ends = frozenset({'alpha'})  # M is singular at alpha = -1/2
 
     def __init__(self, alpha: float = -0.25, K: int = 10) -> None:
         self.alpha = check_signed_alpha(alpha)
@@ -128,12 +130,13 @@ class SignedLaplacianRegularizer(AffineRegularizer):
         an :math:`\alpha` near :math:`-1/2` (fixed or learned) makes it."""
         alpha = self.alpha  # one synchronisation where alpha is learned:
         alpha = float(alpha.detach() if isinstance(alpha, Tensor) else alpha)
-        bound = (abs(alpha) / (1.0 + alpha)) ** self.K
+        q = abs(alpha) / (1.0 + alpha) if alpha > -0.5 else 1.0  # 1: the series diverges
+        bound = q ** self.K
         if bound > SERIES_TOLERANCE:
+            fix = (f"raise K to at least {math.ceil(math.log(SERIES_TOLERANCE) / math.log(q))} "
+                   f"or use solver='cg'" if q < 1 else "keep alpha above -1/2")
             warn_once(self, 'series_bound', (
                 f"{type(self).__name__} with alpha={alpha:.4g}: its K={self.K}-term series "
                 f"has a relative error of up to {bound:.2g} (q^K, q = |alpha| / (1 + alpha) "
-                f"= {abs(alpha) / (1.0 + alpha):.3g}); raise K to at least "
-                f"{math.ceil(math.log(SERIES_TOLERANCE) / math.log(abs(alpha) / (1 + alpha)))} "
-                f"or use solver='cg' (this regulariser warns once)"))
+                f"= {q:.3g}); {fix} (this regulariser warns once)"))
         return super().series(x, graph)

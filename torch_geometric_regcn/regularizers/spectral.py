@@ -61,7 +61,8 @@ class AffineRegularizer(Regularizer):
 
     def neumann_response(self, lam: Tensor, terms: int) -> Tensor:
         (m0, m1), (b0, b1) = self.m, self.b
-        powers = (-m1 / m0 * lam).unsqueeze(-1) ** torch.arange(terms, dtype=lam.dtype)
+        powers = (-m1 / m0 * lam).unsqueeze(-1) ** torch.arange(terms, dtype=lam.dtype,
+                                                                 device=lam.device)
         return (b0 + b1 * lam) / m0 * powers.sum(-1)
 
     def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
@@ -155,7 +156,7 @@ class APPNPRegularizer(AffineRegularizer):
 
     def frequency_response(self, lam: Tensor) -> Tensor:
         ratio = (1.0 - self.alpha) * lam
-        powers = ratio.unsqueeze(-1) ** torch.arange(self.K, dtype=lam.dtype)
+        powers = ratio.unsqueeze(-1) ** torch.arange(self.K, dtype=lam.dtype, device=lam.device)
         return self.alpha * powers.sum(-1) + ratio**self.K
 
 

@@ -403,6 +403,17 @@ def as_root(root: Any, name: str = 'root') -> str:
     return root
 
 
+def check_flag(name: str, value: Any) -> bool:
+    r"""Returns :obj:`value` as a :class:`bool`: a Python or NumPy boolean;
+    anything else (a string such as :obj:`"False"`, which :func:`bool` would
+    read as :obj:`True`, a number, :obj:`None`) raises a :class:`TypeError`
+    naming :obj:`name`."""
+    if isinstance(value, bool) or (type(value).__module__ == 'numpy'
+                                   and type(value).__name__ in ('bool', 'bool_')):
+        return bool(value)
+    raise TypeError(f"'{name}' must be True or False (got {type_name(value)} {value!r})")
+
+
 def check_callable(name: str, value: Optional[Callable]) -> None:
     r"""Checks that :obj:`value` is :obj:`None` or callable."""
     if value is not None and not callable(value):

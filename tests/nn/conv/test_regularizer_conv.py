@@ -321,3 +321,14 @@ def test_extra_is_a_deprecated_name_of_the_gate():
     layer = conv('dagnn', K=2)
     with pytest.warns(DeprecationWarning, match="'RegularizerConv.extra' is deprecated"):
         assert layer.extra is layer.regularizer.gate
+
+
+@pytest.mark.parametrize('flag', ['bias', 'cached', 'root_weight', 'directed'])
+def test_flags_must_be_booleans(flag):
+    # bool('False') is True: a flag read from a config file as a string
+    # built the opposite layer, silently.
+    with pytest.raises(TypeError, match=f"'{flag}' must be True or False .*'False'"):
+        RegularizerConv(F_IN, 3, 'appnp', solver='series', **{flag: 'False'})
+    import numpy as np
+    layer = RegularizerConv(F_IN, 3, 'appnp', solver='series', **{flag: np.bool_(False)})
+    assert (layer.bias is not None if flag == 'bias' else getattr(layer, flag)) is False

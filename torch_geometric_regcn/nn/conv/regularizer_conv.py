@@ -25,6 +25,7 @@ from torch_geometric_regcn.utils.deprecation import moved, warn_deprecated
 from torch_geometric_regcn.utils.validation import (
     check_channels,
     check_factors,
+    check_flag,
     check_layer_dtype,
     check_materialized,
     check_module_materialized,
@@ -226,7 +227,8 @@ class RegularizerConv(MessagePassing):
                              "solver='lowrank', whose factors are computed for fixed "
                              "coefficients)")
         self.regularizer.learn(*learn)
-        self.root_weight, self.directed = bool(root_weight), bool(directed)
+        self.root_weight = check_flag('root_weight', root_weight)
+        self.directed = check_flag('directed', directed)
         if self.directed:
             if self.solver not in ('series', 'closed'):
                 raise ValueError(f"directed=True needs solver='series' or 'closed' (got "
@@ -237,7 +239,7 @@ class RegularizerConv(MessagePassing):
                 raise ValueError(f"directed=True needs a regulariser that reads the adjacency "
                                  f"only ({self.regularizer!r} with solver={self.solver!r} "
                                  f"reads {sorted(self.regularizer.requires(self.solver))})")
-        self.cached = cached
+        self.cached = check_flag('cached', cached)
         self.tol = float(tol)
         self.max_iter = int(max_iter)
         self._graph_cache = GraphCache()
@@ -249,7 +251,7 @@ class RegularizerConv(MessagePassing):
                         if self.directed else None)
         self.lin_root = (Linear(in_channels, out_channels, bias=False,
                                 weight_initializer='glorot') if self.root_weight else None)
-        if bias:
+        if check_flag('bias', bias):
             self.bias = torch.nn.Parameter(torch.empty(out_channels))
         else:
             self.register_parameter('bias', None)
