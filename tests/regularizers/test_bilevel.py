@@ -320,6 +320,29 @@ def test_bad_losses_and_rewind_without_patience_are_refused():
         calibrated_cross_entropy(y, y)
 
 
+def test_calibrated_cross_entropy_takes_any_integer_target():
+    z = torch.randn(6, 3, dtype=torch.float64, generator=GEN().manual_seed(0))
+    y = torch.tensor([0, 1, 2, 2, 1, 0])
+    assert float(calibrated_cross_entropy(z, y.int())) == float(calibrated_cross_entropy(z, y))
+
+
+def test_a_coefficient_learned_after_the_step_was_made_is_refused():
+    # Its raw parameter is in neither optimizer: it would never be trained.
+    x, edge_index, semantic, y, train, val = problem()
+    model = RegularizerGNN(F_IN, HIDDEN, C, regularizer='tsgcn', solver='cg', alpha=1.0,
+                           beta=0.4, learn=('alpha',), bias=False).double()
+    step = BilevelStep(model, torch.optim.Adam(weight_parameters(model)),
+                       torch.optim.Adam(coefficient_parameters(model)))
+    for conv in model.convs:
+        conv.regularizer.learn('beta')
+    out = model(x, edge_index, semantic_edge_index=semantic)
+    with pytest.raises(ValueError, match=r"learns 4 coefficient parameter\(s\) now, 2 of "
+                                         r"them among the 2 BilevelStep was made with"):
+        step.weight_step(F.cross_entropy(out[train], y[train]))
+    with pytest.raises(ValueError, match='build a new BilevelStep'):
+        step.coefficient_step(F.cross_entropy(out[val], y[val]))
+
+
 def test_the_docstring_example_runs():
     import inspect
     import re

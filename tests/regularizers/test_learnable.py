@@ -55,6 +55,33 @@ def test_tsgcn_gradient_matches_the_dense_inverse(solver):
         torch.testing.assert_close(got, want, rtol=1e-7, atol=1e-12)
 
 
+@pytest.mark.parametrize('solver', ['cg', 'closed'])
+def test_gradients_reach_the_parameters_the_call_read(solver):
+    # torch.func.functional_call swaps the parameters for one call and puts
+    # the module's back before the backward pass; CG's backward read the
+    # module's raw_alpha again, so the swapped one got no gradient and the
+    # weights a gradient at the other alpha. Reference: the dense inverse at
+    # the swapped values, differentiated by autograd.
+    from torch.func import functional_call
+    x, edge_index, semantic = graph()
+    conv = RegularizerConv(F, 3, 'tsgcn', solver=solver, alpha=1.0, beta=0.4, tol=1e-13,
+                           learn=('alpha', 'beta'), bias=False).double()
+    swapped = {'regularizer.raw_alpha': torch.tensor(2.0, dtype=torch.float64,
+                                                     requires_grad=True),
+               'lin.weight': conv.lin.weight.detach().clone().requires_grad_()}
+    out = functional_call(conv, swapped, (x, edge_index),
+                          {'semantic_edge_index': semantic})
+    weights = torch.randn_like(out)
+    got = torch.autograd.grad((out * weights).sum(), list(swapped.values()))
+    raw = [t.detach().clone().requires_grad_() for t in swapped.values()]
+    alpha, beta = torch.nn.functional.softplus(raw[0]), conv.regularizer.beta.detach()
+    expected = dense_tsgcn(x @ raw[1].T, edge_index, semantic, alpha, beta)
+    torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-11)
+    # CG solved to 1e-13 relative, forward and backward: 1e-7 is far above it.
+    for g, w in zip(got, torch.autograd.grad((expected * weights).sum(), raw)):
+        torch.testing.assert_close(g, w, rtol=1e-7, atol=1e-12)
+
+
 @pytest.mark.parametrize('regularizer, learn, solver', [
     ('tsgcn', ('alpha', 'beta'), 'cg'), ('tsgcn', ('beta',), 'series'),
     ('appnp', ('alpha',), 'cg'), ('appnp', ('alpha',), 'series'),
@@ -265,3 +292,41 @@ def test_invalid_ranges_are_named(kind, error, message):
 
     with pytest.raises(error, match=f"learnable coefficient 'a'.*{message}"):
         Bad().learn('a')
+
+
+def test_assigning_a_learned_coefficient_sets_its_parameter():
+    # A plain attribute used to hide the learned one: the forward used it, the
+    # optimizer's raw_alpha got no gradient, and a reload dropped it.
+    x, edge_index, _ = graph()
+    conv = RegularizerConv(F, 2, 'appnp', solver='closed', K=5, alpha=0.2,
+                           learn=('alpha',)).double()
+    reg = conv.regularizer
+    reg.alpha = 0.5
+    assert 'alpha' not in vars(reg) and reg.learned == ('alpha',)
+    assert float(reg.alpha.detach()) == pytest.approx(0.5, rel=1e-7)  # float32 raw
+    expected = RegularizerConv(F, 2, 'appnp', solver='closed', K=5, alpha=float(reg.alpha.detach()),
+                               bias=False).double()
+    expected.lin.weight.data.copy_(conv.lin.weight)
+    torch.testing.assert_close(conv(x, edge_index) - conv.bias, expected(x, edge_index))
+    conv(x, edge_index).sum().backward()
+    assert reg.raw_alpha.grad is not None and float(reg.raw_alpha.grad) != 0
+    with pytest.raises(ValueError, match=r"'alpha' = 1.5 cannot be learned: start it inside"):
+        reg.alpha = 1.5
+
+
+def test_reset_parameters_returns_learned_coefficients_to_their_start():
+    model = RegularizerGNN(F, 8, 3, regularizer='tsgcn', solver='cg', alpha=1.0, beta=0.2,
+                           learn=('alpha', 'beta'))
+    start = [r.detach().clone() for r in model.parameters()]
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    torch.manual_seed(0)
+    model.reset_parameters()
+    for conv in model.convs:  # the coefficients exactly, the weights re-drawn
+        assert float(conv.regularizer.alpha.detach()) == pytest.approx(1.0, rel=1e-7)
+        assert float(conv.regularizer.beta.detach()) == pytest.approx(0.2, rel=1e-6)
+    raws = {id(p) for conv in model.convs for p in conv.regularizer.learned_parameters()}
+    for old, new in zip(start, model.parameters()):
+        if id(new) in raws:
+            assert torch.equal(old, new.detach())

@@ -168,7 +168,7 @@ def test_learned_alpha_lives_above_minus_one_half():
 
 @pytest.mark.parametrize('solver', ['cg', 'closed', 'series'])
 def test_a_learned_alpha_rounded_onto_the_guard_is_refused(solver):
-    # In float32, -1/2 + softplus(raw) is exactly -1/2 for raw < -17, where M
+    # In float32, -1/2 + softplus(raw) is exactly -1/2 for raw < -18.1, where M
     # is singular: the series' own message divided by log(q) = log(1) = 0.
     x, ei = h_in(3).float(), operators(R.get('gcn')).edge_index
     conv = RegularizerConv(3, 3, 'signed', alpha=-0.45, solver=solver, learn=('alpha',))

@@ -71,7 +71,7 @@ def constrain(raw: Tensor, low: float, high: float) -> Tensor:
     point an end may be reached by rounding: :math:`\text{low} +
     \mathrm{softplus}(r)` rounds to :math:`\text{low}` once
     :math:`\mathrm{softplus}(r)` is below half an ulp of it (in float32,
-    :math:`r < -104` for :math:`\text{low} = 0`, :math:`r < -17` for
+    :math:`r < -104` for :math:`\text{low} = 0`, :math:`r < -18` for
     :math:`\text{low} = -1/2`), the sigmoid to 1 for :math:`r > 17`."""
     if low == -math.inf and high == math.inf:
         return raw
@@ -245,6 +245,9 @@ class Regularizer(torch.nn.Module):
         where a diverged optimizer step left one NaN or infinite. An
         optimizer that applies weight decay to the raw parameters warns once,
         at its first step (see :mod:`~torch_geometric_regcn.regularizers.weight_decay`).
+        Assigning to a learned coefficient (:obj:`reg.alpha = 0.5`) sets its
+        raw parameter in place (checked as a start value);
+        :meth:`reset_parameters` returns it to the value it was learned from.
         Returns the regulariser."""
         learned = self.__dict__.setdefault('_learned', {})
         for name in names:
@@ -257,22 +260,48 @@ class Regularizer(torch.nn.Module):
             if name in learned:
                 continue
             low, high = interval(self.learnable[name], name)
-            value_t, value = _start_value(name, getattr(self, name))
-            if not bool(((value_t > low) & (value_t < high)).all()):  # NaN included
-                raise ValueError(f"'{name}' = {value} cannot be learned: start it inside "
-                                 f"{format_interval(low, high)}, where its "
-                                 f"reparametrisation is defined")
-            raw = unconstrain(value_t, low, high).to(torch.get_default_dtype())
-            start = constrain(raw, low, high)  # as the forward computes it
-            if name in self.open_ends and not bool(((start > low) & (start < high)).all()):
-                raise ValueError(f"'{name}' = {value} cannot be learned: its parameter in "
-                                 f"{raw.dtype} puts it on an end of {format_interval(low, high)} "
-                                 f"by rounding; start it further inside")
+            raw = self._raw_value(name, getattr(self, name), low, high,
+                                  torch.get_default_dtype())
             delattr(self, name)
             self.register_parameter(f'raw_{name}', torch.nn.Parameter(raw))
             learned[name] = (low, high)
+            self.__dict__.setdefault('_learned_start', {})[name] = raw.detach().clone()
         weight_decay.watch(self)
         return self
+
+    def _raw_value(self, name: str, value: Any, low: float, high: float,
+                   dtype: torch.dtype) -> Tensor:
+        r"""The raw parameter, in :obj:`dtype`, of the learned coefficient
+        :obj:`name` at :obj:`value` (:class:`ValueError` outside its interval,
+        or on an end of it by rounding for a coefficient of
+        :attr:`open_ends`)."""
+        value_t, shown = _start_value(name, value)
+        if not bool(((value_t > low) & (value_t < high)).all()):  # NaN included
+            raise ValueError(f"'{name}' = {shown} cannot be learned: start it inside "
+                             f"{format_interval(low, high)}, where its "
+                             f"reparametrisation is defined")
+        raw = unconstrain(value_t, low, high).to(dtype)
+        start = constrain(raw, low, high)  # as the forward computes it
+        if name in self.open_ends and not bool(((start > low) & (start < high)).all()):
+            raise ValueError(f"'{name}' = {shown} cannot be learned: its parameter in "
+                             f"{raw.dtype} puts it on an end of {format_interval(low, high)} "
+                             f"by rounding; start it further inside")
+        return raw
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        learned = self.__dict__.get('_learned')
+        if learned and name in learned:
+            # A plain attribute would hide the learned one from the layer and the optimizer.
+            raw = self._parameters[f'raw_{name}']
+            low, high = interval(learned[name], name)
+            new = self._raw_value(name, value, low, high, raw.dtype)
+            if new.shape != raw.shape:
+                raise ValueError(f"'{name}' is learned with shape {tuple(raw.shape)}; cannot "
+                                 f"set it to a value of shape {tuple(new.shape)}")
+            with torch.no_grad():
+                raw.copy_(new)
+            return
+        super().__setattr__(name, value)
 
     @property
     def learned(self) -> Tuple[str, ...]:
@@ -305,7 +334,14 @@ class Regularizer(torch.nn.Module):
                                   f'response')
 
     def reset_parameters(self) -> None:
-        r"""Resets the trainable parts, if any."""
+        r"""Resets the trainable parts, if any: the learned coefficients to the
+        values they were learned from, the submodules by their own
+        :meth:`reset_parameters`."""
+        starts = self.__dict__.get('_learned_start', {})
+        with torch.no_grad():
+            for name in self.learned:
+                if name in starts:
+                    self._parameters[f'raw_{name}'].copy_(starts[name])
         for child in self.children():
             if hasattr(child, 'reset_parameters'):
                 child.reset_parameters()
@@ -537,26 +573,32 @@ def closed_solve(matrix: Tensor, rhs: Tensor, regularizer: Regularizer) -> Tenso
 def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators, solver: str,
                    tol: float, max_iter: int) -> Tensor:
     r"""The solve of a regulariser with learned coefficients: :math:`\mathbf{M}`
-    from its :meth:`~Regularizer.operator_terms`, rebuilt on every call."""
+    from its :meth:`~Regularizer.operator_terms`, rebuilt on every call. Their
+    coefficients are computed once, here, and CG's backward differentiates
+    through those tensors, so the gradient reaches the parameters this call
+    read (also where they were swapped for the call, as
+    :func:`torch.func.functional_call` does)."""
+    terms = regularizer.operator_terms(graph)
+
     def product(_: Tensor, y: Tensor) -> Tensor:  # M(θ) y, differentiable in θ
         out = None
-        for c, matrix in regularizer.operator_terms(graph):
+        for c, matrix in terms:
             term = c * (y if matrix is None else graph.matmul(matrix, y))
             out = term if out is None else out + term
         return out
 
     if solver == 'closed':
         eye = torch.eye(graph.num_nodes, dtype=rhs.dtype, device=rhs.device)
-        dense = sum(c * (eye if m is None else m.to_dense())
-                    for c, m in regularizer.operator_terms(graph))
+        dense = sum(c * (eye if m is None else m.to_dense()) for c, m in terms)
         return closed_solve(dense, rhs, regularizer)
     with torch.no_grad():  # diag(M) now, for the preconditioner (CG's products are product())
         diag = torch.zeros(graph.num_nodes, dtype=rhs.dtype, device=rhs.device)
-        for c, m in regularizer.operator_terms(graph):
+        for c, m in terms:
             c = c.detach() if isinstance(c, Tensor) else c
             diag += c if m is None else c * graph.memo(('diagonal', id(m)), lambda m=m: diagonal(m))
         index = torch.arange(graph.num_nodes, device=rhs.device).expand(2, -1)
         matrix = torch.sparse_coo_tensor(index, diag, (graph.num_nodes,) * 2,
                                          check_invariants=False).to_sparse_csr()
-    params = regularizer.learned_parameters() + graph.propagate_params
+    coefficients = tuple(c for c, _ in terms if isinstance(c, Tensor) and c.requires_grad)
+    params = coefficients + graph.propagate_params
     return cg_solve(matrix, rhs, tol, max_iter, product, params)

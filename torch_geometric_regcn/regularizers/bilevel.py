@@ -164,7 +164,7 @@ def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 10
         step = slope / curvature.clamp_min(torch.finfo(z.dtype).tiny)
         tau = (tau - step).clamp(tau / 10, tau * 10)
     tau = torch.where(torch.isfinite(tau), tau, torch.ones_like(tau)).to(input.dtype)
-    return torch.nn.functional.cross_entropy(tau * input, target)
+    return torch.nn.functional.cross_entropy(tau * input, target.long())
 
 
 class BilevelStep:
@@ -315,12 +315,27 @@ class BilevelStep:
         self._initial = ([p.detach().clone() for p in weights] if patience is not None
                          else None)
         self._best, self._since = math.inf, 0
+        self._split = {id(p) for p in coefficients}
+
+    def _check_split(self) -> None:
+        r"""Raises where the model's learned coefficients are no longer those
+        this object was made for (a coefficient learned, or a layer added,
+        since): the new ones would never be trained, or trained on the
+        training loss. One pass over the parameters; no synchronisation."""
+        now = set(learned_coefficient_parameters(self.model))  # by id
+        if now != self._split:
+            raise ValueError(f"'model' learns {len(now)} coefficient parameter(s) now, "
+                             f"{len(now & self._split)} of them among the "
+                             f"{len(self._split)} BilevelStep was made with: build a new "
+                             f"BilevelStep (and its optimizers) after changing what the "
+                             f"model learns")
 
     def weight_step(self, loss: Tensor) -> Tensor:
         r"""One step of the weights on :obj:`loss`, the training loss (a
         scalar computed by :obj:`model` with autograd on): zeroes their
         gradients, backpropagates into them alone and steps
         :obj:`weight_optimizer`. Returns :obj:`loss`, detached."""
+        self._check_split()
         _backward(loss, self._weights, self.weight_optimizer)
         self.weight_optimizer.step()
         return loss.detach()
@@ -334,6 +349,7 @@ class BilevelStep:
         the weights (:meth:`rewind`) where the loss has not improved on the
         cycle's lowest for :obj:`patience` steps. Returns :obj:`loss`,
         detached."""
+        self._check_split()
         _backward(loss, self._coefficients, self.coefficient_optimizer)
         self.coefficient_optimizer.step()
         loss = loss.detach()
