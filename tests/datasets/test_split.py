@@ -50,3 +50,12 @@ def test_every_class_gives_its_training_nodes_and_the_rest_is_drawn_once():
     assert int(val.sum()) == 6 and int(test.sum()) == 7
     assert int(train.int().add(val.int()).add(test.int()).max()) == 1  # disjoint
     assert all(m.dtype == torch.bool and m.shape == y.shape for m in (train, val, test))
+
+
+@pytest.mark.parametrize('data', [Data(y=torch.arange(60) % 3, num_nodes=61),
+                                  Data(x=torch.randn(61, 2), y=torch.arange(60) % 3)],
+                         ids=['num_nodes', 'x'])
+def test_labels_must_cover_the_stated_nodes(data):
+    # Only data.x was compared: a graph of 61 nodes got masks of 60 entries.
+    with pytest.raises(ValueError, match=r"'data.y' has 60 labels for the 61 nodes of 'data'"):
+        paper_split(data, num_train_per_class=2, num_val=5, num_test=5)

@@ -284,3 +284,15 @@ def test_normalized_adjacency_takes_int32_indices():
     wide = normalized_adjacency(edge_index, 4)
     narrow = normalized_adjacency(edge_index.int(), 4)
     assert torch.equal(narrow[0], wide[0]) and torch.equal(narrow[1], wide[1])
+
+
+@pytest.mark.parametrize('self_loops', [True, False])
+def test_weights_whose_degree_overflows_are_refused(self_loops):
+    # Finite weights of 3e38 sum to infinity in float32: every entry became 0.
+    edge_index = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    with pytest.raises(ValueError, match="'edge_weight' overflows torch.float32"):
+        normalized_adjacency(edge_index, 3, torch.full((4,), 3e38), torch.float32,
+                             self_loops=self_loops)
+    _, weight = normalized_adjacency(edge_index, 3, torch.full((4,), 3e38, dtype=torch.float64),
+                                     torch.float64, self_loops=self_loops)
+    assert bool((weight > 0).all())

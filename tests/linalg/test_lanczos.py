@@ -64,6 +64,33 @@ def test_block_lanczos_survives_an_invariant_krylov_space():
     torch.testing.assert_close(s @ x, 0.5 * x, atol=1e-10, rtol=0)
 
 
+@pytest.mark.parametrize('seed', [0, 2])
+def test_block_lanczos_stays_orthogonal_on_a_highly_repeated_spectrum(seed):
+    # A hub with 100 pendant paths hub - a - b: the eigenvalues of S (no self
+    # loops) repeat about 99 times each. Columns that orthogonalisation left
+    # tiny kept their rounding against the basis, and normalising raised it to
+    # O(1): Ritz values outside [-1, 1], a stated residual below the true one.
+    # Reference: the dense float64 eigendecomposition.
+    p = 100
+    a = torch.arange(1, 2 * p, 2)
+    edges = torch.cat([torch.stack([torch.zeros(p, dtype=torch.long), a]),
+                       torch.stack([a, a + 1])], dim=1)
+    edges = torch.cat([edges, edges.flip(0)], dim=1)
+    index, weight = normalized_adjacency(edges, 2 * p + 1, dtype=torch.float64,
+                                         self_loops=False)
+    s = torch.sparse_coo_tensor(index, weight, (2 * p + 1,) * 2)
+    pairs = block_lanczos(s, 20, 'LA', 1e-6, 30, generator=torch.Generator().manual_seed(seed))
+    x = pairs.eigenvectors
+    expected = torch.linalg.eigvalsh(s.to_dense()).flip(0)[:20]
+    assert pairs.converged
+    # Each pair's residual is at most tol = 1e-6 of the norm 1; eigenvalue
+    # errors are at most the squared residual over the gap, far below 1e-8.
+    torch.testing.assert_close(pairs.eigenvalues, expected, atol=1e-8, rtol=0)
+    torch.testing.assert_close(x.T @ x, torch.eye(20, dtype=torch.float64), atol=1e-12, rtol=0)
+    true = (s @ x - x * pairs.eigenvalues).norm(dim=0).max()
+    assert float(true) <= 1e-6 and float(true) <= 1.01 * pairs.residual + 1e-12
+
+
 def record_degrees(monkeypatch):
     degrees, real = [], lanczos.chebyshev_filter
 

@@ -40,10 +40,20 @@ def seeds(form, data):
         return index, index
     if form == 'list':
         return [4, 1, 9, 33], torch.tensor([4, 1, 9, 33])
+    if form == 'bool list':  # a mask too (it was read as the indices 0 and 1)
+        return mask.tolist(), mask.nonzero().view(-1)
     return None, torch.arange(N)
 
 
-@pytest.mark.parametrize('form', ['mask', 'index', 'list', 'none'])
+def test_a_uint8_mask_is_refused():
+    # torch indexes with a uint8 tensor as a mask; as indices it would mean nodes 0 and 1.
+    data = graph()
+    with pytest.raises(TypeError, match=r"'input_nodes' must be a 1-D tensor of integer node "
+                                        r"indices \(got torch.uint8.*for a boolean mask"):
+        SeedNodeLoader(data, input_nodes=data.train_mask.to(torch.uint8), batch_size=4)
+
+
+@pytest.mark.parametrize('form', ['mask', 'index', 'list', 'bool list', 'none'])
 @pytest.mark.parametrize('shuffle', [False, True])
 def test_an_epoch_visits_every_input_node_once(form, shuffle):
     data = graph()

@@ -487,3 +487,17 @@ def test_small_graph_inputs_are_checked_before_the_dense_solve():
     narrow = Data(edge_index=data.edge_index.int(), num_nodes=data.num_nodes)
     assert torch.equal(LaplacianEigenPE(4)(narrow).laplacian_eigenvector_pe,
                        LaplacianEigenPE(4)(data).laplacian_eigenvector_pe)
+
+
+def test_a_batch_of_several_graphs_is_refused():
+    # The union's smallest pairs mix the graphs: a triangle's rows got the
+    # path's kernel vector. PyG's transform does the same, silently.
+    from torch_geometric.data import Batch
+    path = Data(edge_index=torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]]), num_nodes=4)
+    triangle = Data(edge_index=torch.tensor([[0, 1, 1, 2, 2, 0], [1, 0, 2, 1, 0, 2]]),
+                    num_nodes=3)
+    with pytest.raises(ValueError, match='got a Batch of 2 graphs'):
+        LaplacianEigenPE(2)(Batch.from_data_list([path, triangle]))
+    one = LaplacianEigenPE(2)(Batch.from_data_list([path]))  # a batch of one graph is a graph
+    torch.testing.assert_close(one.laplacian_eigenvector_pe,
+                               LaplacianEigenPE(2)(path).laplacian_eigenvector_pe)

@@ -25,10 +25,12 @@ def _labels(data: Data) -> Tensor:
     if not (y.dim() == 1 or (y.dim() == 2 and y.size(1) == 1)):
         raise ValueError(f"'data.y' must hold one label per node, shape [N] or [N, 1] (got "
                          f"{list(y.shape)}); multi-label targets have no per-class split")
-    x = data.x if 'x' in data else None
-    if isinstance(x, Tensor) and x.dim() >= 1 and x.size(0) != y.size(0):
-        raise ValueError(f"'data.y' has {y.size(0)} labels for the {x.size(0)} nodes of "
-                         f"'data.x'; give every node one label")
+    # The graph's node count where it states one (num_nodes, or data.x's rows);
+    # PyG would guess it from edge_index with a warning otherwise.
+    num_nodes = data.num_nodes if 'num_nodes' in data or 'x' in data else None
+    if num_nodes is not None and num_nodes != y.size(0):
+        raise ValueError(f"'data.y' has {y.size(0)} labels for the {num_nodes} nodes of "
+                         f"'data'; give every node one label")
     y = y.view(-1).cpu()
     if y.numel() > 0 and int(y.min()) < 0:
         raise ValueError(f"'data.y' holds negative labels (min {int(y.min())}); class ids "

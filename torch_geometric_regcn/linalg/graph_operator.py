@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import coalesce
 
-from torch_geometric_regcn.distributed.collectives import Group, agree_arguments
+from torch_geometric_regcn.distributed.collectives import Group, agree, agree_arguments
 from torch_geometric_regcn.distributed.halo import HaloPlan, reversed_edges
 from torch_geometric_regcn.distributed.row_partition import (
     RowPartition,
@@ -16,6 +16,7 @@ from torch_geometric_regcn.distributed.row_partition import (
 from torch_geometric_regcn.utils.deprecation import warn_deprecated
 from torch_geometric_regcn.utils.sparse import compact_csr, csr_matrix, index_dtype, to_csr
 from torch_geometric_regcn.utils.validation import (
+    all_finite,
     check_choice,
     check_coefficient,
     check_dtype,
@@ -202,6 +203,14 @@ def normalized_rows(
     del sources, order
     if self_loops:
         degree += 1
+    error = None  # finite weights whose sum at a node overflows the dtype: every entry 0
+    if part.num_local and not all_finite(degree):
+        error = ValueError(f"'{weight_name}' overflows {weight_dtype}: a node's sum of weights "
+                           f"is infinite there; rescale the weights")
+    if group is not None:
+        agree(error, group, 'normalized_adjacency')
+    elif error is not None:
+        raise error
     rows = _assembled(cols, weights, counts, (part.num_local, part.num_nodes), weight_dtype)
     return _normalize(rows, degree, bounds, part, group, self_loops), degree
 

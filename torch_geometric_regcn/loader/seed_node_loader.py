@@ -223,7 +223,10 @@ class SeedNodeLoader(NodeLoader):
                                 f"time or neighbours: it takes no '{key}'; use PyG's "
                                 f"NeighborLoader for neighbourhoods")
         if isinstance(input_nodes, (list, tuple, range)):
-            input_nodes = torch.as_tensor(list(input_nodes), dtype=torch.long)
+            # A list of booleans stays a mask (a long tensor would read it as nodes 0 and 1).
+            input_nodes = torch.as_tensor(list(input_nodes))
+            if input_nodes.numel() == 0:
+                input_nodes = input_nodes.long()
         _check_seed_nodes(input_nodes, data.num_nodes)
         super().__init__(data, SeedNodeSampler(), input_nodes=input_nodes,
                          transform=_EmptyEdgeIndices(data, transform),

@@ -5,7 +5,7 @@ from typing import Any, Optional
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data
 from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
@@ -200,6 +200,12 @@ class LaplacianEigenPE(BaseTransform):
         if num_nodes is None:
             raise ValueError("LaplacianEigenPE needs the number of nodes: set 'data.num_nodes' "
                              "or 'data.x'")
+        graphs = getattr(data, 'num_graphs', 1) if isinstance(data, Batch) else 1
+        if graphs > 1:  # the union's k smallest pairs would mix the graphs
+            raise ValueError(f"LaplacianEigenPE got a Batch of {graphs} graphs, whose "
+                             f"encodings would be the union's eigenvectors, mixed across "
+                             f"graphs; apply it to each graph before batching (e.g. as the "
+                             f"dataset's 'pre_transform' or 'transform')")
         if self.k >= num_nodes:
             raise ValueError(f"'k' must be smaller than the number of nodes, as the first of "
                              f"the {num_nodes} eigenvectors is skipped (got k={self.k} for "

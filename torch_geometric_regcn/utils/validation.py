@@ -202,16 +202,17 @@ def check_stopping_rule(tol: float, max_iter: int) -> Tuple[float, int]:
 def check_index(name: str, index: Any, num_nodes: int, size: Optional[int] = None,
                 graph: str = 'the graph') -> Tensor:
     r"""Returns node indices :obj:`index` as an :obj:`int64` tensor: a 1-D
-    integer tensor (not a boolean mask), of :obj:`size` entries if given,
+    integer tensor (not a boolean mask, nor a :obj:`uint8` one, which torch
+    indexes as a mask), of :obj:`size` entries if given,
     each in :math:`[0, \text{num\_nodes})`. :obj:`graph` names the graph
     in the error, e.g. :obj:`"the graph the model was refreshed with"`.
     Costs one pass over :obj:`index` (its minimum and maximum)."""
     if not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() \
-            or index.is_complex() or index.dtype == torch.bool:
+            or index.is_complex() or index.dtype in (torch.bool, torch.uint8):
         got = (f'{index.dtype} of shape {list(index.shape)}' if isinstance(index, Tensor)
                else type_name(index))
         fix = (f"; for a boolean mask pass '{name}.nonzero().view(-1)'"
-               if isinstance(index, Tensor) and index.dtype == torch.bool
+               if isinstance(index, Tensor) and index.dtype in (torch.bool, torch.uint8)
                else conversion(name, index))
         raise TypeError(f"'{name}' must be a 1-D tensor of integer node indices "
                         f"(got {got}){fix}")

@@ -161,3 +161,17 @@ def test_gnn_explainer_returns_an_edge_mask(regularizer, solver):
     assert mask[~other].max() > 0
     assert mask[other].abs().max() == 0
     assert not model.convs[0].explain  # the explainer cleaned up
+
+
+def test_int32_edge_indices_of_a_large_graph_are_masked():
+    # Keys target * n + source overflowed int32 beyond 46,340 nodes and matched
+    # no edge: the mask silently became 1. Reference: the int64 indices.
+    n = 50_000
+    edge_index = torch.tensor([[49_999, 49_998, 3], [49_998, 49_999, 4]])
+    mask = torch.tensor([0.1, 0.2, 0.7])
+    entries = torch.tensor([[49_998, 49_999, 4, 0], [49_999, 49_998, 3, 0]])
+    expected = EdgeMasking(mask, False, edge_index).entry_weights(entries, n)
+    torch.testing.assert_close(expected, torch.tensor([0.15, 0.15, 0.7, 1.0]))
+    # An int32 edge_index against the int64 entries of a sparse operator.
+    got = EdgeMasking(mask, False, edge_index.int()).entry_weights(entries, n)
+    torch.testing.assert_close(got, expected)

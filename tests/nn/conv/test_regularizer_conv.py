@@ -332,3 +332,18 @@ def test_flags_must_be_booleans(flag):
     import numpy as np
     layer = RegularizerConv(F_IN, 3, 'appnp', solver='series', **{flag: np.bool_(False)})
     assert (layer.bias is not None if flag == 'bias' else getattr(layer, flag)) is False
+
+
+@pytest.mark.parametrize('solver', ['closed', 'cg'])
+def test_a_cached_layer_follows_an_assigned_coefficient(solver):
+    # The cached graph kept the operator built at the first coefficients.
+    x, ei = setup()
+    layer = RegularizerConv(F_IN, 3, 'appnp', solver=solver, K=10, alpha=0.1, cached=True,
+                            tol=1e-12).double()
+    layer(x, ei)
+    layer.regularizer.alpha = 0.5
+    fresh = RegularizerConv(F_IN, 3, 'appnp', solver=solver, K=10, alpha=0.5,
+                            tol=1e-12).double()
+    fresh.load_state_dict(layer.state_dict())
+    # Both solve one system to CG's 1e-12 (or exactly): 1e-9 leaves margin.
+    torch.testing.assert_close(layer(x, ei), fresh(x, ei), rtol=0, atol=1e-9)

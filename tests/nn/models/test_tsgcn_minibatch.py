@@ -156,6 +156,25 @@ def test_mode_b_history_stays_consistent(num_layers):
     torch.testing.assert_close(model(x, w, v), ref(x, w, v), rtol=0, atol=1e-10)
 
 
+def test_mode_b_writes_the_rows_of_evaluation_mode_under_dropout():
+    # A training pass with dropout wrote its perturbed rows: with the weights
+    # unchanged, the exact evaluation output drifted (by 0.17 on a unit scale).
+    # Reference: TSGCN's evaluation-mode hidden rows, and inference().
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, ref = pair(3, bias=True, summary='history', dropout=0.5)
+    model.refresh(x, w, v)
+    batch = torch.arange(30)
+    model.train()
+    model(x[batch], w[batch], v[batch], batch)
+    ref.eval()
+    hidden = ref.convs[0](x, w, v).relu()
+    torch.testing.assert_close(model.history_1[batch], hidden[batch], rtol=0, atol=1e-12)
+    model.eval()
+    torch.testing.assert_close(model(x, w, v, torch.arange(N)), model.inference(x, w, v),
+                               rtol=0, atol=1e-10)
+
+
 def test_mode_b_gradient_step_after_history_write():
     # Summaries are replaced, not modified in place, so two forward passes
     # can share one backward pass.

@@ -99,6 +99,7 @@ class EdgeMasking:
             pos = torch.searchsorted(distinct, query).clamp_max(distinct.numel() - 1)
             return torch.where(distinct[pos] == query, pos, -1)
 
+        row, col = row.long(), col.long()  # int32 keys overflow beyond 46,340 nodes
         return find(row * n + col), find(col * n + row)
 
     def _distinct(self, n: int) -> Tuple[Tensor, Tensor, Tensor]:
@@ -106,7 +107,7 @@ class EdgeMasking:
         # edge_index, the distinct edge of each column and the number of
         # columns of each distinct edge, once.
         if self._distinct_edges is None or self._distinct_edges[0] != n:
-            keys = self.edge_index[1] * n + self.edge_index[0]
+            keys = self.edge_index[1].long() * n + self.edge_index[0].long()
             self._distinct_edges = (n, *torch.unique(keys, return_inverse=True,
                                                      return_counts=True))
         return self._distinct_edges[1:]

@@ -600,13 +600,20 @@ class MiniBatchTSGCN(torch.nn.Module):
             self._check_rows(n_id, 'n_id', x=x, w=w, v=v)
             n_id = n_id.to(x.device)
         h = x
+        # The rows written are those of evaluation mode, as the summaries are
+        # (the expectation of dropout): one more pass of the batch, without
+        # autograd, where dropout would make them differ.
+        plain = x if write and self.dropout > 0 else None
         for i in range(len(self.convs)):
-            h = self._layer(i, h, w, getattr(self, f'summary_{i}'), self._core(), self.training,
-                            check=x if i == 0 else None)
+            summary, core = getattr(self, f'summary_{i}'), self._core()
+            h = self._layer(i, h, w, summary, core, self.training, check=x if i == 0 else None)
+            if plain is not None and i < len(self.convs) - 1:
+                with torch.no_grad():
+                    plain = self._layer(i, plain, w, summary, core, False).relu()
             if i < len(self.convs) - 1:
                 h = h.relu()
                 if write:
-                    self._write(i + 1, h, v, n_id)
+                    self._write(i + 1, h if plain is None else plain, v, n_id)
         return h
 
     @torch.no_grad()
