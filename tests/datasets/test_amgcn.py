@@ -47,6 +47,18 @@ def test_amgcn_format_errors(tmp_path, label, edges, match):
         Toy(str(tmp_path))
 
 
+@pytest.mark.parametrize('feature, label, match', [
+    ('1 0\n0 inf\n1 1\n', '0\n1\n2\n', 'infinite values'),
+    ('1 0\n0 1e999\n1 1\n', '0\n1\n2\n', 'infinite values'),
+    ('1 0\n0 1\n1 1\n', '0\n-1\n2\n', 'negative labels'),
+])
+def test_amgcn_non_finite_features_and_negative_labels(tmp_path, feature, label, match):
+    os.makedirs(tmp_path / 'Toy' / 'raw')
+    write_amgcn_zip(tmp_path / 'Toy' / 'raw' / 'toy.zip', feature, label, '0 1\n')
+    with pytest.raises(ValueError, match=match):
+        Toy(str(tmp_path))
+
+
 def test_amgcn_missing_member(tmp_path):
     os.makedirs(tmp_path / 'Toy' / 'raw')
     write_amgcn_zip(tmp_path / 'Toy' / 'raw' / 'toy.zip', '1 0\n', '0\n', '0 0\n', 'other.edge')

@@ -57,3 +57,29 @@ def test_normalize_rows_dense_and_sparse():
     torch.testing.assert_close(normalize_rows(x), expected)
     for sparse in (x.to_sparse(), x.to_sparse_csr()):
         torch.testing.assert_close(normalize_rows(sparse).to_dense(), expected)
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
+def test_half_precision_features_are_searched_in_the_default_dtype(dtype):
+    # Scored in half precision (3 significant digits) the neighbours differed
+    # from the float32 search LowRankInverse makes on the same data.
+    x = torch.rand(300, 64, generator=torch.Generator().manual_seed(0)).to(dtype)
+    assert torch.equal(exact_knn_cosine(x, 10, progress=False),
+                       exact_knn_cosine(x.float(), 10, progress=False))
+
+
+@pytest.mark.parametrize('scale, dtype', [(1e20, torch.float32), (1e-200, torch.float64),
+                                          (1e4, torch.float16)])
+def test_normalize_rows_of_finite_rows_whose_norm_overflows_or_underflows(scale, dtype):
+    # The norm in the input dtype overflowed (a zero row) or underflowed (a row
+    # divided by the smallest normal number). Reference: the same rows at
+    # scale 1, where nothing rounds but the entries themselves.
+    x = torch.tensor([[3.0, 4.0, 0.0], [1.0, 0.0, 1.0], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    expected = normalize_rows(x)
+    scaled = (scale * x).to(dtype)
+    for layout in ('dense', 'sparse'):
+        got = normalize_rows(scaled if layout == 'dense' else scaled.to_sparse())
+        got = got if layout == 'dense' else got.to_dense()
+        # One rounding of the scaled entries, a division and a norm in dtype.
+        tol = 4 * torch.finfo(dtype).eps
+        torch.testing.assert_close(got.double(), expected, atol=tol, rtol=0)

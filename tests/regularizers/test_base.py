@@ -141,3 +141,32 @@ def test_a_loaded_state_is_checked_key_by_key():
     other.load_state_dict({**state, 'regularizer._extra_state': {
         **state['regularizer._extra_state'], 'legacy': 1}})
     assert other.regularizer.lambda1 == 3.0
+
+
+class _Keywords(R.Regularizer):
+    name = ''
+
+    def __init__(self, K: int = 2, **coefficients) -> None:
+        self.K = K
+        self.note = 'set by the constructor, not one of its arguments'
+
+    def operator(self, graph):
+        return graph.identity()
+
+
+class _NoInit(R.Regularizer):
+    name = ''
+
+    def operator(self, graph):
+        return graph.identity()
+
+
+def test_subclasses_without_named_arguments_still_load_their_state():
+    # With **kwargs, or without an __init__ of their own, the constructor
+    # cannot tell a key it does not take from a failed check: no check then.
+    from torch_geometric_regcn import RegularizerConv
+    for cls in (_Keywords, _NoInit):
+        layer, other = RegularizerConv(2, 2, cls), RegularizerConv(2, 2, cls)
+        layer.regularizer.alpha = 2.0  # an attribute set after construction
+        other.load_state_dict(layer.state_dict())
+        assert other.regularizer.coefficients() == layer.regularizer.coefficients()

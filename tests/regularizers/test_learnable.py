@@ -330,3 +330,57 @@ def test_reset_parameters_returns_learned_coefficients_to_their_start():
     for old, new in zip(start, model.parameters()):
         if id(new) in raws:
             assert torch.equal(old, new.detach())
+
+
+class _SharedCoefficient(R.Regularizer):
+    r"""M = (1 + a) I + a I - 0.3 a Â, its terms built from one tensor (a
+    user's operator_terms may reuse one)."""
+    name = ''
+    learnable = {'a': 'positive'}
+
+    def __init__(self, a: float = 0.5) -> None:
+        self.a = a
+
+    def operator(self, graph):
+        eye = graph.identity()
+        return (1 + 2 * self.a) * eye - 0.3 * self.a * graph.adj
+
+    def operator_terms(self, graph):
+        a = self.a
+        return [(1.0, None), (a, None), (a, None), (-0.3 * a, graph.adj)]
+
+
+def test_cg_gradient_of_coefficients_built_from_one_tensor():
+    # CG's backward ran through the shared part of the graph (a -> -0.3 a) and
+    # freed it, or counted it twice. Reference: 'closed' by plain autograd.
+    x, edge_index, _ = graph()
+    grads = {}
+    for solver in ('cg', 'closed'):
+        conv = RegularizerConv(F, 2, _SharedCoefficient, solver=solver, a=0.5, learn=('a',),
+                               tol=1e-13).double()
+        torch.manual_seed(0)
+        conv.reset_parameters()
+        out = conv(x, edge_index)
+        gen = torch.Generator().manual_seed(1)
+        weights = torch.randn(out.shape, dtype=out.dtype, generator=gen)
+        grads[solver] = torch.autograd.grad((out * weights).sum(), conv.regularizer.raw_a)[0]
+    torch.testing.assert_close(grads['cg'], grads['closed'], rtol=1e-8, atol=0)
+
+
+def test_setting_a_learned_coefficient_to_a_tensor_with_grad_is_refused():
+    reg = R.get('appnp', alpha=0.2).learn('alpha')
+    with pytest.raises(TypeError, match="'alpha' is learned through raw_alpha"):
+        reg.alpha = torch.tensor(0.3, requires_grad=True)
+
+
+def test_appnp_alpha_rounded_to_zero_is_refused_and_one_is_not():
+    x, edge_index, _ = graph()
+    conv = RegularizerConv(F, 2, 'appnp', solver='series', K=3, alpha=0.2, learn=('alpha',))
+    with torch.no_grad():
+        conv.regularizer.raw_alpha.fill_(-120.0)  # sigmoid underflows to 0: M = I / 0
+    with pytest.raises(ValueError, match=r"'alpha' = 0.0 has reached an end"):
+        conv(x.float(), edge_index)
+    with torch.no_grad():
+        conv.regularizer.raw_alpha.fill_(40.0)  # sigmoid rounds to 1: M = I, allowed
+    assert float(conv.regularizer.alpha.detach()) == 1.0
+    torch.testing.assert_close(conv(x.float(), edge_index) - conv.bias, conv.lin(x.float()))

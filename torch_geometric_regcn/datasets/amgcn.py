@@ -33,6 +33,9 @@ def _read_table(archive: zipfile.ZipFile, member: str, dtype: type) -> np.ndarra
     if np.issubdtype(table.dtype, np.floating) and np.isnan(table).any():
         raise ValueError(f"'{member}' in '{archive.filename}' has rows of unequal length "
                          f"or missing values")
+    if np.issubdtype(table.dtype, np.floating) and not np.isfinite(table).all():
+        raise ValueError(f"'{member}' in '{archive.filename}' has infinite values (or "
+                         f"values beyond {np.dtype(dtype).name})")
     return table
 
 
@@ -62,6 +65,9 @@ def read_amgcn_zip(path: str, prefix: str, edge_file: str) -> Data:
     if y.shape != (num_nodes, 1):
         raise ValueError(f"expected one label per line for the {num_nodes} feature rows of "
                          f"'{path}' (got a {y.shape[0]} x {y.shape[1]} label table)")
+    if y.size and y.min() < 0:
+        raise ValueError(f"'{prefix}/{prefix}.label' in '{path}' holds negative labels (min "
+                         f"{y.min()}); class ids must be 0..C-1")
     if edges.ndim != 2 or edges.shape[1] != 2:
         raise ValueError(f"expected 'u v' per line in '{prefix}/{edge_file}' "
                          f"(got {edges.shape[1]} columns)")

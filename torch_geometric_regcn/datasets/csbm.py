@@ -46,6 +46,11 @@ def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: in
     \mathbf{I}/d)`, and undirected edges whose other end lies in the same class
     with probability :obj:`homophily`, else in a uniformly random other class.
     Sampling is vectorised: :math:`O(N \cdot \text{avg\_degree})` time.
+    Draws that land on the node itself or repeat an edge are dropped, so
+    the measured degree and homophily fall below the asked ones where
+    classes are small or the graph is dense (e.g. 50 classes of 2 nodes;
+    :obj:`avg_degree` near the class size); at the defaults they are within
+    1 % of them.
 
     Args:
         num_nodes (int, optional): :math:`N`. (default: :obj:`3000`)

@@ -23,10 +23,10 @@ BLOCK = 2**24
 
 
 def normalize_rows(x: Tensor) -> Tensor:
-    r"""The rows of :obj:`x` scaled to unit L2 norm,
-    :math:`\mathbf{x}_i / \max(\|\mathbf{x}_i\|_2, \epsilon)` with
-    :math:`\epsilon` the dtype's smallest normal number, so zero rows stay
-    zero (never NaN).
+    r"""The rows of :obj:`x` scaled to unit L2 norm, :math:`\mathbf{x}_i /
+    \|\mathbf{x}_i\|_2`, each row divided by its largest magnitude first so
+    that no finite row's norm overflows or underflows; zero rows stay zero
+    (never NaN).
 
     Args:
         x (torch.Tensor): :obj:`[N, F]`, dense or sparse COO or CSR.
@@ -36,13 +36,18 @@ def normalize_rows(x: Tensor) -> Tensor:
           coalesced COO.
     """
     check_node_features(x, 'x', finite=False)
+    tiny = torch.finfo(x.dtype).tiny
     if x.layout == torch.strided:
-        return x / x.norm(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+        x = x / x.abs().amax(dim=1, keepdim=True).clamp_min(tiny)
+        return x / x.norm(dim=1, keepdim=True).clamp_min(tiny)
     x = x.to_sparse_coo().coalesce()
     row, col = x.indices()
+    largest = torch.zeros(x.size(0), dtype=x.dtype, device=x.device).scatter_reduce(
+        0, row, x.values().abs(), 'amax')
+    values = x.values() / largest.clamp_min(tiny)[row]
     norm = torch.zeros(x.size(0), dtype=x.dtype, device=x.device)
-    norm.index_add_(0, row, x.values().square())
-    values = x.values() / norm.sqrt().clamp_min(torch.finfo(x.dtype).tiny)[row]
+    norm.index_add_(0, row, values.square())
+    values = values / norm.sqrt().clamp_min(tiny)[row]
     return torch.sparse_coo_tensor(x.indices(), values, x.shape, is_coalesced=True,
                                    check_invariants=False)
 

@@ -262,7 +262,9 @@ def probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target:
                       partition: RowPartition, group: Group,
                       generator: Optional[torch.Generator], queries: int = 256) -> int:
     r"""The fewest probed cells that hold a fraction :obj:`target` (plus two
-    standard errors) of the exact neighbours of :obj:`queries` random nodes.
+    standard errors of the mean over the queries) of the exact neighbours of
+    :obj:`queries` random nodes (their recalls at every number of probes,
+    :math:`O(\text{cells} \cdot \text{queries})` numbers).
     The queries are gathered on every rank; each rank finds their best
     candidates among its own rows, and the ranks' candidates are merged."""
     n, cells = partition.num_nodes, ranking.size(0)
@@ -291,8 +293,15 @@ def probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target:
     query_cell = all_reduce(owned_lookup(cell, q, partition), group)
     place = torch.empty_like(ranking)  # place[c, d]: position of cell d in cell c's ranking
     place.scatter_(1, ranking, torch.arange(cells, device=xn.device).expand(cells, -1))
-    needed = place[query_cell[:, None], exact_cell].flatten().sort().values
-    # Aim two standard errors above the target, so the recall over all nodes
-    # (not only the sampled queries) reaches it with high probability.
-    aim = min(1.0, target + 2 * math.sqrt(target * (1 - target) / needed.numel()))
-    return int(needed[math.ceil(aim * needed.numel()) - 1]) + 1
+    needed = place[query_cell[:, None], exact_cell]  # [queries, k]: cells each neighbour needs
+    # The recall of each query at 1..cells probes; aim two standard errors (of
+    # the mean over the queries, whose neighbours are correlated within a
+    # query, not over the Q k neighbours as if independent) above the target,
+    # so that the recall over all nodes reaches it with high probability.
+    probes = torch.arange(1, cells + 1, device=needed.device).expand(needed.size(0), -1)
+    recall = torch.searchsorted(needed.sort(dim=1).values.contiguous(),
+                                probes.contiguous()).double() / k  # [queries, cells]
+    error = recall.std(dim=0, correction=1) / math.sqrt(recall.size(0)) \
+        if recall.size(0) > 1 else torch.zeros_like(recall[0])
+    enough = recall.mean(0) >= (target + 2 * error).clamp(max=1.0)
+    return int(enough.nonzero()[0]) + 1 if bool(enough.any()) else cells

@@ -108,6 +108,10 @@ def normalized_adjacency(
           :math:`E' \leq 2E + n`; with :obj:`self_loops=True` the unit self
           loops come last; otherwise the edges are sorted.
 
+    Raises :class:`ValueError` naming :obj:`weight_name` where finite weights
+    sum to infinity at a node in :obj:`dtype` (on shards, on every rank:
+    one more all-gather).
+
     Cost: :math:`O(E \log E)` for the sorts, made by chunks of rows
     (:func:`normalized_rows`, which builds the matrix; with
     :obj:`reduce="sum"`, summing repeats is skipped after an :math:`O(E)`

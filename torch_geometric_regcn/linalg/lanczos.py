@@ -66,18 +66,22 @@ def _orthonormal_block(block: Tensor, basis: Tensor, scale: float,
     random directions are also made orthogonal to :obj:`deflate`, if given."""
     q, r = tall_qr(block, group)
     eps, norm = torch.finfo(block.dtype).eps, max(scale, torch.finfo(block.dtype).tiny)
-    size = r.diagonal().abs()
-    deficient = size <= 100 * eps * norm
-    if bool((size < eps ** 0.5 * norm).any()):
-        # A column that orthogonalisation left this small (the space nearly
-        # invariant) kept its rounding error against the basis, about eps times
-        # the operator's norm, which normalising it raised towards one (on
-        # graphs with highly repeated eigenvalues): orthogonalise once more.
+    flags = torch.cat([r.diagonal().abs() <= 100 * eps * norm,  # one synchronisation
+                       # (non-finite entries, left to the caller's overflow check)
+                       torch.linalg.svdvals(r.nan_to_num(0.0, 0.0, 0.0))[-1:] < eps ** 0.5 * norm
+                       ]).cpu()
+    deficient = flags[:-1]
+    if bool(flags[-1]) and not bool(deficient.all()):
+        # Where orthogonalisation left the block nearly dependent (the space
+        # nearly invariant: its smallest singular value below sqrt(eps) times
+        # the operator's norm), its rounding error against the basis, about
+        # eps times that norm, came out of the QR raised towards one (on graphs
+        # with highly repeated eigenvalues): orthogonalise Q once more.
         q, _ = _orthogonalize(q, basis, group)
         q, again = tall_qr(q, group)
-        deficient |= again.diagonal().abs() <= 0.5  # mostly inside the basis: replace it
-        if not bool(deficient.any()):
-            r = gram(q, block, group)
+        # a column left mostly inside the basis is replaced below
+        deficient = deficient | (again.diagonal().abs() <= 0.5).cpu()
+        r = gram(q, block, group)
     if bool(deficient.any()):
         good = q[:, ~deficient]
         fresh = torch.randn(block.size(0), int(deficient.sum()), dtype=block.dtype,

@@ -183,11 +183,11 @@ class Regularizer(torch.nn.Module):
     #: :obj:`(-0.5, math.inf)`), or :obj:`"positive"` (:math:`(0, \infty)`)
     #: or :obj:`"unit"` (:math:`(0, 1)`); see :func:`constrain`
     learnable: ClassVar[Dict[str, Range]] = {}
-    #: the learnable coefficients the regulariser cannot take at an end of
-    #: their interval (its system is singular or undefined there, as the
-    #: signed regulariser's at :math:`\alpha = -1/2`): a learned value that
-    #: rounding puts on an end is refused before any solve
-    open_ends: ClassVar[FrozenSet[str]] = frozenset()
+    #: the ends of their interval, :obj:`"low"` or :obj:`"high"`, that
+    #: learnable coefficients cannot take (the system is singular or undefined
+    #: there, as the signed regulariser's at :math:`\alpha = -1/2`): a learned
+    #: value that rounding puts on such an end is refused before any solve
+    open_ends: ClassVar[Dict[str, FrozenSet[str]]] = {}
 
     def __new__(cls, *args: Any, **kwargs: Any) -> 'Regularizer':
         # Set up the module before any __init__ runs, so that a subclass may
@@ -305,7 +305,7 @@ class Regularizer(torch.nn.Module):
                              f"reparametrisation is defined")
         raw = unconstrain(value_t, low, high).to(dtype)
         start = constrain(raw, low, high)  # as the forward computes it
-        if name in self.open_ends and not bool(((start > low) & (start < high)).all()):
+        if not bool(_off_excluded_ends(start, low, high, self.open_ends.get(name, ()))):
             raise ValueError(f"'{name}' = {shown} cannot be learned: its parameter in "
                              f"{raw.dtype} puts it on an end of {format_interval(low, high)} "
                              f"by rounding; start it further inside")
@@ -315,6 +315,11 @@ class Regularizer(torch.nn.Module):
         learned = self.__dict__.get('_learned')
         if learned and name in learned:
             # A plain attribute would hide the learned one from the layer and the optimizer.
+            if isinstance(value, Tensor) and value.requires_grad:
+                raise TypeError(f"'{name}' is learned through raw_{name}: setting it to a "
+                                f"tensor that requires grad would cut that gradient; pass "
+                                f"the parameter with torch.func.functional_call, or detach "
+                                f"the value")
             raw = self._parameters[f'raw_{name}']
             low, high = interval(learned[name], name)
             new = self._raw_value(name, value, low, high, raw.dtype)
@@ -383,15 +388,18 @@ class Regularizer(torch.nn.Module):
         # The constructor's checks, before anything changes, on the coefficients
         # it takes (others, e.g. of an older version, load unchecked). A
         # TypeError of a check (a value of the wrong type) is raised.
-        parameters = inspect.signature(type(self)).parameters.values()
+        parameters = list(inspect.signature(type(self).__init__).parameters.values())[1:]
         if not any(p.kind == p.VAR_KEYWORD for p in parameters):
             names = {p.name for p in parameters}
             checked = {k: v for k, v in state.items() if k in names}
             if all(p.name in checked for p in parameters
                    if p.default is p.empty and p.kind != p.VAR_POSITIONAL):
                 type(self)(**checked)
-        else:
-            type(self)(**state)
+        else:  # **coefficients: a TypeError may be a key it does not take
+            try:
+                type(self)(**state)
+            except TypeError:
+                pass
         for key, value in state.items():
             if key not in self.learned:  # a learned one loads as its parameter
                 setattr(self, key, value)
@@ -504,6 +512,18 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
     return cg_solve(matrix, rhs, tol, max_iter, graph.propagate, graph.propagate_params)
 
 
+def _off_excluded_ends(value: Tensor, low: float, high: float, ends: Any) -> Tensor:
+    r"""Whether every entry of :obj:`value` lies off the :obj:`ends` of
+    :math:`(\text{low}, \text{high})` it may not take (:obj:`"low"`,
+    :obj:`"high"`), as a 0-d boolean tensor (no synchronisation)."""
+    ok = torch.ones((), dtype=torch.bool, device=value.device)
+    if 'low' in ends:
+        ok = ok & (value > low).all()
+    if 'high' in ends:
+        ok = ok & (value < high).all()
+    return ok
+
+
 def _check_learned(regularizer: Regularizer) -> None:
     r"""Raises :class:`ValueError` where a learned coefficient's raw parameter
     is NaN or infinite, as a diverged optimizer step leaves it, or where a
@@ -521,9 +541,9 @@ def _check_learned(regularizer: Regularizer) -> None:
     raws = regularizer.learned_parameters()
     values = [getattr(regularizer, name).detach() for name in names]
     bounds = [interval(regularizer.__dict__['_learned'][name], name) for name in names]
-    ok = torch.stack([torch.isfinite(raw.detach()).all() & (
-        ((value > low).all() & (value < high).all()) if name in regularizer.open_ends else True)
-        for name, raw, value, (low, high) in zip(names, raws, values, bounds)])
+    ok = torch.stack([torch.isfinite(raw.detach()).all()
+                      & _off_excluded_ends(value, low, high, regularizer.open_ends.get(name, ()))
+                      for name, raw, value, (low, high) in zip(names, raws, values, bounds)])
     if bool(ok.all()):
         return
     for name, raw, value, (low, high), good in zip(names, raws, values, bounds, ok.tolist()):
@@ -603,7 +623,13 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
     through those tensors, so the gradient reaches the parameters this call
     read (also where they were swapped for the call, as
     :func:`torch.func.functional_call` does)."""
-    terms = regularizer.operator_terms(graph)
+    # One node of its own per distinct coefficient tensor: CG's backward then
+    # differentiates the product in each alone, and autograd carries that back
+    # to the raw parameters once, also where one coefficient is built from
+    # another or returned twice.
+    own: Dict[int, Tensor] = {}
+    terms = [(own.setdefault(id(c), c.clone()) if isinstance(c, Tensor) and c.requires_grad
+              else c, m) for c, m in regularizer.operator_terms(graph)]
 
     def product(_: Tensor, y: Tensor) -> Tensor:  # M(θ) y, differentiable in θ
         out = None
@@ -624,6 +650,5 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
         index = torch.arange(graph.num_nodes, device=rhs.device).expand(2, -1)
         matrix = torch.sparse_coo_tensor(index, diag, (graph.num_nodes,) * 2,
                                          check_invariants=False).to_sparse_csr()
-    coefficients = tuple(c for c, _ in terms if isinstance(c, Tensor) and c.requires_grad)
-    params = coefficients + graph.propagate_params
+    params = tuple(own.values()) + graph.propagate_params
     return cg_solve(matrix, rhs, tol, max_iter, product, params)

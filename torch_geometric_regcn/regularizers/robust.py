@@ -118,7 +118,8 @@ class RobustRegularizer(IterativeRegularizer):
         :math:`i < j`."""
         inc = self.incidence(graph)
         t = inc.gradient(h).norm(dim=-1)
-        return torch.stack([inc.src, inc.dst]), self.lam * inc.weight * self.rho().weight(t)
+        weight = inc.weight if inc.weight is not None else 1.0  # unit: rows without weights
+        return torch.stack([inc.src, inc.dst]), self.lam * weight * self.rho().weight(t)
 
     def system(self, h: Tensor, x: Tensor, graph: GraphOperators) -> System:
         inc = self.incidence(graph)

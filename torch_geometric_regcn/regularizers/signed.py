@@ -114,7 +114,7 @@ class SignedLaplacianRegularizer(AffineRegularizer):
     default_solver = 'cg'
     decoupled = False
     learnable = {'alpha': (ALPHA_MIN, math.inf)}
-    open_ends = frozenset({'alpha'})  # M is singular at alpha = -1/2
+    open_ends = {'alpha': frozenset({'low'})}  # M is singular at alpha = -1/2
 
     def __init__(self, alpha: float = -0.25, K: int = 10) -> None:
         self.alpha = check_signed_alpha(alpha)

@@ -139,6 +139,7 @@ class APPNPRegularizer(AffineRegularizer):
     name = 'appnp'
     decoupled = True
     learnable = {'alpha': 'unit'}
+    open_ends = {'alpha': frozenset({'low'})}  # M = (I - (1 - alpha) A^) / alpha
 
     def __init__(self, K: int = 10, alpha: float = 0.1) -> None:
         self.K = check_int('K', K)

@@ -23,6 +23,7 @@ from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.validation import (
     check_channels,
     check_factors,
+    check_flag,
     check_layer_dtype,
     check_materialized,
     check_module_materialized,
@@ -124,7 +125,7 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         self.out_channels = out_channels
         self.scale = float(scale)
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer='glorot')
-        if bias:
+        if check_flag('bias', bias):
             self.bias = torch.nn.Parameter(torch.empty(out_channels))
         else:
             self.register_parameter('bias', None)
