@@ -527,14 +527,14 @@ def _off_excluded_ends(value: Tensor, low: float, high: float, ends: Any) -> Ten
 def _check_learned(regularizer: Regularizer) -> None:
     r"""Raises :class:`ValueError` where a learned coefficient's raw parameter
     is NaN or infinite, as a diverged optimizer step leaves it, or where a
-    coefficient of :attr:`Regularizer.open_ends` has reached an end of its
-    interval by rounding (e.g. the signed regulariser's :math:`\alpha =
-    -1/2`, where its system is singular), naming the coefficient, its value and the fix, before any
-    solve: left alone, a non-finite one makes :obj:`"closed"` and
-    :obj:`"series"` return NaN and :obj:`"cg"` report a non-finite system
-    matrix of its own. Runs eagerly for every sparse solver, under
-    :func:`torch.compile` as well. Cost: one synchronisation per call, none
-    without learned coefficients."""
+    coefficient has reached by rounding an end of its interval named in
+    :attr:`Regularizer.open_ends` (e.g. the signed regulariser's
+    :math:`\alpha = -1/2`, where its system is singular), naming the
+    coefficient, its value and the fix, before any solve: left alone, a
+    non-finite one makes :obj:`"closed"` and :obj:`"series"` return NaN and
+    :obj:`"cg"` report a non-finite system matrix of its own. Runs eagerly
+    for every sparse solver, under :func:`torch.compile` as well. Cost: one
+    synchronisation per call, none without learned coefficients."""
     names = regularizer.learned
     if not names:
         return
@@ -628,8 +628,13 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
     # to the raw parameters once, also where one coefficient is built from
     # another or returned twice.
     own: Dict[int, Tensor] = {}
-    terms = [(own.setdefault(id(c), c.clone()) if isinstance(c, Tensor) and c.requires_grad
-              else c, m) for c, m in regularizer.operator_terms(graph)]
+    terms = []
+    for c, m in regularizer.operator_terms(graph):
+        if isinstance(c, Tensor) and c.requires_grad:
+            if id(c) not in own:
+                own[id(c)] = c.clone()
+            c = own[id(c)]
+        terms.append((c, m))
 
     def product(_: Tensor, y: Tensor) -> Tensor:  # M(θ) y, differentiable in θ
         out = None
