@@ -134,12 +134,14 @@ def format_table(rec: Record) -> str:
     r"""The table of one dataset's record: per model the test score (%)
     mean ± standard error over the splits, the mean paired difference to
     GCN with its standard error (where GCN ran), the mean validation score,
-    the chosen grid point and the mean seconds per run."""
+    the chosen grid point and the mean seconds per run; a last line says so
+    where the models searched grids of different sizes (unequal budgets)."""
     metric, splits = rec['metric'], rec['splits']
     lines = [f"{rec['dataset']}: test {metric} (%) at the best validation epoch, mean ± "
              f"standard error over the official splits {splits}; each model's "
              f"configuration chosen by its mean validation {metric} over those splits"]
     rows = [('model', 'test', '- GCN', 'val', 'chosen (grid point)', 's/run')]
+    sizes = {len(rec['chosen'][model]['grid']) for model in rec['results']}
     gcn = rec['results'].get('gcn')
     for model, scores in rec['results'].items():
         mean, error = mean_and_error(scores)
@@ -158,6 +160,10 @@ def format_table(rec: Record) -> str:
     for row in rows:
         lines.append('  '.join(cell.ljust(width) if i in (0, 4) else cell.rjust(width)
                                for i, (cell, width) in enumerate(zip(row, widths))).rstrip())
+    if len(sizes) > 1:
+        lines.append(f'Unequal budgets: the models searched grids of {min(sizes)} to '
+                     f'{max(sizes)} points (the "chosen" column); compare models of the same '
+                     f'grid size only')
     return '\n'.join(lines)
 
 

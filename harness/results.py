@@ -5,7 +5,13 @@ import json
 import os
 import os.path as osp
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from contextlib import contextmanager
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional
+
+try:  # POSIX: processes that share a store take turns to write it
+    import fcntl
+except ImportError:  # pragma: no cover (Windows: one writer at a time, by convention)
+    fcntl = None
 
 Record = Dict[str, Any]
 
@@ -19,7 +25,10 @@ class ResultStore:
     is cut off (unless another process appended since), with a warning, so
     the run is done again. A line that is not JSON or has no key, and two
     lines with the same key, are errors naming the line (a run is stored
-    once).
+    once). Several processes may share a store: on POSIX systems each
+    write (and the cut) holds an exclusive lock on the file, and a run that
+    another process stored since this one read the file is not written
+    again (its stored record is kept).
 
     Example::
 
@@ -41,7 +50,7 @@ class ResultStore:
             warnings.warn(f'{path}: its last line was cut short (a run stopped while '
                           f'writing it); it is dropped and that run is done again',
                           stacklevel=2)
-            with open(path, 'r+b') as f:
+            with open(path, 'r+b') as f, _locked(f):
                 # Only if nothing was appended since it was read (another process).
                 if f.seek(0, os.SEEK_END) == len(data):
                     f.truncate(end)
@@ -84,7 +93,33 @@ class ResultStore:
             raise ValueError(f'run {k!r} is already stored in {self.path}')
         line = json.dumps(record) + '\n'
         os.makedirs(osp.dirname(osp.abspath(self.path)), exist_ok=True)
-        with open(self.path, 'a') as f:
+        with open(self.path, 'a+') as f, _locked(f):
+            f.seek(0)
+            for stored in f.read().splitlines():  # what other processes added since
+                try:
+                    other = json.loads(stored)
+                    if self.key(other) == k:
+                        warnings.warn(f'{self.path}: run {k!r} was stored by another '
+                                      f'process meanwhile; its record is kept', stacklevel=2)
+                        self._records[k] = other
+                        return
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line being written, or not this store's: checked on opening
+            f.seek(0, os.SEEK_END)
             f.write(line)
             f.flush()
         self._records[k] = record
+
+
+@contextmanager
+def _locked(f: IO) -> Iterator[None]:
+    r"""An exclusive lock on the open file :obj:`f` (none without
+    :mod:`fcntl`)."""
+    if fcntl is None:
+        yield
+        return
+    fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)

@@ -499,6 +499,12 @@ def test_table_gives_each_model_its_mean_paired_difference_and_choice():
     # 10, 4, -2: mean +4.0, s.e. 6 / sqrt(3) = 3.5; chosen: point 1 of 3.
     assert '35.0 ± 2.9' in mlp and '+4.0 ± 3.5' in mlp
     assert '1/3: residual=False, layers=2' in mlp
+    assert not any(line.startswith('Unequal budgets') for line in lines)
+    # A model that searched fewer points: its paired differences are flagged.
+    rec['chosen']['gcn'] = {**rec['chosen']['gcn'], 'grid': rec['chosen']['gcn']['grid'][:1],
+                            'index': 0}
+    assert format_table(rec).splitlines()[-1].startswith(
+        'Unequal budgets: the models searched grids of 1 to 3 points')
 
 
 def test_journal_gives_back_a_run_only_for_its_dataset_model_split_and_config(tmp_path):

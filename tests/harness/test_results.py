@@ -72,3 +72,18 @@ def test_a_run_is_stored_once(tmp_path):
     path.write_text(json.dumps({'name': 'a'}) + '\n')  # no key: another file
     with pytest.raises(ValueError, match=r'line 1: not a run of this store \(KeyError'):
         ResultStore(str(path), key)
+
+
+def test_two_processes_storing_the_same_run_store_it_once(tmp_path):
+    # Each store keeps its own snapshot: both appended the run, and every
+    # later opening of the file failed with "stored twice".
+    path = str(tmp_path / 'shared.jsonl')
+    first, second = ResultStore(path, key=key), ResultStore(path, key=key)
+    first.add({'name': 'a', 'seed': 0, 'value': 1.0})
+    with pytest.warns(UserWarning, match="run 'a__0' was stored by another process"):
+        second.add({'name': 'a', 'seed': 0, 'value': 2.0})
+    assert second.get('a__0')['value'] == 1.0  # the stored record is kept
+    second.add({'name': 'b', 'seed': 0, 'value': 3.0})
+    with open(path) as f:
+        assert len(f.read().splitlines()) == 2
+    assert [r['value'] for r in ResultStore(path, key=key)] == [1.0, 3.0]
