@@ -92,3 +92,15 @@ def test_metis_is_named_when_unavailable():
         with pytest.raises(ImportError, match=r"method='metis' needs pymetis \(pip install "
                                               r"torch_geometric_regcn\[metis\]\)"):
             partition(_graph(), 2, method='metis')
+
+
+def test_an_edge_attribute_as_long_as_the_nodes_stays_with_its_edges():
+    # With E == N, edge_type was sliced as a node attribute: the shard of
+    # rows 0 and 1 got the types of the edges of rows 3 and 2.
+    from torch_geometric.data import Data
+    data = Data(x=torch.randn(4, 2), edge_index=torch.tensor([[3, 2, 1, 0], [0, 1, 2, 3]]),
+                edge_type=torch.tensor([30, 20, 10, 0]), num_nodes=4)
+    shards = partition(data, 2)
+    for shard in shards:
+        assert 'edge_type' not in shard or torch.equal(
+            shard.edge_type, 10 * shard.edge_index[0])

@@ -106,3 +106,12 @@ def test_check_shard_edges_checks_global_indices_and_weights():
         check_shard_edges(torch.tensor([[4], [5]]), part, -torch.ones(1))
     with pytest.raises(TypeError, match=r"'edge_index' must hold integer.*'edge_index\.long"):
         check_shard_edges(torch.tensor([[4.0], [5.0]]), part)
+
+
+@pytest.mark.parametrize('bounds', [(10, 150, 300), (0, 200, 150), (0, 1.5, 3), (5,)])
+def test_check_partition_refuses_bounds_that_are_not_row_blocks(bounds):
+    # Bounds from 10 silently dropped the rows of nodes 0-9; decreasing ones
+    # failed later with an unnamed error, another rank left waiting.
+    with pytest.raises(ValueError, match=r"'partition' must have integer bounds that start "
+                                         r"at 0 and never decrease"):
+        check_partition(RowPartition(bounds, 0), None, 'partition')

@@ -98,3 +98,16 @@ def test_the_dtype_of_the_values_is_kept(dtype):
     per_row = int((dense != 0).sum(dim=1).max())
     bound = 4 * per_row * eps * (dense.abs() @ x.double().abs())
     assert bool((((s @ x).double() - dense @ x.double()).abs() <= bound).all())
+
+
+@pytest.mark.parametrize('index, values, match', [
+    ([[0, 1], [25, 1]], [1.0, 1.0], "'edge_index'"),  # a column beyond N: read out of bounds
+    ([[0, 1], [2, 1]], [1.0, float('nan')], "'values' contains NaN"),
+])
+def test_entries_are_checked_before_the_matrix_is_built(index, values, match):
+    with pytest.raises(ValueError, match=match):
+        ShardedMatrix(torch.tensor(index), torch.tensor(values, dtype=torch.float64),
+                      RowPartition.even(N, 1), None)
+    with pytest.raises(ValueError, match="'partition' is part 0 of 2"):  # a shard, no group
+        ShardedMatrix(torch.tensor([[0], [1]]), torch.ones(1, dtype=torch.float64),
+                      RowPartition.even(N, 2), None)

@@ -138,10 +138,13 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
         bounds = RowPartition.even(num_nodes, num_parts).bounds
         node_id = new_id = None
 
+    # Node-level by PyG's own rule (an attribute of as many rows as edges is
+    # an edge attribute, even where E == N), not by its row count alone.
     node_keys = [key for key, value in data.items()
                  if isinstance(value, Tensor) and key not in EDGE_KEYS
                  and not any(key in edge for edge in EDGE_KEYS.values())
-                 and value.dim() > 0 and value.size(0) == num_nodes]
+                 and value.dim() > 0 and value.size(0) == num_nodes
+                 and not data.is_edge_attr(key)]
     edges = {}
     for key, extra in EDGE_KEYS.items():
         if key not in data or data[key] is None:

@@ -1,5 +1,6 @@
 r"""Contiguous row blocks of a graph split over the ranks of a process
 group, and the checks of a rank's shard against them."""
+import numbers
 from typing import Any, NamedTuple, Optional, Tuple
 
 import torch
@@ -61,12 +62,20 @@ class RowPartition(NamedTuple):
 
 
 def check_partition(partition: Any, group: Group, name: str = 'data.partition') -> RowPartition:
-    r"""Checks that a shard's :obj:`partition` matches :obj:`group` (as many
-    parts as processes, this process's rank)."""
+    r"""Checks that a shard's :obj:`partition` is row blocks (integer bounds
+    from 0, never decreasing) and matches :obj:`group` (as many parts as
+    processes, this process's rank)."""
     if not isinstance(partition, RowPartition):
         raise ValueError(f"'{name}' is missing: a distributed transform needs this rank's "
                          f"shard of the graph, as torch_geometric_regcn.distributed.partition() "
                          f"or load_partition() return it")
+    bounds = partition.bounds
+    if len(bounds) < 2 or not all(isinstance(b, numbers.Integral) and not isinstance(b, bool)
+                                  for b in bounds) \
+            or bounds[0] != 0 or any(b > c for b, c in zip(bounds, bounds[1:])):
+        raise ValueError(f"'{name}' must have integer bounds that start at 0 and never "
+                         f"decrease, from 0 to the number of nodes (got {bounds}); build it "
+                         f"with RowPartition.even() or partition()")
     size, rank = size_of(group), rank_of(group)
     if partition.num_parts != size or partition.rank != rank:
         raise ValueError(f"'{name}' is part {partition.rank} of {partition.num_parts}, but this "

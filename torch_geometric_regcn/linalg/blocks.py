@@ -101,7 +101,9 @@ def tall_qr(block: Tensor, group: Group) -> QR:
     Shapes:
         - **block:** :obj:`[n, b]`, :math:`b \leq N`, dense, in float32,
           float64 or a complex dtype (checked on each rank before any
-          collective, :obj:`O(1)`)
+          collective, :obj:`O(1)`, but not agreed: its width and dtype must
+          be the same on every rank, as the eigensolvers, which agree their
+          arguments, ensure; a rank that fails raises alone)
     """
     check_matrix('block', block)
     if block.layout != torch.strided or not (block.is_floating_point() or block.is_complex()) \

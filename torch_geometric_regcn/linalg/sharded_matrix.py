@@ -12,9 +12,13 @@ from torch_geometric_regcn.distributed.collectives import (
     all_gather_ints,
 )
 from torch_geometric_regcn.distributed.halo import HaloPlan
-from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
+from torch_geometric_regcn.distributed.row_partition import (
+    RowPartition,
+    check_partition,
+    check_shard_edges,
+)
 from torch_geometric_regcn.utils.sparse import compact_csr, csr_matrix
-from torch_geometric_regcn.utils.validation import check_int
+from torch_geometric_regcn.utils.validation import check_finite, check_int
 
 #: The bytes the halo rows of one sparse product may take by default,
 #: :math:`h \times b` numbers for :math:`h` halo rows and a block of
@@ -49,9 +53,12 @@ class ShardedMatrix:
     The eigensolvers accept it as their :obj:`operator` and then work on row
     shards of their vectors (see :func:`~torch_geometric_regcn.linalg.block_lanczos`).
     Before the first exchange the ranks agree that each one's
-    :obj:`partition` is its part of the same row blocks and that the entries
+    :obj:`partition` is its part of the same row blocks, that its entries
+    lie in its rows and below :math:`N` and are finite, and that the entries
     have one dtype and device type
     (:func:`~torch_geometric_regcn.distributed.collectives.agree_arguments`).
+    The blocks multiplied are not agreed, for speed: their width and dtype
+    must be the same on every rank (the eigensolvers agree theirs).
 
     Args:
         edge_index (torch.Tensor): The entries' global indices, shape
@@ -66,7 +73,10 @@ class ShardedMatrix:
     """
     def __init__(self, edge_index: Tensor, values: Tensor, partition: RowPartition,
                  group: Group, halo_budget: Optional[int] = None) -> None:
-        self._plan(partition, group, values, halo_budget, edge_index[1])
+        def check() -> None:  # indices in range and rows this rank's, finite values
+            check_shard_edges(edge_index, partition, name='edge_index')
+            check_finite('values', values)
+        self._plan(partition, group, values, halo_budget, edge_index[1], check)
         rows = edge_index[0] - partition.start
         cols = self.plan.compact(edge_index[1])
         width = partition.num_local + self.plan.halo.numel()
@@ -75,18 +85,25 @@ class ShardedMatrix:
             check_invariants=False).coalesce())
 
     def _plan(self, partition: RowPartition, group: Group, values: Tensor,
-              halo_budget: Optional[int], columns: Tensor) -> None:
-        r"""The checks (agreed on every rank), the budget and the halo plan of
-        a matrix whose local rows read the global :obj:`columns`."""
+              halo_budget: Optional[int], columns: Tensor,
+              check: Optional[Callable[[], None]] = None) -> None:
+        r"""The checks (agreed on every rank; :obj:`check` among them), the
+        budget and the halo plan of a matrix whose local rows read the global
+        :obj:`columns`."""
         self.partition, self.group = partition, group
         budget = HALO_BUDGET if halo_budget is None else halo_budget
         if group is None:
+            check_partition(partition, group, 'partition')
             budget = check_int('halo_budget', budget)
+            if check is not None:
+                check()
         else:
             error, same = None, {}
             try:
                 check_partition(partition, group, 'partition')
                 budget = check_int('halo_budget', budget)
+                if check is not None:
+                    check()
                 same = {"the row blocks of 'partition'": partition.bounds,
                         "the dtype and device of 'values'": (values.dtype, values.device.type),
                         "'halo_budget'": budget}
