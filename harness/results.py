@@ -95,7 +95,8 @@ class ResultStore:
         os.makedirs(osp.dirname(osp.abspath(self.path)), exist_ok=True)
         with open(self.path, 'a+') as f, _locked(f):
             f.seek(0)
-            for stored in f.read().splitlines():  # what other processes added since
+            text = f.read()
+            for stored in text.splitlines():  # what other processes added since
                 try:
                     other = json.loads(stored)
                     if self.key(other) == k:
@@ -104,7 +105,11 @@ class ResultStore:
                         self._records[k] = other
                         return
                 except (ValueError, KeyError, TypeError):
-                    continue  # a line being written, or not this store's: checked on opening
+                    continue  # a cut line (below), or not this store's: checked on opening
+            if text and not text.endswith('\n'):  # a writer died mid-line: cut it off
+                warnings.warn(f'{self.path}: its last line was cut short (a run stopped while '
+                              f'writing it); it is dropped', stacklevel=2)
+                f.truncate(len(text[:text.rfind('\n') + 1].encode('utf-8')))
             f.seek(0, os.SEEK_END)
             f.write(line)
             f.flush()

@@ -101,6 +101,7 @@ def test_an_edge_attribute_as_long_as_the_nodes_stays_with_its_edges():
     data = Data(x=torch.randn(4, 2), edge_index=torch.tensor([[3, 2, 1, 0], [0, 1, 2, 3]]),
                 edge_type=torch.tensor([30, 20, 10, 0]), num_nodes=4)
     shards = partition(data, 2)
-    for shard in shards:
-        assert 'edge_type' not in shard or torch.equal(
-            shard.edge_type, 10 * shard.edge_index[0])
+    for shard in shards:  # every edge's type, with its edge
+        assert torch.equal(shard.edge_type, 10 * shard.edge_index[0])
+    assert sum(shard.edge_type.numel() for shard in shards) == 4
+    assert all('edge_type' not in shard.node_attrs() for shard in shards)

@@ -87,3 +87,15 @@ def test_two_processes_storing_the_same_run_store_it_once(tmp_path):
     with open(path) as f:
         assert len(f.read().splitlines()) == 2
     assert [r['value'] for r in ResultStore(path, key=key)] == [1.0, 3.0]
+
+
+def test_a_line_cut_by_a_writer_that_died_is_dropped_before_appending(tmp_path):
+    # The next record was glued onto the cut line, and the store no longer opened.
+    path = str(tmp_path / 'shared.jsonl')
+    store = ResultStore(path, key=key)
+    store.add({'name': 'a', 'seed': 0})
+    with open(path, 'a') as f:
+        f.write('{"name": "b", "se')
+    with pytest.warns(UserWarning, match='cut short'):
+        store.add({'name': 'c', 'seed': 0})
+    assert [r['name'] for r in ResultStore(path, key=key)] == ['a', 'c']

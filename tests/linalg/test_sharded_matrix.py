@@ -103,6 +103,8 @@ def test_the_dtype_of_the_values_is_kept(dtype):
 @pytest.mark.parametrize('index, values, match', [
     ([[0, 1], [25, 1]], [1.0, 1.0], "'edge_index'"),  # a column beyond N: read out of bounds
     ([[0, 1], [2, 1]], [1.0, float('nan')], "'values' contains NaN"),
+    ([[0, 1], [2, 1]], [1.0, 2.0, 3.0], "'values' must hold one entry per column"),
+    ([[0, 1]], [1.0, 2.0], "'edge_index'"),  # no second row: read before the agreement
 ])
 def test_entries_are_checked_before_the_matrix_is_built(index, values, match):
     with pytest.raises(ValueError, match=match):

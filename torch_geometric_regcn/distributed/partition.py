@@ -1,6 +1,7 @@
 r"""Splitting a graph into row shards, one per process, and keeping them on disk."""
 import os
 import os.path as osp
+import warnings
 from typing import List, Optional, Tuple, Union
 
 import numpy
@@ -138,17 +139,23 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
         bounds = RowPartition.even(num_nodes, num_parts).bounds
         node_id = new_id = None
 
-    # Node-level by PyG's own rule (an attribute of as many rows as edges is
-    # an edge attribute, even where E == N), not by its row count alone.
+    # Edge-level by PyG's rule (Data.is_edge_attr: 'edge' in the name), then
+    # node-level by row count: an edge attribute stays with its edges even
+    # where the graph has as many edges as nodes.
+    known = set(EDGE_KEYS) | {name for extra in EDGE_KEYS.values() for name in extra}
+    edge_keys = [key for key, value in data.items()
+                 if isinstance(value, Tensor) and key not in known and value.dim() > 0
+                 and data.is_edge_attr(key)]
     node_keys = [key for key, value in data.items()
-                 if isinstance(value, Tensor) and key not in EDGE_KEYS
-                 and not any(key in edge for edge in EDGE_KEYS.values())
-                 and value.dim() > 0 and value.size(0) == num_nodes
-                 and not data.is_edge_attr(key)]
+                 if isinstance(value, Tensor) and key not in known and key not in edge_keys
+                 and value.dim() > 0 and value.size(0) == num_nodes]
     edges = {}
     for key, extra in EDGE_KEYS.items():
         if key not in data or data[key] is None:
             continue
+        count = data[key].size(1)  # the other edge attributes of as many rows go along
+        extra = (*extra, *(name for name in edge_keys if data[name].size(0) == count))
+        edge_keys = [name for name in edge_keys if name not in extra]
         index = data[key] if new_id is None else new_id[data[key]]
         order = index[0].argsort(stable=True)
         index = index[:, order]
@@ -156,6 +163,10 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
         attrs = {name: data[name][order] for name in extra
                  if name in data and data[name] is not None}
         edges[key] = (index, cuts, attrs)
+    if edge_keys:
+        warnings.warn(f"partition() drops the edge attribute(s) {edge_keys}: their rows match "
+                      f"none of the edge sets {[k for k in EDGE_KEYS if k in data]}",
+                      UserWarning, stacklevel=2)
 
     shards = []
     for p in range(num_parts):

@@ -64,8 +64,9 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
     :obj:`options` fields).
 
     Args:
-        x (torch.Tensor): This rank's rows of the features; integer and
-            half-precision ones are converted to the default dtype.
+        x (torch.Tensor): This rank's rows of the features; integer ones
+            are converted to the default dtype, half-precision ones to
+            float32.
         k (int): Neighbours per node, :math:`1 \le k < N`.
         partition (RowPartition, optional): The row blocks; required with a
             :obj:`group`, else :obj:`RowPartition.even(N, 1)`.
@@ -85,11 +86,12 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
     check_group(group)
     error, fields, same = None, [], {}
     try:
-        if isinstance(x, Tensor) and (not x.is_floating_point()
-                                      or x.dtype in (torch.float16, torch.bfloat16)):
-            # Integers, and half precision, whose 3 significant digits would
-            # decide the neighbours (LowRankInverse searches in float32 too).
+        if isinstance(x, Tensor) and not x.is_floating_point():
             x = x.to(torch.get_default_dtype())
+        elif isinstance(x, Tensor) and x.dtype in (torch.float16, torch.bfloat16):
+            # Half precision, whose 3 significant digits would decide the
+            # neighbours: float32, as LowRankInverse searches.
+            x = x.float()
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"'generator' must be a torch.Generator or None (got "
                             f"{type(generator).__name__} {generator!r})")

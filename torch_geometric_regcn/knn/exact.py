@@ -38,8 +38,16 @@ def normalize_rows(x: Tensor) -> Tensor:
     check_node_features(x, 'x', finite=False)
     tiny = torch.finfo(x.dtype).tiny
     if x.layout == torch.strided:
-        x = x / x.abs().amax(dim=1, keepdim=True).clamp_min(tiny)
-        return x / x.norm(dim=1, keepdim=True).clamp_min(tiny)
+        norm = x.norm(dim=1, keepdim=True)
+        # Rows whose norm overflowed, or whose squares went below the smallest
+        # normal number (zero rows among them): those alone, scaled first.
+        odd = (~torch.isfinite(norm) | (norm < tiny ** 0.5)).view(-1)
+        out = x / norm.clamp_min(tiny)
+        if bool(odd.any()):
+            rows = odd.nonzero().view(-1)
+            part = x[rows] / x[rows].abs().amax(dim=1, keepdim=True).clamp_min(tiny)
+            out[rows] = part / part.norm(dim=1, keepdim=True).clamp_min(tiny)
+        return out
     x = x.to_sparse_coo().coalesce()
     row, col = x.indices()
     largest = torch.zeros(x.size(0), dtype=x.dtype, device=x.device).scatter_reduce(

@@ -66,12 +66,11 @@ def _orthonormal_block(block: Tensor, basis: Tensor, scale: float,
     random directions are also made orthogonal to :obj:`deflate`, if given."""
     q, r = tall_qr(block, group)
     eps, norm = torch.finfo(block.dtype).eps, max(scale, torch.finfo(block.dtype).tiny)
-    flags = torch.cat([r.diagonal().abs() <= 100 * eps * norm,  # one synchronisation
-                       # (non-finite entries, left to the caller's overflow check)
-                       torch.linalg.svdvals(r.nan_to_num(0.0, 0.0, 0.0))[-1:] < eps ** 0.5 * norm
-                       ]).cpu()
-    deficient = flags[:-1]
-    if bool(flags[-1]) and not bool(deficient.all()):
+    small = r.detach().cpu()  # b x b, one synchronisation; the same bits on every rank
+    deficient = small.diagonal().abs() <= 100 * eps * norm
+    # (non-finite entries are left to the caller's overflow check)
+    nearly = float(torch.linalg.svdvals(small.nan_to_num(0.0, 0.0, 0.0))[-1]) < eps ** 0.5 * norm
+    if nearly and not bool(deficient.all()):
         # Where orthogonalisation left the block nearly dependent (the space
         # nearly invariant: its smallest singular value below sqrt(eps) times
         # the operator's norm), its rounding error against the basis, about
@@ -83,7 +82,7 @@ def _orthonormal_block(block: Tensor, basis: Tensor, scale: float,
         deficient = deficient | (again.diagonal().abs() <= 0.5).cpu()
         r = gram(q, block, group)
     if bool(deficient.any()):
-        good = q[:, ~deficient]
+        good = q[:, (~deficient).to(q.device)]
         fresh = torch.randn(block.size(0), int(deficient.sum()), dtype=block.dtype,
                             device=block.device, generator=generator)
         if deflate is not None:

@@ -18,7 +18,7 @@ from torch_geometric_regcn.distributed.row_partition import (
     check_shard_edges,
 )
 from torch_geometric_regcn.utils.sparse import compact_csr, csr_matrix
-from torch_geometric_regcn.utils.validation import check_finite, check_int
+from torch_geometric_regcn.utils.validation import check_finite, check_int, check_tensor
 
 #: The bytes the halo rows of one sparse product may take by default,
 #: :math:`h \times b` numbers for :math:`h` halo rows and a block of
@@ -75,8 +75,12 @@ class ShardedMatrix:
                  group: Group, halo_budget: Optional[int] = None) -> None:
         def check() -> None:  # indices in range and rows this rank's, finite values
             check_shard_edges(edge_index, partition, name='edge_index')
+            check_tensor('values', values)
+            if values.shape != edge_index.shape[1:]:
+                raise ValueError(f"'values' must hold one entry per column of 'edge_index', "
+                                 f"shape [{edge_index.size(1)}] (got {list(values.shape)})")
             check_finite('values', values)
-        self._plan(partition, group, values, halo_budget, edge_index[1], check)
+        self._plan(partition, group, values, halo_budget, lambda: edge_index[1], check)
         rows = edge_index[0] - partition.start
         cols = self.plan.compact(edge_index[1])
         width = partition.num_local + self.plan.halo.numel()
@@ -85,11 +89,11 @@ class ShardedMatrix:
             check_invariants=False).coalesce())
 
     def _plan(self, partition: RowPartition, group: Group, values: Tensor,
-              halo_budget: Optional[int], columns: Tensor,
+              halo_budget: Optional[int], columns: Callable[[], Tensor],
               check: Optional[Callable[[], None]] = None) -> None:
         r"""The checks (agreed on every rank; :obj:`check` among them), the
         budget and the halo plan of a matrix whose local rows read the global
-        :obj:`columns`."""
+        :obj:`columns()` (read after the checks)."""
         self.partition, self.group = partition, group
         budget = HALO_BUDGET if halo_budget is None else halo_budget
         if group is None:
@@ -114,7 +118,7 @@ class ShardedMatrix:
         self.halo_budget: int = budget
         self._buffer: Optional[Tensor] = None  # the halo exchange's, see reusing_buffer
         self._reusing = 0  # the depth of reusing_buffer blocks
-        self.plan = HaloPlan.build(columns, partition, group)
+        self.plan = HaloPlan.build(columns(), partition, group)
         #: The largest halo of any rank: the chunks' width must be the same on
         #: every rank, whose all-to-alls pair up.
         self.max_halo = 0 if group is None else max(
@@ -136,7 +140,7 @@ class ShardedMatrix:
         n = partition.num_local
         steps = list(range(0, n, max(1, n * CHUNK_ENTRIES // max(col.numel(), 1)))) + [n]
         self = cls.__new__(cls)
-        self._plan(partition, group, value, halo_budget, remote_columns(col, partition))
+        self._plan(partition, group, value, halo_budget, lambda: remote_columns(col, partition))
         width = n + self.plan.halo.numel()
         if value.requires_grad:  # the values out of place, for the gradient
             value = value.clone()
