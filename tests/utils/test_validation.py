@@ -52,7 +52,14 @@ def test_check_finite_finds_one_bad_entry_anywhere(dtype, bad, layout):
     check_finite('data.x', clean[:0])  # empty: nothing to check
 
 
-@pytest.mark.parametrize('dtype', [torch.int64, torch.int32, torch.int16, torch.uint8])
+def test_check_index_refuses_a_uint8_tensor():
+    # torch indexes with a uint8 tensor as a mask: as indices, [1, 0, 1] meant nodes 1, 0, 1.
+    with pytest.raises(TypeError, match=r"integer node indices \(got torch.uint8.*for a "
+                                        r"boolean mask"):
+        check_index('index', torch.tensor([1, 0, 1], dtype=torch.uint8), 10)
+
+
+@pytest.mark.parametrize('dtype', [torch.int64, torch.int32, torch.int16, torch.int8])
 def test_check_index_returns_int64_indices(dtype):
     index = torch.tensor([3, 0, 3, 9], dtype=dtype)
     out = check_index('index', index, 10)
