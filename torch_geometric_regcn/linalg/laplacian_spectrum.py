@@ -412,17 +412,22 @@ class _Solver(NamedTuple):
                                                           device=trivial.device)
                                                 - adjacency.to_dense())
             return EigenPairs(values[1:m + 1], vectors[:, 1:m + 1], 0.0, iterations, True)
-        if not pairs.converged:
-            warnings.warn(f"laplacian_eigenpairs: block Lanczos stopped on a connected "
-                          f"component of {size} nodes with relative residual "
-                          f"{pairs.residual:.2e} > tol={self.tol:.0e}; the best pairs found "
-                          f"are returned. Raise 'max_iter' or 'tol'", UserWarning,
-                          stacklevel=self.stacklevel)
         drop = pairs.eigenvalues.numel() - m  # the trivial pair, unless deflated (float32)
         vectors = pairs.eigenvectors[:, drop:]
         vectors = vectors - trivial[:, None] * (trivial @ vectors)[None]
         vectors = vectors / vectors.norm(dim=0, keepdim=True)
-        return EigenPairs(1.0 - pairs.eigenvalues[drop:], vectors, pairs.residual, iterations,
+        residual = pairs.residual
+        if not pairs.converged:
+            # The residual of the pairs returned, after the trivial vector was
+            # projected out (the operator's norm is one): the one to report.
+            theta = pairs.eigenvalues[drop:]
+            residual = float((adjacency @ vectors - vectors * theta).norm(dim=0).max())
+            warnings.warn(f"laplacian_eigenpairs: block Lanczos stopped on a connected "
+                          f"component of {size} nodes with relative residual "
+                          f"{residual:.2e} > tol={self.tol:.0e}; the best pairs found "
+                          f"are returned. Raise 'max_iter' or 'tol'", UserWarning,
+                          stacklevel=self.stacklevel)
+        return EigenPairs(1.0 - pairs.eigenvalues[drop:], vectors, residual, iterations,
                           pairs.converged)
 
 
