@@ -26,6 +26,7 @@ from torch import Tensor
 
 from torch_geometric_regcn.distributed.traffic import count as _count
 from torch_geometric_regcn.distributed.traffic import nbytes as _nbytes
+from torch_geometric_regcn.utils.validation import is_boolean
 
 Group = Any  # a torch.distributed.ProcessGroup, or None for a single process
 
@@ -285,8 +286,7 @@ def plain(value: Any) -> Any:
     kind = type(value)
     if kind in (tuple, list):
         return tuple(plain(item) for item in value)
-    if isinstance(value, bool) or (kind.__module__ == 'numpy'
-                                   and kind.__name__ in ('bool', 'bool_')):
+    if is_boolean(value):
         return bool(value)
     if isinstance(value, numbers.Integral):
         return int(value)

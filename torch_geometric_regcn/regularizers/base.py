@@ -3,19 +3,7 @@ import inspect
 import math
 import numbers
 import warnings
-from typing import (
-    Any,
-    Callable,
-    ClassVar,
-    Dict,
-    FrozenSet,
-    Hashable,
-    List,
-    Optional,
-    Tuple,
-    TypeVar,
-    Union,
-)
+from typing import Any, ClassVar, Dict, FrozenSet, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -37,7 +25,6 @@ SOLVERS = ('closed', 'series', 'cg', 'lowrank', 'irls', 'emp', 'amp', 'fixed_poi
 #: open interval :obj:`(low, high)`, either end possibly infinite, or one of
 #: the names of :data:`INTERVALS`.
 Range = Union[str, Tuple[float, float]]
-T = TypeVar('T')
 
 #: The named ranges: :obj:`"positive"` is :math:`(0, \infty)`, :obj:`"unit"`
 #: is :math:`(0, 1)`.
@@ -211,17 +198,16 @@ class Regularizer(torch.nn.Module):
         coefficients are learned)."""
         if self.learned:
             return self.operator(graph)
-        return self.memo(graph, 'operator', lambda: self.operator(graph))
+        return graph.memo((self, 'operator'), lambda: self.operator(graph),
+                          version=self.assignments)
 
-    def memo(self, graph: GraphOperators, what: Hashable, build: Callable[[], T]) -> T:
-        r""":obj:`build()` of :obj:`graph` at this regulariser's coefficients,
-        kept in the graph under :obj:`what` until a coefficient is assigned
-        (:obj:`reg.alpha = 2.0` builds it again, for a cached layer too)."""
-        stamp = self.__dict__.get('_assignments', 0)
-        entry = graph.derived.get((self, what))
-        if entry is None or entry[0] != stamp:
-            entry = graph.derived[(self, what)] = (stamp, build())
-        return entry[1]
+    @property
+    def assignments(self) -> int:
+        r"""How many coefficients were assigned since construction: the version
+        under which operators built from them are kept in a graph
+        (:meth:`GraphOperators.memo`), so that :obj:`reg.alpha = 2.0` builds
+        them again, for a cached layer too."""
+        return self.__dict__.get('_assignments', 0)
 
     def numerator(self, x: Tensor, graph: GraphOperators) -> Tensor:
         r"""Applies :math:`\mathbf{B}` (the identity by default)."""
@@ -329,7 +315,7 @@ class Regularizer(torch.nn.Module):
             with torch.no_grad():
                 raw.copy_(new)
             return
-        if not name.startswith('_') and name != 'training':  # a coefficient: see memo()
+        if not name.startswith('_') and name != 'training':  # a coefficient: see assignments
             self.__dict__['_assignments'] = self.__dict__.get('_assignments', 0) + 1
         super().__setattr__(name, value)
 

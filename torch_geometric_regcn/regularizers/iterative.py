@@ -184,10 +184,10 @@ def _relative_change(new: Tensor, old: Tensor) -> Tensor:
     new, old = new.detach(), old.detach()
     if new.numel() == 0:
         return new.new_zeros(())
-    scale = torch.maximum(new.abs().amax(), old.abs().amax())
-    scale = scale.clamp_min(torch.finfo(new.dtype).tiny)
-    return (new / scale - old / scale).norm() / (new / scale).norm().clamp_min(
-        torch.finfo(new.dtype).tiny)
+    tiny = torch.finfo(new.dtype).tiny
+    scale = torch.maximum(new.abs().amax(), old.abs().amax()).clamp_min(tiny)
+    new, old = new / scale, old / scale
+    return (new - old).norm() / new.norm().clamp_min(tiny)
 
 
 @compiler_disable(reason="The non-quadratic regularisers iterate in Python over sparse index "

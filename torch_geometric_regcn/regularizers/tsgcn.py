@@ -186,8 +186,9 @@ class TSGCNRegularizer(Regularizer):
         r""":math:`\mathbf{S}` of :obj:`graph`, built once per graph."""
         if self.learned:  # changes with every step
             return tsgcn_adjacency(graph, self.alpha, self.beta, self.k)
-        return self.memo(graph, 'adjacency',
-                         lambda: tsgcn_adjacency(graph, self.alpha, self.beta, self.k))
+        return graph.memo((self, 'adjacency'),
+                          lambda: tsgcn_adjacency(graph, self.alpha, self.beta, self.k),
+                          version=self.assignments)
 
     def operator_terms(self, graph: GraphOperators) -> List[Tuple[Any, Optional[Tensor]]]:
         r""":math:`\mathbf{M} = (\mathbf{I} - \mathbf{S}) / \text{gain}` as

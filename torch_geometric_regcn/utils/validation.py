@@ -404,13 +404,19 @@ def as_root(root: Any, name: str = 'root') -> str:
     return root
 
 
+def is_boolean(value: Any) -> bool:
+    r"""Whether :obj:`value` is a Python or NumPy boolean."""
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == 'numpy'
+                                       and kind.__name__ in ('bool', 'bool_'))
+
+
 def check_flag(name: str, value: Any) -> bool:
-    r"""Returns :obj:`value` as a :class:`bool`: a Python or NumPy boolean;
-    anything else (a string such as :obj:`"False"`, which :func:`bool` would
-    read as :obj:`True`, a number, :obj:`None`) raises a :class:`TypeError`
-    naming :obj:`name`."""
-    if isinstance(value, bool) or (type(value).__module__ == 'numpy'
-                                   and type(value).__name__ in ('bool', 'bool_')):
+    r"""Returns :obj:`value` as a :class:`bool`: a Python or NumPy boolean
+    (:func:`is_boolean`); anything else (a string such as :obj:`"False"`,
+    which :func:`bool` would read as :obj:`True`, a number, :obj:`None`)
+    raises a :class:`TypeError` naming :obj:`name`."""
+    if is_boolean(value):
         return bool(value)
     raise TypeError(f"'{name}' must be True or False (got {type_name(value)} {value!r})")
 

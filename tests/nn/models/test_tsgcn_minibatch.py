@@ -169,7 +169,9 @@ def test_mode_b_writes_the_rows_of_evaluation_mode_under_dropout():
     model(x[batch], w[batch], v[batch], batch)
     ref.eval()
     hidden = ref.convs[0](x, w, v).relu()
-    torch.testing.assert_close(model.history_1[batch], hidden[batch], rtol=0, atol=1e-12)
+    # Two float64 routes to rows of order 1-10 (this file's 1e-10 elsewhere);
+    # the dropout rows were off by 0.4.
+    torch.testing.assert_close(model.history_1[batch], hidden[batch], rtol=0, atol=1e-10)
     model.eval()
     torch.testing.assert_close(model(x, w, v, torch.arange(N)), model.inference(x, w, v),
                                rtol=0, atol=1e-10)
