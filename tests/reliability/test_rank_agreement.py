@@ -102,10 +102,10 @@ def _lowrank_argument(name, mine, theirs):
 
 
 def _tsgcn(rank, group, g, width=R, hidden=HIDDEN, dtype=torch.float64, learned=False,
-           rows=0):
+           rows=0, scale=1.0):
     x, w, v = _rows(g, rank, g.x, g.w, g.v)
     torch.manual_seed(0)
-    model = TSGCN(F_IN, hidden, C, group=group).to(dtype)
+    model = TSGCN(F_IN, hidden, C, scale=scale, group=group).to(dtype)
     w, v = w[:w.size(0) - rows, :width], v[:v.size(0) - rows, :width]
     if learned:
         w, v = w.clone().requires_grad_(), v.clone().requires_grad_()
@@ -198,6 +198,9 @@ DISAGREE = {
         rank, group, g, hidden=_on_rank_1(rank, HIDDEN, HIDDEN - 2)),
         ["'out_channels' must be the same on every rank", f'{HIDDEN} on rank 0',
          f'{HIDDEN - 2} on rank 1']),
+    'TSGCN scale': (lambda rank, group, g: _tsgcn(
+        rank, group, g, scale=_on_rank_1(rank, 1.0, 2.0)),
+        ["'scale' must be the same on every rank", '1.0 on rank 0', '2.0 on rank 1']),
     'TSGCN dtype': (lambda rank, group, g: _tsgcn(
         rank, group, g, dtype=_on_rank_1(rank, torch.float64, torch.float32)),
         ["the dtypes of 'w' and 'v'", 'torch.float32, torch.float32) on rank 1']),

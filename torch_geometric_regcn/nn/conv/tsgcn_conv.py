@@ -198,11 +198,11 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         the all-reduce of :math:`\mathbf{V}^{\top}\mathbf{X}\mathbf{\Theta}`
         (it replaces the :class:`WoodburyCache` vote): every rank's checks
         passed, the ranks hold factors of one width, dtype and device, inputs
-        of one width and layers of one output width, and whether every rank's
-        cache holds its core (returned)."""
+        of one width and layers of one output width and :obj:`scale`, and
+        whether every rank's cache holds its core (returned)."""
         same = {} if error is not None else {
             **factor_arguments(w, v, True), "the number of columns of 'x'": x.size(1),
-            "'out_channels'": self.out_channels}
+            "'out_channels'": self.out_channels, "'scale'": self.scale}
         votes = agree_arguments(self.group, self.__class__.__name__, same, error,
                                 share=[fresh])
         return all(flag for (flag,) in votes)
