@@ -379,6 +379,18 @@ def test_reduced_precision_history():
         MiniBatchTSGCN(F_IN, HIDDEN, CLASSES, summary='history', history_dtype=torch.int8)
 
 
+def test_history_dtype_is_refused_where_no_rows_are_kept():
+    # Mode 'refresh' keeps no rows: a history_dtype there would be ignored.
+    with pytest.raises(ValueError, match="'history_dtype' .* mode 'refresh' keeps none"):
+        MiniBatchTSGCN(F_IN, HIDDEN, CLASSES, history_dtype=torch.bfloat16)
+    data = graph()
+    model = MiniBatchTSGCN(F_IN, HIDDEN, CLASSES).double()
+    model.history_dtype = torch.bfloat16  # assigned later: refused before any work
+    with pytest.raises(ValueError, match="use summary='history' or drop 'history_dtype'"):
+        model.refresh(data.x, data.lowrank_w, data.lowrank_v)
+    assert model.summaries == [None, None]
+
+
 def test_summaries_are_computed_in_the_factors_dtype_under_autocast():
     # VᵀX and VᵀH are sums over all N rows whose large gains need the factors'
     # precision: refreshed under autocast they must be the float32 ones, bit for

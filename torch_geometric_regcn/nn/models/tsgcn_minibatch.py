@@ -143,7 +143,8 @@ class MiniBatchTSGCN(torch.nn.Module):
         history_dtype (torch.dtype, optional): The dtype of mode B's history
             rows, e.g. :obj:`torch.bfloat16` to halve its memory at about
             three significant digits per entry; the summaries stay those of
-            the rows as stored. (default: :obj:`None`, the factors' dtype)
+            the rows as stored. Mode A keeps no rows and refuses it.
+            (default: :obj:`None`, the factors' dtype)
 
     Shapes:
         - **input:** the batch's node features :math:`(|\mathcal{B}|, F_{in})`
@@ -190,11 +191,8 @@ class MiniBatchTSGCN(torch.nn.Module):
         self.convs = torch.nn.ModuleList(
             TSGCNConv(a, b, bias=bias, scale=scale) for a, b in zip(sizes[:-1], sizes[1:]))
         self.dropout = check_real('dropout', dropout, 0.0, 1.0, high_open=True)
-        if history_dtype is not None and not (isinstance(history_dtype, torch.dtype)
-                                              and history_dtype.is_floating_point):
-            raise TypeError(f"'history_dtype' must be a floating-point torch.dtype or None "
-                            f"(got {history_dtype!r}), e.g. torch.bfloat16")
         self.summary, self.history_dtype = summary, history_dtype
+        self._check_history_dtype()
         # Derived from the data and the weights: moved by .to(), not saved.
         self.register_buffer('core_lu', None, persistent=False)
         self.register_buffer('core_pivots', None, persistent=False)
@@ -318,6 +316,21 @@ class MiniBatchTSGCN(torch.nn.Module):
         check_node_features(x, finite=False)
         check_factors(w, v, x.size(0))
         check_layer_dtype('x', x, self.convs[0].lin.weight.dtype, type(self).__name__)
+
+    def _check_history_dtype(self) -> None:
+        r"""Checks :obj:`history_dtype` (also when assigned after construction):
+        a floating-point dtype, and only in mode :obj:`"history"`, which
+        alone keeps rows."""
+        dtype = self.history_dtype
+        if dtype is None:
+            return
+        if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise TypeError(f"'history_dtype' must be a floating-point torch.dtype or None "
+                            f"(got {dtype!r}), e.g. torch.bfloat16")
+        if self.summary != 'history':
+            raise ValueError(f"'history_dtype' ({dtype}) is the dtype of the rows of mode "
+                             f"'history'; mode {self.summary!r} keeps none: use "
+                             f"summary='history' or drop 'history_dtype'")
 
     def _check_graph(self, x: Tensor, w: Tensor, v: Tensor, batch_size: int) -> int:
         r"""Checks the whole graph's inputs (see :meth:`_check_inputs`) and
@@ -450,6 +463,7 @@ class MiniBatchTSGCN(torch.nn.Module):
                 (default: :obj:`None`, all)
             batch_size (int, optional): Rows per chunk. (default: :obj:`16384`)
         """
+        self._check_history_dtype()
         batch_size = self._check_graph(x, w, v, batch_size)
         if index is None:
             graph, summaries, rows = self._fresh(x, w, v, batch_size, self.summary == 'history')
