@@ -143,6 +143,36 @@ def test_a_loaded_state_is_checked_key_by_key():
     assert other.regularizer.lambda1 == 3.0
 
 
+def test_a_coefficient_assigned_after_construction_is_checked():
+    # reg.alpha = -0.7 made the signed system indefinite without a word.
+    reg = R.get('signed', alpha=0.5)
+    built = reg.assignments
+    with pytest.raises(ValueError, match=r'needs alpha > -1/2 \(got alpha=-0.7\)'):
+        reg.alpha = -0.7
+    assert reg.alpha == 0.5 and reg.assignments == built
+    reg.alpha = -0.25  # inside its range
+    assert reg.alpha == -0.25 and reg.assignments == built + 1
+    # The constructor's joint checks see the other coefficients' values,
+    # the learned ones included.
+    reg = R.get('tsgcn', alpha=1.0, beta=0.0)
+    with pytest.raises(ValueError, match="'alpha' and 'beta' cannot both be zero"):
+        reg.alpha = 0.0
+    reg = R.get('tsgcn', alpha=1.0, beta=0.5).learn('alpha')
+    with pytest.raises(ValueError, match="'beta' must be non-negative"):
+        reg.beta = -1.0
+    reg.beta = 2.0
+    assert reg.beta == 2.0
+
+
+def test_a_loaded_state_is_checked_as_a_whole():
+    # Loaded one key at a time, (alpha, beta) = (1, 0) -> (0, 1) would pass
+    # through (0, 0), which the constructor refuses.
+    source = R.get('tsgcn', alpha=0.0, beta=1.0)
+    target = R.get('tsgcn', alpha=1.0, beta=0.0)
+    target.load_state_dict(source.state_dict())
+    assert (target.alpha, target.beta) == (0.0, 1.0)
+
+
 class _Keywords(R.Regularizer):
     name = ''
 

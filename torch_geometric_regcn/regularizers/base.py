@@ -1,9 +1,10 @@
 r"""The regulariser interface of the regularizer-centred framework."""
+import functools
 import inspect
 import math
 import numbers
 import warnings
-from typing import Any, ClassVar, Dict, FrozenSet, List, Optional, Tuple, Union
+from typing import Any, Callable, ClassVar, Dict, FrozenSet, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -150,7 +151,10 @@ class Regularizer(torch.nn.Module):
     with it. Override :meth:`numerator`, :meth:`series`,
     :meth:`frequency_response` and :meth:`requires` to say more. Coefficients
     may be set in :obj:`__init__` before (or without) calling
-    :obj:`super().__init__()`.
+    :obj:`super().__init__()`. A coefficient assigned after construction
+    (:obj:`reg.alpha = 0.5`) passes the constructor's checks first, with the
+    other coefficients' values (a fresh instance is built from them): a value
+    the constructor refuses raises there and changes nothing.
 
     Class attributes: :obj:`name` (the registry key), :obj:`projection` (the
     hidden-layer projection it pairs with, :obj:`"relu"` or :obj:`"identity"`;
@@ -175,6 +179,11 @@ class Regularizer(torch.nn.Module):
     #: there, as the signed regulariser's at :math:`\alpha = -1/2`): a learned
     #: value that rounding puts on such an end is refused before any solve
     open_ends: ClassVar[Dict[str, FrozenSet[str]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if '__init__' in cls.__dict__:  # assignments inside it are the constructor's own
+            cls.__init__ = _constructor(cls.__dict__['__init__'])
 
     def __new__(cls, *args: Any, **kwargs: Any) -> 'Regularizer':
         # Set up the module before any __init__ runs, so that a subclass may
@@ -316,8 +325,34 @@ class Regularizer(torch.nn.Module):
                 raw.copy_(new)
             return
         if not name.startswith('_') and name != 'training':  # a coefficient: see assignments
+            if not self.__dict__.get('_constructing'):  # after construction: its checks
+                self._check_coefficients({**self._values(), name: value})
             self.__dict__['_assignments'] = self.__dict__.get('_assignments', 0) + 1
         super().__setattr__(name, value)
+
+    def _values(self) -> Dict[str, Any]:
+        r"""Every coefficient's value: the fixed ones, and the learned ones as
+        numbers (lists for vectors)."""
+        return {**self.coefficients(),
+                **{name: getattr(self, name).detach().tolist() for name in self.learned}}
+
+    def _check_coefficients(self, values: Dict[str, Any]) -> None:
+        r"""Runs the constructor's checks on :obj:`values` (a fresh instance
+        is built from those it takes, when it takes every required one; others,
+        e.g. of an older version, pass unchecked), raising their error before
+        anything changes."""
+        parameters = list(inspect.signature(type(self).__init__).parameters.values())[1:]
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+            names = {p.name for p in parameters}
+            checked = {k: v for k, v in values.items() if k in names}
+            if all(p.name in checked for p in parameters
+                   if p.default is p.empty and p.kind != p.VAR_POSITIONAL):
+                type(self)(**checked)
+        else:  # **coefficients: a TypeError may be a key it does not take
+            try:
+                type(self)(**values)
+            except TypeError:
+                pass
 
     @property
     def learned(self) -> Tuple[str, ...]:
@@ -371,24 +406,17 @@ class Regularizer(torch.nn.Module):
         return self.coefficients()
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
-        # The constructor's checks, before anything changes, on the coefficients
-        # it takes (others, e.g. of an older version, load unchecked). A
-        # TypeError of a check (a value of the wrong type) is raised.
-        parameters = list(inspect.signature(type(self).__init__).parameters.values())[1:]
-        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
-            names = {p.name for p in parameters}
-            checked = {k: v for k, v in state.items() if k in names}
-            if all(p.name in checked for p in parameters
-                   if p.default is p.empty and p.kind != p.VAR_POSITIONAL):
-                type(self)(**checked)
-        else:  # **coefficients: a TypeError may be a key it does not take
-            try:
-                type(self)(**state)
-            except TypeError:
-                pass
-        for key, value in state.items():
-            if key not in self.learned:  # a learned one loads as its parameter
-                setattr(self, key, value)
+        # The constructor's checks on the state as a whole, before anything
+        # changes (not one key at a time, whose mixes of old and new values may
+        # fail where the whole passes). A TypeError of a check is raised.
+        self._check_coefficients({**self._values(), **state})
+        self.__dict__['_constructing'] = self.__dict__.get('_constructing', 0) + 1
+        try:
+            for key, value in state.items():
+                if key not in self.learned:  # a learned one loads as its parameter
+                    setattr(self, key, value)
+        finally:
+            self.__dict__['_constructing'] -= 1
 
     # -- shared machinery ---------------------------------------------------------
     def check_solver(self, solver: Optional[str]) -> str:
@@ -451,6 +479,19 @@ class Regularizer(torch.nn.Module):
         args += [f'{name}=learned({_format_value(getattr(self, name).detach())})'
                  for name in self.learned]
         return f'{type(self).__name__}({", ".join(args)})'
+
+
+def _constructor(init: Callable[..., None]) -> Callable[..., None]:
+    r""":obj:`init`, marking the instance as under construction while it runs
+    (:meth:`Regularizer.__setattr__` checks later assignments)."""
+    @functools.wraps(init)
+    def __init__(self: Regularizer, *args: Any, **kwargs: Any) -> None:
+        self.__dict__['_constructing'] = self.__dict__.get('_constructing', 0) + 1
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            self.__dict__['_constructing'] -= 1
+    return __init__
 
 
 def _start_value(name: str, value: Any) -> Tuple[Tensor, Any]:
