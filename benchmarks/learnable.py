@@ -41,6 +41,8 @@ ties):
 - ``fixed`` (optional): the pair tuning.md chose (:obj:`TUNED`), held fixed.
 - ``bilevel-uncalibrated``, ``bilevel-no-restart`` (optional ablations):
   ``bilevel`` with the plain validation cross-entropy, or without restarts.
+- ``bilevel-shared`` (optional): ``bilevel`` with one pair for both layers
+  (the layers share one regulariser), the space the grid searches.
 
 Everything but (alpha, beta) is the grid route's setting of tuning.md for
 every route: the semantic graph's k, dropout and weight decay of
@@ -100,7 +102,10 @@ ROUTES = {
     'fixed': (False, False, False, False),
     'bilevel-uncalibrated': (True, True, False, True),
     'bilevel-no-restart': (True, True, True, False),
+    'bilevel-shared': (True, True, True, True),
 }
+#: the routes whose layers share one regulariser, so one (alpha, beta)
+SHARED = {'bilevel-shared'}
 DEFAULT_ROUTES = ['bilevel', 'grid']
 EPOCHS, SEEDS = 500, 10  #: the protocol
 HIDDEN, LR = 32, 0.01
@@ -234,6 +239,9 @@ def train(data, job: Run, device: torch.device) -> dict:
                            regularizer='tsgcn', solver='cg', alpha=alpha, beta=beta, k=tuned.k,
                            learn=('alpha', 'beta') if learns else (), cached=True, bias=False,
                            dropout=tuned.dropout).to(device)
+    if job.route in SHARED:
+        for conv in model.convs[1:]:
+            conv.regularizer = model.convs[0].regularizer
 
     def forward():
         return model(run.x, run.edge_index, semantic_edge_index=run.semantic_edge_index)
