@@ -120,6 +120,17 @@ def _operator(rank, group, g, bounds=EVEN):
     return tsgcn_operator(_shard(g, rank, bounds), 1.0, 0.0, group=group)
 
 
+def _overflow_on_rank_1(rank, group, g):
+    # Finite float32 weights whose sum at a node is infinite: on edges between
+    # rank 1's rows only (an edge to rank 0's rows would overflow there too).
+    shard = _shard(g, rank, keys=('edge_index', 'edge_weight'))
+    weight = shard.edge_weight.float()
+    if rank == 1:
+        weight = weight.masked_fill(shard.edge_index[1] >= EVEN[1], 3e38)
+    return normalized_adjacency(shard.edge_index, N, weight, partition=RowPartition(EVEN, rank),
+                                group=group)
+
+
 def _nan_on_rank_1(rank, group, g):
     operator = _operator(rank, group, g)
     if rank == 1:
@@ -243,6 +254,9 @@ ONE_RANK_FAILS = {
     'TSGCN rows of w on one rank': (lambda rank, group, g: _tsgcn(
         rank, group, g, rows=_on_rank_1(rank, 0, 1)),
         ["'w' and 'v' have 59 rows but 'x' has 60", 'TSGCNConv failed its checks on rank(s) [1]']),
+    'normalized_adjacency overflow on one rank': (
+        _overflow_on_rank_1, ["'edge_weight' overflows torch.float32",
+                              'normalized_adjacency failed its checks on rank(s) [1]']),
     'block_lanczos NaN on one rank': (_nan_on_rank_1,
                                       ["'operator' contains NaN",
                                        'block_lanczos failed its checks on rank(s) [1]']),
