@@ -1,6 +1,7 @@
 r"""The contract of :class:`~torch_geometric_regcn.regularizers.base.Regularizer`
 (energy, propagation by every solver, frequency response, solver checks), on every
 built-in regulariser."""
+import dataclasses
 import math
 
 import pytest
@@ -157,11 +158,72 @@ def test_a_coefficient_assigned_after_construction_is_checked():
     reg = R.get('tsgcn', alpha=1.0, beta=0.0)
     with pytest.raises(ValueError, match="'alpha' and 'beta' cannot both be zero"):
         reg.alpha = 0.0
+    reg = R.get('polynomial', K=10).learn('gamma')  # K must match the learned gamma's 11
+    with pytest.raises(ValueError, match='gamma'):
+        reg.K = 3
+    assert reg.K == 10
     reg = R.get('tsgcn', alpha=1.0, beta=0.5).learn('alpha')
-    with pytest.raises(ValueError, match="'beta' must be non-negative"):
-        reg.beta = -1.0
     reg.beta = 2.0
     assert reg.beta == 2.0
+
+
+def test_coefficients_that_must_agree_change_together():
+    reg = R.get('polynomial', K=3)
+    with pytest.raises(ValueError, match='together with set_coefficients'):
+        reg.gamma = [0.2] * 5  # alone it disagrees with K = 3
+    assert reg.set_coefficients(K=4, gamma=[0.2] * 5) is reg
+    assert reg.K == 4 and list(reg.gamma) == [0.2] * 5
+    with pytest.raises(ValueError):
+        reg.set_coefficients(K=2, gamma=[0.2] * 5)
+    assert reg.K == 4  # nothing changed
+
+
+class _Mixin:
+    def __init__(self, alpha: float = 1.0) -> None:
+        if alpha <= 0:
+            raise ValueError(f"'alpha' must be positive (got {alpha})")
+        self.alpha = alpha
+
+
+class _MixedIn(_Mixin, R.Regularizer):
+    name = ''
+
+    def operator(self, graph):
+        return graph.identity()
+
+
+@dataclasses.dataclass(eq=False)
+class _Declared(R.Regularizer):
+    name = ''
+    alpha: float = 1.0
+
+    def operator(self, graph):
+        return graph.identity()
+
+
+class _PositionalOnly(R.Regularizer):
+    name = ''
+
+    def __init__(self, alpha: float = 1.0, /) -> None:
+        self.alpha = alpha
+
+    def operator(self, graph):
+        return graph.identity()
+
+
+def test_constructors_from_elsewhere_are_checked_without_recursion():
+    # A constructor inherited from a mixin, or added by a decorator, used to
+    # check its own assignments by building an instance, which checked its own.
+    reg = _MixedIn(alpha=2.0)
+    with pytest.raises(ValueError, match="'alpha' must be positive"):
+        reg.alpha = -1.0
+    assert reg.alpha == 2.0
+    reg = _Declared(alpha=2.0)
+    reg.alpha = 3.0
+    assert reg.alpha == 3.0
+    reg = _PositionalOnly(2.0)  # its arguments are not passed by name: unchecked
+    reg.alpha = 3.0
+    assert reg.alpha == 3.0
 
 
 def test_a_loaded_state_is_checked_as_a_whole():

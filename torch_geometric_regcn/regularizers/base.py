@@ -1,4 +1,5 @@
 r"""The regulariser interface of the regularizer-centred framework."""
+import contextvars
 import functools
 import inspect
 import math
@@ -151,10 +152,12 @@ class Regularizer(torch.nn.Module):
     with it. Override :meth:`numerator`, :meth:`series`,
     :meth:`frequency_response` and :meth:`requires` to say more. Coefficients
     may be set in :obj:`__init__` before (or without) calling
-    :obj:`super().__init__()`. A coefficient assigned after construction
+    :obj:`super().__init__()`. A coefficient changed after construction
     (:obj:`reg.alpha = 0.5`) passes the constructor's checks first, with the
-    other coefficients' values (a fresh instance is built from them): a value
-    the constructor refuses raises there and changes nothing.
+    other coefficients' current values (a fresh instance is built from them,
+    so a constructor with side effects repeats them): a value the
+    constructor refuses raises there and changes nothing;
+    :meth:`set_coefficients` changes several that must agree together.
 
     Class attributes: :obj:`name` (the registry key), :obj:`projection` (the
     hidden-layer projection it pairs with, :obj:`"relu"` or :obj:`"identity"`;
@@ -182,7 +185,10 @@ class Regularizer(torch.nn.Module):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if '__init__' in cls.__dict__:  # assignments inside it are the constructor's own
+        # Assignments inside the constructor are its own. (One defined elsewhere,
+        # e.g. by a mixin or a decorator, is not marked: its first assignment of
+        # each coefficient is not checked, see __setattr__.)
+        if '__init__' in cls.__dict__:
             cls.__init__ = _constructor(cls.__dict__['__init__'])
 
     def __new__(cls, *args: Any, **kwargs: Any) -> 'Regularizer':
@@ -325,10 +331,32 @@ class Regularizer(torch.nn.Module):
                 raw.copy_(new)
             return
         if not name.startswith('_') and name != 'training':  # a coefficient: see assignments
-            if not self.__dict__.get('_constructing'):  # after construction: its checks
-                self._check_coefficients({**self._values(), name: value})
+            if (name in self.__dict__ and not self.__dict__.get('_constructing')
+                    and not _CHECKING.get()):  # changed after construction: its checks
+                try:
+                    self._check_coefficients({**self._values(), name: value})
+                except (TypeError, ValueError) as error:
+                    raise type(error)(f"{error} (checked with the other coefficients' "
+                                      f"current values; change coefficients that must "
+                                      f"agree together with set_coefficients())") from None
             self.__dict__['_assignments'] = self.__dict__.get('_assignments', 0) + 1
         super().__setattr__(name, value)
+
+    def set_coefficients(self, **values: Any) -> 'Regularizer':
+        r"""Sets several coefficients at once, after the constructor's checks
+        of all of them together (e.g. a polynomial's :obj:`K` and
+        :obj:`gamma`, which must agree, where one assignment at a time would
+        pass through a mix the constructor refuses). Nothing changes unless
+        every check passes. Learned coefficients set their raw parameters (see
+        :meth:`learn`). Returns the regulariser."""
+        self._check_coefficients({**self._values(), **values})
+        self.__dict__['_constructing'] = self.__dict__.get('_constructing', 0) + 1
+        try:
+            for name, value in values.items():
+                setattr(self, name, value)
+        finally:
+            self.__dict__['_constructing'] -= 1
+        return self
 
     def _values(self) -> Dict[str, Any]:
         r"""Every coefficient's value: the fixed ones, and the learned ones as
@@ -342,17 +370,23 @@ class Regularizer(torch.nn.Module):
         e.g. of an older version, pass unchecked), raising their error before
         anything changes."""
         parameters = list(inspect.signature(type(self).__init__).parameters.values())[1:]
-        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
-            names = {p.name for p in parameters}
-            checked = {k: v for k, v in values.items() if k in names}
-            if all(p.name in checked for p in parameters
-                   if p.default is p.empty and p.kind != p.VAR_POSITIONAL):
-                type(self)(**checked)
-        else:  # **coefficients: a TypeError may be a key it does not take
-            try:
-                type(self)(**values)
-            except TypeError:
-                pass
+        token = _CHECKING.set(True)  # the fresh instance's own assignments are not checked
+        try:
+            if any(p.kind == p.POSITIONAL_ONLY for p in parameters):
+                return  # not passed by name: unchecked
+            if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+                names = {p.name for p in parameters}
+                checked = {k: v for k, v in values.items() if k in names}
+                if all(p.name in checked for p in parameters
+                       if p.default is p.empty and p.kind != p.VAR_POSITIONAL):
+                    type(self)(**checked)
+            else:  # **coefficients: a TypeError may be a key it does not take
+                try:
+                    type(self)(**values)
+                except TypeError:
+                    pass
+        finally:
+            _CHECKING.reset(token)
 
     @property
     def learned(self) -> Tuple[str, ...]:
@@ -409,14 +443,8 @@ class Regularizer(torch.nn.Module):
         # The constructor's checks on the state as a whole, before anything
         # changes (not one key at a time, whose mixes of old and new values may
         # fail where the whole passes). A TypeError of a check is raised.
-        self._check_coefficients({**self._values(), **state})
-        self.__dict__['_constructing'] = self.__dict__.get('_constructing', 0) + 1
-        try:
-            for key, value in state.items():
-                if key not in self.learned:  # a learned one loads as its parameter
-                    setattr(self, key, value)
-        finally:
-            self.__dict__['_constructing'] -= 1
+        self.set_coefficients(**{key: value for key, value in state.items()
+                                 if key not in self.learned})  # learned: their parameters
 
     # -- shared machinery ---------------------------------------------------------
     def check_solver(self, solver: Optional[str]) -> str:
@@ -479,6 +507,12 @@ class Regularizer(torch.nn.Module):
         args += [f'{name}=learned({_format_value(getattr(self, name).detach())})'
                  for name in self.learned]
         return f'{type(self).__name__}({", ".join(args)})'
+
+
+#: Set while :meth:`Regularizer._check_coefficients` builds its fresh
+#: instance, whose assignments are the constructor's (also where the
+#: constructor could not be marked, e.g. one a decorator adds later).
+_CHECKING: contextvars.ContextVar[bool] = contextvars.ContextVar('_CHECKING', default=False)
 
 
 def _constructor(init: Callable[..., None]) -> Callable[..., None]:
