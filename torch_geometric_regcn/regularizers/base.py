@@ -1,11 +1,23 @@
 r"""The regulariser interface of the regularizer-centred framework."""
+import contextlib
 import contextvars
 import functools
 import inspect
 import math
 import numbers
 import warnings
-from typing import Any, Callable, ClassVar, Dict, FrozenSet, List, Optional, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    FrozenSet,
+    Iterator,
+    List,
+    Optional,
+    Tuple,
+    Union,
+)
 
 import torch
 from torch import Tensor
@@ -331,8 +343,7 @@ class Regularizer(torch.nn.Module):
                 raw.copy_(new)
             return
         if not name.startswith('_') and name != 'training':  # a coefficient: see assignments
-            if (name in self.__dict__ and not self.__dict__.get('_constructing')
-                    and not _CHECKING.get()):  # changed after construction: its checks
+            if name in self.__dict__ and not _UNCHECKED.get():  # changed later: its checks
                 try:
                     self._check_coefficients({**self._values(), name: value})
                 except (TypeError, ValueError) as error:
@@ -350,12 +361,9 @@ class Regularizer(torch.nn.Module):
         every check passes. Learned coefficients set their raw parameters (see
         :meth:`learn`). Returns the regulariser."""
         self._check_coefficients({**self._values(), **values})
-        self.__dict__['_constructing'] = self.__dict__.get('_constructing', 0) + 1
-        try:
+        with _unchecked():
             for name, value in values.items():
                 setattr(self, name, value)
-        finally:
-            self.__dict__['_constructing'] -= 1
         return self
 
     def _values(self) -> Dict[str, Any]:
@@ -370,10 +378,9 @@ class Regularizer(torch.nn.Module):
         e.g. of an older version, pass unchecked), raising their error before
         anything changes."""
         parameters = list(inspect.signature(type(self).__init__).parameters.values())[1:]
-        token = _CHECKING.set(True)  # the fresh instance's own assignments are not checked
-        try:
-            if any(p.kind == p.POSITIONAL_ONLY for p in parameters):
-                return  # not passed by name: unchecked
+        if any(p.kind == p.POSITIONAL_ONLY for p in parameters):
+            return  # not passed by name: unchecked
+        with _unchecked():  # the fresh instance's own assignments
             if not any(p.kind == p.VAR_KEYWORD for p in parameters):
                 names = {p.name for p in parameters}
                 checked = {k: v for k, v in values.items() if k in names}
@@ -385,8 +392,6 @@ class Regularizer(torch.nn.Module):
                     type(self)(**values)
                 except TypeError:
                     pass
-        finally:
-            _CHECKING.reset(token)
 
     @property
     def learned(self) -> Tuple[str, ...]:
@@ -509,22 +514,29 @@ class Regularizer(torch.nn.Module):
         return f'{type(self).__name__}({", ".join(args)})'
 
 
-#: Set while :meth:`Regularizer._check_coefficients` builds its fresh
-#: instance, whose assignments are the constructor's (also where the
-#: constructor could not be marked, e.g. one a decorator adds later).
-_CHECKING: contextvars.ContextVar[bool] = contextvars.ContextVar('_CHECKING', default=False)
+#: Set while coefficient assignments need no check of their own: inside a
+#: constructor (its checks are the coefficients' checks), while
+#: :meth:`Regularizer._check_coefficients` builds its fresh instance, and
+#: while :meth:`Regularizer.set_coefficients` assigns what it checked whole.
+_UNCHECKED: contextvars.ContextVar[bool] = contextvars.ContextVar('_UNCHECKED', default=False)
+
+
+@contextlib.contextmanager
+def _unchecked() -> Iterator[None]:
+    token = _UNCHECKED.set(True)
+    try:
+        yield
+    finally:
+        _UNCHECKED.reset(token)
 
 
 def _constructor(init: Callable[..., None]) -> Callable[..., None]:
-    r""":obj:`init`, marking the instance as under construction while it runs
-    (:meth:`Regularizer.__setattr__` checks later assignments)."""
+    r""":obj:`init`, its assignments unchecked (:meth:`Regularizer.__setattr__`
+    checks later ones)."""
     @functools.wraps(init)
     def __init__(self: Regularizer, *args: Any, **kwargs: Any) -> None:
-        self.__dict__['_constructing'] = self.__dict__.get('_constructing', 0) + 1
-        try:
+        with _unchecked():
             init(self, *args, **kwargs)
-        finally:
-            self.__dict__['_constructing'] -= 1
     return __init__
 
 
