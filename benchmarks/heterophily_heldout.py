@@ -26,12 +26,11 @@ grids were fixed before their runs), mean and standard error of the
 per-split difference.
 """
 import argparse
-import json
-import math
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from harness.heterophily import MODELS, SEARCH_BUDGET, Config, configurations, select
+from harness.heterophily_results import Journal, mean_and_error
 
 JOURNAL = 'benchmarks/results/heterophily/journal.jsonl'
 DATASETS = ('minesweeper', 'actor', 'chameleon_filtered', 'squirrel_filtered')
@@ -52,69 +51,51 @@ def stages() -> List[Tuple[str, List[Config]]]:
             ('current grid (degree 1 at depth)', grid)]
 
 
-def _key(config: Config) -> str:
-    return json.dumps(config, sort_keys=True)
-
-
-class Runs:
-    r"""The journal's CPU runs by (dataset, model, configuration)."""
-    def __init__(self, path: str) -> None:
-        self.runs: Dict[Tuple[str, str, str], Dict[int, dict]] = {}
-        with open(path) as f:
-            for line in f:
-                if not line.strip():
-                    continue
-                run = json.loads(line)
-                if run['device'] == 'cpu':
-                    key = (run['dataset'], run['model'], _key(run['config']))
-                    self.runs.setdefault(key, {})[run['split']] = run
-
-    def chosen(self, dataset: str, model: str, grid: Sequence[Config]
-               ) -> Optional[Tuple[int, Scores]]:
-        r"""The point of :obj:`grid` of best mean validation score and its test
-        scores, or :obj:`None` unless every point ran every split."""
-        found = [self.runs.get((dataset, model, _key(c)), {}) for c in grid]
-        if not grid or any(set(SPLITS) - set(runs) for runs in found):
-            return None
-        best = select([statistics.mean(runs[s]['val'] for s in SPLITS) for runs in found])
-        return best, {s: 100 * found[best][s]['test'] for s in SPLITS}
-
-    def searched(self, dataset: str, model: str) -> Optional[Tuple[int, Scores]]:
-        r"""A baseline at the most points of its grid that ran every split:
-        (the number of points, the chosen point's test scores)."""
-        grid = configurations(model)
-        for points in range(min(len(grid), SEARCH_BUDGET), 0, -1):
-            found = self.chosen(dataset, model, grid[:points])
-            if found is not None:
-                return points, found[1]
+def chosen(journal: Journal, dataset: str, model: str, grid: Sequence[Config]
+           ) -> Optional[Tuple[int, Scores]]:
+    r"""The point of :obj:`grid` of best mean validation score (:func:`select`)
+    and its test scores, or :obj:`None` unless every point ran every split on
+    the CPU."""
+    runs = [[journal.get(dataset, model, config, s, 'cpu') for s in SPLITS] for config in grid]
+    if not grid or any(run is None for point in runs for run in point):
         return None
+    best = select([statistics.mean(run.val for run in point) for point in runs])
+    return best, {s: 100 * runs[best][s].test for s in SPLITS}
+
+
+def searched(journal: Journal, dataset: str, model: str) -> Optional[Tuple[int, Scores]]:
+    r"""A baseline at the most points of its grid that ran every split:
+    (the number of points, the chosen point's test scores)."""
+    grid = configurations(model)
+    for points in range(min(len(grid), SEARCH_BUDGET), 0, -1):
+        found = chosen(journal, dataset, model, grid[:points])
+        if found is not None:
+            return points, found[1]
+    return None
 
 
 def _mean(scores: Scores) -> str:
-    values = list(scores.values())
-    error = statistics.stdev(values) / math.sqrt(len(values))
-    return f'{statistics.mean(values):.1f} ± {error:.1f}'
+    return '{:.1f} ± {:.1f}'.format(*mean_and_error(list(scores.values())))
 
 
 def _diff(a: Scores, b: Scores) -> str:
-    d = [a[s] - b[s] for s in SPLITS]
-    return f'{statistics.mean(d):+.1f} ± {statistics.stdev(d) / math.sqrt(len(d)):.1f}'
+    return '{:+.1f} ± {:.1f}'.format(*mean_and_error([a[s] - b[s] for s in SPLITS]))
 
 
-def report(runs: Runs, datasets: Sequence[str]) -> str:
+def report(journal: Journal, datasets: Sequence[str]) -> str:
     lines = ['| dataset | RegCN grid | RegCN | GCN (points) | − GCN | best other, by test (points) '
              '| − best |', '|---|---|---|---|---|---|---|']
     for dataset in datasets:
-        first = {m: runs.chosen(dataset, m, configurations(m)[:1]) for m in BASELINES}
-        searched = {m: runs.searched(dataset, m) for m in BASELINES}
+        first = {m: chosen(journal, dataset, m, configurations(m)[:1]) for m in BASELINES}
+        found = {m: searched(journal, dataset, m) for m in BASELINES}
         for i, (label, grid) in enumerate(stages()):
-            mine = runs.chosen(dataset, 'regcn', grid)
+            mine = chosen(journal, dataset, 'regcn', grid)
             if mine is None:
                 lines.append(f'| {dataset} | {label} | not run | | | | |')
                 continue
             # The first stage meets every model at its first point (equal budgets).
             pool = ({m: (1, f[1]) for m, f in first.items() if f is not None} if i == 0
-                    else {m: f for m, f in searched.items() if f is not None})
+                    else {m: f for m, f in found.items() if f is not None})
             cells = [dataset, label, _mean(mine[1])]
             if 'gcn' in pool:
                 points, gcn = pool['gcn']
@@ -138,7 +119,7 @@ def main() -> None:
     parser.add_argument('--journal', default=JOURNAL)
     parser.add_argument('--datasets', nargs='+', default=list(DATASETS))
     args = parser.parse_args()
-    print(report(Runs(args.journal), args.datasets))
+    print(report(Journal(args.journal), args.datasets))
 
 
 if __name__ == '__main__':

@@ -2,8 +2,9 @@
 on validation alone and is paired by split against the baselines."""
 import json
 
-from benchmarks.heterophily_heldout import Runs, report, stages
+from benchmarks.heterophily_heldout import chosen, report, stages
 from harness.heterophily import configurations
+from harness.heterophily_results import Journal
 
 
 def _journal(path, runs):
@@ -29,11 +30,11 @@ def test_stages_choose_on_validation_and_pair_by_split(tmp_path):
             runs.append(('actor', model, configurations(model)[0], s, test, 0.5))
     path = tmp_path / 'journal.jsonl'
     _journal(path, runs)
-    journal = Runs(str(path))
-    assert journal.chosen('actor', 'regcn', grids[2])[0] == 0  # the test score never counts
-    point, scores = journal.chosen('actor', 'regcn', grids[3])
+    journal = Journal(str(path))
+    assert chosen(journal, 'actor', 'regcn', grids[2])[0] == 0  # the test score never counts
+    point, scores = chosen(journal, 'actor', 'regcn', grids[3])
     assert point == 2 and scores[3] == 100 * 0.706
-    assert journal.chosen('actor', 'regcn', [*grids[3], {'layers': 9}]) is None  # not run
+    assert chosen(journal, 'actor', 'regcn', [*grids[3], {'layers': 9}]) is None  # not run
     table = report(journal, ['actor']).splitlines()
     first, _, evening_row, current_row = table[2:]
     assert '| 50.0 ± 0.0 | 45.0 ± 0.0 (1) | +5.0 ± 0.0 | MLP 55.0 ± 0.0 (1) | -5.0 ± 0.0 |' \
