@@ -56,6 +56,22 @@ def test_irls_and_amp_reach_the_same_minimum():
     assert abs(float(e_amp - e_irls)) <= 1e-5 * float(e_amp.abs())
 
 
+def test_irls_with_the_default_tolerances_reaches_the_minimum():
+    # From H0 = X every residual is zero and every weight capped at lam/eps:
+    # the first reweighting moved H by 2e-4 (relative), below irls_tol, and
+    # IRLS stopped there silently at 2.3x the minimum energy. Reference: AMP
+    # run to convergence. IRLS minimises the energy with the residual norm
+    # smoothed below eps, within N lam eps / 2 of the exact one.
+    reg = R.AdaptiveResidualRegularizer(0.5, K=30)
+    graph, x = operators(reg), h_in(3)
+    irls = reg.solve(x, graph, 'irls', tol=1e-12, trace=True)
+    assert irls.change <= reg.irls_tol and irls.iterations > 1
+    assert bool((irls.energy[1:] <= irls.energy[:-1]).all())
+    minimum = R.AdaptiveResidualRegularizer(0.5, K=3000).solve(x, graph, 'amp').out
+    gap = float(reg.objective(irls.out, x, graph) - reg.objective(minimum, x, graph))
+    assert gap <= N * reg.lam * reg.eps / 2
+
+
 def test_errors():
     with pytest.raises(ValueError, match="'lam'"):
         R.AdaptiveResidualRegularizer(1.5)

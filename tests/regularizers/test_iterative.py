@@ -275,11 +275,27 @@ def test_relative_change_neither_overflows_nor_underflows_in_float32(magnitude):
     # the scaled entries and of sums of 60 squares is below 1e-6 relative.
     new64 = magnitude * h_in(2)
     old64 = new64 + 0.1 * magnitude * h_in(2, seed=1)
-    expected = float((new64 - old64).norm() / new64.norm())
+    expected = float((new64 - old64).norm() / max(new64.norm(), old64.norm()))
     change = float(_relative_change(new64.float(), old64.float()))
     assert change == pytest.approx(expected, rel=1e-5)
     assert float(_relative_change(new64.float(), new64.float())) == 0.0
     assert float(_relative_change(torch.zeros(3, 2), torch.zeros(3, 2))) == 0.0
+    # A zero iterate after a non-zero one changed by all of it (was inf).
+    assert float(_relative_change(torch.zeros(3, 2), torch.ones(3, 2))) == 1.0
+
+
+def test_a_zero_iterate_is_no_divergence():
+    # AirGNN at lam = 0 is h <- A^ h; on pairs of nodes with opposite features
+    # A^ x = 0 exactly, and the traced change ||H_1 - X|| / ||H_1|| was inf:
+    # a false "diverged" error. Reference: A^ x = 0, by symmetry of each pair.
+    src = torch.arange(0, 20, 2)
+    edge_index = torch.stack([torch.cat([src, src + 1]), torch.cat([src + 1, src])])
+    x = torch.ones(20, 3, dtype=torch.float64)
+    x[1::2] = -1
+    reg = R.AdaptiveResidualRegularizer(0.0, K=3)
+    result = reg.solve(x, build_graph(reg, edge_index, 20, None, torch.float64), trace=True)
+    assert torch.equal(result.out, torch.zeros_like(x))
+    assert result.change == 0.0 and torch.isfinite(result.energy).all()
 
 
 @pytest.mark.parametrize('name', ['elastic', 'robust'])

@@ -54,7 +54,8 @@ class AdaptiveResidualRegularizer(IterativeRegularizer):
     the (exact) energy never increases. :obj:`"irls"`: each reweighting solves
     :math:`(2(1 - \lambda)\tilde{\mathbf{L}} + \lambda\mathbf{U})\mathbf{H} =
     \lambda\mathbf{U}\mathbf{X}` with :math:`u_i = 1/\max(\|\mathbf{h}_i -
-    \mathbf{x}_i\|, \epsilon)` by conjugate gradient, on the energy with the
+    \mathbf{x}_i\|, \epsilon)` by conjugate gradient, from one
+    :obj:`"amp"` step (at :math:`\mathbf{X}` every residual is zero), on the energy with the
     residual norm smoothed below :obj:`eps`; its energy never increases
     (needs :math:`0 < \lambda`).
 
@@ -92,6 +93,14 @@ class AdaptiveResidualRegularizer(IterativeRegularizer):
         d = self.incidence(graph).gradient(h)
         return ((1.0 - self.lam) * (d * d).sum()
                 + self.lam * L1Penalty(self.eps).value((h - x).norm(dim=-1)).sum())
+
+    def irls_start(self, x: Tensor, graph: GraphOperators) -> Tensor:
+        r"""One :obj:`"amp"` step from :math:`\mathbf{X}`, where every residual
+        is zero and every weight :math:`u_i` would be capped at
+        :math:`1/\epsilon`: a first reweighting there barely moves. The step
+        lowers the exact energy, hence the smoothed one (equal at
+        :math:`\mathbf{X}`, below it elsewhere)."""
+        return self.step('amp', x, x, graph, None)[0]
 
     def system(self, h: Tensor, x: Tensor, graph: GraphOperators) -> System:
         if self.lam == 0:

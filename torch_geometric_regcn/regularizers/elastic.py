@@ -71,8 +71,8 @@ class ElasticRegularizer(IterativeRegularizer):
     \mathbf{X}`; its energy never increases.
 
     Costs per step: :math:`O(E F)`, about twice APPNP's step for
-    :obj:`"emp"` (one product with :math:`\hat{\mathbf{A}}`, two with
-    :math:`\mathbf{B}` and one with :math:`\mathbf{B}^{\top}`); memory
+    :obj:`"emp"` (one product with :math:`\hat{\mathbf{A}}`, one with
+    :math:`\mathbf{B}` and two with :math:`\mathbf{B}^{\top}`); memory
     :math:`O(E F)` for the dual, per step kept for the backward pass.
 
     **Projection: identity, decoupled** (:obj:`decoupled=True`), as in the

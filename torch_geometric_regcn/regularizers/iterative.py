@@ -25,8 +25,9 @@ class Solve(NamedTuple):
     #: the iterations run
     iterations: int
     #: the relative change :math:`\|\mathbf{H}_k - \mathbf{H}_{k-1}\|_F /
-    #: \|\mathbf{H}_k\|_F` of the last iteration (:obj:`nan` where not
-    #: measured: the papers' rules without :obj:`trace`)
+    #: \max(\|\mathbf{H}_k\|_F, \|\mathbf{H}_{k-1}\|_F)` of the last
+    #: iteration (:obj:`nan` where not measured: the papers' rules without
+    #: :obj:`trace`)
     change: float
 
 
@@ -47,7 +48,8 @@ class IterativeRegularizer(Regularizer):
         \mathbf{X}, \mathcal{G})
 
     for the energy :meth:`objective`, by an outer iteration from
-    :math:`\mathbf{H}_0 = \mathbf{X}`:
+    :math:`\mathbf{H}_0 = \mathbf{X}` (for :obj:`"irls"`, from
+    :meth:`irls_start`):
 
     - :obj:`"irls"` (every such regulariser): iteratively reweighted least
       squares. Each iteration majorises the non-quadratic terms at the
@@ -104,6 +106,14 @@ class IterativeRegularizer(Regularizer):
         rule's :obj:`state` (:obj:`None` at the start)."""
         raise NotImplementedError(f'{type(self).__name__} has no rule {solver!r}')
 
+    def irls_start(self, x: Tensor, graph: GraphOperators) -> Tensor:
+        r"""The first iterate :math:`\mathbf{H}_0` of :obj:`"irls"`:
+        :math:`\mathbf{X}`, unless the weights there say nothing (a penalty
+        on :math:`\mathbf{H} - \mathbf{X}`, which is zero at
+        :math:`\mathbf{X}`), where a regulariser starts from a point of
+        lower energy."""
+        return x
+
     def incidence(self, graph: GraphOperators) -> Incidence:
         r"""The normalised incidence matrix of the graph, built once per graph
         (one process: a rank's shard of the graph is refused)."""
@@ -134,8 +144,9 @@ class IterativeRegularizer(Regularizer):
     def solve(self, x: Tensor, graph: GraphOperators, solver: Optional[str] = None,
               tol: float = 1e-6, max_iter: int = 1000, trace: bool = False) -> Solve:
         r"""Minimises :meth:`objective` from :math:`\mathbf{H}_0 = \mathbf{X}`
-        with :obj:`solver` (see the class). :obj:`tol` and :obj:`max_iter`
-        are those of the conjugate gradient solves of :obj:`"irls"`. With
+        (:obj:`"irls"`: :meth:`irls_start`) with :obj:`solver` (see the
+        class). :obj:`tol` and :obj:`max_iter` are those of the conjugate
+        gradient solves of :obj:`"irls"`. With
         :obj:`trace=True` the energy is evaluated at the start and after
         every iteration (one more pass over the edges each). A NaN or an
         infinity in :obj:`x` raises a :class:`ValueError` naming it."""
@@ -177,17 +188,17 @@ def check_steps(K: int, irls_tol: float) -> Tuple[int, float]:
 
 
 def _relative_change(new: Tensor, old: Tensor) -> Tensor:
-    r""":math:`\|\mathbf{H}_k - \mathbf{H}_{k-1}\|_F / \|\mathbf{H}_k\|_F`, both
-    norms of the iterates divided by their largest magnitude first, so that
-    neither squares overflow for large finite entries nor underflow for
-    tiny ones (NaN for a non-finite iterate, 0 for two zero ones)."""
+    r""":math:`\|\mathbf{H}_k - \mathbf{H}_{k-1}\|_F / \max(\|\mathbf{H}_k\|_F,
+    \|\mathbf{H}_{k-1}\|_F)` (at most 2; 0 for two zero iterates), both
+    iterates divided by their largest magnitude first, so that neither
+    squares overflow for large finite entries nor underflow for tiny ones."""
     new, old = new.detach(), old.detach()
     if new.numel() == 0:
         return new.new_zeros(())
     tiny = torch.finfo(new.dtype).tiny
     scale = torch.maximum(new.abs().amax(), old.abs().amax()).clamp_min(tiny)
     new, old = new / scale, old / scale
-    return (new - old).norm() / new.norm().clamp_min(tiny)
+    return (new - old).norm() / torch.maximum(new.norm(), old.norm()).clamp_min(tiny)
 
 
 @compiler_disable(reason="The non-quadratic regularisers iterate in Python over sparse index "
@@ -197,8 +208,10 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
     if not all_finite(x):  # the rules without a residual would carry it into every row
         raise ValueError(f"'x' of {regularizer!r} contains NaN or infinite values (in a layer: "
                          f"the projected features, so check the input and the weights)")
-    energies = [regularizer.objective(x, x, graph).detach()] if trace else []
     h, state, change = x, None, math.nan
+    if solver == 'irls':
+        h = regularizer.irls_start(x, graph)
+    energies = [regularizer.objective(h, x, graph).detach()] if trace else []
     iterations = 0
     for iterations in range(1, regularizer.K + 1):
         if solver == 'irls':
@@ -206,11 +219,11 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
         else:
             new, state = regularizer.step(solver, h, x, graph, state)
         if solver == 'irls' or trace:
-            change = float(_relative_change(new, h))
-            if not math.isfinite(change):
+            if not all_finite(new):
                 raise ValueError(f"{regularizer!r} diverged: its {solver!r} iteration {iterations} "
                                  f"produced NaN or infinite values; check the input and the "
                                  f"coefficients")
+            change = float(_relative_change(new, h))
         h = new
         if trace:
             energies.append(regularizer.objective(h, x, graph).detach())

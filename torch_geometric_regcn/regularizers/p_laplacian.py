@@ -91,8 +91,9 @@ class PLaplacianRegularizer(IterativeRegularizer):
         self.K, self.irls_tol = check_steps(K, irls_tol)
 
     def objective(self, h: Tensor, x: Tensor, graph: GraphOperators) -> Tensor:
-        r""":math:`E(\mathbf{H})` with the smoothed penalty (exact where every
-        edge difference exceeds :obj:`eps`)."""
+        r""":math:`E(\mathbf{H})` with the smoothed penalty: where every edge
+        difference exceeds :obj:`eps`, the exact energy less the constant
+        :math:`(1 - p/2)\epsilon^p / (2\mu)` per edge."""
         t = self.incidence(graph).gradient(h).norm(dim=-1)
         penalty = PowerPenalty(self.p, self.eps)
         return 0.5 * (h - x).square().sum() + penalty.value(t).sum() / (2.0 * self.mu)
