@@ -48,8 +48,12 @@ def test_dtype_and_errors():
     assert directed_adjacency(EDGES, 7).dtype == torch.float32
     with pytest.raises(ValueError, match="'direction'"):
         directed_adjacency(EDGES, 7, direction='both')
-    with pytest.raises(ValueError, match='non-negative'):
+    with pytest.raises(ValueError, match='non-negative.*drop or rescale the negative'):
         directed_adjacency(EDGES, 7, -torch.ones(EDGES.size(1)))
+    # Any integer index passes the check (scatter refused int16 with its own error).
+    expected = directed_adjacency(EDGES, 7).to_dense()
+    for dtype in (torch.int16, torch.uint8, torch.int32):
+        assert torch.equal(directed_adjacency(EDGES.to(dtype), 7).to_dense(), expected)
     with pytest.raises(ValueError, match='edge_index'):
         directed_adjacency(EDGES, 5)  # an index beyond num_nodes
     # A float64 weight finite there but not in float32 made inf / inf = NaN entries.

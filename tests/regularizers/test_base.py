@@ -178,6 +178,20 @@ def test_coefficients_that_must_agree_change_together():
     assert reg.K == 4  # nothing changed
 
 
+def test_a_failed_set_coefficients_changes_nothing():
+    # A learned vector's shape is checked by its own assignment: K changed
+    # first, then gamma raised, and the layer ran with K = 3 of 11 coefficients.
+    reg = R.get('polynomial', K=10).learn('gamma')
+    raw = reg.raw_gamma.detach().clone()
+    with pytest.raises(ValueError, match="'gamma' is learned with shape"):
+        reg.set_coefficients(K=3, gamma=[0.25] * 4)
+    assert reg.K == 10 and torch.equal(reg.raw_gamma.detach(), raw)
+    reg = R.get('signed', alpha=-0.3, K=10).learn('alpha')
+    with pytest.raises(ValueError, match="cannot be learned"):
+        reg.set_coefficients(K=5, alpha=-0.4999999999)  # on -1/2 by rounding
+    assert reg.K == 10 and float(reg.alpha.detach()) == pytest.approx(-0.3)
+
+
 class _Mixin:
     def __init__(self, alpha: float = 1.0) -> None:
         if alpha <= 0:

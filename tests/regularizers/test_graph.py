@@ -59,6 +59,17 @@ def test_build_graph_keeps_only_what_the_solver_reads():
     assert gcn.lowrank is None and gcn.x is None and gcn.semantic_edge_index is None
 
 
+def test_a_missing_graph_is_refused_by_build_graph():
+    # It was refused only when the solver first read the adjacency, after the
+    # layer's linear map had run.
+    with pytest.raises(ValueError, match="'appnp' needs the graph: pass 'edge_index'"):
+        build_graph(R.get('appnp'), None, N)
+    semantic_only = R.get('tsgcn', alpha=0.0, beta=1.0)
+    if 'adj' not in semantic_only.requires(semantic_only.default_solver):
+        ei, _ = undirected_graph()
+        build_graph(semantic_only, None, N, semantic_edge_index=ei)
+
+
 def test_requirements_outside_the_known_inputs_are_refused():
     class Odd(R.GCNRegularizer):
         def requires(self, solver):

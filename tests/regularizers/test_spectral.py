@@ -46,3 +46,18 @@ def test_gcn_energy_is_unbounded_below(name):
 def test_coefficients_out_of_range(name, coefficients, message):
     with pytest.raises(ValueError, match=message):
         R.get(name, **coefficients)
+
+
+def test_dagnn_adaptive_is_a_flag_fixed_at_construction():
+    # The string 'False' built the gate (bool('False') is True); a later
+    # adaptive = False kept it while repr and state said otherwise.
+    with pytest.raises(TypeError, match="'adaptive' must be True or False"):
+        R.get('dagnn', adaptive='False')
+    gated, plain = R.get('dagnn'), R.get('dagnn', adaptive=False)
+    assert gated.gate is not None and plain.gate is None
+    gated.adaptive = True  # unchanged: allowed
+    with pytest.raises(ValueError, match=r"fixed at construction .*\(adaptive=False\)"):
+        gated.adaptive = False
+    with pytest.raises(ValueError, match='fixed at construction'):
+        gated.load_state_dict(plain.state_dict(), strict=False)
+    assert gated.adaptive is True and gated.gate is not None

@@ -61,14 +61,11 @@ def directed_adjacency(edge_index: Tensor, num_nodes: int, edge_weight: Optional
     direction = check_choice('direction', direction, DIRECTIONS)
     dtype = check_dtype('dtype', dtype)
     check_edge_index(edge_index, num_nodes, edge_weight, name=name)
+    edge_index = edge_index.long()  # any integer dtype passes the check; scatter needs int64
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
-    else:
+    else:  # non-negative, finite: checked above
         edge_weight = edge_weight.to(dtype)
-        if edge_weight.numel() and not bool((edge_weight >= 0).all()):
-            raise ValueError("'edge_weight' must be non-negative for the directed operators "
-                             "(their degrees are square-rooted); drop or rescale the negative "
-                             "weights")
     source, target = edge_index
     out_degree = torch.zeros(num_nodes, dtype=dtype, device=edge_index.device)
     in_degree = torch.zeros_like(out_degree)

@@ -361,9 +361,23 @@ class Regularizer(torch.nn.Module):
         every check passes. Learned coefficients set their raw parameters (see
         :meth:`learn`). Returns the regulariser."""
         self._check_coefficients({**self._values(), **values})
-        with _unchecked():
-            for name, value in values.items():
-                setattr(self, name, value)
+        # Restored if an assignment fails after others (e.g. a learned vector's shape).
+        fixed = {name: self.__dict__[name] for name in values if name in self.__dict__}
+        raws = {name: self._parameters[f'raw_{name}'].detach().clone() for name in self.learned}
+        try:
+            with _unchecked():
+                for name, value in values.items():
+                    setattr(self, name, value)
+        except BaseException:
+            for name in values:
+                if name in fixed:
+                    self.__dict__[name] = fixed[name]
+                elif name not in raws:
+                    self.__dict__.pop(name, None)
+            with torch.no_grad():
+                for name, raw in raws.items():
+                    self._parameters[f'raw_{name}'].copy_(raw)
+            raise
         return self
 
     def _values(self) -> Dict[str, Any]:

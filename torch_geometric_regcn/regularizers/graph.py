@@ -532,6 +532,9 @@ def build_graph(regularizer: 'Regularizer', edge_index: Any, num_nodes: int,
         check_factors(lowrank_w, lowrank_v, num_nodes, ('lowrank_w', 'lowrank_v'))
         lowrank = (lowrank_w, lowrank_v)
     semantic = 'semantic' in needs
+    if 'adj' in needs and edge_index is None:
+        raise ValueError(f"Regularizer '{regularizer.name or type(regularizer).__name__}' "
+                         f"needs the graph: pass 'edge_index'")
     # The graph inputs are checked here, before any work (each is O(E)); under
     # torch.compile, when the operators are built (the solvers run eagerly).
     if 'adj' in needs and edge_index is not None and not is_compiling():

@@ -252,7 +252,8 @@ def check_edge_index(edge_index: Tensor, num_nodes: int,
         check_finite(weight_name, edge_weight)
         if bool((edge_weight < 0).any()):
             raise ValueError(f"'{weight_name}' must be non-negative: the normalised adjacency "
-                             f"needs non-negative degrees")
+                             f"needs non-negative degrees (their square roots); drop or "
+                             f"rescale the negative weights")
 
 
 #: Half-precision inputs are solved in this dtype and cast back.
