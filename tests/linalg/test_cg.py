@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -106,3 +108,26 @@ def test_the_stopping_rule_is_checked_and_its_old_name_moved():
     with pytest.warns(DeprecationWarning, match=r"'torch_geometric_regcn\.linalg\.cg\."
                                                 r"check_arguments' moved to"):
         assert cg.check_arguments is check_stopping_rule
+
+
+@pytest.mark.parametrize('cond', [1e2, 1e3])
+def test_the_residual_returned_is_that_of_the_solution(cond):
+    # CG's recurrence drifts from B - MY in float32: at cond 1e3 it reported
+    # 9.5e-7 <= tol, silently, where the solution's residual was 2.7e-5.
+    # Reference: the residual of the returned Y in float64. The float32
+    # evaluation of the restarts' residual agrees with it to about 10 %
+    # (rounding of the 400-term products); the bound allows a factor 2.
+    n = 400
+    generator = torch.Generator().manual_seed(0)
+    q, _ = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64, generator=generator))
+    eigenvalues = torch.logspace(0, math.log10(cond), n, dtype=torch.float64)
+    m = (q * eigenvalues) @ q.T
+    m = (m + m.T) / 2
+    b = torch.randn(n, 2, dtype=torch.float64, generator=generator)
+    y, residual, iterations = conjugate_gradient(m.float(), b.float(), tol=1e-6, max_iter=5000)
+    true = float(((b - m @ y.double()).norm(dim=0) / b.norm(dim=0)).max())
+    assert true <= 2 * max(residual, 1e-6) and residual <= 2 * true
+    assert iterations < 5000  # stopped at float32's floor, not at max_iter
+    if residual > 1e-6:
+        with pytest.warns(UserWarning, match='restarts no longer lowered it'):
+            cg_solve(m.float(), b.float(), 1e-6, 5000)

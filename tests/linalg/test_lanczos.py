@@ -156,6 +156,19 @@ def test_block_lanczos_solves_small_problems_densely():
     pairs = block_lanczos(s, 30)
     np.testing.assert_allclose(np.sort(pairs.eigenvalues.numpy()),
                                np.linalg.eigvalsh(s.to_dense().numpy()), atol=1e-12)
+    # The residual is that of the pairs returned (it was 0.0, converged,
+    # whatever the dtype): in float64 at the rounding of a dense eigh, and in
+    # float32 above a tol of 1e-9, with a warning.
+    dense = s.to_dense()
+    true = ((dense @ pairs.eigenvectors - pairs.eigenvectors * pairs.eigenvalues).norm(dim=0)
+            / pairs.eigenvalues.abs().max()).max()
+    assert pairs.converged and pairs.residual == pytest.approx(float(true), rel=1e-6)
+    assert 0 < pairs.residual < 1e-12
+    with pytest.warns(UserWarning, match=r'densely, to relative residual .*float32'):
+        single = block_lanczos(s.float(), 4, tol=1e-9)
+    vectors, values = single.eigenvectors.double(), single.eigenvalues.double()
+    true = ((dense @ vectors - vectors * values).norm(dim=0) / dense.abs().sum(1).max()).max()
+    assert not single.converged and 1e-9 < single.residual <= 10 * float(true) + 1e-6
 
 
 def test_block_lanczos_warns_with_residual_and_is_reproducible():

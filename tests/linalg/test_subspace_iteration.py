@@ -71,3 +71,24 @@ def test_subspace_iteration_dense_full_rank():
 def test_subspace_iteration_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         subspace_iteration(operator(), **kwargs)
+
+
+@pytest.mark.parametrize('method', ['chebyshev', 'power'])
+def test_the_residual_is_the_largest_of_every_pair_returned(method):
+    # Pairs locked early left the residual: it was the largest of the pairs
+    # still iterated at the last step (2.4e-5 where a returned pair had
+    # 7.4e-5). Reference: the residuals of the returned pairs, from S.
+    n = 300
+    gen = torch.Generator().manual_seed(1)
+    q, _ = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64, generator=gen))
+    spectrum = torch.cat([torch.tensor([3.0, 2.5, 2.0], dtype=torch.float64),
+                          torch.linspace(1.0, 0.98, 5, dtype=torch.float64),
+                          torch.linspace(0.97, -1.0, n - 8, dtype=torch.float64)])
+    s = (q * spectrum) @ q.T
+    s = (s + s.T) / 2
+    pairs = subspace_iteration(s, 8, 'LA', tol=1e-4, max_iter=2000, method=method,
+                               generator=torch.Generator().manual_seed(0))
+    vectors, values = pairs.eigenvectors, pairs.eigenvalues
+    true = (s @ vectors - vectors * values).norm(dim=0) / s.abs().sum(1).max()
+    assert pairs.converged
+    assert pairs.residual == pytest.approx(float(true.max()), rel=1e-6)

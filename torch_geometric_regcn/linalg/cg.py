@@ -2,7 +2,7 @@ r"""Conjugate gradient for sparse symmetric positive definite systems, with an
 implicit backward pass."""
 import math
 import warnings
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -15,8 +15,20 @@ from torch_geometric_regcn.utils.validation import check_finite, check_stopping_
 MatMul = Callable[[Tensor, Tensor], Tensor]
 
 
+class CGResult(NamedTuple):
+    r"""The result of :func:`conjugate_gradient`."""
+    #: the solution :math:`\mathbf{Y}`, shaped as the right-hand side
+    solution: Tensor
+    #: the largest relative residual :math:`\|\mathbf{B} - \mathbf{M}
+    #: \mathbf{Y}\| / \|\mathbf{B}\|` of a column, computed from the returned
+    #: :math:`\mathbf{Y}` (not CG's recurrence)
+    residual: float
+    #: the iterations run
+    iterations: int
+
+
 def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 1000,
-                       matmul: Optional[MatMul] = None) -> Tuple[Tensor, float, int]:
+                       matmul: Optional[MatMul] = None) -> CGResult:
     r"""Solves :math:`\mathbf{M} \mathbf{Y} = \mathbf{B}` column by column with
     Jacobi-preconditioned conjugate gradient, all columns at once.
 
@@ -25,9 +37,14 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     same iteration whatever its scale: every column is first multiplied by
     a power of two that brings its largest entry near one (exact), so that
     columns of tiny norm, such as a nearly vanished gradient in the implicit
-    backward, do not stall in subnormal arithmetic. Each iteration costs one
-    sparse matmul, :math:`O(\mathrm{nnz} \cdot F)`. Returns the solution, the largest relative
-    residual reached and the number of iterations. :obj:`matmul(matrix, p)`,
+    backward, do not stall in subnormal arithmetic. CG's recurrence for the
+    residual drifts from the true one in finite precision, so where it
+    reaches :obj:`tol` the true residual is computed (one more product); above
+    :obj:`tol`, CG restarts from it, and stops where a restart no longer
+    halves it (the floor that the dtype's rounding puts on the system). Each
+    iteration costs one sparse matmul, :math:`O(\mathrm{nnz} \cdot F)`.
+    Returns a :class:`CGResult`: the solution, its largest relative residual
+    and the number of iterations. :obj:`matmul(matrix, p)`,
     if given, computes the products (e.g. through a layer's
     :meth:`~torch_geometric.nn.conv.MessagePassing.propagate`).
 
@@ -64,27 +81,51 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     scale = torch.exp2(shift.to(torch.float64)).to(b.dtype)  # exact in b's dtype
     b = b * scale
     b_norm = b.norm(dim=0).clamp_min(finfo.tiny)
+
+    def product(x: Tensor) -> Tensor:
+        return matrix @ x if matmul is None else matmul(matrix, x)
+
     y = torch.zeros_like(b)
     r = b.clone()
-    z = inv_diag * r
-    p = z.clone()
-    rz = (r * z).sum(dim=0)
-    relative = r.norm(dim=0) / b_norm
-    residual, iteration = float(relative.max()) if b.numel() else 0.0, 0
+    residual, iteration, restarted = 0.0, 0, math.inf
+    while True:
+        z = inv_diag * r
+        p = z.clone()
+        rz = (r * z).sum(dim=0)
+        relative = r.norm(dim=0) / b_norm
+        residual = float(relative.max()) if b.numel() else 0.0
+        if residual <= tol or iteration >= max_iter or residual > restarted / 2:
+            break  # converged, out of iterations, or at the floor of the dtype
+        restarted = residual
+        y, residual, iteration = _iterate(product, y, r, z, p, rz, relative, b_norm, inv_diag,
+                                          tol, max_iter, iteration)
+        r = b - product(y)  # the true residual: the recurrence's drifts in finite precision
+    y = y / scale
+    return CGResult(y.squeeze(-1) if squeeze else y, residual, iteration)
+
+
+def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, z: Tensor, p: Tensor,
+             rz: Tensor, relative: Tensor, b_norm: Tensor, inv_diag: Tensor, tol: float,
+             max_iter: int, iteration: int) -> Tuple[Tensor, float, int]:
+    r"""CG's iterations from the state :obj:`(y, r, z, p, rz)` until the
+    recurrence's relative residual reaches :obj:`tol` or :obj:`max_iter`
+    iterations have run in all; returns :obj:`y`, that residual and the
+    iteration count."""
+    dtype, residual = r.dtype, float(relative.max())
     while residual > tol and iteration < max_iter:
         iteration += 1
-        mp = matrix @ p if matmul is None else matmul(matrix, p)
+        mp = product(p)
         curvature = (p * mp).sum(dim=0)
         # Columns still above tol need p^T M p > 0 (converged ones may underflow).
         breakdown = ((curvature <= 0) & (relative > tol)).any()
-        step = rz / curvature.clamp_min(torch.finfo(b.dtype).tiny)
+        step = rz / curvature.clamp_min(torch.finfo(dtype).tiny)
         y = y + step * p
         r = r - step * mp
         z = inv_diag * r
         rz, rz_old = (r * z).sum(dim=0), rz
-        p = z + (rz / rz_old.clamp_min(torch.finfo(b.dtype).tiny)) * p
+        p = z + (rz / rz_old.clamp_min(torch.finfo(dtype).tiny)) * p
         relative = r.norm(dim=0) / b_norm
-        residual, broke = torch.stack([relative.max(), breakdown.to(b.dtype)]).tolist()
+        residual, broke = torch.stack([relative.max(), breakdown.to(dtype)]).tolist()
         if broke:
             raise ValueError(
                 f"Conjugate gradient broke down at iteration {iteration}: a search direction "
@@ -93,19 +134,20 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
         if not math.isfinite(residual):  # overflow: never hand back plausible numbers
             raise ValueError(f"Conjugate gradient diverged at iteration {iteration} (the "
                              f"residual is {residual}); 'matrix' is not positive definite or "
-                             f"too badly scaled for {b.dtype}")
-    y = y / scale
-    return (y.squeeze(-1) if squeeze else y), residual, iteration
+                             f"too badly scaled for {dtype}")
+    return y, residual, iteration
 
 
 def _solve(matrix: Tensor, rhs: Tensor, tol: float, max_iter: int,
            matmul: Optional[MatMul]) -> Tensor:
     y, residual, iteration = conjugate_gradient(matrix, rhs, tol, max_iter, matmul)
     if residual > tol:
+        fix = ("raise 'max_iter' or 'tol'" if iteration >= max_iter else
+               f"restarts no longer lowered it: the rounding of {rhs.dtype} limits this "
+               f"system; solve in float64 or raise 'tol'")
         warnings.warn(
             f"Conjugate gradient stopped after {iteration} iterations with relative residual "
-            f"{residual:.2e} > tol={tol:.0e}; raise 'max_iter' or 'tol'", UserWarning,
-            stacklevel=3)
+            f"{residual:.2e} > tol={tol:.0e}; {fix}", UserWarning, stacklevel=3)
     return y
 
 

@@ -637,10 +637,21 @@ def block_lanczos(
             q = torch.linalg.qr(full, mode='complete').Q[:, full.size(1):]
             theta, vectors = small_eigh(q.T @ dense @ q)
             vectors = q @ vectors
+        norm = max(float(theta.abs().max()) if theta.numel() else 0.0,
+                   torch.finfo(dtype).tiny)
         theta, vectors = select(theta, vectors, k, which)
+        # Relative to the spectrum's extent, as the iterations measure it: the
+        # rounding of the dense solve in the operator's dtype.
+        residual = float(((dense @ vectors - vectors * theta).norm(dim=0) / norm).max())
         if group is not None:
             vectors = vectors[operator.partition.start:operator.partition.end]
-        return EigenPairs(theta, vectors, 0.0, 0, True)
+        converged = residual <= tol
+        if not converged:
+            warnings.warn(
+                f"Block Lanczos solved the {n} x {n} problem densely, to relative residual "
+                f"{residual:.2e} > tol={tol:.0e}: the rounding of {dtype} limits it; raise "
+                f"'tol'{precision_hint(operator)}", UserWarning, stacklevel=3)
+        return EigenPairs(theta, vectors, residual, 0, converged)
 
     rows = n if group is None else operator.partition.num_local
     if group is not None:  # each rank its own stream, drawn from the caller's

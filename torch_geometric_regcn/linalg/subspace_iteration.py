@@ -92,6 +92,7 @@ def subspace_iteration(
     start = torch.randn(n, b, dtype=dtype, device=device, generator=generator)
     basis = torch.linalg.qr(start).Q
     locked, locked_theta = start.new_zeros(n, 0), start.new_zeros(0)
+    locked_res = start.new_zeros(0)  # each locked pair's residual, when it was locked
     iteration = 0
     while iteration < max_iter:
         iteration += 1
@@ -103,15 +104,16 @@ def subspace_iteration(
         ritz, ritz_image = basis @ rotation, image @ rotation
         wanted = k - locked.size(1)
         res = (ritz_image[:, :wanted] - ritz[:, :wanted] * theta[:wanted]).norm(dim=0) / bound
-        residual = float(res.max())
         if callback is not None:
-            callback(iteration, residual)
+            callback(iteration, float(torch.cat([locked_res, res]).max()))
         # Lock the leading converged pairs: they leave the block and stay orthogonal to it.
         done = wanted if b == n else int((res <= tol).int().cumprod(0).sum())
         if done:
             locked = torch.cat([locked, ritz[:, :done]], dim=1)
             locked_theta = torch.cat([locked_theta, theta[:done]])
-            ritz, ritz_image, theta = ritz[:, done:], ritz_image[:, done:], theta[done:]
+            locked_res = torch.cat([locked_res, res[:done]])
+            ritz, ritz_image, theta, res = (ritz[:, done:], ritz_image[:, done:], theta[done:],
+                                            res[done:])
         if locked.size(1) >= k:
             break
         if method == 'power':
@@ -126,10 +128,13 @@ def subspace_iteration(
         basis = torch.linalg.qr(block).Q
 
     if locked.size(1) < k:  # not converged: complete with the best unlocked pairs
-        locked = torch.cat([locked, ritz[:, :k - locked.size(1)]], dim=1)
-        locked_theta = torch.cat([locked_theta, theta[:k - locked_theta.numel()]])
+        missing = k - locked.size(1)
+        locked = torch.cat([locked, ritz[:, :missing]], dim=1)
+        locked_theta = torch.cat([locked_theta, theta[:missing]])
+        locked_res = torch.cat([locked_res, res[:missing]])
     order = key(locked_theta).argsort(descending=True)
     locked_theta, locked = locked_theta[order], locked[:, order]
+    residual = float(locked_res.max())  # over every pair returned, locked early or late
     converged = residual <= tol
     if not converged:
         warnings.warn(
