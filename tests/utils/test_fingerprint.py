@@ -43,6 +43,12 @@ def test_sparse_layouts_cover_indices_and_values():
     assert fingerprint(a) != fingerprint(b)
     assert fingerprint(a.to_sparse_csr()) != fingerprint(b.to_sparse_csr())
     assert fingerprint(a) != fingerprint(a.to_sparse_csr())  # layouts differ
+    # CSC (which the layers accept as an adjacency) raised in is_contiguous.
+    assert fingerprint(a.to_sparse_csc()) == fingerprint(a.to_sparse_csc())
+    assert fingerprint(a.to_sparse_csc()) != fingerprint(b.to_sparse_csc())
+    c = a.to_sparse_csc()
+    c.row_indices()[0] = 2  # an index edit, in place
+    assert fingerprint(c) != fingerprint(a.to_sparse_csc())
 
 
 def test_nan_is_never_taken_for_a_cached_tensor():

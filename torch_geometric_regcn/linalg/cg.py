@@ -182,11 +182,14 @@ class _CGSolve(torch.autograd.Function):
         grads: Tuple[Optional[Tensor], ...] = (None,) * len(params)
         if wanted:
             # Implicit differentiation: dL/dθ = -Gᵀ (∂M/∂θ) Y, by autograd through
-            # one more product M(θ) Y.
+            # one more product M(θ) Y. Where θ is a graph input (edge weights), that
+            # runs through the operator's construction, which the rest of the
+            # backward pass may cross again: it is kept.
             y = ctx.saved_tensors[0]
             with torch.enable_grad():
                 product = ctx.matmul(ctx.matrix, y.detach())
-                found = iter(torch.autograd.grad(product, wanted, -solved, allow_unused=True))
+                found = iter(torch.autograd.grad(product, wanted, -solved, allow_unused=True,
+                                                 retain_graph=True))
             grads = tuple(next(found) if need else None
                           for need in ctx.needs_input_grad[5:])
         return (None, solved, None, None, None, *grads)

@@ -596,7 +596,9 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
     matrix = regularizer.cached_operator(graph)
     if solver == 'closed':  # dense O(N^3): small graphs and tests only
         return closed_solve(matrix.to_dense(), rhs, regularizer)
-    return cg_solve(matrix, rhs, tol, max_iter, graph.propagate, graph.propagate_params)
+    params = graph.propagate_params + graph.differentiable_inputs()
+    return cg_solve(matrix, rhs, tol, max_iter, graph.matmul if params else graph.propagate,
+                    params)
 
 
 def _off_excluded_ends(value: Tensor, low: float, high: float, ends: Any) -> Tensor:
@@ -742,5 +744,5 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
         index = torch.arange(graph.num_nodes, device=rhs.device).expand(2, -1)
         matrix = torch.sparse_coo_tensor(index, diag, (graph.num_nodes,) * 2,
                                          check_invariants=False).to_sparse_csr()
-    params = tuple(own.values()) + graph.propagate_params
+    params = tuple(own.values()) + graph.propagate_params + graph.differentiable_inputs()
     return cg_solve(matrix, rhs, tol, max_iter, product, params)

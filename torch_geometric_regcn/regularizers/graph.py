@@ -315,6 +315,16 @@ class GraphOperators:
         #: through implicit solves (an explainer's edge mask).
         self.propagate_params: Tuple[Tensor, ...] = ()
 
+    def differentiable_inputs(self) -> Tuple[Tensor, ...]:
+        r"""The graph inputs that want a gradient (:obj:`edge_weight`, or the
+        values of a sparse :obj:`edge_index`) where autograd records one: the
+        implicit solves (CG's backward) differentiate the operators built
+        from them, which they receive no gradient through otherwise."""
+        if not torch.is_grad_enabled():
+            return ()
+        return tuple(t for t in (self.edge_weight, self.edge_index)
+                     if isinstance(t, Tensor) and t.is_floating_point() and t.requires_grad)
+
     def matmul(self, matrix: Tensor, x: Tensor) -> Tensor:
         r"""The product :math:`\mathbf{A}\mathbf{X}` of a sparse operator
         :obj:`matrix` of this graph with node features :obj:`x`, through

@@ -39,8 +39,10 @@ def _weights(n: int, device: torch.device) -> Tensor:
 def _parts(tensor: Tensor) -> Tuple[Tensor, ...]:
     if tensor.layout == torch.sparse_coo:
         return tensor._indices(), tensor._values()
-    if tensor.layout == torch.sparse_csr:
+    if tensor.layout in (torch.sparse_csr, torch.sparse_bsr):
         return tensor.crow_indices(), tensor.col_indices(), tensor.values()
+    if tensor.layout in (torch.sparse_csc, torch.sparse_bsc):
+        return tensor.ccol_indices(), tensor.row_indices(), tensor.values()
     return (tensor,)
 
 

@@ -17,8 +17,8 @@ def masked_graph(n=6):
     r"""A small symmetric operator with entries on edges present in both
     directions, in one direction only, on the diagonal and on pairs without
     an edge, and a random mask."""
-    edge_index = torch.tensor([[0, 1, 1, 3, 4, 2],
-                               [1, 0, 2, 4, 5, 5]])  # 0 <-> 1 both ways, the others one way
+    edge_index = torch.tensor([[0, 1, 1, 3, 4, 2, 3],
+                               [1, 0, 2, 4, 5, 5, 3]])  # 0 <-> 1 both ways, a loop at 3
     gen = torch.Generator().manual_seed(0)
     dense = torch.randn(n, n, dtype=torch.float64, generator=gen)
     dense = dense + dense.T
@@ -29,13 +29,14 @@ def masked_graph(n=6):
 
 def dense_weights(edge_index, mask, n):
     r"""Entry (i, j): the mean of the masks of the edges j -> i and i -> j
-    present, one where neither is, by a loop over the entries."""
+    present, one where neither is and on the diagonal, by a loop over the
+    entries."""
     weights = [[torch.ones((), dtype=torch.float64)] * n for _ in range(n)]
     edges = {(int(s), int(t)): m for (s, t), m in zip(edge_index.T, mask)}
     for i in range(n):
         for j in range(n):
             present = [edges[key] for key in ((j, i), (i, j)) if key in edges]
-            if present:
+            if present and i != j:
                 weights[i][j] = sum(present) / len(present)
     return torch.stack([torch.stack(row) for row in weights])
 
@@ -63,6 +64,36 @@ def test_the_mask_gradient_of_the_product_is_the_dense_one():
     expected_out = (dense * dense_weights(edge_index, reference, 6)) @ x
     (expected,) = torch.autograd.grad(expected_out.square().sum(), reference)
     torch.testing.assert_close(grad, expected)
+
+
+@pytest.mark.parametrize('solver', ['series', 'cg'])
+def test_masks_on_self_loops_leave_the_layer_as_pyg_leaves_appnp(solver):
+    # The masks of self-loop columns scaled the diagonal of M, identity term
+    # included: 0.5 made it indefinite (CG broke down). PyG's explainers
+    # leave self loops unmasked; reference: PyG's APPNP under the same mask.
+    from torch_geometric.nn import APPNP
+
+    from tests.nn.helpers import conv, setup
+    x, ei = setup()
+    loops = torch.arange(5)
+    ei = torch.cat([ei, loops.expand(2, -1)], dim=1)  # self loops in edge_index
+    mask = torch.full((ei.size(1),), 0.7, dtype=torch.float64)
+    mask[-5:] = 0.5
+    mask = torch.nn.Parameter(mask)
+    torch.manual_seed(0)
+    model = conv('appnp', solver=solver, alpha=0.1,
+                 **(dict(K=400) if solver == 'series' else dict(tol=1e-13)))
+    reference = APPNP(400, 0.1)
+    for module in (model, reference):
+        set_masks(module, mask, ei, apply_sigmoid=False)
+    try:
+        out = model(x, ei)
+        expected = reference(x @ model.lin.weight.T, ei)
+    finally:
+        clear_masks(model)
+        clear_masks(reference)
+    # 400 terms of a series of rate 0.9 (PyG's) and CG to 1e-13: 1e-12.
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
 
 
 def test_an_empty_edge_index_leaves_the_operator_as_it_is():

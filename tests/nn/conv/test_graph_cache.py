@@ -99,3 +99,20 @@ def test_the_cache_alone_accepts_the_same_or_an_equal_graph_and_names_a_change()
     assert cache.graph is graph
     cache.clear()
     assert cache.graph is None
+
+
+@pytest.mark.parametrize('solver', ['series', 'closed', 'cg'])
+def test_a_cached_layer_refuses_edge_weights_that_want_a_gradient(solver):
+    # The cached operators were built by the first call: under no_grad they
+    # gave a later training call no edge-weight gradient at all (silently),
+    # with autograd the second backward failed with PyTorch's own error.
+    x, ei = setup()
+    weight = torch.rand(ei.size(1), dtype=torch.float64) + 0.5
+    cached = conv('appnp', solver=solver, cached=True)
+    with pytest.raises(ValueError, match=r'cached=True.*use cached=False'):
+        cached(x, ei, weight.clone().requires_grad_())
+    with torch.no_grad():  # no gradient recorded: nothing to lose
+        cached(x, ei, weight.clone().requires_grad_())
+    plain = conv('appnp', solver=solver)
+    plain.load_state_dict(cached.state_dict())
+    torch.testing.assert_close(cached(x, ei, weight), plain(x, ei, weight))

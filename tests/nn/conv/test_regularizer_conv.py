@@ -165,6 +165,40 @@ def test_cg_layer_gradcheck():
     assert torch.autograd.gradcheck(lambda inp: layer(inp, ei), (x,))
 
 
+@pytest.mark.parametrize('name, kwargs', [('appnp', {}), ('gnn_hf', {}),
+                                          ('signed', dict(alpha=-0.25, learn=('alpha',)))])
+def test_cg_differentiates_the_edge_weights(name, kwargs):
+    # CG's backward gave the system no gradient: edge_weight.grad was None
+    # under solver='cg' where 'closed' (a dense exact solve, the reference)
+    # gives one. Both to CG's tol of 1e-12 at a condition below 1e3: 1e-8.
+    x, ei = setup()
+    weight = torch.rand(ei.size(1), dtype=torch.float64,
+                        generator=torch.Generator().manual_seed(1)) + 0.5
+    weight = (weight + weight[_reverse(ei)]) / 2  # symmetric
+    grads = {}
+    for solver in ('closed', 'cg'):
+        torch.manual_seed(0)
+        layer = conv(name, solver=solver, tol=1e-12, **kwargs)
+        for adjacency in ('edge_index', 'sparse'):
+            w = weight.clone().requires_grad_()
+            if adjacency == 'sparse':
+                out = layer(x, torch.sparse_coo_tensor(ei, w, (N, N)))
+            else:
+                out = layer(x, ei, w)
+            out.square().sum().backward()
+            grads[solver, adjacency] = w.grad
+    for adjacency in ('edge_index', 'sparse'):
+        assert grads['cg', adjacency] is not None
+        torch.testing.assert_close(grads['cg', adjacency], grads['closed', adjacency],
+                                   rtol=1e-8, atol=1e-8)
+
+
+def _reverse(edge_index):
+    r"""The position of each edge's reverse in :obj:`edge_index` (undirected)."""
+    key = {(int(i), int(j)): k for k, (i, j) in enumerate(edge_index.T.tolist())}
+    return torch.tensor([key[int(j), int(i)] for i, j in edge_index.T.tolist()])
+
+
 class Tikhonov(R.Regularizer):
     """A user's regulariser: R = I + γ L̃, solved by the shared solvers."""
     name = 'tikhonov'
@@ -315,6 +349,15 @@ def test_each_layer_of_a_network_owns_its_regularizer():
     regs = [conv.regularizer for conv in model.convs]
     assert len({id(r) for r in regs}) == 3 and model.regularizer is regs[0]
     assert all(r.coefficients() == {'K': 2, 'beta': 1.0} for r in regs)
+    # An instance passed in is copied for the first layer too: two models
+    # built from one instance shared its learned coefficients.
+    passed = R.get('signed', alpha=-0.2).learn('alpha')
+    a, b = (RegularizerGNN(F_IN, 8, 3, regularizer=passed) for _ in range(2))
+    assert a.regularizer is not passed and a.regularizer is not b.regularizer
+    with torch.no_grad():
+        b.regularizer.alpha = 0.3
+    assert float(a.regularizer.alpha.detach()) == pytest.approx(-0.2)
+    assert float(passed.alpha.detach()) == pytest.approx(-0.2)
 
 
 def test_extra_is_a_deprecated_name_of_the_gate():

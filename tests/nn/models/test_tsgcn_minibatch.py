@@ -406,3 +406,25 @@ def test_summaries_are_computed_in_the_factors_dtype_under_autocast():
         model.refresh(x, w, v, batch_size=17)
     assert torch.equal(model.summaries[0], expected[0])
     assert model.summaries[1].dtype == torch.float32
+
+
+@pytest.mark.parametrize('replace', ['reset_parameters', 'load_state_dict'])
+def test_weights_replaced_through_a_layer_are_not_summarised_by_old_ones(replace):
+    # Only the model's own load_state_dict() and reset_parameters() forgot the
+    # summaries: through model.convs[0] the forward ran with summaries of the
+    # old weights, 15.5 away from TSGCN's output. After a refresh it is TSGCN's.
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, ref = pair()
+    model.refresh(x, w, v)
+    model.eval()
+    if replace == 'reset_parameters':
+        model.convs[0].reset_parameters()
+    else:
+        other = MiniBatchTSGCN(F_IN, HIDDEN, CLASSES).double()
+        model.convs[0].load_state_dict(other.convs[0].state_dict())
+    with pytest.raises(RuntimeError, match=r"a layer's weights were replaced .*model\.refresh"):
+        model(x, w, v)
+    model.refresh(x, w, v)
+    ref.load_state_dict(model.state_dict())
+    torch.testing.assert_close(model(x, w, v), ref(x, w, v), rtol=0, atol=1e-10)

@@ -100,7 +100,12 @@ class EdgeMasking:
             return torch.where(distinct[pos] == query, pos, -1)
 
         row, col = row.long(), col.long()  # int32 keys overflow beyond 46,340 nodes
-        return find(row * n + col), find(col * n + row)
+        # The diagonal keeps weight one whatever the mask of a self loop in
+        # edge_index: the layer replaces those by its own (as PyG's explainers
+        # leave them unmasked), and the diagonal of M holds its identity term.
+        loop = row == col
+        return (torch.where(loop, -1, find(row * n + col)),
+                torch.where(loop, -1, find(col * n + row)))
 
     def _distinct(self, n: int) -> Tuple[Tensor, Tensor, Tensor]:
         # The sorted distinct keys target * n + source of the columns of

@@ -141,8 +141,11 @@ class RegularizerConv(MessagePassing):
             (default: :obj:`None`)
         cached (bool, optional): If set to :obj:`True`, the graph operators
             (and, for :obj:`"tsgcn"` without :obj:`semantic_edge_index`, the
-            :math:`O(N^2 d)` semantic kNN graph) are built on the first call and
-            reused; only for transductive learning. Each later call checks,
+            :math:`O(N^2 d)` semantic kNN graph of the first call's :obj:`x`:
+            after dropout where that applies, and in a later layer of a
+            network the hidden features of that call, kept while they change)
+            are built on the first call and reused; only for transductive
+            learning, with edge weights that want no gradient. Each later call checks,
             by one pass over them, that its graph inputs hold the numbers
             they held then (writes through :obj:`.data` or a NumPy view
             included; see :class:`~torch_geometric_regcn.nn.conv.graph_cache.GraphCache`)
@@ -307,6 +310,13 @@ class RegularizerConv(MessagePassing):
         inputs = {'edge_index': edge_index, 'edge_weight': edge_weight,
                   **{k: v for k, v in graph.items() if not k.startswith('lowrank_')}}
         cached, dtype = self._graph_cache.graph, solve_dtype(x.dtype)
+        if self.cached and torch.is_grad_enabled() and any(
+                isinstance(t, Tensor) and t.is_floating_point() and t.requires_grad
+                for t in (edge_index, edge_weight)):
+            raise ValueError(f"{self.__class__.__name__}(cached=True) keeps the operators "
+                             f"built on its first call, which carry no gradient to a later "
+                             f"call's edge weights; to learn or attack the edge weights, use "
+                             f"cached=False (or detach them)")
         if self.cached and cached is not None:
             self._graph_cache.check(self.__class__.__name__, x.size(0), inputs)
             if (cached.dtype, cached.device) == (dtype, x.device):
@@ -328,8 +338,8 @@ class RegularizerConv(MessagePassing):
             warn_once(self, 'semantic_knn', (
                 f"{self.__class__.__name__} builds the semantic kNN graph from its input "
                 f"features on every call (O(N^2 d), and from hidden features after the "
-                f"first layer); pass 'semantic_edge_index=' (see SemanticGraph) or set "
-                f"cached=True (each layer warns once)"))
+                f"first layer); pass 'semantic_edge_index=' (see SemanticGraph), or set "
+                f"cached=True to keep the first call's (each layer warns once)"))
         if self.cached:
             self._graph_cache.store(ops, x.size(0), inputs)
         return ops
@@ -356,7 +366,11 @@ class RegularizerConv(MessagePassing):
             semantic_edge_index (torch.Tensor, optional): tsGCN's semantic
                 graph (see :class:`~torch_geometric_regcn.SemanticGraph`);
                 without it, :obj:`"tsgcn"` builds it from :obj:`x`, on every
-                call unless :obj:`cached=True` (and warns, once per layer).
+                call unless :obj:`cached=True` (and warns, once per layer):
+                a kNN graph over all rows of :obj:`x`, so the graphs of a
+                mini-batch of several graphs link to each other (pass each
+                graph's own, e.g. :class:`~torch_geometric_regcn.SemanticGraph`
+                as a transform).
                 (default: :obj:`None`)
             lowrank_w (torch.Tensor, optional): The factor :math:`\mathbf{W}`
                 of :class:`~torch_geometric_regcn.LowRankInverse`, for

@@ -1,6 +1,6 @@
 r"""The tsGCN layer."""
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
@@ -136,6 +136,13 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         r"""Resets all learnable parameters of the module."""
         self.lin.reset_parameters()
         zeros(self.bias)
+        self._replaced = getattr(self, '_replaced', 0) + 1
+
+    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        # How often the weights were replaced, not updated by a step: what a
+        # model holding summaries of them (MiniBatchTSGCN) must not reuse.
+        self._replaced = getattr(self, '_replaced', 0) + 1
 
     def forward(self, x: Tensor, w: Tensor, v: Tensor,
                 core: Optional[WoodburyCore] = None) -> Tensor:

@@ -98,12 +98,13 @@ class RegularizerGNN(torch.nn.Module):
         self.lins = torch.nn.ModuleList(
             Linear(a, b, bias=bias, weight_initializer='glorot')
             for a, b in (pairs[:-1] if self.decoupled else []))
-        # Each layer owns its regulariser (a copy), so trainable parts are per layer.
+        # Each layer owns its regulariser (a copy, also of an instance passed in,
+        # which two models would share otherwise), so trainable parts are per layer.
         self.convs = torch.nn.ModuleList(
-            RegularizerConv(a, b, template if i == 0 else copy.deepcopy(template), bias=bias,
-                            solver=solver, cached=cached, tol=tol, max_iter=max_iter,
-                            learn=learn, root_weight=root_weight, directed=directed)
-            for i, (a, b) in enumerate(pairs[-1:] if self.decoupled else pairs))
+            RegularizerConv(a, b, copy.deepcopy(template), bias=bias, solver=solver,
+                            cached=cached, tol=tol, max_iter=max_iter, learn=learn,
+                            root_weight=root_weight, directed=directed)
+            for a, b in (pairs[-1:] if self.decoupled else pairs))
 
     @property
     def regularizer(self) -> Regularizer:

@@ -105,8 +105,11 @@ class MiniBatchTSGCN(torch.nn.Module):
     optimizer steps (the approximation above). :meth:`load_state_dict` and
     :meth:`reset_parameters` forget them, and a forward pass before the next
     :meth:`refresh` raises, as it does once a parameter changed its dtype,
-    device or shape. The data is identified by the row checksums of
-    :obj:`x`, :obj:`w` and :obj:`v`
+    device or shape, or a layer's weights were replaced through the layer
+    itself (its :meth:`~torch_geometric_regcn.TSGCNConv.reset_parameters` or
+    :meth:`load_state_dict`); other writes into the weights count as steps.
+    The data is identified by the row checksums of :obj:`x`, :obj:`w` and
+    :obj:`v`
     (:func:`~torch_geometric_regcn.utils.fingerprint.row_checksums`), which
     see every write, also through :obj:`.data` or NumPy: :meth:`refresh` and
     :meth:`inference` reuse the core and :math:`\mathbf{V}^{\top}\mathbf{X}`
@@ -230,6 +233,7 @@ class MiniBatchTSGCN(torch.nn.Module):
         self._cache: Optional[_Graph] = None  # of the last refresh() or inference()
         self._refreshed: Optional[Tensor] = None  # checksums of the refreshed graph
         self._parameters_at_refresh: Optional[Tuple[Any, ...]] = None
+        self._replaced_at_refresh: Optional[Tuple[int, ...]] = None
         self._forgotten_by = reason
 
     def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
@@ -263,6 +267,10 @@ class MiniBatchTSGCN(torch.nn.Module):
         before, now = self._parameters_at_refresh, self._parameter_signature()
         if before is None or [a[0] for a in before] != [b[0] for b in now]:
             return 'the parameters were replaced'
+        replaced = getattr(self, '_replaced_at_refresh', None)
+        if replaced is not None and replaced != self._replacements():
+            return ("a layer's weights were replaced (by its own reset_parameters() or "
+                    "load_state_dict())")
 
         def shape(entry: Tuple[Any, ...]) -> str:
             return 'uninitialised' if entry[3] is None else f'of shape {list(entry[3])}'
@@ -270,8 +278,13 @@ class MiniBatchTSGCN(torch.nn.Module):
         for a, b in zip(before, now):
             if a[1:3] != b[1:3] or (a[3] is not None and a[3] != b[3]):
                 return (f"'{b[0]}' was {a[1]} on {a[2]} {shape(a)} and is now {b[1]} on "
-                        f"{b[2]} {shape(b)}")
+                        f"{b[2]} {shape(b)} (converted or moved since)")
         return None
+
+    def _replacements(self) -> Tuple[int, ...]:
+        r"""How often each layer's weights were replaced rather than updated
+        (:meth:`TSGCNConv.reset_parameters`, its :meth:`load_state_dict`)."""
+        return tuple(getattr(conv, '_replaced', 0) for conv in self.convs)
 
     def _core(self) -> WoodburyCore:
         return WoodburyCore(self.core_lu, self.core_pivots)
@@ -474,6 +487,7 @@ class MiniBatchTSGCN(torch.nn.Module):
             for i, kept in enumerate(rows, 1):
                 setattr(self, f'history_{i}', kept)
             self._parameters_at_refresh, self._forgotten_by = self._parameter_signature(), None
+            self._replaced_at_refresh = self._replacements()
             return self
         if self.summary != 'history':
             raise ValueError("refresh(index=...) updates the rows of mode 'history'; in mode "
@@ -522,8 +536,8 @@ class MiniBatchTSGCN(torch.nn.Module):
         changed = self._changed_parameter()
         if changed is not None:
             raise RuntimeError(f"The summaries of {name} were computed for its parameters as "
-                               f"they were at refresh(), but {changed} (converted or moved "
-                               f"since): call 'model.refresh(x, w, v)' again")
+                               f"they were at refresh(), but {changed}: call "
+                               f"'model.refresh(x, w, v)' again")
         if w.size(1) != self.core_lu.size(0):
             raise ValueError(f"The factors have rank {w.size(1)}, but the model was refreshed "
                              f"with factors of rank {self.core_lu.size(0)}; pass rows of the "
