@@ -180,6 +180,34 @@ def record_key(r: dict) -> str:
                     r.get('device', 'cpu'))
 
 
+def settings(r: dict) -> Tuple:
+    r"""What a stored run was made with beyond its key (:func:`record_key`):
+    :obj:`k`, dropout, weight decay, the starting :math:`(\alpha, \beta)`, the
+    hidden size, and (bilevel routes) the coefficients' learning rate and the
+    patience. Runs stored before the hidden size was recorded used 32."""
+    return (r['k'], r['dropout'], r['weight_decay'], r['alpha0'], r['beta0'],
+            r.get('hidden', 32), r.get('coefficient_lr'), r.get('patience'))
+
+
+def job_settings(job: 'Run') -> Tuple:
+    r""":func:`settings` of the run :obj:`job` would store."""
+    tuned = TUNED[job.dataset]
+    _, on_validation, _, restarts = ROUTES[job.route]
+    alpha, beta = start_point(job)
+    return (tuned.k, tuned.dropout, tuned.weight_decay, alpha, beta, HIDDEN,
+            COEFFICIENT_LR if on_validation else None,
+            PATIENCE if on_validation and restarts else None)
+
+
+def start_point(job: 'Run') -> Tuple[float, float]:
+    r"""The :math:`(\alpha, \beta)` a run starts from (a grid run's point, the
+    tuned one for ``fixed``, the paper's for the routes that learn)."""
+    tuned, paper = TUNED[job.dataset], PAPER_SETTINGS[job.dataset]
+    return (job.point if job.point is not None
+            else (tuned.alpha, tuned.beta) if job.route == 'fixed'
+            else (paper.alpha, paper.beta))
+
+
 def open_cells(path: str) -> ResultStore:
     return ResultStore(path, key=record_key)
 
@@ -235,11 +263,9 @@ def fit_bilevel(model: RegularizerGNN, forward, run, epochs: int, weight_decay: 
 
 def train(data, job: Run, device: torch.device) -> dict:
     r"""One run: the stored record."""
-    tuned, paper = TUNED[job.dataset], PAPER_SETTINGS[job.dataset]
+    tuned = TUNED[job.dataset]
     learns, on_validation, calibrated, restarts = ROUTES[job.route]
-    alpha, beta = (job.point if job.point is not None
-                   else (tuned.alpha, tuned.beta) if job.route == 'fixed'
-                   else (paper.alpha, paper.beta))
+    alpha, beta = start_point(job)
     run = run_split(data, job.seed)
 
     def build(learn: bool) -> RegularizerGNN:
@@ -279,7 +305,7 @@ def train(data, job: Run, device: torch.device) -> dict:
                      param_groups=[{'params': raw, 'weight_decay': 0.0}] if raw else None)
     record = dict(dataset=job.dataset, route=job.route, seed=job.seed, epochs=job.epochs,
                   alpha0=alpha, beta0=beta, k=tuned.k, dropout=tuned.dropout,
-                  weight_decay=tuned.weight_decay, acc=100 * result.accuracy,
+                  weight_decay=tuned.weight_decay, hidden=HIDDEN, acc=100 * result.accuracy,
                   f1=100 * result.f1, val=100 * result.val_accuracy,
                   last_acc=100 * result.last_accuracy, epoch=result.best_epoch,
                   seconds=result.seconds, threads=torch.get_num_threads(), load=load,
@@ -330,7 +356,14 @@ def train_all(stores: List[ResultStore], runs: Sequence[Run], device: torch.devi
     def stored(job: Run) -> bool:
         key = cell_key(job.dataset, route_label(job.route, job.point), job.epochs, job.seed,
                        device.type)
-        return any(key in store for store in stores)
+        found = [store.get(key) for store in stores if key in store]
+        for record in found:  # reused only if made as this run would be
+            if settings(record) != job_settings(job):
+                raise ValueError(f"run {key!r} is stored with (k, dropout, weight decay, "
+                                 f"alpha0, beta0, hidden, coefficient lr, patience) = "
+                                 f"{settings(record)}, but this run would use "
+                                 f"{job_settings(job)}; pass another --cells file")
+        return bool(found)
 
     todo = [job for job in runs if not stored(job)]
     print(f'{len(todo)} of {len(runs)} runs to train on {device}', flush=True)
@@ -415,6 +448,11 @@ def summarize(records: List[dict], rep: Report) -> None:
     for dataset, epochs, device in groups:
         mine = [r for r in records if (r['dataset'], r['epochs'], r.get('device', 'cpu'))
                 == (dataset, epochs, device)]
+        shared = {tuple(settings(r)[i] for i in (0, 1, 2, 5)) for r in mine}
+        if len(shared) > 1:  # routes are compared at one k, dropout, weight decay and size
+            raise ValueError(f"the stored {dataset} runs of {epochs} epochs on {device} were "
+                             f"made with different (k, dropout, weight decay, hidden): "
+                             f"{sorted(shared)}; keep each setting in its own file")
         by_route = {route: sorted((r for r in mine if r['route'] == route),
                                   key=lambda r: r['seed']) for route in ROUTES}
         grid = choose(by_route['grid'])

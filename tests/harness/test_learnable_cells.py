@@ -1,0 +1,52 @@
+"""benchmarks.learnable: a stored run is reused, and routes are summarised
+together, only when they were made with the same settings (the run's key
+names the dataset, route, epochs, seed and device only)."""
+import json
+
+import pytest
+import torch
+
+from benchmarks.learnable import (
+    TUNED,
+    Run,
+    job_settings,
+    open_cells,
+    record_key,
+    settings,
+    summarize,
+    train_all,
+)
+from harness.report import Report
+
+
+def _record(job, **changes):
+    k, dropout, decay, alpha, beta, hidden, coefficient_lr, patience = job_settings(job)
+    record = dict(dataset=job.dataset, route=job.route, seed=job.seed, epochs=job.epochs,
+                  alpha0=alpha, beta0=beta, k=k, dropout=dropout, weight_decay=decay,
+                  hidden=hidden, acc=70.0, f1=60.0, val=70.0, last_acc=70.0, epoch=1,
+                  seconds=1.0, device='cpu')
+    if coefficient_lr is not None:
+        record.update(coefficient_lr=coefficient_lr, patience=patience)
+    record.update(changes)
+    return record
+
+
+def test_a_run_stored_with_other_settings_is_refused(tmp_path):
+    job = Run('CiteSeer', 'bilevel', 0, 500, None)
+    path = tmp_path / 'cells.jsonl'
+    path.write_text(json.dumps(_record(job, k=10)) + '\n')
+    store = open_cells(str(path))
+    assert settings(store.records()[0]) != job_settings(job)
+    with pytest.raises(ValueError, match="stored with .* pass another --cells file"):
+        train_all([store], [job], torch.device('cpu'), 'test')
+    # The same settings: reused, nothing trained (no graph is loaded).
+    path.write_text(json.dumps(_record(job)) + '\n')
+    train_all([open_cells(str(path))], [job], torch.device('cpu'), 'test')
+    assert record_key(_record(job)) == 'CiteSeer__bilevel__e500__0'
+
+
+def test_routes_of_other_settings_are_not_summarised_together():
+    grid = Run('CiteSeer', 'grid', 0, 500, (TUNED['CiteSeer'].alpha, TUNED['CiteSeer'].beta))
+    bilevel = Run('CiteSeer', 'bilevel', 0, 500, None)
+    with pytest.raises(ValueError, match=r'different \(k, dropout, weight decay, hidden\)'):
+        summarize([_record(grid), _record(bilevel, dropout=0.5)], Report())
