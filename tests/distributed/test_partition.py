@@ -105,3 +105,33 @@ def test_an_edge_attribute_as_long_as_the_nodes_stays_with_its_edges():
         assert torch.equal(shard.edge_type, 10 * shard.edge_index[0])
     assert sum(shard.edge_type.numel() for shard in shards) == 4
     assert all('edge_type' not in shard.node_attrs() for shard in shards)
+
+
+def test_attributes_of_the_semantic_edges_follow_them():
+    # Edge attributes went to the first edge set of as many edges: with as
+    # many semantic as graph edges, semantic_edge_weight was reordered by
+    # edge_index's sort, silently. Reference: each edge's own weight.
+    data = _graph()
+    data.semantic_edge_index = data.edge_index.flip(0)[:, torch.randperm(
+        data.edge_index.size(1), generator=torch.Generator().manual_seed(1))]
+    data.semantic_edge_weight = torch.rand(data.semantic_edge_index.size(1))
+    shards = partition(data, 3)
+    merged = type(data)(
+        semantic_edge_index=torch.cat([s.semantic_edge_index for s in shards], dim=1),
+        semantic_edge_weight=torch.cat([s.semantic_edge_weight for s in shards]))
+    assert _edges(merged, 'semantic_edge_index', 'semantic_edge_weight') == _edges(
+        data, 'semantic_edge_index', 'semantic_edge_weight')
+    data.edge_weight = data.edge_weight[:-1]  # one short: was an IndexError, or cut silently
+    with pytest.raises(ValueError, match=r"'data.edge_weight' must have one row per edge"):
+        partition(data, 3)
+
+
+@pytest.mark.parametrize('layout', [torch.sparse_coo, torch.sparse_csr])
+def test_sparse_node_features_are_split_by_rows(layout):
+    # Advanced indexing refused sparse tensors (Flickr's x is sparse CSR).
+    data = _graph()
+    dense = data.x
+    data.x = dense.to_sparse(layout=layout)
+    for shard, reference in zip(partition(data, 3), partition(_graph(), 3)):
+        assert shard.x.layout == layout
+        assert torch.equal(shard.x.to_dense(), reference.x)

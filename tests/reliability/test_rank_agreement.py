@@ -157,8 +157,8 @@ def _cache_on_rank_1(rank, group, g):
         return _lowrank(rank, group, g, cache_dir=_on_rank_1(rank, None, root))
 
 
-def _global_mean(rank, group, g, dtype=torch.float64, shape=()):
-    return global_mean(torch.ones(shape, dtype=dtype), 3, group)
+def _global_mean(rank, group, g, dtype=torch.float64, shape=(), grad=False):
+    return global_mean(torch.ones(shape, dtype=dtype, requires_grad=grad), 3, group)
 
 
 #: Every rank raises the same ValueError, holding each of these strings.
@@ -246,6 +246,10 @@ DISAGREE = {
     'global_mean shape': (lambda rank, group, g: _global_mean(
         rank, group, g, shape=_on_rank_1(rank, (), (2,))),
         ["the shape of 'local_sum'", '(2,) on rank 1']),
+    # a constant zero on a rank without labels: it would skip the backward all-reduces
+    'global_mean gradient': (lambda rank, group, g: _global_mean(
+        rank, group, g, grad=_on_rank_1(rank, True, False)),
+        ["whether 'local_sum' records a gradient", 'False on rank 1']),
 }
 
 #: Rank 1's own check fails before a collective: it raises its error (holding

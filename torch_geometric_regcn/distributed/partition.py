@@ -84,10 +84,13 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     r"""Splits :obj:`data` into :obj:`num_parts` row shards for
     :mod:`torch.distributed` (one per process): shard :math:`p` holds the rows
     of nodes :obj:`bounds[p]` to :obj:`bounds[p + 1] - 1` of every node-level
-    tensor (:obj:`x`, :obj:`y`, masks, ...), the edges of
-    :obj:`edge_index` (with :obj:`edge_weight`, :obj:`edge_attr`) and
-    :obj:`semantic_edge_index` whose first index is one of its nodes, with
-    global node indices, :obj:`data.partition` (a
+    tensor (:obj:`x`, :obj:`y`, masks, ...; sparse ones too), the edges of
+    :obj:`edge_index` and :obj:`semantic_edge_index` whose first index is one
+    of its nodes, with their attributes (one row per edge: :obj:`edge_weight`,
+    :obj:`edge_attr` and any :obj:`edge_*` go with :obj:`edge_index`,
+    :obj:`semantic_edge_*` with :obj:`semantic_edge_index`, another edge
+    attribute with the only edge set of as many edges), with global node
+    indices, :obj:`data.partition` (a
     :class:`~torch_geometric_regcn.distributed.RowPartition`) and
     :obj:`data.node_id`, the index of each row in :obj:`data`. No shard holds
     anything of size :math:`N \times F` or :math:`N \times N`.
@@ -149,13 +152,19 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     node_keys = [key for key, value in data.items()
                  if isinstance(value, Tensor) and key not in known and key not in edge_keys
                  and value.dim() > 0 and value.size(0) == num_nodes]
+    present = [key for key in EDGE_KEYS if key in data and data[key] is not None]
+    owner = {name: _edge_set_of(name, data[name].size(0), present, data) for name in edge_keys}
     edges = {}
     for key, extra in EDGE_KEYS.items():
-        if key not in data or data[key] is None:
+        if key not in present:
             continue
-        count = data[key].size(1)  # the other edge attributes of as many rows go along
-        extra = (*extra, *(name for name in edge_keys if data[name].size(0) == count))
+        count = data[key].size(1)
+        extra = (*extra, *(name for name in edge_keys if owner[name] == key))
         edge_keys = [name for name in edge_keys if name not in extra]
+        for name in extra:  # one row per edge, or the shards would cut them elsewhere
+            if name in data and data[name] is not None and data[name].size(0) != count:
+                raise ValueError(f"'data.{name}' must have one row per edge of "
+                                 f"'data.{key}', {count} (got {data[name].size(0)})")
         index = data[key] if new_id is None else new_id[data[key]]
         order = index[0].argsort(stable=True)
         index = index[:, order]
@@ -174,7 +183,7 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
         rows = torch.arange(start, end) if node_id is None else node_id[start:end]
         shard = Data(num_nodes=end - start)
         for key in node_keys:
-            shard[key] = data[key][rows]
+            shard[key] = _rows(data[key], rows)
         for key, (index, cuts, attrs) in edges.items():
             shard[key] = index[:, cuts[p]:cuts[p + 1]]
             for name, value in attrs.items():
@@ -183,6 +192,31 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
         shard.partition = RowPartition(tuple(bounds), p)
         shards.append(shard)
     return shards
+
+
+def _edge_set_of(name: str, rows: int, present: List[str], data: Data) -> Optional[str]:
+    r"""The edge set an edge attribute belongs to: the one whose name it
+    extends (:obj:`semantic_edge_weight` goes with :obj:`semantic_edge_index`),
+    else the only one of as many edges (:obj:`None` if none; an error where
+    several could own it)."""
+    for key in sorted(present, key=len, reverse=True):  # the longest prefix first
+        if name.startswith(key[:-len('index')]):
+            return key
+    sized = [key for key in present if data[key].size(1) == rows]
+    if len(sized) > 1:
+        raise ValueError(f"'data.{name}' could belong to any of {sized} (as many edges); "
+                         f"name it after its edge set (e.g. 'semantic_edge_{name}' for "
+                         f"'semantic_edge_index')")
+    return sized[0] if sized else None
+
+
+def _rows(value: Tensor, rows: Tensor) -> Tensor:
+    r"""The rows :obj:`rows` of a node attribute, dense or sparse (COO, CSR)."""
+    if value.layout == torch.sparse_coo:
+        return value.index_select(0, rows)
+    if value.layout == torch.sparse_csr:
+        return value.to_sparse_coo().index_select(0, rows).to_sparse_csr()
+    return value[rows]
 
 
 def _shard_path(root: str, rank: int, num_parts: int) -> str:
