@@ -64,7 +64,8 @@ def dice(edge_index: Tensor, y: Tensor, budget: int, seed: int) -> Tensor:
     candidates = undirected_pairs(torch.randint(0, n, (2, 8 * need + 16), generator=gen))
     external = candidates[:, y[candidates[0]] != y[candidates[1]]]
     absent = ~torch.isin(external[0] * n + external[1], pairs[0] * n + pairs[1])
-    added = external[:, absent][:, :need]
+    external = external[:, absent]  # sorted by node (coalesced): drawn from, not cut
+    added = external[:, torch.randperm(external.size(1), generator=gen)[:need]]
     return flip(edge_index, n, added, removed)
 
 
@@ -118,6 +119,9 @@ def prbcd(data: Data, budget: int, seed: int, epochs: int = 125) -> Tensor:
 #: The version of the attacks' settings (the surrogate, PR-BCD's epochs and
 #: block): part of every cached file's name, raised when they change.
 ATTACK_VERSION = 1
+#: The versions of single attacks since, in their files' names instead
+#: (DICE 2: its insertions drawn at random, not the lowest-numbered pairs).
+ATTACK_VERSIONS = {'dice': 2}
 
 
 def perturbed_graph(data: Data, attack: str, fraction: float, seed: int,
@@ -125,15 +129,16 @@ def perturbed_graph(data: Data, attack: str, fraction: float, seed: int,
     r"""The :obj:`edge_index` of :obj:`data` after :obj:`attack` with a budget
     of :obj:`fraction` of its undirected edges, seeded, read from and saved
     to the folder :obj:`cache` when given (files named by the dataset
-    :obj:`name`, its size, the attack, :data:`ATTACK_VERSION`, the fraction
-    and the seed)."""
+    :obj:`name`, its size, the attack, its version (:data:`ATTACK_VERSIONS`,
+    else :data:`ATTACK_VERSION`), the fraction and the seed)."""
     if fraction == 0:
         return data.edge_index
     budget = int(round(fraction * undirected_pairs(data.edge_index).size(1)))
     path = None
     if cache is not None:
         os.makedirs(cache, exist_ok=True)
-        path = os.path.join(cache, f'{name}-{data.num_nodes}-{attack}-v{ATTACK_VERSION}-'
+        version = ATTACK_VERSIONS.get(attack, ATTACK_VERSION)
+        path = os.path.join(cache, f'{name}-{data.num_nodes}-{attack}-v{version}-'
                                    f'{fraction:g}-{seed}.pt')
         if os.path.exists(path):
             return torch.load(path, weights_only=True)
