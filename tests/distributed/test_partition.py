@@ -126,6 +126,25 @@ def test_attributes_of_the_semantic_edges_follow_them():
         partition(data, 3)
 
 
+@pytest.mark.parametrize('count', [50, 101])
+def test_attributes_of_a_smaller_semantic_graph_follow_it(count):
+    # Edge attributes were picked by PyG's rule, by size: the weights of 50
+    # semantic edges were dropped silently, those of 101 (= N) split as node rows.
+    data = _graph()
+    gen = torch.Generator().manual_seed(2)
+    data.semantic_edge_index = torch.randint(0, 101, (2, count), generator=gen)
+    data.semantic_edge_weight = torch.rand(count, generator=gen)
+    shards = partition(data, 3)
+    merged = type(data)(
+        semantic_edge_index=torch.cat([s.semantic_edge_index for s in shards], dim=1),
+        semantic_edge_weight=torch.cat([s.semantic_edge_weight for s in shards]))
+    assert _edges(merged, 'semantic_edge_index', 'semantic_edge_weight') == _edges(
+        data, 'semantic_edge_index', 'semantic_edge_weight')
+    data.semantic_edge_weight = data.semantic_edge_weight[:-1]
+    with pytest.raises(ValueError, match=r"'data.semantic_edge_weight' must have one row"):
+        partition(data, 3)
+
+
 @pytest.mark.parametrize('layout', [torch.sparse_coo, torch.sparse_csr])
 def test_sparse_node_features_are_split_by_rows(layout):
     # Advanced indexing refused sparse tensors (Flickr's x is sparse CSR).

@@ -142,13 +142,13 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
         bounds = RowPartition.even(num_nodes, num_parts).bounds
         node_id = new_id = None
 
-    # Edge-level by PyG's rule (Data.is_edge_attr: 'edge' in the name), then
+    # Edge-level by name ('edge' in it, or PyG's Data.is_edge_attr), then
     # node-level by row count: an edge attribute stays with its edges even
-    # where the graph has as many edges as nodes.
+    # where an edge set has as many edges as the graph has nodes.
     known = set(EDGE_KEYS) | {name for extra in EDGE_KEYS.values() for name in extra}
     edge_keys = [key for key, value in data.items()
                  if isinstance(value, Tensor) and key not in known and value.dim() > 0
-                 and data.is_edge_attr(key)]
+                 and ('edge' in key or data.is_edge_attr(key))]
     node_keys = [key for key, value in data.items()
                  if isinstance(value, Tensor) and key not in known and key not in edge_keys
                  and value.dim() > 0 and value.size(0) == num_nodes]

@@ -208,7 +208,9 @@ def cg_solve(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 100
     Y)` depends (learned coefficients, an explainer's edge mask) receive
     :math:`-\mathbf{G}^{\top} (\partial \mathbf{M} / \partial \theta)
     \mathbf{Y}`, by autograd through one more product. Warns with the
-    achieved residual when :obj:`max_iter` is reached before :obj:`tol`.
+    achieved residual (that of the solution returned) when :obj:`max_iter` is
+    reached before :obj:`tol`, or when the dtype's rounding stops CG above it
+    (see :func:`conjugate_gradient`).
 
     Non-finite input raises :class:`ValueError` (see
     :func:`conjugate_gradient`); a non-finite output gradient gives NaN in

@@ -516,7 +516,9 @@ def block_lanczos(
     :math:`\|\mathbf{S}x_i - \theta_i x_i\| \leq \text{tol} \cdot
     \|\mathbf{S}\|_2` (the spectral norm estimated from the Ritz values) and
     warns with the achieved residual when :obj:`max_iter` cycles are reached
-    first. In float32 a steep filter can push the wanted eigenvalues below
+    first (a problem small enough to be solved densely reports the residual
+    of its pairs, and warns where the dtype's rounding keeps it above
+    :obj:`tol`). In float32 a steep filter can push the wanted eigenvalues below
     rounding, relative to the largest one: when the first cycle shows this,
     or when the residual stops improving for 5 cycles while such rounding
     could explain it, the degree is lowered (at least halved) and the

@@ -275,7 +275,7 @@ class Regularizer(torch.nn.Module):
         \mathbf{Y} / \partial \theta = -\mathbf{M}^{-1} (\partial \mathbf{M}
         / \partial \theta) \mathbf{Y}`, at the cost of one more product with
         :math:`\mathbf{M}` in the backward pass (see
-        :func:`~torch_geometric_regcn.linalg.cg_solve`).
+        :func:`~torch_geometric_regcn.linalg.cg.cg_solve`).
         Every propagation first checks that the raw parameters are finite (one
         synchronisation) and raises :class:`ValueError` naming the coefficient
         where a diverged optimizer step left one NaN or infinite. An

@@ -57,7 +57,7 @@ class IterativeRegularizer(Regularizer):
       :class:`~torch_geometric_regcn.regularizers.penalties.Penalty`) and
       solves the weighted quadratic problem exactly, by conjugate gradient
       with the implicit backward pass
-      (:func:`~torch_geometric_regcn.linalg.cg_solve`, to the layer's
+      (:func:`~torch_geometric_regcn.linalg.cg.cg_solve`, to the layer's
       :obj:`tol`), so the energy never increases. It stops when the relative
       change of :math:`\mathbf{H}` falls to :attr:`irls_tol`, and warns with
       the change reached after :obj:`K` iterations otherwise (once per

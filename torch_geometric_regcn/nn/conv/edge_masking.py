@@ -9,7 +9,7 @@ from torch_geometric.utils import to_edge_index
 
 class EdgeMasking:
     r"""An explainer's edge mask :math:`\mathbf{m}` on the operators of one
-    graph: entry :math:`(i, j)` of an operator is scaled by
+    graph: entry :math:`(i, j)`, :math:`i \neq j`, of an operator is scaled by
 
     .. math::
         \frac{[j \to i]\, m_{j \to i} + [i \to j]\, m_{i \to j}}
@@ -17,8 +17,12 @@ class EdgeMasking:
 
     where :math:`[j \to i]` is one if the edge is a column of
     :obj:`edge_index` (the mean of the masks of the edges present in either
-    direction; one where neither is: self loops, semantic edges), so
-    symmetric operators stay symmetric and conjugate gradient applies. A pair
+    direction; one where neither is, e.g. semantic edges), so symmetric
+    operators stay symmetric and conjugate gradient applies. The diagonal
+    keeps weight one: the mask of a self-loop column of :obj:`edge_index` is
+    ignored, as PyG's explainers leave self loops unmasked (the layer
+    replaces them by its own, and the diagonal of :math:`\mathbf{M}` holds
+    its identity term). A pair
     that :obj:`edge_index` repeats (a multigraph, whose entries the operators
     sum) takes the mean over all its columns, in either direction; for one
     direction this is what PyG's explainers give a layer that passes one

@@ -98,7 +98,8 @@ class RegularizerConv(MessagePassing):
     (through the implicit backward pass of conjugate gradient too). An edge's
     mask scales the operator's entries between its two nodes; as the
     operators are symmetric, the two directions of an edge share the mean of
-    their masks (see :class:`~torch_geometric_regcn.nn.conv.edge_masking.EdgeMasking`).
+    their masks, and self loops keep weight one (see
+    :class:`~torch_geometric_regcn.nn.conv.edge_masking.EdgeMasking`).
     :obj:`"closed"` (dense) and :obj:`"lowrank"` (factors) have no edges to
     mask. The non-quadratic regularisers, which read the graph's weights
     into their incidence matrix, take an edge of mask :math:`m` as an edge
