@@ -156,6 +156,31 @@ def test_rejects_bad_data():
 def test_repr():
     assert repr(LowRankInverse(1.0, 0.2, rank=16)) == \
         "LowRankInverse(alpha=1.0, beta=0.2, rank=16, k=10, which='LA')"
+    # Every argument the factors depend on: PyG compares a pre_transform's repr
+    # with the processed dataset's, and reused factors of another tol silently.
+    assert repr(LowRankInverse(1.0, 0.2, rank=16, tol=1e-6, method='power', seed=3)) == \
+        ("LowRankInverse(alpha=1.0, beta=0.2, rank=16, k=10, which='LA', tol=1e-06, "
+         "method='power', seed=3)")
+
+
+def test_features_of_another_row_count_and_a_graph_without_edge_index():
+    # x of 20 rows in a graph of 25 nodes: the kNN graph left nodes 20-24 out
+    # silently (of 15: the error blamed a semantic_edge_index never passed).
+    ei = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]])
+    for num_nodes in (25, 15):
+        with pytest.raises(ValueError, match=rf"'data.x' has 20 rows but the graph has "
+                                             rf"{num_nodes} nodes"):
+            LowRankInverse(1.0, 0.5, rank=3, progress=False)(
+                Data(x=torch.randn(20, 3), edge_index=ei, num_nodes=num_nodes))
+    # tsGCN-s from a semantic graph alone: no x, no edge_index (an AttributeError).
+    semantic = torch.tensor([[0, 1, 1, 2, 2, 3, 3, 4], [1, 0, 2, 1, 3, 2, 4, 3]])
+    out = LowRankInverse(0.0, 1.0, rank=5, progress=False)(
+        Data(semantic_edge_index=semantic, num_nodes=5))
+    with_x = LowRankInverse(0.0, 1.0, rank=5, progress=False)(
+        Data(x=torch.zeros(5, 1), semantic_edge_index=semantic, num_nodes=5))
+    assert out.lowrank_w.shape == (5, 5)
+    torch.testing.assert_close(out.lowrank_w @ out.lowrank_v.T,
+                               with_x.lowrank_w @ with_x.lowrank_v.T)
 
 
 def test_cora_reaches_paper_accuracy(shared_root):

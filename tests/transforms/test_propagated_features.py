@@ -164,6 +164,17 @@ def test_argument_checks_before_any_work():
     assert repr(PropagateFeatures(2)) == ("PropagateFeatures(hops=2, solver='lowrank', "
                                           "regularizer=TSGCNRegularizer(alpha=1.0, beta=0.2, "
                                           "k=10, K=10, normalize=True))")
+    assert repr(PropagateFeatures(2, tol=1e-8, prefix='h')).endswith(", tol=1e-08, prefix='h')")
+
+
+def test_a_prefix_of_ones_own_never_replaces_an_attribute():
+    # x11 matched the default names x1, x2, ...: prefix='x1' overwrote a
+    # user's x11 silently, where any other prefix of one's own raises.
+    data = Data(x=torch.randn(20, 3, dtype=torch.float64),
+                edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=20)
+    data.x11 = torch.randn(20, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="would overwrite 'data.x11'"):
+        PropagateFeatures(1, solver='cg', regularizer='appnp', prefix='x1')(data)
 
 
 def mlp_inputs(data, keys):

@@ -58,6 +58,7 @@ def test_rejects_bad_input():
     with pytest.raises(ValueError, match="'probes'"):
         ivf_knn_cosine(torch.randn(10, 2), 2, probes=0)
     assert repr(SemanticGraph(7)) == "SemanticGraph(k=7, method='auto')"
+    assert repr(SemanticGraph(7, seed=5)) == "SemanticGraph(k=7, method='auto', seed=5)"
 
 
 def test_ivf_is_reproducible_and_auto_is_exact_on_small_graphs():

@@ -113,19 +113,21 @@ def check_attr_name(name: Any, arg: str, owner: str, hint: str = '') -> str:
 
 
 def check_outputs(data: Data, names: Sequence[str], owner: str, form: Form,
-                  arg: Optional[str] = None) -> None:
+                  arg: Optional[str] = None, chosen: bool = False) -> None:
     r"""Checks, before any work, that :obj:`owner` may write :obj:`names`
     into :obj:`data` as values of :obj:`form`: an absent name (or one set to
     :obj:`None`) is free; under :obj:`owner`'s own default name
     (:func:`owner_of`) a value of :obj:`form` is its earlier output and will
     be replaced, one of another form raises; any other existing attribute
-    raises (the name was chosen with the argument :obj:`arg`).
+    raises (the name was chosen with the argument :obj:`arg`), as does every
+    existing one where :obj:`chosen` says the names are the user's (a prefix
+    of their own may spell a default name: :obj:`x1` + :obj:`1`).
     :math:`O(\text{len(names)})`, reads no tensor data."""
     for name in names:
         if name not in data:
             continue
         value = data[name]
-        default = owner_of(name)
+        default = None if chosen else owner_of(name)
         if default is not None and default[0] == owner:
             if form.holds(value):
                 continue

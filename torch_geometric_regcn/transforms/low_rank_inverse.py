@@ -66,8 +66,11 @@ def _target(data: Data) -> Tuple[torch.dtype, torch.device]:
     r"""The dtype and device of the factors: those of :obj:`data.x` when present."""
     x = data.x
     dtype = x.dtype if x is not None and x.is_floating_point() else torch.get_default_dtype()
-    device = x.device if x is not None else data.edge_index.device
-    return dtype, device
+    if x is not None:
+        return dtype, x.device
+    edges = [data[key] for key in ('edge_index', 'semantic_edge_index')
+             if key in data and isinstance(data[key], Tensor)]
+    return dtype, edges[0].device if edges else torch.device('cpu')
 
 
 def _semantic(data: Data) -> Optional[Tensor]:
@@ -108,6 +111,12 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
         if not num_nodes:
             raise ValueError('The graph is empty (it has no nodes)')
         if data.x is not None:
+            rows = data.x.size(0)
+            expected = num_nodes if part is None else part.num_local
+            if rows != expected:  # the kNN graph would miss nodes, or blame its edges
+                raise ValueError(f"'data.x' has {rows} rows but the graph has {expected} "
+                                 f"nodes{'' if part is None else ' on this shard'} "
+                                 f"(data.num_nodes); give one row per node")
             check_finite('data.x', data.x)
         check_outputs(data, outputs, what, NODE_MATRIX)
         if part is not None:
@@ -382,6 +391,11 @@ class LowRankInverse(BaseTransform):
             max_iter=self.max_iter, method=self.method, seed=self.seed)
 
     def __repr__(self) -> str:
+        # Every argument the factors depend on, those at their default left out:
+        # PyG compares a pre_transform's repr with the processed dataset's.
         group = '' if self.group is None else ', group=...'
+        solver = ''.join(f', {name}={value!r}' for name, value, default in (
+            ('tol', self.tol, 1e-4), ('max_iter', self.max_iter, 100),
+            ('method', self.method, 'lanczos'), ('seed', self.seed, 0)) if value != default)
         return (f'{self.__class__.__name__}(alpha={self.alpha}, beta={self.beta}, '
-                f'rank={self.rank}, k={self.k}, which={self.which!r}{group})')
+                f'rank={self.rank}, k={self.k}, which={self.which!r}{solver}{group})')

@@ -142,7 +142,8 @@ class PropagateFeatures(BaseTransform):
         if x is None:
             raise ValueError("PropagateFeatures needs node features 'data.x'")
         check_node_features(x, 'data.x', finite=False)  # values: block by block below
-        check_outputs(data, self.attr_names, 'PropagateFeatures', NODE_MATRIX, 'prefix')
+        check_outputs(data, self.attr_names, 'PropagateFeatures', NODE_MATRIX, 'prefix',
+                      chosen=self.prefix != 'x')
         num_nodes = x.size(0)
         dtype = solve_dtype(x.dtype)
         graph = build_graph(
@@ -173,6 +174,10 @@ class PropagateFeatures(BaseTransform):
         return data
 
     def __repr__(self) -> str:
+        # As LowRankInverse's: every argument the output depends on, defaults left out.
+        extra = ''.join(f', {name}={value!r}' for name, value, default in (
+            ('tol', self.tol, 1e-6), ('max_iter', self.max_iter, 1000),
+            ('prefix', self.prefix, 'x')) if value != default)
         return (f'{self.__class__.__name__}(hops={self.hops}, solver={self.solver!r}, '
-                f'regularizer={self.regularizer!r})')
+                f'regularizer={self.regularizer!r}{extra})')
 

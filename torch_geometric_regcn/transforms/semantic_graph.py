@@ -125,4 +125,5 @@ class SemanticGraph(BaseTransform):
         return torch.Generator().manual_seed(self.seed)
 
     def __repr__(self) -> str:
-        return f'{self.__class__.__name__}(k={self.k}, method={self.method!r})'
+        seed = '' if self.seed == 0 else f', seed={self.seed}'  # the IVF centroids' draw
+        return f'{self.__class__.__name__}(k={self.k}, method={self.method!r}{seed})'
