@@ -155,6 +155,42 @@ def test_learn_errors():
         RegularizerConv(F, 3, 'gcn', learn=('alpha',))
     reg = TSGCNRegularizer(alpha=1.0).learn('alpha')
     assert reg.learned == ('alpha',) and 'alpha' not in reg.coefficients()
+    with pytest.raises(TypeError, match="'learn' must be a coefficient's name"):
+        RegularizerConv(F, 3, 'appnp', learn=None)
+
+
+def test_a_refused_layer_or_learn_leaves_the_regulariser_as_it_was():
+    # learn() ran before the layer's other checks, and one name at a time:
+    # a refused layer left the caller's instance learning alpha.
+    reg = R.get('signed', alpha=-0.2)
+    with pytest.raises(ValueError, match="directed=True needs solver='series'"):
+        RegularizerConv(F, 3, reg, solver='cg', directed=True, learn=('alpha',))
+    with pytest.raises(TypeError, match="'root_weight' must be True or False"):
+        RegularizerConv(F, 3, reg, root_weight='yes', learn=('alpha',))
+    with pytest.raises(ValueError, match="cannot learn 'K'"):
+        reg.learn('alpha', 'K')
+    assert reg.learned == () and list(reg.parameters()) == [] and reg.alpha == -0.2
+
+
+def test_a_learned_state_the_constructor_refuses_loads_back():
+    # Softplus underflow put tsGCN's learned alpha and beta both on 0, which
+    # the forward computes (the identity) but the constructor refuses: its
+    # state_dict could not be loaded back. Reference: the model that ran.
+    x = torch.randn(12, F, dtype=torch.float64)
+    ring = torch.stack([torch.arange(12), (torch.arange(12) + 1) % 12])
+    ring = torch.cat([ring, ring.flip(0)], dim=1)
+    model = RegularizerGNN(F, 8, 2, regularizer='tsgcn', solver='cg',
+                           learn=('alpha', 'beta')).double()
+    with torch.no_grad():
+        for conv in model.convs:
+            conv.regularizer.raw_alpha.fill_(-800.0)  # softplus: 0 in float64
+            conv.regularizer.raw_beta.fill_(-800.0)
+    assert float(model.regularizer.alpha.detach()) == 0.0
+    expected = model(x, ring, semantic_edge_index=ring)
+    fresh = RegularizerGNN(F, 8, 2, regularizer='tsgcn', solver='cg',
+                           learn=('alpha', 'beta')).double()
+    fresh.load_state_dict(model.state_dict())
+    torch.testing.assert_close(fresh(x, ring, semantic_edge_index=ring), expected)
 
 
 INTERVALS = [(0.0, math.inf), (0.0, 1.0), (-0.5, math.inf), (-2.0, 3.0), (-math.inf, math.inf),

@@ -75,6 +75,18 @@ def test_decayed_coefficients_warn_once_naming_them(make, decay):
     assert found[0].category is UserWarning and found[0].filename == __file__  # the step's line
 
 
+def test_under_warnings_as_errors_every_step_raises():
+    # The optimizer was marked checked before the warning: under "error" the
+    # first step raised and the later ones decayed the coefficients silently.
+    net = model()
+    optimizer = torch.optim.Adam(net.parameters(), weight_decay=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        for _ in range(2):
+            with pytest.raises(UserWarning, match='applies weight_decay=0.5'):
+                train(net, optimizer, steps=1)
+
+
 def test_names_every_raw_parameter_of_every_layer():
     x, ei = setup()
     net = RegularizerGNN(F_IN, 8, 3, num_layers=2, regularizer='jknet', solver='closed',

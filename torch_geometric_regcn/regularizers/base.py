@@ -286,18 +286,20 @@ class Regularizer(torch.nn.Module):
         :meth:`reset_parameters` returns it to the value it was learned from.
         Returns the regulariser."""
         learned = self.__dict__.setdefault('_learned', {})
-        for name in names:
+        for name in names:  # every name checked before anything changes
             if not self.learnable:
                 raise ValueError(f"{type(self).__name__} cannot learn {name!r}: its "
                                  f"coefficients are fixed (it has no learnable coefficients)")
             if name not in self.learnable:
                 raise ValueError(f"{type(self).__name__} cannot learn {name!r}; it can learn "
                                  f"{sorted(self.learnable)}")
-            if name in learned:
-                continue
-            low, high = interval(self.learnable[name], name)
-            raw = self._raw_value(name, getattr(self, name), low, high,
-                                  torch.get_default_dtype())
+        raws = {}
+        for name in dict.fromkeys(names):
+            if name not in learned:
+                low, high = interval(self.learnable[name], name)
+                raws[name] = (self._raw_value(name, getattr(self, name), low, high,
+                                              torch.get_default_dtype()), low, high)
+        for name, (raw, low, high) in raws.items():
             delattr(self, name)
             self.register_parameter(f'raw_{name}', torch.nn.Parameter(raw))
             learned[name] = (low, high)
@@ -360,7 +362,16 @@ class Regularizer(torch.nn.Module):
         pass through a mix the constructor refuses). Nothing changes unless
         every check passes. Learned coefficients set their raw parameters (see
         :meth:`learn`). Returns the regulariser."""
-        self._check_coefficients({**self._values(), **values})
+        return self._set_coefficients(values)
+
+    def _set_coefficients(self, values: Dict[str, Any], at_start: bool = False
+                          ) -> 'Regularizer':
+        r""":meth:`set_coefficients`; with :obj:`at_start`, checked with the
+        learned coefficients at the values they were learned from (a loaded
+        state: learned ones may since have reached values the constructor
+        refuses together, e.g. tsGCN's two zeros by softplus underflow, which
+        the forward computes and a reload must give back)."""
+        self._check_coefficients({**self._values(at_start), **values})
         # Restored if an assignment fails after others (e.g. a learned vector's shape).
         fixed = {name: self.__dict__[name] for name in values if name in self.__dict__}
         raws = {name: self._parameters[f'raw_{name}'].detach().clone() for name in self.learned}
@@ -380,11 +391,18 @@ class Regularizer(torch.nn.Module):
             raise
         return self
 
-    def _values(self) -> Dict[str, Any]:
+    def _values(self, at_start: bool = False) -> Dict[str, Any]:
         r"""Every coefficient's value: the fixed ones, and the learned ones as
-        numbers (lists for vectors)."""
-        return {**self.coefficients(),
-                **{name: getattr(self, name).detach().tolist() for name in self.learned}}
+        numbers (lists for vectors), now or (:obj:`at_start`) when learning
+        began."""
+        starts = self.__dict__.get('_learned_start', {})
+        learned = self.__dict__.get('_learned', {})
+
+        def value(name: str) -> Any:
+            if at_start and name in starts:
+                return constrain(starts[name].double(), *learned[name]).tolist()
+            return getattr(self, name).detach().tolist()
+        return {**self.coefficients(), **{name: value(name) for name in self.learned}}
 
     def _check_coefficients(self, values: Dict[str, Any]) -> None:
         r"""Runs the constructor's checks on :obj:`values` (a fresh instance
@@ -462,8 +480,9 @@ class Regularizer(torch.nn.Module):
         # The constructor's checks on the state as a whole, before anything
         # changes (not one key at a time, whose mixes of old and new values may
         # fail where the whole passes). A TypeError of a check is raised.
-        self.set_coefficients(**{key: value for key, value in state.items()
-                                 if key not in self.learned})  # learned: their parameters
+        self._set_coefficients({key: value for key, value in state.items()
+                                if key not in self.learned}, at_start=True)  # learned: their
+        # parameters, kept in their intervals by their reparametrisation
 
     # -- shared machinery ---------------------------------------------------------
     def check_solver(self, solver: Optional[str]) -> str:

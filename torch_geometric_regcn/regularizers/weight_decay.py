@@ -72,7 +72,6 @@ def _step_pre_hook(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> 
 @compiler_disable(reason="the weight decay check of learned regulariser coefficients runs "
                   "eagerly, before an optimizer's first step")
 def _check(optimizer: torch.optim.Optimizer) -> None:
-    _CHECKED[optimizer] = len(optimizer.param_groups)
     decayed = decayed_coefficients(optimizer)
     if decayed:
         counts = collections.Counter(name for name, _ in decayed)
@@ -89,6 +88,9 @@ def _check(optimizer: torch.optim.Optimizer) -> None:
             f"torch_geometric_regcn.regularizers.param_groups(model, weight_decay="
             f"{decays if ',' not in decays else '<your decay>'}), ...)"),
             UserWarning, stacklevel=None)
+    # Checked once the warning is out: under warnings set to "error" every
+    # step raises, as warn_once does, instead of the first alone.
+    _CHECKED[optimizer] = len(optimizer.param_groups)
 
 
 def decayed_coefficients(optimizer: torch.optim.Optimizer) -> List[Tuple[str, float]]:

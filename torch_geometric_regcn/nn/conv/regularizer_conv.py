@@ -225,12 +225,16 @@ class RegularizerConv(MessagePassing):
         check_stopping_rule(tol, max_iter)
         self.regularizer = get(regularizer, **coefficients)
         self.solver = self.regularizer.check_solver(solver)
-        learn = (learn,) if isinstance(learn, str) else tuple(learn)
+        if isinstance(learn, str):
+            learn = (learn,)
+        elif not isinstance(learn, (list, tuple)) or not all(isinstance(n, str) for n in learn):
+            raise TypeError(f"'learn' must be a coefficient's name or a sequence of them, "
+                            f"e.g. ('alpha', 'beta') (got {learn!r})")
+        learn = tuple(learn)
         if learn and self.solver == 'lowrank':
             raise ValueError("'learn' needs solver 'cg', 'series' or 'closed' (got "
                              "solver='lowrank', whose factors are computed for fixed "
                              "coefficients)")
-        self.regularizer.learn(*learn)
         self.root_weight = check_flag('root_weight', root_weight)
         self.directed = check_flag('directed', directed)
         if self.directed:
@@ -244,6 +248,8 @@ class RegularizerConv(MessagePassing):
                                  f"only ({self.regularizer!r} with solver={self.solver!r} "
                                  f"reads {sorted(self.regularizer.requires(self.solver))})")
         self.cached = check_flag('cached', cached)
+        # Last of the checks: it changes the regulariser, which may be the caller's.
+        self.regularizer.learn(*learn)
         self.tol = float(tol)
         self.max_iter = int(max_iter)
         self._graph_cache = GraphCache()
