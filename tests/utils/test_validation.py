@@ -147,6 +147,11 @@ def test_check_int_bounds_and_messages():
         check_int('n', 1, 2)
     with pytest.raises(ValueError, match=r"^'n' must be an integer \(got nan\)$"):
         check_int('n', float('nan'), None)
+    # Boolean tensors passed operator.index (as 1), NumPy's bool raised a
+    # TypeError, and a one-element 1-D tensor passed as a scalar.
+    for value in (torch.tensor(True), torch.tensor([True]), torch.tensor([3]), np.True_):
+        with pytest.raises(ValueError, match=r"^'n' must be an integer in \[0, 3\]"):
+            check_int('n', value, 0, 3)
 
 
 def test_check_seed_is_the_range_of_manual_seed():

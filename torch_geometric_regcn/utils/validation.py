@@ -126,8 +126,11 @@ def check_int(name: str, value: int, minimum: Optional[int] = 1,
     floats (even whole ones) raise :class:`ValueError`, other types
     :class:`TypeError`."""
     rule = _integer_rule(minimum, maximum)
-    if isinstance(value, bool) or (isinstance(value, numbers.Number)
-                                   and not isinstance(value, numbers.Integral)):
+    if isinstance(value, Tensor) and (value.dtype == torch.bool or value.dim() != 0):
+        raise ValueError(f"'{name}' must be {rule} (got a {value.dtype} tensor of shape "
+                         f"{list(value.shape)}); pass an int or an integer 0-d tensor")
+    if is_boolean(value) or (isinstance(value, numbers.Number)
+                             and not isinstance(value, numbers.Integral)):
         fix = ''
         if isinstance(value, numbers.Real) and not isinstance(value, bool) \
                 and math.isfinite(value) and float(value) == int(value):
