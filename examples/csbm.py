@@ -42,6 +42,12 @@ def main() -> None:
     parser.add_argument('--epochs', type=int, default=200, help='(default: %(default)s)')
     parser.add_argument('--seeds', type=int, default=3, help='(default: %(default)s)')
     args = parser.parse_args()
+    for name in ('nodes', 'epochs', 'seeds'):  # before any work
+        if not getattr(args, name) >= 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer (got "
+                         f"{getattr(args, name)})")
+    if args.nodes < 1600:  # the paper's split: 20 labelled nodes per class, 500 + 1000
+        parser.error(f'--nodes must be at least 1600 (got {args.nodes})')
 
     data = contextual_sbm(args.nodes, num_classes=5, num_features=64, avg_degree=5,
                           homophily=0.6, signal=0.5, seed=0)

@@ -24,6 +24,7 @@ loss averaged over the labelled nodes of all ranks (``global_mean``).
 """
 import argparse
 import datetime
+import math
 import os
 import time
 from contextlib import contextmanager
@@ -66,7 +67,25 @@ def parse_args() -> argparse.Namespace:
                         help='torch threads per process (0: keep torchrun\'s setting)')
     parser.add_argument('--timeout', type=float, default=1800.0,
                         help='seconds a rank waits for its peers in a collective')
-    return parser.parse_args()
+    args = parser.parse_args()
+    for name in ('nodes', 'features', 'k', 'factor_rank', 'epochs'):  # before any work
+        if not getattr(args, name) >= 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer (got "
+                         f"{getattr(args, name)})")
+    if args.classes < 2:
+        parser.error(f'--classes must be at least 2 (got {args.classes})')
+    for name in ('degree', 'timeout'):
+        if not 0 < getattr(args, name) < math.inf:
+            parser.error(f'--{name} must be a finite positive number (got {getattr(args, name)})')
+    for name in ('alpha', 'beta'):
+        if not 0 <= getattr(args, name) < math.inf:
+            parser.error(f'--{name} must be a finite non-negative number '
+                         f'(got {getattr(args, name)})')
+    if not 0 < args.train <= 1:
+        parser.error(f'--train must lie in (0, 1] (got {args.train})')
+    if args.threads < 0:
+        parser.error(f'--threads must be non-negative (got {args.threads})')
+    return args
 
 
 def labelled(node_id: Tensor, share: float) -> Tensor:

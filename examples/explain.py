@@ -28,6 +28,14 @@ def main() -> None:
     parser.add_argument('--explainer-epochs', type=int, default=100,
                         help="GNNExplainer's optimisation steps")
     args = parser.parse_args()
+    for name in ('nodes', 'epochs', 'explainer_epochs'):  # before any work
+        if not getattr(args, name) >= 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer (got "
+                         f"{getattr(args, name)})")
+    if args.nodes < 100:  # 10 labelled nodes per class, a fifth for validation, a third for test
+        parser.error(f'--nodes must be at least 100 (got {args.nodes})')
+    if not 0 <= args.node < args.nodes:
+        parser.error(f'--node must lie in [0, --nodes) = [0, {args.nodes}) (got {args.node})')
 
     torch.manual_seed(0)
     data = paper_split(contextual_sbm(num_nodes=args.nodes, num_classes=4, num_features=16,

@@ -27,6 +27,7 @@ the classes. The script prints
 Lower ``--degree`` to see a graph with many components and isolated nodes.
 """
 import argparse
+import math
 import time
 from typing import List, Tuple
 
@@ -152,6 +153,14 @@ def main() -> None:
     parser.add_argument('--seed', type=int, default=0,
                         help='of the graph, the split and the models (default: %(default)s)')
     args = parser.parse_args()
+    for name in ('nodes', 'classes', 'k', 'epochs'):  # before any work
+        if not getattr(args, name) >= 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer (got "
+                         f"{getattr(args, name)})")
+    if not 0 < args.degree < math.inf:
+        parser.error(f'--degree must be a finite positive number (got {args.degree})')
+    if not 0 <= args.homophily <= 1:
+        parser.error(f'--homophily must lie in [0, 1] (got {args.homophily})')
 
     data = contextual_sbm(args.nodes, num_classes=args.classes, num_features=32,
                           avg_degree=args.degree, homophily=args.homophily, signal=0.0,

@@ -15,6 +15,7 @@ coefficients are never weight-decayed, which would pull them towards
 softplus(0) = 0.69. See docs/learnable.md.
 """
 import argparse
+import math
 import time
 
 import torch
@@ -44,6 +45,15 @@ def main() -> None:
     parser.add_argument('--objective', choices=['validation', 'training'], default='validation',
                         help='the loss the coefficients learn on (default: %(default)s)')
     args = parser.parse_args()
+    for name in ('nodes', 'epochs'):  # before any work
+        if not getattr(args, name) >= 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer (got "
+                         f"{getattr(args, name)})")
+    if args.nodes < 1600:  # the paper's split: 20 labelled nodes per class, 500 + 1000
+        parser.error(f'--nodes must be at least 1600 (got {args.nodes})')
+    for name in ('alpha', 'beta', 'lr'):
+        if not 0 < getattr(args, name) < math.inf:
+            parser.error(f'--{name} must be a finite positive number (got {getattr(args, name)})')
     torch.manual_seed(0)
 
     data = contextual_sbm(args.nodes, num_classes=5, num_features=64, avg_degree=5,

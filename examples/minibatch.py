@@ -36,6 +36,12 @@ def main() -> None:
     parser.add_argument('--epochs', type=int, default=100, help='(default: %(default)s)')
     parser.add_argument('--batch-size', type=int, default=32, help='(default: %(default)s)')
     args = parser.parse_args()
+    for name in ('nodes', 'epochs', 'batch_size'):  # before any work
+        if not getattr(args, name) >= 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer (got "
+                         f"{getattr(args, name)})")
+    if args.nodes < 200:  # 20 labelled nodes per class, a sixth for validation, a third for test
+        parser.error(f'--nodes must be at least 200 (got {args.nodes})')
 
     data = contextual_sbm(args.nodes, num_classes=5, num_features=64, avg_degree=5,
                           homophily=0.6, signal=0.5, seed=0)

@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from harness.cli import positive_int
 from harness.data import OFFLINE, load_paper_dataset
 from harness.methods import TABLE3
 from harness.training import fit
@@ -53,7 +54,7 @@ def run(name: str, model_name: str, data, seed: int, epochs, device: str):
     data = paper_split(data, seed=seed)
     torch.manual_seed(seed)
     model = method.build(data, int(data.y.max()) + 1, PAPER_SETTINGS[name]).to(device)
-    epochs = epochs or method.epochs
+    epochs = method.epochs if epochs is None else epochs
     with progress_bar(epochs, f'{model_name} seed {seed}', 'epoch', leave=False) as bar:
         return fit(model, lambda: method.run(model, data), data, epochs, method.lr,
                    method.weight_decay, on_epoch=lambda _: bar.update())
@@ -66,14 +67,14 @@ def main() -> None:
     parser.add_argument('--model', required=True, type=model_name, choices=list(TABLE3),
                         metavar='MODEL', help=f"one of {', '.join(TABLE3)} (tsGCN (inv): "
                         f"tsgcn-inv; case, spaces and hyphens do not matter)")
-    parser.add_argument('--runs', type=int, default=10,
+    parser.add_argument('--runs', type=positive_int, default=10,
                         help='random splits, one per seed (default: %(default)s)')
-    parser.add_argument('--epochs', type=int, default=None, help="default: the method's")
+    parser.add_argument('--epochs', type=positive_int, default=None, help="default: the method's")
     parser.add_argument('--root', default=None, help='dataset root (default: a copy of '
                         '../shared/data)')
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
                         help='(default: %(default)s)')
-    parser.add_argument('--k', type=int, default=10,
+    parser.add_argument('--k', type=positive_int, default=10,
                         help='neighbours of the semantic graph (default: %(default)s)')
     args = parser.parse_args()
 

@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from harness.cli import non_negative_float, positive_int
 from harness.data import OFFLINE, load_paper_dataset
 from harness.training import fit
 from torch_geometric_regcn import TSGCN, LowRankInverse, SemanticGraph, paper_rank
@@ -35,18 +36,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--dataset', required=True, choices=OFFLINE,
                         help='the datasets whose raw files lie in ../shared/data')
-    parser.add_argument('--runs', type=int, default=10,
+    parser.add_argument('--runs', type=positive_int, default=10,
                         help='random splits, one per seed (default: %(default)s)')
-    parser.add_argument('--epochs', type=int, default=500, help='(default: %(default)s)')
+    parser.add_argument('--epochs', type=positive_int, default=500, help='(default: %(default)s)')
     parser.add_argument('--root', default=None, help='dataset root (default: a copy of '
                         '../shared/data)')
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
                         help='(default: %(default)s)')
-    parser.add_argument('--k', type=int, default=10,
+    parser.add_argument('--k', type=positive_int, default=10,
                         help='neighbours of the semantic graph (default: %(default)s)')
-    parser.add_argument('--alpha', type=float, help="default: the paper's")
-    parser.add_argument('--beta', type=float, help="default: the paper's")
-    parser.add_argument('--p', type=int, help="rank = N // p; default: the paper's")
+    parser.add_argument('--alpha', type=non_negative_float, help="default: the paper's")
+    parser.add_argument('--beta', type=non_negative_float, help="default: the paper's")
+    parser.add_argument('--p', type=positive_int, help="rank = N // p; default: the paper's")
     parser.add_argument('--which', default='LA', choices=['LA', 'LM'],
                         help='eigenvalues kept by LowRankInverse (default: %(default)s)')
     args = parser.parse_args()

@@ -2,8 +2,10 @@
 that use the repository's harness run as modules from the repository root, as do
 the figure scripts of benchmarks/."""
 import ast
+import importlib
 import importlib.util
 import os.path as osp
+import re
 import subprocess
 import sys
 
@@ -80,3 +82,28 @@ def test_figure_script_states_and_takes_its_command_line(name):
     if name != 'capacity_plan' and importlib.util.find_spec('matplotlib') is None:
         pytest.skip('the figure scripts draw with matplotlib (pip install -e ".[docs]")')
     assert run('-m', f'benchmarks.{name}', '--help').startswith(f'usage: {name}.py')
+
+
+@pytest.mark.parametrize('example, argv, message', [
+    ('tsgcn', ['--dataset', 'Cora', '--runs', '0'], 'argument --runs: must be a positive'),
+    ('regularizers', ['--dataset', 'Cora', '--model', 'gcn', '--epochs', '0'],
+     'argument --epochs: must be a positive'),
+    ('minibatch', ['--nodes', '50'], '--nodes must be at least 200'),
+    ('minibatch', ['--batch-size', '0'], '--batch-size must be a positive integer'),
+    ('distributed', ['--train', '0'], r'--train must lie in \(0, 1\]'),
+    ('distributed', ['--classes', '1'], '--classes must be at least 2'),
+    ('explain', ['--node', '500', '--nodes', '200'], r'--node must lie in \[0, --nodes\)'),
+    ('csbm', ['--seeds', '0'], '--seeds must be a positive integer'),
+    ('csbm', ['--nodes', '100'], '--nodes must be at least 1600'),
+    ('laplacian_pe', ['--homophily', '1.5'], r'--homophily must lie in \[0, 1\]'),
+    ('learnable', ['--lr', 'nan'], '--lr must be a finite positive number'),
+])
+def test_bad_arguments_are_named_before_any_work(example, argv, message, monkeypatch, capsys):
+    # They crashed with raw tracebacks, often after the precompute, or printed
+    # a result of zero runs (csbm --seeds 0: nan over 0 seeds).
+    module = importlib.import_module(f'examples.{example}')
+    monkeypatch.setattr(sys, 'argv', [example, *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        module.main()
+    assert exit_info.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
