@@ -161,6 +161,9 @@ def main() -> None:
         parser.error(f'--degree must be a finite positive number (got {args.degree})')
     if not 0 <= args.homophily <= 1:
         parser.error(f'--homophily must lie in [0, 1] (got {args.homophily})')
+    if args.nodes < max(2 * args.classes, args.k + 1):
+        parser.error(f'--nodes must be at least 2 --classes and above --k '
+                     f'(got {args.nodes} for {args.classes} classes and k = {args.k})')
 
     data = contextual_sbm(args.nodes, num_classes=args.classes, num_features=32,
                           avg_degree=args.degree, homophily=args.homophily, signal=0.0,

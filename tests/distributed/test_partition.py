@@ -154,3 +154,14 @@ def test_sparse_node_features_are_split_by_rows(layout):
     for shard, reference in zip(partition(data, 3), partition(_graph(), 3)):
         assert shard.x.layout == layout
         assert torch.equal(shard.x.to_dense(), reference.x)
+
+
+def test_node_attributes_named_after_edges_stay_node_attributes():
+    # Taking 'edge' in a name for an edge attribute refused a per-node
+    # 'edge_count' and dropped an 'in_edge_degree'.
+    data = _graph()
+    data.edge_count = torch.rand(101)
+    data.in_edge_degree = torch.rand(101)
+    shards = partition(data, 3)
+    for key in ('edge_count', 'in_edge_degree'):
+        assert torch.equal(torch.cat([s[key] for s in shards]), data[key])

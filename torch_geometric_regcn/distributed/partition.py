@@ -142,13 +142,14 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
         bounds = RowPartition.even(num_nodes, num_parts).bounds
         node_id = new_id = None
 
-    # Edge-level by name ('edge' in it, or PyG's Data.is_edge_attr), then
-    # node-level by row count: an edge attribute stays with its edges even
-    # where an edge set has as many edges as the graph has nodes.
+    # Edge-level by PyG's rule (Data.is_edge_attr) or as an attribute of the
+    # semantic edges by name, then node-level by row count: an edge attribute
+    # stays with its edges even where an edge set has as many edges as the
+    # graph has nodes.
     known = set(EDGE_KEYS) | {name for extra in EDGE_KEYS.values() for name in extra}
     edge_keys = [key for key, value in data.items()
                  if isinstance(value, Tensor) and key not in known and value.dim() > 0
-                 and ('edge' in key or data.is_edge_attr(key))]
+                 and (key.startswith('semantic_edge_') or data.is_edge_attr(key))]
     node_keys = [key for key, value in data.items()
                  if isinstance(value, Tensor) and key not in known and key not in edge_keys
                  and value.dim() > 0 and value.size(0) == num_nodes]
@@ -195,13 +196,16 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
 
 
 def _edge_set_of(name: str, rows: int, present: List[str], data: Data) -> Optional[str]:
-    r"""The edge set an edge attribute belongs to: the one whose name it
-    extends (:obj:`semantic_edge_weight` goes with :obj:`semantic_edge_index`),
-    else the only one of as many edges (:obj:`None` if none; an error where
-    several could own it)."""
-    for key in sorted(present, key=len, reverse=True):  # the longest prefix first
-        if name.startswith(key[:-len('index')]):
-            return key
+    r"""The edge set an edge attribute belongs to: :obj:`semantic_edge_index`
+    for a :obj:`semantic_edge_*` (its length checked by the caller),
+    :obj:`edge_index` for an :obj:`edge_*` of as many rows, else the only
+    one of as many edges (:obj:`None` if none; an error where several could
+    own it)."""
+    if name.startswith('semantic_edge_') and 'semantic_edge_index' in present:
+        return 'semantic_edge_index'
+    if name.startswith('edge_') and 'edge_index' in present \
+            and data.edge_index.size(1) == rows:
+        return 'edge_index'
     sized = [key for key in present if data[key].size(1) == rows]
     if len(sized) > 1:
         raise ValueError(f"'data.{name}' could belong to any of {sized} (as many edges); "

@@ -40,8 +40,9 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     backward, do not stall in subnormal arithmetic. CG's recurrence for the
     residual drifts from the true one in finite precision, so where it
     reaches :obj:`tol` the true residual is computed (one more product); above
-    :obj:`tol`, CG restarts from it, and stops where a restart no longer
-    halves it (the floor that the dtype's rounding puts on the system). Each
+    :obj:`tol`, CG restarts from it, aiming at :obj:`tol / 2`, and stops where
+    a restart no longer halves it (the floor that the dtype's rounding puts
+    on the system). Each
     iteration costs one sparse matmul, :math:`O(\mathrm{nnz} \cdot F)`.
     Returns a :class:`CGResult`: the solution, its largest relative residual
     and the number of iterations. :obj:`matmul(matrix, p)`,
@@ -96,9 +97,12 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
         residual = float(relative.max()) if b.numel() else 0.0
         if residual <= tol or iteration >= max_iter or residual > restarted / 2:
             break  # converged, out of iterations, or at the floor of the dtype
+        # A restart aims below tol: from a true residual under 2 tol, one that
+        # stopped at tol could not halve it, and CG would give up a step short.
+        target = tol if restarted == math.inf else tol / 2
         restarted = residual
         y, residual, iteration = _iterate(product, y, r, z, p, rz, relative, b_norm, inv_diag,
-                                          tol, max_iter, iteration)
+                                          target, max_iter, iteration)
         r = b - product(y)  # the true residual: the recurrence's drifts in finite precision
     y = y / scale
     return CGResult(y.squeeze(-1) if squeeze else y, residual, iteration)
