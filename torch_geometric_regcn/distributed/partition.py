@@ -87,10 +87,10 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     tensor (:obj:`x`, :obj:`y`, masks, ...; sparse ones too), the edges of
     :obj:`edge_index` and :obj:`semantic_edge_index` whose first index is one
     of its nodes, with their attributes (one row per edge: :obj:`edge_weight`,
-    :obj:`edge_attr` and any :obj:`edge_*` go with :obj:`edge_index`,
-    :obj:`semantic_edge_*` with :obj:`semantic_edge_index`, another edge
-    attribute with the only edge set of as many edges), with global node
-    indices, :obj:`data.partition` (a
+    :obj:`edge_attr` and an :obj:`edge_*` of as many rows go with
+    :obj:`edge_index`, :obj:`semantic_edge_*` with :obj:`semantic_edge_index`,
+    another edge attribute by PyG's rule with the only edge set of as many
+    edges), with global node indices, :obj:`data.partition` (a
     :class:`~torch_geometric_regcn.distributed.RowPartition`) and
     :obj:`data.node_id`, the index of each row in :obj:`data`. No shard holds
     anything of size :math:`N \times F` or :math:`N \times N`.
