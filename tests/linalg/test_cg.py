@@ -129,5 +129,5 @@ def test_the_residual_returned_is_that_of_the_solution(cond):
     assert true <= 2 * max(residual, 1e-6) and residual <= 2 * true
     assert iterations < 5000  # stopped at float32's floor, not at max_iter
     if residual > 1e-6:
-        with pytest.warns(UserWarning, match='restarts no longer lowered it'):
+        with pytest.warns(UserWarning, match='restarts no longer halve it'):
             cg_solve(m.float(), b.float(), 1e-6, 5000)

@@ -42,8 +42,8 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     reaches :obj:`tol` the true residual is computed (one more product); above
     :obj:`tol`, CG restarts from it, aiming at :obj:`tol / 2`, and stops where
     a restart no longer halves it (the floor that the dtype's rounding puts
-    on the system). Each
-    iteration costs one sparse matmul, :math:`O(\mathrm{nnz} \cdot F)`.
+    on the system). Each iteration costs one sparse matmul,
+    :math:`O(\mathrm{nnz} \cdot F)`.
     Returns a :class:`CGResult`: the solution, its largest relative residual
     and the number of iterations. :obj:`matmul(matrix, p)`,
     if given, computes the products (e.g. through a layer's
@@ -147,7 +147,7 @@ def _solve(matrix: Tensor, rhs: Tensor, tol: float, max_iter: int,
     y, residual, iteration = conjugate_gradient(matrix, rhs, tol, max_iter, matmul)
     if residual > tol:
         fix = ("raise 'max_iter' or 'tol'" if iteration >= max_iter else
-               f"restarts no longer lowered it: the rounding of {rhs.dtype} limits this "
+               f"restarts no longer halve it: the rounding of {rhs.dtype} limits this "
                f"system; solve in float64 or raise 'tol'")
         warnings.warn(
             f"Conjugate gradient stopped after {iteration} iterations with relative residual "
