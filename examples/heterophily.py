@@ -26,7 +26,9 @@ the 2-layer protocol with ego/neighbour separation (root_weight=True), the
 same without it, and residual connections with LayerNorm at 4 layers of
 degree 1 (one hop per layer), so that
 --points 2 chooses the separation on validation), and its variants `regcn_dir`
-(one regulariser per edge direction), `regcn_signed` (the signed Laplacian,
+(one regulariser per edge direction), `regcn_sem` (tsGCN's regulariser,
+alpha = beta = 1, its semantic kNN graph beside the topology, with
+separation), `regcn_signed` (the signed Laplacian,
 alpha learned from -0.25) and `regcn_sep` (the GCN regulariser with
 ego/neighbour separation); the baselines MLP, GCN, GraphSAGE, GAT, APPNP,
 GCNII, FAGCN (FAConv), Dir-GCN and Dir-SAGE (DirGNNConv: edge direction as

@@ -323,14 +323,17 @@ class Stack(torch.nn.Module):
                 for child in module:
                     child.reset_parameters()
 
-    def _layer(self, layer: torch.nn.Module, x: Tensor, edge_index: Tensor) -> Tensor:
-        return layer(x, edge_index) if self.graph else layer(x)
+    def _layer(self, layer: torch.nn.Module, x: Tensor, edge_index: Tensor,
+               graph: Dict[str, Tensor]) -> Tensor:
+        return layer(x, edge_index, **graph) if self.graph else layer(x)
 
-    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+    def forward(self, x: Tensor, edge_index: Tensor, **graph: Tensor) -> Tensor:
+        r"""Keyword arguments (e.g. :obj:`semantic_edge_index`) go to every
+        graph layer."""
         if self.encoder is None:
             for i, layer in enumerate(self.layers):
                 x = F.dropout(x, self.dropout, self.training)
-                x = self._layer(layer, x, edge_index)
+                x = self._layer(layer, x, edge_index, graph)
                 if i < len(self.layers) - 1:
                     x = F.relu(x)
         else:
@@ -338,7 +341,7 @@ class Stack(torch.nn.Module):
             x = F.relu(self.encoder(F.dropout(x, self.dropout, self.training)))
             for layer, norm in zip(self.layers, self.norms):
                 h = F.dropout(norm(x), self.dropout, self.training)
-                x = x + F.relu(self._layer(layer, h, edge_index))
+                x = x + F.relu(self._layer(layer, h, edge_index, graph))
             x = F.dropout(self.norms[-1](x), self.dropout, self.training)
             x = self.decoder(x)
         return x if self.propagation is None else self.propagation(x, edge_index)
@@ -494,7 +497,7 @@ REGCN_GRID: Tuple[Config, ...] = ({'residual': False, 'layers': 2},
                                   {'residual': True, 'layers': 4, 'K': 1})
 
 #: The keys of a configuration that go to :class:`RegularizerConv` as they are.
-_REGCN_KEYS = ('regularizer', 'root_weight', 'directed', 'K', 'alpha', 'learn')
+_REGCN_KEYS = ('regularizer', 'root_weight', 'directed', 'K', 'alpha', 'beta', 'learn')
 
 
 def _regcn() -> Callable:
@@ -647,6 +650,12 @@ MODELS: Dict[str, Model] = {
     'regcn_sep': Model('RegCN (gcn, sep)', _regcn(), _graph_inputs,
                        {'layer': 'RegularizerConv', 'regularizer': 'gcn', 'root_weight': True,
                         'directed': False}, STACK_GRID),
+    # tsGCN's regulariser, its semantic kNN graph beside the topology, with
+    # separation: mixing by feature similarity, edges or not (2026-11-29).
+    'regcn_sem': Model('RegCN (tsgcn, sep, semantic)', _regcn(), _semantic_inputs,
+                       {'layer': 'RegularizerConv', 'regularizer': 'tsgcn', 'alpha': 1.0,
+                        'beta': 1.0, 'root_weight': True, 'directed': False,
+                        'semantic_k': SEMANTIC_K}, STACK_GRID, semantic=True),
     'regcn_signed': Model('RegCN (signed, sep)', _regcn(), _graph_inputs,
                           {'layer': 'RegularizerConv', 'regularizer': 'signed', 'alpha': -0.25,
                            'learn': ('alpha',), 'root_weight': True, 'directed': False},

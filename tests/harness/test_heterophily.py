@@ -565,6 +565,7 @@ def test_the_recommended_model_is_the_polynomial_regulariser_separation_chosen()
         GCNRegularizer,
         PolynomialRegularizer,
         SignedLaplacianRegularizer,
+        TSGCNRegularizer,
     )
 
     assert RECOMMENDED == 'regcn'
@@ -574,13 +575,16 @@ def test_the_recommended_model_is_the_polynomial_regulariser_separation_chosen()
     assert [c['root_weight'] for c in configurations('regcn')] == [True, False, True]
     assert [(c['residual'], c['layers']) for c in configurations('regcn')] == \
         [(False, 2), (False, 2), (True, 4)]
-    assert all(c['root_weight'] for name in ('regcn_dir', 'regcn_sep', 'regcn_signed')
-               for c in configurations(name))
+    assert all(c['root_weight'] for name in ('regcn_dir', 'regcn_sep', 'regcn_signed',
+                                             'regcn_sem') for c in configurations(name))
+    assert MODELS['regcn_sem'].semantic and all(
+        (c['alpha'], c['beta']) == (1.0, 1.0) for c in configurations('regcn_sem'))
     dims = Dims(5, 3, 20)
     expected = {'regcn': (PolynomialRegularizer, False, ('gamma',)),
                 'regcn_dir': (PolynomialRegularizer, True, ('gamma',)),
                 'regcn_sep': (GCNRegularizer, False, ()),
-                'regcn_signed': (SignedLaplacianRegularizer, False, ('alpha',))}
+                'regcn_signed': (SignedLaplacianRegularizer, False, ('alpha',)),
+                'regcn_sem': (TSGCNRegularizer, False, ())}
     for name, (cls, directed, learned) in expected.items():
         for config in configurations(name):
             model = MODELS[name].build(dims, config)
