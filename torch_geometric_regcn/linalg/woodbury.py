@@ -322,9 +322,12 @@ class WoodburyCache:
     empty. With a process :obj:`group`, the ranks agree on every call, in
     one all-gather of a few integers, on :func:`factor_arguments` and on
     whether every rank holds its factors' core: if the factors changed on any
-    rank, all of them factorise again, as the core is all-reduced. A caller
-    that agrees on more passes :obj:`agree`, called with this rank's verdict
-    and returning whether every rank's cache holds its core (as
+    rank, all of them factorise again, as the core is all-reduced; and
+    :attr:`last` is kept only where every rank keeps its core (inference
+    tensors on one rank would otherwise leave the ranks' callers on different
+    paths). A caller that agrees on more passes :obj:`agree`, called with
+    this rank's verdicts (whether its cache holds the core, whether it would
+    keep a new one) and returning whether every rank's do (as
     :class:`~torch_geometric_regcn.TSGCNConv` does, within its own
     agreement)."""
     def __init__(self) -> None:
@@ -342,35 +345,37 @@ class WoodburyCache:
 
     def __call__(self, w: Tensor, v: Tensor, from_eigenpairs: bool = False,
                  group: Group = None, *,
-                 agree: Optional[Callable[[bool], bool]] = None) -> WoodburyCore:
+                 agree: Optional[Callable[[bool, bool], Tuple[bool, bool]]] = None
+                 ) -> WoodburyCore:
         key = None  # factorised anew on every call:
         if not (w.requires_grad or v.requires_grad or is_compiling()
                 or torch.is_inference_mode_enabled() or w.is_inference() or v.is_inference()):
             key = (from_eigenpairs, fingerprint(w), fingerprint(v))
         fresh = key is not None and self._core is not None and self._key == key
+        keeps = key is not None
         if group is not None and not is_compiling():  # all recompute if any rank must
-            fresh = (agree or (lambda mine: self._agree(w, v, from_eigenpairs, group, mine)))(
-                fresh)
+            fresh, keeps = (agree or (lambda *mine: self._agree(w, v, from_eigenpairs, group,
+                                                                *mine)))(fresh, keeps)
         self._last_cached = False  # until this call returns a kept core
         if fresh:
             self._last_cached = True
             return self._core
         core = woodbury_core(w, v, from_eigenpairs, group, agreed=True)
         if key is not None:
-            self._core, self._key, self._last_cached = core, key, True
+            self._core, self._key, self._last_cached = core, key, keeps
         return core
 
     @staticmethod
     def _agree(w: Tensor, v: Tensor, from_eigenpairs: bool, group: Group,
-               fresh: bool) -> bool:
+               fresh: bool, keeps: bool) -> Tuple[bool, bool]:
         error, same = None, {}
         try:
             check_factors(w, v, None)
             same = factor_arguments(w, v, from_eigenpairs)
         except (TypeError, ValueError) as failure:
             error = failure
-        votes = agree_arguments(group, 'WoodburyCache', same, error, share=[fresh])
-        return all(flag for (flag,) in votes)
+        votes = agree_arguments(group, 'WoodburyCache', same, error, share=[fresh, keeps])
+        return all(f for f, _ in votes), all(k for _, k in votes)
 
     def __getstate__(self) -> Dict[str, Any]:
         return {**self.__dict__, '_key': None, '_core': None, '_last_cached': False}
@@ -437,7 +442,7 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
         try:
             _check_rows(x, w, v)
             same = {**factor_arguments(w, v, False), "the number of columns of 'x'": x.size(1),
-                    "whether 'core' is given": core is not None}
+                    "the dtype of 'x'": x.dtype, "whether 'core' is given": core is not None}
         except (TypeError, ValueError) as failure:
             error = failure
         agree_arguments(group, 'woodbury_apply', same, error)

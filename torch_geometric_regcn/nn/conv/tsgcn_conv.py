@@ -1,6 +1,6 @@
 r"""The tsGCN layer."""
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -164,8 +164,8 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         h = self._project(x, w, v)
         if core is None:
             core = self._core(x, w, v)
-        elif self.group is not None and not is_compiling():
-            self._agree(x, w, v, None, True)  # this layer's widths, before its all-reduce
+        elif self.group is not None and not is_compiling():  # this layer's widths, before
+            self._agree(x, w, v, None, True, True, given=True)  # its all-reduce
         return self.propagate(h, w, v, core, agreed=True)
 
     def _project(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
@@ -187,7 +187,7 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
                 raise
             error = failure
         if error is not None:
-            self._agree(x, w, v, error, False)  # raises, as on every rank
+            self._agree(x, w, v, error, False, False)  # raises, as on every rank
         return h
 
     def _core(self, x: Tensor, w: Tensor, v: Tensor) -> WoodburyCore:
@@ -197,22 +197,27 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         :class:`~torch_geometric_regcn.TSGCN` passes the core its first layer
         found (:attr:`WoodburyCache.last`) to the later ones."""
         return self._woodbury(w, v, from_eigenpairs=True, group=self.group,
-                              agree=lambda fresh: self._agree(x, w, v, None, fresh))
+                              agree=lambda fresh, keeps: self._agree(x, w, v, None, fresh,
+                                                                     keeps))
 
     def _agree(self, x: Tensor, w: Tensor, v: Tensor, error: Optional[Exception],
-               fresh: bool) -> bool:
+               fresh: bool, keeps: bool, given: bool = False) -> Tuple[bool, bool]:
         r"""With a :obj:`group`: the one collective of :meth:`forward` before
         the all-reduce of :math:`\mathbf{V}^{\top}\mathbf{X}\mathbf{\Theta}`
         (it replaces the :class:`WoodburyCache` vote): every rank's checks
         passed, the ranks hold factors of one width, dtype and device, inputs
-        of one width and layers of one output width and :obj:`scale`, and
-        whether every rank's cache holds its core (returned)."""
+        of one width and dtype, layers of one output width, dtype and
+        :obj:`scale`, and a core passed in (:obj:`given`) on all or none;
+        returns whether every rank's cache holds its core and would keep a
+        new one."""
         same = {} if error is not None else {
             **factor_arguments(w, v, True), "the number of columns of 'x'": x.size(1),
-            "'out_channels'": self.out_channels, "'scale'": self.scale}
+            "the dtype of 'x' and of the layer's weights": (x.dtype, self.lin.weight.dtype),
+            "'out_channels'": self.out_channels, "'scale'": self.scale,
+            "whether 'core' is given": given}
         votes = agree_arguments(self.group, self.__class__.__name__, same, error,
-                                share=[fresh])
-        return all(flag for (flag,) in votes)
+                                share=[fresh, keeps])
+        return all(f for f, _ in votes), all(k for _, k in votes)
 
     def propagate(self, h: Tensor, w: Tensor, v: Optional[Tensor], core: WoodburyCore,
                   summary: Optional[Tensor] = None, *, agreed: bool = False) -> Tensor:
