@@ -386,3 +386,14 @@ def test_moved_progress_constants_keep_their_old_path():
     from torch_geometric_regcn.utils import progress
     with pytest.warns(DeprecationWarning, match='utils.progress.PROGRESS_DELAY'):
         assert module.PROGRESS_DELAY == progress.PROGRESS_DELAY
+
+
+def test_a_shard_without_its_group_is_refused():
+    # One shard of two, without a group: LowRankInverse computed the factors of
+    # its rows alone (where no edge was cut), as SemanticGraph already refused.
+    from torch_geometric_regcn.distributed import partition
+    data = Data(x=torch.randn(40, 3, dtype=torch.float64),
+                edge_index=torch.tensor([[0, 1, 20, 21], [1, 0, 21, 20]]), num_nodes=40)
+    shard = partition(data, 2)[0]
+    with pytest.raises(ValueError, match=r"'data.partition' is part 0 of 2"):
+        LowRankInverse(1.0, 0.0, rank=3, progress=False)(shard)

@@ -104,6 +104,9 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
     try:
         if group is not None:
             part = check_partition(data.partition if 'partition' in data else None, group)
+        elif isinstance(data.partition if 'partition' in data else None, RowPartition) \
+                and data.partition.num_parts > 1:  # else: the factors of its rows alone
+            check_partition(data.partition, None)  # names the missing group
         num_nodes = (data.num_nodes or 0) if part is None else part.num_nodes
         if rank is not None and num_nodes and rank > num_nodes:
             raise ValueError(f"'rank' must not exceed the number of nodes {num_nodes} "
