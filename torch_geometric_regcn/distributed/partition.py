@@ -128,6 +128,26 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     for key in EDGE_KEYS:
         if key in data and data[key] is not None:
             check_edge_index(data[key], num_nodes, name=f'data.{key}')
+    # Edge-level by PyG's rule (Data.is_edge_attr) or as an attribute of the
+    # semantic edges by name, then node-level by row count: an edge attribute
+    # stays with its edges even where an edge set has as many edges as the
+    # graph has nodes.
+    known = set(EDGE_KEYS) | {name for extra in EDGE_KEYS.values() for name in extra}
+    edge_keys = [key for key, value in data.items()
+                 if isinstance(value, Tensor) and key not in known and value.dim() > 0
+                 and (key.startswith('semantic_edge_') or data.is_edge_attr(key))]
+    node_keys = [key for key, value in data.items()
+                 if isinstance(value, Tensor) and key not in known and key not in edge_keys
+                 and value.dim() > 0 and value.size(0) == num_nodes]
+    present = [key for key in EDGE_KEYS if key in data and data[key] is not None]
+    owner = {name: _edge_set_of(name, data[name].size(0), present, data) for name in edge_keys}
+    for key in present:  # one row per edge, or the shards would cut them elsewhere
+        for name in (*EDGE_KEYS[key], *(n for n in edge_keys if owner[n] == key)):
+            if name in data and data[name] is not None \
+                    and data[name].size(0) != data[key].size(1):
+                raise ValueError(f"'data.{name}' must have one row per edge of "
+                                 f"'data.{key}', {data[key].size(1)} (got "
+                                 f"{data[name].size(0)})")
     if method == 'metis':  # the pattern of the operators: every edge set the shards hold
         graph = torch.cat([torch.empty(2, 0, dtype=torch.long)] + [
             data[key].cpu() for key in EDGE_KEYS if key in data and data[key] is not None],
@@ -142,30 +162,12 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
         bounds = RowPartition.even(num_nodes, num_parts).bounds
         node_id = new_id = None
 
-    # Edge-level by PyG's rule (Data.is_edge_attr) or as an attribute of the
-    # semantic edges by name, then node-level by row count: an edge attribute
-    # stays with its edges even where an edge set has as many edges as the
-    # graph has nodes.
-    known = set(EDGE_KEYS) | {name for extra in EDGE_KEYS.values() for name in extra}
-    edge_keys = [key for key, value in data.items()
-                 if isinstance(value, Tensor) and key not in known and value.dim() > 0
-                 and (key.startswith('semantic_edge_') or data.is_edge_attr(key))]
-    node_keys = [key for key, value in data.items()
-                 if isinstance(value, Tensor) and key not in known and key not in edge_keys
-                 and value.dim() > 0 and value.size(0) == num_nodes]
-    present = [key for key in EDGE_KEYS if key in data and data[key] is not None]
-    owner = {name: _edge_set_of(name, data[name].size(0), present, data) for name in edge_keys}
     edges = {}
     for key, extra in EDGE_KEYS.items():
         if key not in present:
             continue
-        count = data[key].size(1)
         extra = (*extra, *(name for name in edge_keys if owner[name] == key))
         edge_keys = [name for name in edge_keys if name not in extra]
-        for name in extra:  # one row per edge, or the shards would cut them elsewhere
-            if name in data and data[name] is not None and data[name].size(0) != count:
-                raise ValueError(f"'data.{name}' must have one row per edge of "
-                                 f"'data.{key}', {count} (got {data[name].size(0)})")
         index = data[key] if new_id is None else new_id[data[key]]
         order = index[0].argsort(stable=True)
         index = index[:, order]
