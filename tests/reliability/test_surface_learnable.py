@@ -147,6 +147,9 @@ def test_gradients_match_the_dense_reference(graph, solver, learn):
             .requires_grad
 
 
+# CG in float32 cannot reach the layer's tol of 1e-12 and says so (it stops at
+# float32's floor, about 1e-7, which the bound below allows for).
+@pytest.mark.filterwarnings('ignore:Conjugate gradient stopped:UserWarning')
 @pytest.mark.parametrize('solver', ['closed', 'cg'])
 def test_autocast_bfloat16_stays_within_its_rounding(graph, solver):
     # Under torch.autocast(bfloat16) the projection XΘ runs in bfloat16 (inputs and
