@@ -107,6 +107,17 @@ def test_an_edge_attribute_as_long_as_the_nodes_stays_with_its_edges():
     assert all('edge_type' not in shard.node_attrs() for shard in shards)
 
 
+def _assert_semantic_weights_follow(data):
+    r"""The shards of :obj:`data` in 3 parts hold every semantic edge once,
+    each with its own :obj:`semantic_edge_weight`."""
+    shards = partition(data, 3)
+    merged = type(data)(
+        semantic_edge_index=torch.cat([s.semantic_edge_index for s in shards], dim=1),
+        semantic_edge_weight=torch.cat([s.semantic_edge_weight for s in shards]))
+    assert _edges(merged, 'semantic_edge_index', 'semantic_edge_weight') == _edges(
+        data, 'semantic_edge_index', 'semantic_edge_weight')
+
+
 def test_attributes_of_the_semantic_edges_follow_them():
     # Edge attributes went to the first edge set of as many edges: with as
     # many semantic as graph edges, semantic_edge_weight was reordered by
@@ -115,12 +126,7 @@ def test_attributes_of_the_semantic_edges_follow_them():
     data.semantic_edge_index = data.edge_index.flip(0)[:, torch.randperm(
         data.edge_index.size(1), generator=torch.Generator().manual_seed(1))]
     data.semantic_edge_weight = torch.rand(data.semantic_edge_index.size(1))
-    shards = partition(data, 3)
-    merged = type(data)(
-        semantic_edge_index=torch.cat([s.semantic_edge_index for s in shards], dim=1),
-        semantic_edge_weight=torch.cat([s.semantic_edge_weight for s in shards]))
-    assert _edges(merged, 'semantic_edge_index', 'semantic_edge_weight') == _edges(
-        data, 'semantic_edge_index', 'semantic_edge_weight')
+    _assert_semantic_weights_follow(data)
     data.edge_weight = data.edge_weight[:-1]  # one short: was an IndexError, or cut silently
     with pytest.raises(ValueError, match=r"'data.edge_weight' must have one row per edge"):
         partition(data, 3)
@@ -134,12 +140,7 @@ def test_attributes_of_a_smaller_semantic_graph_follow_it(count):
     gen = torch.Generator().manual_seed(2)
     data.semantic_edge_index = torch.randint(0, 101, (2, count), generator=gen)
     data.semantic_edge_weight = torch.rand(count, generator=gen)
-    shards = partition(data, 3)
-    merged = type(data)(
-        semantic_edge_index=torch.cat([s.semantic_edge_index for s in shards], dim=1),
-        semantic_edge_weight=torch.cat([s.semantic_edge_weight for s in shards]))
-    assert _edges(merged, 'semantic_edge_index', 'semantic_edge_weight') == _edges(
-        data, 'semantic_edge_index', 'semantic_edge_weight')
+    _assert_semantic_weights_follow(data)
     data.semantic_edge_weight = data.semantic_edge_weight[:-1]
     with pytest.raises(ValueError, match=r"'data.semantic_edge_weight' must have one row"):
         partition(data, 3)

@@ -183,7 +183,8 @@ def test_factors_edited_on_one_rank_refactorise_everywhere():
     # no edit: the cache keys on the numbers). Without the ranks' vote, rank 0
     # alone would all-reduce a new core against rank 1's V^T H (the same
     # shape here): garbage, not a rounding difference. Factors from two
-    # solves to tol 1e-7, outputs of order 1: 1e-6.
+    # solves to tol 1e-7 (their vectors agree to about tol / gap), outputs of
+    # order 1: 1e-5, as the pipeline's loss comparison above.
     results = run_ranks(_edited_on_one_rank, 2, timeout=120.0)
     full = LowRankInverse(ALPHA, BETA, RANK, tol=TOL, progress=False)(_graph())
     torch.manual_seed(0)
@@ -194,5 +195,5 @@ def test_factors_edited_on_one_rank_refactorise_everywhere():
     w[bounds[0]:bounds[1], 0] *= 1 + 1e-9
     expected_second = model(full.x, w, full.lowrank_v).detach()
     for rows, first, second, _ in results:
-        torch.testing.assert_close(first, expected_first[rows], rtol=0, atol=1e-6)
-        torch.testing.assert_close(second, expected_second[rows], rtol=0, atol=1e-6)
+        torch.testing.assert_close(first, expected_first[rows], rtol=0, atol=1e-5)
+        torch.testing.assert_close(second, expected_second[rows], rtol=0, atol=1e-5)

@@ -157,13 +157,14 @@ def test_block_lanczos_solves_small_problems_densely():
     np.testing.assert_allclose(np.sort(pairs.eigenvalues.numpy()),
                                np.linalg.eigvalsh(s.to_dense().numpy()), atol=1e-12)
     # The residual is that of the pairs returned (it was 0.0, converged,
-    # whatever the dtype): in float64 at the rounding of a dense eigh, and in
-    # float32 above a tol of 1e-9, with a warning.
+    # whatever the dtype): in float64 at the rounding of a dense eigh (about
+    # N eps = 7e-15; two evaluations of it differ by as much, so both are only
+    # bounded), and in float32 above a tol of 1e-9, with a warning.
     dense = s.to_dense()
     true = ((dense @ pairs.eigenvectors - pairs.eigenvectors * pairs.eigenvalues).norm(dim=0)
             / pairs.eigenvalues.abs().max()).max()
-    assert pairs.converged and pairs.residual == pytest.approx(float(true), rel=1e-6)
-    assert 0 < pairs.residual < 1e-12
+    assert pairs.converged and float(true) < 1e-12
+    assert 0 < pairs.residual < 1e-12 and pairs.residual <= 10 * float(true) + 1e-14
     with pytest.warns(UserWarning, match=r'densely, to relative residual .*float32'):
         single = block_lanczos(s.float(), 4, tol=1e-9)
     vectors, values = single.eigenvectors.double(), single.eigenvalues.double()

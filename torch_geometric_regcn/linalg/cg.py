@@ -88,33 +88,31 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
 
     y = torch.zeros_like(b)
     r = b.clone()
-    residual, iteration, restarted = 0.0, 0, math.inf
+    iteration, restarted = 0, math.inf
     while True:
-        z = inv_diag * r
-        p = z.clone()
-        rz = (r * z).sum(dim=0)
-        relative = r.norm(dim=0) / b_norm
-        residual = float(relative.max()) if b.numel() else 0.0
+        residual = float((r.norm(dim=0) / b_norm).max()) if b.numel() else 0.0
         if residual <= tol or iteration >= max_iter or residual > restarted / 2:
             break  # converged, out of iterations, or at the floor of the dtype
         # A restart aims below tol: from a true residual under 2 tol, one that
         # stopped at tol could not halve it, and CG would give up a step short.
         target = tol if restarted == math.inf else tol / 2
         restarted = residual
-        y, residual, iteration = _iterate(product, y, r, z, p, rz, relative, b_norm, inv_diag,
-                                          target, max_iter, iteration)
+        y, iteration = _iterate(product, y, r, b_norm, inv_diag, target, max_iter, iteration)
         r = b - product(y)  # the true residual: the recurrence's drifts in finite precision
     y = y / scale
     return CGResult(y.squeeze(-1) if squeeze else y, residual, iteration)
 
 
-def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, z: Tensor, p: Tensor,
-             rz: Tensor, relative: Tensor, b_norm: Tensor, inv_diag: Tensor, tol: float,
-             max_iter: int, iteration: int) -> Tuple[Tensor, float, int]:
-    r"""CG's iterations from the state :obj:`(y, r, z, p, rz)` until the
+def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, b_norm: Tensor,
+             inv_diag: Tensor, tol: float, max_iter: int, iteration: int
+             ) -> Tuple[Tensor, int]:
+    r"""CG's iterations from :obj:`y` and its residual :obj:`r` until the
     recurrence's relative residual reaches :obj:`tol` or :obj:`max_iter`
-    iterations have run in all; returns :obj:`y`, that residual and the
-    iteration count."""
+    iterations have run in all; returns :obj:`y` and the iteration count."""
+    z = inv_diag * r
+    p = z.clone()
+    rz = (r * z).sum(dim=0)
+    relative = r.norm(dim=0) / b_norm
     dtype, residual = r.dtype, float(relative.max())
     while residual > tol and iteration < max_iter:
         iteration += 1
@@ -139,7 +137,7 @@ def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, z: Tenso
             raise ValueError(f"Conjugate gradient diverged at iteration {iteration} (the "
                              f"residual is {residual}); 'matrix' is not positive definite or "
                              f"too badly scaled for {dtype}")
-    return y, residual, iteration
+    return y, iteration
 
 
 def _solve(matrix: Tensor, rhs: Tensor, tol: float, max_iter: int,

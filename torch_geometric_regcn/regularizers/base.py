@@ -194,6 +194,10 @@ class Regularizer(torch.nn.Module):
     #: there, as the signed regulariser's at :math:`\alpha = -1/2`): a learned
     #: value that rounding puts on such an end is refused before any solve
     open_ends: ClassVar[Dict[str, FrozenSet[str]]] = {}
+    #: coefficients fixed at construction, as they decide the regulariser's
+    #: modules (e.g. DAGNN's gate), whose parameters an optimizer may hold: a
+    #: later change, by assignment or a loaded state, is refused
+    structural: ClassVar[FrozenSet[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -345,6 +349,12 @@ class Regularizer(torch.nn.Module):
                 raw.copy_(new)
             return
         if not name.startswith('_') and name != 'training':  # a coefficient: see assignments
+            if name in self.structural and name in self.__dict__ \
+                    and value != self.__dict__[name]:
+                cls = type(self).__name__
+                raise ValueError(f"'{name}' of {cls} is fixed at construction (it decides the "
+                                 f"regulariser's modules, whose parameters an optimizer may "
+                                 f"hold); build a new {cls}({name}={value!r})")
             if name in self.__dict__ and not _UNCHECKED.get():  # changed later: its checks
                 try:
                     self._check_coefficients({**self._values(), name: value})

@@ -320,10 +320,7 @@ class GraphOperators:
         values of a sparse :obj:`edge_index`) where autograd records one: the
         implicit solves (CG's backward) differentiate the operators built
         from them, which they receive no gradient through otherwise."""
-        if not torch.is_grad_enabled():
-            return ()
-        return tuple(t for t in (self.edge_weight, self.edge_index)
-                     if isinstance(t, Tensor) and t.is_floating_point() and t.requires_grad)
+        return wanting_gradients(self.edge_weight, self.edge_index)
 
     def matmul(self, matrix: Tensor, x: Tensor) -> Tensor:
         r"""The product :math:`\mathbf{A}\mathbf{X}` of a sparse operator
@@ -517,6 +514,15 @@ class GraphOperators:
         r"""The identity (sparse COO)."""
         return self.memo('identity',
                          lambda: sparse_identity(self.num_nodes, self.dtype, self.device))
+
+
+def wanting_gradients(*inputs: Any) -> Tuple[Tensor, ...]:
+    r"""The floating-point tensors among :obj:`inputs` that want a gradient,
+    where autograd records one (:obj:`()` under :func:`torch.no_grad`)."""
+    if not torch.is_grad_enabled():
+        return ()
+    return tuple(t for t in inputs
+                 if isinstance(t, Tensor) and t.is_floating_point() and t.requires_grad)
 
 
 def build_graph(regularizer: 'Regularizer', edge_index: Any, num_nodes: int,

@@ -205,22 +205,13 @@ class DAGNNRegularizer(AffineRegularizer):
     """
     name = 'dagnn'
     decoupled = True
+    structural = frozenset({'adaptive'})  # whether the gate exists
 
     def __init__(self, K: int = 10, beta: float = 1.0, adaptive: bool = True) -> None:
         self.K = check_int('K', K)
         self.beta = check_real('beta', beta, 0.0, math.inf)
         self.adaptive = check_flag('adaptive', adaptive)
         self.register_module('gate', Linear(-1, 1) if self.adaptive else None)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == 'adaptive' and 'adaptive' in self.__dict__:
-            value = check_flag('adaptive', value)
-            if value != self.adaptive:
-                raise ValueError(f"'adaptive' of {type(self).__name__} is fixed at "
-                                 f"construction (it decides whether the gate exists, whose "
-                                 f"parameters the optimizer holds); build a new "
-                                 f"{type(self).__name__}(adaptive={value!r})")
-        super().__setattr__(name, value)
 
     m = property(lambda self: (1.0 + self.beta, -self.beta))
 

@@ -17,6 +17,7 @@ from torch_geometric_regcn.regularizers.graph import (
     GraphOperators,
     build_graph,
     check_graph_types,
+    wanting_gradients,
 )
 from torch_geometric_regcn.regularizers.iterative import IterativeRegularizer
 from torch_geometric_regcn.regularizers.registry import get
@@ -317,10 +318,8 @@ class RegularizerConv(MessagePassing):
         inputs = {'edge_index': edge_index, 'edge_weight': edge_weight,
                   **{k: v for k, v in graph.items() if not k.startswith('lowrank_')}}
         cached, dtype = self._graph_cache.graph, solve_dtype(x.dtype)
-        if self.cached and torch.is_grad_enabled() \
-                and 'adj' in self.regularizer.requires(self.solver) and any(
-                    isinstance(t, Tensor) and t.is_floating_point() and t.requires_grad
-                    for t in (edge_index, edge_weight)):
+        if self.cached and 'adj' in self.regularizer.requires(self.solver) \
+                and wanting_gradients(edge_index, edge_weight):
             raise ValueError(f"{self.__class__.__name__}(cached=True) keeps the operators "
                              f"built on its first call, which carry no gradient to a later "
                              f"call's edge weights; to learn or attack the edge weights, use "
