@@ -115,8 +115,10 @@ def test_the_residual_returned_is_that_of_the_solution(cond):
     # CG's recurrence drifts from B - MY in float32: at cond 1e3 it reported
     # 9.5e-7 <= tol, silently, where the solution's residual was 2.7e-5.
     # Reference: the residual of the returned Y in float64. The float32
-    # evaluation of the restarts' residual agrees with it to about 10 %
-    # (rounding of the 400-term products); the bound allows a factor 2.
+    # evaluation of the restarts' residual agrees with it to about 10 % here;
+    # its rounding (400-term products, about sqrt(400) eps32 |M||Y| per entry)
+    # is of the residual's own order at cond 1e3, so the bound allows a
+    # factor 4 (the defect was a factor 28).
     n = 400
     generator = torch.Generator().manual_seed(0)
     q, _ = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64, generator=generator))
@@ -126,7 +128,7 @@ def test_the_residual_returned_is_that_of_the_solution(cond):
     b = torch.randn(n, 2, dtype=torch.float64, generator=generator)
     y, residual, iterations = conjugate_gradient(m.float(), b.float(), tol=1e-6, max_iter=5000)
     true = float(((b - m @ y.double()).norm(dim=0) / b.norm(dim=0)).max())
-    assert true <= 2 * max(residual, 1e-6) and residual <= 2 * true
+    assert true <= 4 * max(residual, 1e-6) and residual <= 4 * true
     assert iterations < 5000  # stopped at float32's floor, not at max_iter
     if residual > 1e-6:
         with pytest.warns(UserWarning, match='restarts no longer halve it'):
