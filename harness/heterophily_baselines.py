@@ -3,7 +3,7 @@ more than a :class:`harness.heterophily.Stack` of PyG layers: GCNII and
 FAGCN as in their papers and PyG's examples, and PyG's Polynormer on one
 full graph with its local-then-global training. GPR-GNN is in
 :mod:`harness.gprgnn`."""
-from typing import Iterable
+from typing import Callable, Iterable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -85,12 +85,30 @@ class FAGCN(_EncodeConvsDecode):
 class FullGraphPolynormer(Polynormer):
     r"""PyG's :class:`~torch_geometric.nn.models.Polynormer` on one full
     graph, called as :obj:`(x, edge_index)`. Polynormer trains in two
-    phases: its local (graph-attention) layers alone first, then with its
-    global linear attention over all nodes on top; :meth:`start_global`
-    switches to the second phase (PyG's flag :obj:`_global`; its examples
-    switch after a number of local epochs). Returns log-probabilities, as
-    Polynormer does: their argmax and class differences are those of the
-    logits, so scores and cross-entropy are unchanged."""
+    phases: its local layers alone first, then with its global linear
+    attention over all nodes on top; :meth:`start_global` switches to the
+    second phase (PyG's flag :obj:`_global`; its examples switch after a
+    number of local epochs). Returns log-probabilities, as Polynormer does:
+    their argmax and class differences are those of the logits, so scores
+    and cross-entropy are unchanged.
+
+    Each local layer :math:`i` (PyG's default, :obj:`local_attn=False`) is
+    :math:`\mathbf{x} \leftarrow \mathrm{Dropout}(\mathrm{ReLU}(\mathrm{BN}(
+    \mathrm{conv}_i(\mathbf{x}) + \mathbf{x}\mathbf{W}_i)))`, gated as
+    :math:`(1 - \beta)\,\mathrm{LN}(\mathrm{ReLU}(\mathbf{x}_{\mathrm{in}}
+    \mathbf{V}_i) \odot \mathbf{x}) + \beta\mathbf{x}`, and the local output
+    is the sum of every layer's; :math:`\mathrm{conv}_i` is a
+    :class:`~torch_geometric.nn.conv.GCNConv`, or :obj:`local_conv(in_channels,
+    out_channels)` where given (the same widths: the input's, then
+    :obj:`heads * hidden_channels`)."""
+    def __init__(self, *args, local_conv: Optional[Callable[[int, int], torch.nn.Module]] = None,
+                 **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if local_conv is not None:
+            self.local_convs = torch.nn.ModuleList(
+                local_conv(conv.in_channels, conv.out_channels) for conv in self.local_convs)
+            self.reset_parameters()
+
     def start_global(self) -> None:
         self._global = True
 

@@ -34,7 +34,7 @@ from harness.heterophily import (
 )
 from harness.heterophily_results import Journal, format_summary, format_table, merge, record
 from harness.training import fit
-from torch_geometric_regcn import SemanticGraph
+from torch_geometric_regcn import RegularizerConv, SemanticGraph
 from torch_geometric_regcn.datasets import contextual_sbm, paper_split
 
 # score() computes the ROC-AUC as a Mann-Whitney count: a sum of (half-)integer
@@ -331,6 +331,37 @@ def test_polynormer_is_pygs_on_one_graph_and_switches_to_global_after_its_local_
         switch(model, epoch, config)
     model.reset_parameters()
     assert not model._global
+
+
+def test_polynormer_with_the_packages_layer_is_polynormer_where_the_layer_is_gcnconv():
+    # Reference: PyG's Polynormer (its local layers GCNConv); RegularizerConv
+    # with the 'gcn' regulariser is GCNConv (one hop of the renormalised
+    # adjacency, then the bias), so the same weights give the same outputs,
+    # in float64 to the rounding of a 2-layer network (1e-12).
+    data = small_graph()
+    config = {**configurations('regcn_polynormer', PROTOCOL._replace(epochs=10))[0],
+              'regularizer': 'gcn', 'learn': ()}
+    del config['K'], config['alpha']
+    torch.manual_seed(0)
+    model = MODELS['regcn_polynormer'].build(Dims(12, 3, 300), config).double().eval()
+    assert all(isinstance(conv, RegularizerConv) for conv in model.local_convs)
+    reference = Polynormer(12, 64, 3, local_layers=2).double().eval()
+    # The regulariser's coefficients (none for 'gcn') are extra state.
+    reference.load_state_dict({key: value for key, value in model.state_dict().items()
+                               if not key.endswith('_extra_state')})
+    x, batch = data.x.double(), torch.zeros(300, dtype=torch.long)
+    for is_global in (False, True):
+        model._global = reference._global = is_global
+        torch.testing.assert_close(model(x, data.edge_index),
+                                   reference(x, data.edge_index, batch), rtol=0, atol=1e-12)
+    # As configured: the learned degree-2 response in each of the 7 layers.
+    model = MODELS['regcn_polynormer'].build(Dims(12, 3, 300),
+                                             configurations('regcn_polynormer')[2])
+    assert len(model.local_convs) == 7
+    for conv in model.local_convs:
+        assert conv.regularizer.name == 'polynomial' and conv.regularizer.gamma.numel() == 3
+        assert conv.regularizer.raw_gamma.requires_grad and not conv.root_weight
+    assert model.local_convs[1].in_channels == model.local_convs[1].out_channels == 64
 
 
 def test_every_model_trains_in_every_configuration_of_its_grid():

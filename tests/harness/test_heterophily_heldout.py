@@ -2,7 +2,7 @@
 on validation alone and is paired by split against the baselines."""
 import json
 
-from benchmarks.heterophily_heldout import chosen, report, stages
+from benchmarks.heterophily_heldout import chosen, report, selection, stages
 from harness.heterophily import configurations
 from harness.heterophily_results import Journal
 
@@ -33,7 +33,7 @@ def test_stages_choose_on_validation_and_pair_by_split(tmp_path):
     journal = Journal(str(path))
     assert chosen(journal, 'actor', 'regcn', grids[2])[0] == 0  # the test score never counts
     point, scores = chosen(journal, 'actor', 'regcn', grids[3])
-    assert point == 2 and scores[3] == 100 * 0.706
+    assert point == 2 and scores.test[3] == 100 * 0.706 and scores.val[3] == 100 * 0.70
     assert chosen(journal, 'actor', 'regcn', [*grids[3], {'layers': 9}]) is None  # not run
     table = report(journal, ['actor']).splitlines()
     first, _, evening_row, current_row = table[2:]
@@ -41,3 +41,30 @@ def test_stages_choose_on_validation_and_pair_by_split(tmp_path):
         in first
     assert '| 50.0 ± 0.0 |' in evening_row
     assert '| 70.9 ± 0.2 | 45.0 ± 0.0 (1) | +25.9 ± 0.2 |' in current_row
+
+
+def test_selection_chooses_the_best_baseline_by_test_by_validation_and_out_of_sample(tmp_path):
+    # RegCN scores 50 on every split. MLP: 60 on split 0, 40 elsewhere (mean
+    # 42); GraphSAGE 41 everywhere, best on validation; GCN (60) never counts
+    # as "other". By test over all splits the MLP is best (-> 50 - 42 = +8);
+    # by validation GraphSAGE (+9); leaving split 0 out GraphSAGE is best on
+    # the other nine (41 > 40), so split 0 scores GraphSAGE's 41, while
+    # leaving out any other split leaves the MLP's mean at (60 + 8 * 40) / 9
+    # = 42.2 > 41, so those splits score the MLP's 40: held-out mean
+    # (41 + 9 * 40) / 10 = 40.1, RegCN +9.9.
+    grid = configurations('regcn')
+    runs = []
+    for s in range(10):
+        for config in grid:
+            runs.append(('actor', 'regcn', config, s, 0.50, 0.5))
+        runs.append(('actor', 'mlp', configurations('mlp')[0], s, 0.60 if s == 0 else 0.40, 0.3))
+        runs.append(('actor', 'sage', configurations('sage')[0], s, 0.41, 0.4))
+        runs.append(('actor', 'gcn', configurations('gcn')[0], s, 0.60, 0.9))
+    path = tmp_path / 'journal.jsonl'
+    _journal(path, runs)
+    row = selection(Journal(str(path)), ['actor']).splitlines()[2]
+    cells = [cell.strip() for cell in row.strip('|').split('|')]
+    assert cells[:2] == ['actor', '50.0 ± 0.0']
+    assert cells[2].startswith('MLP 42.0') and cells[3].startswith('+8.0')
+    assert cells[4].startswith('GraphSAGE 41.0') and cells[5] == '+9.0 ± 0.0'
+    assert cells[6] == '40.1 ± 0.1 (MLP, GraphSAGE)' and cells[7] == '+9.9 ± 0.1'
