@@ -104,3 +104,29 @@ def test_an_entry_next_to_much_larger_ones_is_seen():
     before = fingerprint(w)
     w.numpy()[5] = 1.5
     assert fingerprint(w) != before
+
+
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32, torch.float16, torch.bfloat16,
+                                   torch.int64, torch.uint8, torch.bool])
+def test_a_change_of_one_entry_below_the_rounding_of_the_sums_is_seen(dtype):
+    # The weighted sums round at eps times the largest numbers (1e30 here, or
+    # the dtype's largest); the smallest change of an entry next to them (one
+    # unit in its last place) is far below that, and the exact sums of the
+    # words that store the numbers still see it, in every dtype.
+    if dtype.is_floating_point:
+        big = min(1e30, torch.finfo(dtype).max / 4)
+        x = torch.full((3000,), big, dtype=dtype)
+        x[17] = 1.0
+        edited = x.clone()
+        edited[17] = 1 + torch.finfo(dtype).eps  # the next number after 1
+        assert edited[17] != x[17]
+    elif dtype == torch.bool:
+        x = torch.zeros(3000, dtype=dtype)
+        edited = x.clone()
+        edited[17] = True
+    else:
+        x = torch.full((3000,), 2 ** 62 if dtype == torch.int64 else 200, dtype=dtype)
+        edited = x.clone()
+        edited[17] += 1  # int64: 2^62 + 1 rounds to 2^62 in float64
+    assert fingerprint(edited) != fingerprint(x)
+    assert fingerprint(x) == fingerprint(x.clone())

@@ -46,25 +46,38 @@ def _parts(tensor: Tensor) -> Tuple[Tensor, ...]:
     return (tensor,)
 
 
+def _words(chunk: Tensor) -> Tensor:
+    r"""The exact integer sum, per position, of the 8- or 16-bit words that
+    store :obj:`chunk`'s numbers (one position per word of a number: four
+    for float64, one for float16): a change of any one number changes the
+    sum of a position its change touches. Each word is below :math:`2^{15}`
+    in magnitude, so an int64 sum of up to :math:`2^{48}` of them is exact
+    in any order."""
+    size = chunk.element_size()
+    word = torch.int8 if size == 1 else torch.int16
+    if chunk.dtype == torch.bool:
+        chunk = chunk.view(torch.uint8)
+    return chunk.view(word).view(-1, max(size // 2, 1)).sum(dim=0, dtype=torch.int64)
+
+
 def _content(part: Tensor) -> Tuple[Any, ...]:
     r"""Two weighted sums of :obj:`part`'s numbers, each summed in an order
     that does not depend on the number of threads: blocks of :obj:`_BLOCK`
     numbers (below torch's grain size, so one thread sums a block), weighted
     by position in the block, then the block sums, weighted by the block's
-    index, in float64. A float64 tensor is summed as it is; a float32 one in
-    float32 (no copy), plus the exact integer sum of its bit patterns, which
-    sees a change of any entry however small next to the others; other dtypes
-    are converted to float64 (exact for integers below :math:`2^{53}`)."""
+    index, in float64 (a float32 tensor's blocks in float32, without a copy;
+    other dtypes converted to float64); and the exact integer sums of the
+    words that store them (:func:`_words`), which see a change of any entry
+    however small next to the others."""
     flat = part.detach().reshape(-1)
     dtype = flat.dtype if flat.dtype in (torch.float32, torch.float64) else torch.float64
     total = torch.zeros(2, dtype=torch.float64, device=part.device)
-    bits = torch.zeros((), dtype=torch.int64, device=part.device)
+    words = torch.zeros(max(flat.element_size() // 2, 1), dtype=torch.int64, device=part.device)
     with torch.autocast(part.device.type, enabled=False):
         inner = _weights(_BLOCK, part.device).to(dtype)
         for s in range(0, flat.numel(), _CHUNK):
+            words += _words(flat[s:s + _CHUNK])
             chunk = flat[s:s + _CHUNK].to(dtype)
-            if dtype == torch.float32:  # |pattern| < 2^31: exact in int64 in any order
-                bits += chunk.view(torch.int32).sum(dtype=torch.int64)
             tail = -chunk.numel() % _BLOCK
             if tail:
                 chunk = torch.cat([chunk, chunk.new_zeros(tail)])
@@ -74,18 +87,19 @@ def _content(part: Tensor) -> Tuple[Any, ...]:
             outer = torch.arange(first, first + blocks.size(0), dtype=torch.float64,
                                  device=part.device).mul_(_GOLDEN).frac_().add_(0.5)
             total += torch.stack([(weighted * outer).sum(), weighted.sum()])
-    return (*total.tolist(), int(bits)) if dtype == torch.float32 else tuple(total.tolist())
+    return (*total.tolist(), *words.tolist())
 
 
 def fingerprint(tensor: Any) -> Any:
     r"""A :class:`Fingerprint` of :obj:`tensor` (a dense or sparse tensor),
     equal for two calls when the tensor kept its shape, dtype, device and
     numbers. Its content is two random weighted sums of the numbers (in
-    float64, or in float32 for float32 tensors), and for float32 tensors the
-    exact integer sum of their bit patterns: a change of one entry, however
-    small next to the others, changes that sum, and a move of numbers between
-    positions changes the weighted sums unless they are below the rounding of
-    their block of 1024 numbers. Non-tensors are returned as they are.
+    float64, or in float32 for float32 tensors) and the exact integer sums
+    of the words that store them, in every dtype: a change of one entry,
+    however small next to the others, changes those sums, and a move of
+    numbers between positions changes the weighted sums unless they are
+    below the rounding of their block of 1024 numbers. Non-tensors are
+    returned as they are.
 
     Every sum is taken in an order fixed by the tensor's size, or exactly,
     so the fingerprint does not depend on the number of threads. Cost: two

@@ -428,3 +428,89 @@ def test_weights_replaced_through_a_layer_are_not_summarised_by_old_ones(replace
     model.refresh(x, w, v)
     ref.load_state_dict(model.state_dict())
     torch.testing.assert_close(model(x, w, v), ref(x, w, v), rtol=0, atol=1e-10)
+
+
+def test_an_edit_below_the_rounding_of_the_row_checksums_is_not_reused():
+    # Two feature scales in float32: rewriting the small column changes no
+    # row's weighted sum (1e-6 next to 1e4), but V^T x does change in that
+    # column. Reference: TSGCN (full batch) on the edited data.
+    data = graph(dtype=torch.float32)
+    w, v = data.lowrank_w.float(), data.lowrank_v.float()
+    gen = torch.Generator().manual_seed(3)
+    x = torch.stack([1e4 * (1 + torch.rand(N, generator=gen)),
+                     1e-6 * torch.rand(N, generator=gen)], 1)
+    model = MiniBatchTSGCN(2, 4, 3, num_layers=1)
+    with torch.no_grad():
+        model.convs[0].lin.weight.copy_(torch.tensor([[1e-4, 1e6], [1e-4, -1e6], [0.0, 1e6]]))
+    full = TSGCN(2, 4, 3, num_layers=1)
+    full.load_state_dict(model.state_dict())
+    model.refresh(x, w, v)
+    x[:, 1] = 1e-6 * torch.rand(N, generator=gen)
+    model.refresh(x, w, v)
+    expected = full(x, w, v)
+    # float32 rounding of a product through rank-10 factors: 1e-5 of |out| (~5).
+    torch.testing.assert_close(model.inference(x, w, v), expected, rtol=0,
+                               atol=1e-5 * expected.abs().max().item())
+    torch.testing.assert_close(model.summaries[0], v.T @ x, rtol=1e-5, atol=1e-12)
+
+
+def test_inference_mode_leaves_no_inference_tensors_for_training():
+    # A validation pass under torch.inference_mode() (before the first
+    # refresh(), or refresh() itself in it) must not keep tensors that a later
+    # training step cannot save for backward. Reference: the same step after
+    # a refresh outside inference mode.
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    batch = torch.arange(16)
+    grads = []
+    for where in ('inference', 'refresh', None):
+        model, _ = pair()
+        if where == 'inference':
+            with torch.inference_mode():
+                model.inference(x, w, v)
+        elif where == 'refresh':
+            with torch.inference_mode():
+                model.refresh(x, w, v)
+        if where != 'refresh':
+            model.refresh(x, w, v)
+        assert not model.summary_0.is_inference() and not model.core_lu.is_inference()
+        model.train()
+        model(x[batch], w[batch], v[batch], batch).square().sum().backward()
+        grads.append(model.convs[0].lin.weight.grad)
+    torch.testing.assert_close(grads[0], grads[2], rtol=0, atol=0)
+    torch.testing.assert_close(grads[1], grads[2], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16, torch.float32])
+def test_a_dtype_round_trip_forgets_the_summaries_it_rounded(dtype):
+    # .to(dtype) and back casts the kept core and summaries; the parameters
+    # are float64 again, but the summaries would hold dtype's rounding.
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, ref = pair(num_layers=1)
+    model.refresh(x, w, v)
+    model.to(dtype).double()
+    with pytest.raises(RuntimeError, match=r'no summaries since a dtype conversion'):
+        model(x, w, v)
+    model.refresh(x, w, v)
+    ref.load_state_dict(model.state_dict())  # the weights, rounded by the round trip
+    torch.testing.assert_close(model.eval()(x, w, v), ref(x, w, v), rtol=0, atol=1e-10)
+    model.cpu()  # a move to the same (or another) device keeps them
+    assert model.summary_0 is not None
+
+
+def test_summary_mode_assigned_after_refresh_is_checked():
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, _ = pair()
+    model.refresh(x, w, v)
+    model.summary = 'history'  # mode 'refresh' kept no rows to write into
+    with pytest.raises(RuntimeError, match=r"refreshed in mode 'refresh'.*call "
+                                           r"'model.refresh\(x, w, v\)' again"):
+        model(x[:4], w[:4], v[:4], torch.arange(4))
+    model.summary = 'bogus'
+    with pytest.raises(ValueError, match=r"'summary' must be one of \('refresh', 'history'\)"):
+        model(x[:4], w[:4], v[:4])
+    model.summary = 'history'
+    model.refresh(x, w, v)
+    model.train()(x[:4], w[:4], v[:4], torch.arange(4))  # rows kept: it writes them

@@ -8,7 +8,7 @@ from torch.nn.parameter import is_lazy
 from torch_geometric_regcn.linalg.woodbury import WoodburyCore, woodbury_core
 from torch_geometric_regcn.nn.conv import TSGCNConv
 from torch_geometric_regcn.nn.dropout import dropout
-from torch_geometric_regcn.utils.fingerprint import row_checksums
+from torch_geometric_regcn.utils.fingerprint import fingerprint, row_checksums
 from torch_geometric_regcn.utils.sparse import dense_rows, gather_rows
 from torch_geometric_regcn.utils.validation import (
     check_channels,
@@ -60,9 +60,12 @@ class _Graph(NamedTuple):
     (:obj:`identity`), and the row checksums of the three
     (:obj:`checksums`, :obj:`[N, 3, 2]` float64 on the device of :obj:`x`:
     each row's weighted sum and sum of magnitudes; see
-    :func:`~torch_geometric_regcn.utils.fingerprint.row_checksums`)."""
+    :func:`~torch_geometric_regcn.utils.fingerprint.row_checksums`), and
+    their exact :func:`~torch_geometric_regcn.utils.fingerprint.fingerprint`
+    (:obj:`prints`), which sees an edit below the rounding of a row's sum."""
     identity: Tuple[Any, ...]
     checksums: Tensor
+    prints: Tuple[Any, ...]
     core: WoodburyCore
     first: Tensor  # V^T X, r x F_in, in the factors' dtype on the model's device
 
@@ -234,7 +237,21 @@ class MiniBatchTSGCN(torch.nn.Module):
         self._refreshed: Optional[Tensor] = None  # checksums of the refreshed graph
         self._parameters_at_refresh: Optional[Tuple[Any, ...]] = None
         self._replaced_at_refresh: Optional[Tuple[int, ...]] = None
+        self._summary_at_refresh: Optional[str] = None
         self._forgotten_by = reason
+
+    def _apply(self, fn: Any, recurse: bool = True) -> 'MiniBatchTSGCN':
+        # .to(dtype), .half(), .double() ... cast the kept core and summaries
+        # too: a round trip (float32 -> bfloat16 -> float32) would leave them
+        # rounded with parameters of the dtypes of refresh(), so a cast of
+        # any of them forgets them all (a move to another device keeps them).
+        before = {name: b.dtype for name, b in self._buffers.items() if b is not None}
+        super()._apply(fn, recurse)
+        if any(self._buffers[name] is None or self._buffers[name].dtype != dtype
+               for name, dtype in before.items()):
+            self._forget('a dtype conversion of the model (.to(dtype), .half(), .double(), '
+                         '...)')
+        return self
 
     def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
         # New weights: the summaries of the old ones must not be reused.
@@ -377,20 +394,24 @@ class MiniBatchTSGCN(torch.nn.Module):
         return torch.cat(parts) if parts else torch.zeros(
             0, 3, 2, dtype=torch.float64, device=x.device), total
 
+    @torch.inference_mode(False)  # sets grad mode too: no_grad inside it
     @torch.no_grad()
     def _graph(self, x: Tensor, w: Tensor, v: Tensor, batch_size: int) -> _Graph:
         r"""The core :math:`\mathbf{C}` and :math:`\mathbf{V}^{\top}\mathbf{X}`
         of the whole graph: those of the last :meth:`refresh` or
         :meth:`inference` if :obj:`x`, :obj:`w` and :obj:`v` have their
-        identity and row checksums (any write is seen, also one through
-        :obj:`.data` or a NumPy array), else computed anew. The checksums cost
-        one pass over the three tensors in their own dtype,
-        :math:`O(N (F + 2r))`, against :math:`O(N r (F + r))` for what they
-        save; when the identity differs (nothing to reuse), they are computed
-        in the pass that computes :math:`\mathbf{V}^{\top}\mathbf{X}`. They are
-        compared bit for bit: a sum that depends on the number of threads (a
-        matrix-vector product may) makes a change of the thread count only
-        cost a recomputation."""
+        identity, row checksums and fingerprints (any write is seen, however
+        small, also one through :obj:`.data` or a NumPy array), else computed
+        anew. The checksums and fingerprints cost three passes over the three
+        tensors, :math:`O(N (F + 2r))`, against :math:`O(N r (F + r))` for
+        what they save; when the identity differs (nothing to reuse), the
+        checksums are computed in the pass that computes
+        :math:`\mathbf{V}^{\top}\mathbf{X}`. The checksums are compared bit for
+        bit: a sum that depends on the number of threads (a matrix-vector
+        product may) makes a change of the thread count only cost a
+        recomputation. It runs outside :func:`torch.inference_mode` (as
+        :func:`torch.no_grad`): what it keeps are normal tensors, which a
+        later training step may save for its backward pass."""
         device, num_nodes = self._device(), x.size(0)
         chunks = [(s, min(s + batch_size, num_nodes)) for s in range(0, num_nodes, batch_size)]
         identity = (tuple((t.layout, tuple(t.shape), t.dtype, t.device) for t in (x, w, v)),
@@ -400,16 +421,18 @@ class MiniBatchTSGCN(torch.nn.Module):
         checksums, first = self._scan(x, w, v, chunks, checksums=True, first=not reusable)
         if not bool(checksums[:, 0].isfinite().all()):
             check_node_features(x)  # raises where x holds NaN or infinity (else: overflow)
-        if reusable and torch.equal(cached.checksums, checksums):  # NaN: never equal
-            return cached
+        prints = tuple(fingerprint(t) for t in (x, w, v))
+        if reusable and torch.equal(cached.checksums, checksums) and cached.prints == prints:
+            return cached  # NaN: never equal
         core = WoodburyCore(*(t.to(device) for t in woodbury_core(w, v, from_eigenpairs=True)))
         if first is None:
             first = self._scan(x, w, v, chunks, checksums=False, first=True)[1]
         if not bool(first.isfinite().all()):
             raise ValueError(f"V^T x overflows {w.dtype}: the features are too large; scale "
                              f"them (e.g. normalise the rows)")
-        return _Graph(identity, checksums, core, first)
+        return _Graph(identity, checksums, prints, core, first)
 
+    @torch.inference_mode(False)  # sets grad mode too: no_grad inside it
     @torch.no_grad()
     def _fresh(self, x: Tensor, w: Tensor, v: Tensor, batch_size: int, history: bool
                ) -> Tuple[_Graph, List[Tensor], List[Tensor]]:
@@ -445,6 +468,8 @@ class MiniBatchTSGCN(torch.nn.Module):
             rows.append(kept)
         return graph, summaries, rows
 
+    @torch.inference_mode(False)  # what it keeps may be saved for backward
+    @torch.no_grad()
     def refresh(self, x: Tensor, w: Tensor, v: Tensor, index: Optional[Tensor] = None,
                 batch_size: int = 16384) -> 'MiniBatchTSGCN':
         r"""Recomputes the summaries from the whole graph for the current
@@ -455,9 +480,10 @@ class MiniBatchTSGCN(torch.nn.Module):
         see :func:`~torch_geometric_regcn.linalg.woodbury_core`), every
         summary and, in mode :obj:`"history"`, the hidden rows of all nodes;
         the core and :math:`\mathbf{V}^{\top}\mathbf{X}` are reused only when
-        the row checksums of :obj:`x`, :obj:`w` and :obj:`v` show the data
-        unchanged (one pass in their own dtypes, :math:`O(N (F + 2r))`; a
-        change of the thread count may cause a recomputation). The checksums
+        the row checksums and fingerprints of :obj:`x`, :obj:`w` and :obj:`v`
+        show the data unchanged (three passes, :math:`O(N (F + 2r))`; a
+        change of the thread count may cause a recomputation). What it keeps
+        are normal tensors also when called in :func:`torch.inference_mode`. The checksums
         are kept (48 bytes per node, on the device of :obj:`x`) to verify the
         rows of later batches.
         With :obj:`index` (mode :obj:`"history"` only, after a full refresh),
@@ -488,6 +514,7 @@ class MiniBatchTSGCN(torch.nn.Module):
                 setattr(self, f'history_{i}', kept)
             self._parameters_at_refresh, self._forgotten_by = self._parameter_signature(), None
             self._replaced_at_refresh = self._replacements()
+            self._summary_at_refresh = self.summary
             return self
         if self.summary != 'history':
             raise ValueError("refresh(index=...) updates the rows of mode 'history'; in mode "
@@ -523,6 +550,14 @@ class MiniBatchTSGCN(torch.nn.Module):
         were computed for parameters of the current dtypes, devices and
         shapes, and for factors of :obj:`w`'s rank and dtype."""
         name = type(self).__name__
+        check_choice('summary', self.summary, SUMMARIES,
+                     "'refresh' recomputes the summaries once per epoch, 'history' updates "
+                     "them from each batch's rows")
+        refreshed = getattr(self, '_summary_at_refresh', None)
+        if self.summary_0 is not None and self.summary == 'history' and refreshed == 'refresh':
+            raise RuntimeError(f"{name} was refreshed in mode 'refresh', which keeps no rows, "
+                               f"and its 'summary' is now 'history': call "
+                               f"'model.refresh(x, w, v)' again to keep the rows it writes")
         if self.summary_0 is None:
             if self._forgotten_by is not None:
                 raise RuntimeError(
