@@ -150,3 +150,16 @@ def test_compiled_non_quadratic_layer_equals_eager(data, name, solver):
     with pytest.raises(torch._dynamo.exc.Unsupported, match='non-quadratic.*eagerly'):
         torch.compile(layer, fullgraph=True, backend='eager')(data.x, data.edge_index)
 
+
+
+def test_a_cached_layer_called_eagerly_and_compiled_keeps_its_graph(data):
+    # The cache's fingerprints of the unchanged edge_index must agree however
+    # the layer is called (a compiled reduction sums in another order).
+    for order in ('eager first', 'compiled first'):
+        torch._dynamo.reset()
+        layer = RegularizerConv(F_IN, F_OUT, 'appnp', solver='cg', cached=True, K=3,
+                                tol=1e-12).double()
+        compiled = torch.compile(layer)
+        calls = (layer, compiled) if order == 'eager first' else (compiled, layer)
+        first, second = (call(data.x, data.edge_index) for call in calls)
+        assert_same(second, first)

@@ -130,3 +130,16 @@ def test_a_change_of_one_entry_below_the_rounding_of_the_sums_is_seen(dtype):
         edited[17] += 1  # int64: 2^62 + 1 rounds to 2^62 in float64
     assert fingerprint(edited) != fingerprint(x)
     assert fingerprint(x) == fingerprint(x.clone())
+
+
+def test_a_compiled_caller_prints_a_tensor_as_an_eager_one_does():
+    # Inductor reduces in another order than eager: a fingerprint traced into
+    # a compiled region differed in the last bit, and a cached layer called
+    # eagerly and compiled took its own graph for another.
+    x = torch.randn(5000, 7, dtype=torch.float64)
+
+    def caller(t):
+        return fingerprint(t)
+
+    torch._dynamo.reset()
+    assert torch.compile(caller)(x) == fingerprint(x)

@@ -6,6 +6,8 @@ from typing import Any, Dict, NamedTuple, Tuple
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.utils.compat import compiler_disable
+
 # Weights of the sums, one vector per length and device, drawn once.
 _WEIGHTS: Dict[Tuple[int, torch.device], Tensor] = {}
 # Numbers converted to float64 at a time (8 MiB), and the numbers one thread
@@ -90,6 +92,8 @@ def _content(part: Tensor) -> Tuple[Any, ...]:
     return (*total.tolist(), *words.tolist())
 
 
+@compiler_disable(reason="fingerprints run eagerly: a compiled reduction sums in another order, "
+                         "so an eager and a compiled call would print one tensor differently")
 def fingerprint(tensor: Any) -> Any:
     r"""A :class:`Fingerprint` of :obj:`tensor` (a dense or sparse tensor),
     equal for two calls when the tensor kept its shape, dtype, device and
@@ -109,7 +113,10 @@ def fingerprint(tensor: Any) -> Any:
     synchronisation with the device; a layer calls it once per input per
     call, next to propagations that cost a multiple of that. Two fingerprints
     of a tensor that holds NaN are never equal (NaN is unequal to itself),
-    so such a tensor is never taken for the cached one."""
+    so such a tensor is never taken for the cached one. It runs eagerly
+    under :func:`torch.compile` (a graph break): a compiled reduction would
+    sum in another order, and a layer called both ways would take its own
+    graph for another."""
     if not isinstance(tensor, Tensor):
         return tensor
     content = tuple(x for part in _parts(tensor) for x in _content(part))
