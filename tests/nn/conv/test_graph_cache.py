@@ -116,3 +116,48 @@ def test_a_cached_layer_refuses_edge_weights_that_want_a_gradient(solver):
     plain = conv('appnp', solver=solver)
     plain.load_state_dict(cached.state_dict())
     torch.testing.assert_close(cached(x, ei, weight), plain(x, ei, weight))
+
+
+def test_a_cached_layer_rebuilds_when_its_regulariser_reads_another_input():
+    # tsGCN at beta = 0 reads the topology alone; after beta = 0.2 it reads
+    # the semantic graph too. Reference: the same layer uncached.
+    from torch_geometric_regcn import RegularizerConv
+    x, ei = setup()
+    semantic = ei.flip(0)[:, ::2].contiguous()
+    for change in ('assign', 'set_coefficients'):
+        torch.manual_seed(0)
+        cached = RegularizerConv(x.size(1), 4, 'tsgcn', solver='closed', alpha=1.0, beta=0.0,
+                                 cached=True).double()
+        uncached = RegularizerConv(x.size(1), 4, 'tsgcn', solver='closed', alpha=1.0,
+                                   beta=0.0).double()
+        uncached.load_state_dict(cached.state_dict())
+        cached(x, ei, semantic_edge_index=semantic)
+        for module in (cached, uncached):
+            if change == 'assign':
+                module.regularizer.beta = 0.2
+            else:
+                module.regularizer.set_coefficients(beta=0.2)
+        torch.testing.assert_close(cached(x, ei, semantic_edge_index=semantic),
+                                   uncached(x, ei, semantic_edge_index=semantic),
+                                   rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize('name, solver', [('appnp', 'cg'), ('appnp', 'series'),
+                                          ('tsgcn', 'closed'), ('elastic', 'emp')])
+def test_a_graph_cached_in_inference_mode_is_rebuilt_for_training(name, solver):
+    # A first call in torch.inference_mode() (a sanity check before training)
+    # built operators that a training step could not save for backward.
+    # Reference: the gradient of a layer whose first call was under no_grad.
+    x, ei = setup()
+    grads = []
+    for context in (torch.no_grad, torch.inference_mode):
+        torch.manual_seed(0)
+        model = layer(name, solver=solver, cached=True)
+        with context():
+            model(x, ei)
+        model(x, ei).square().sum().backward()
+        grads.append(model.lin.weight.grad)
+        with torch.inference_mode():  # kept for inference, built for training
+            model(x, ei)
+        assert not model._graph_cache.inference
+    torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=0)

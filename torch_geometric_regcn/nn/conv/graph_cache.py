@@ -1,6 +1,6 @@
 r"""The graph that a layer built with :obj:`cached=True` keeps, and the check
 that it is called on that graph again."""
-from typing import Any, Dict, Optional
+from typing import Any, Dict, FrozenSet, Optional
 
 import torch
 from torch import Tensor
@@ -30,20 +30,29 @@ class GraphCache:
     synchronisation with the device each; an input that differs from the
     stored one as stored is compared once more, moved to the stored device
     (for a COO matrix, coalesced), by its fingerprint without the dtype.
-    The operators are a cache: copies and pickles of the owner start empty."""
+    The operators are a cache: copies and pickles of the owner start empty.
+    With them it keeps what the regulariser read when they were built
+    (:obj:`needs`, its :meth:`~torch_geometric_regcn.regularizers.Regularizer.requires`)
+    and whether they were built in :func:`torch.inference_mode`
+    (:obj:`inference`), which the owner compares before reusing them."""
     def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        r"""Forgets the graph."""
         self.graph: Optional[GraphOperators] = None
         self._inputs: Dict[str, Any] = {}
         self._prints: Dict[str, Any] = {}
         self._canonical: Dict[str, Any] = {}
+        self.needs: FrozenSet[str] = frozenset()
+        self.inference = False
 
-    def clear(self) -> None:
-        r"""Forgets the graph."""
-        self.graph, self._inputs, self._prints, self._canonical = None, {}, {}, {}
-
-    def store(self, graph: GraphOperators, num_nodes: int, inputs: Dict[str, Any]) -> None:
+    def store(self, graph: GraphOperators, num_nodes: int, inputs: Dict[str, Any],
+              needs: FrozenSet[str] = frozenset({'adj'})) -> None:
         r"""Keeps :obj:`graph`, built from :obj:`inputs` of :obj:`num_nodes`
-        nodes, and the fingerprints of the inputs as they are now."""
+        nodes for a regulariser that reads :obj:`needs`, and the
+        fingerprints of the inputs as they are now."""
+        self.needs, self.inference = needs, torch.is_inference_mode_enabled()
         inputs = {'num_nodes': num_nodes, **inputs}
         self.graph, self._inputs = graph, inputs
         self._prints = {name: fingerprint(value) for name, value in inputs.items()}
@@ -72,7 +81,8 @@ class GraphCache:
 
     def __getstate__(self) -> Dict[str, Any]:
         # Sparse CSR operators cannot be copied; copies and pickles rebuild them.
-        return {'graph': None, '_inputs': {}, '_prints': {}, '_canonical': {}}
+        return {'graph': None, '_inputs': {}, '_prints': {}, '_canonical': {},
+                'needs': frozenset(), 'inference': False}
 
 
 def _on_device(value: Tensor, device: torch.device) -> Tensor:
@@ -81,15 +91,19 @@ def _on_device(value: Tensor, device: torch.device) -> Tensor:
 
 def _canonical(value: Any, printed: Any = None) -> Any:
     r"""What two inputs that hold the same graph share: the fingerprint of
-    the tensor without its dtype (equal integers in another integer dtype
-    are the same graph; floating-point numbers are summed in their own
-    dtype, so another one differs), a COO matrix coalesced first;
+    the tensor without its dtype, integers as int64 (equal integers in
+    another integer dtype are the same graph; floating-point numbers are
+    printed in their own dtype, so another one differs), a COO matrix
+    coalesced first;
     non-tensors as they are.
     :obj:`printed` is :obj:`value`'s fingerprint, when already taken."""
     if not isinstance(value, Tensor):
         return value
     if value.layout == torch.sparse_coo and not value.is_coalesced():
-        printed = fingerprint(value.coalesce())
-    elif printed is None:
+        value, printed = value.coalesce(), None
+    if value.layout == torch.strided and not value.is_floating_point() \
+            and value.dtype != torch.int64:  # the words of int64 indices
+        value, printed = value.long(), None
+    if printed is None:
         printed = fingerprint(value)
     return printed._replace(dtype=None)

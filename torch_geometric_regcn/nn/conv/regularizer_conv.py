@@ -324,9 +324,16 @@ class RegularizerConv(MessagePassing):
                              f"built on its first call, which carry no gradient to a later "
                              f"call's edge weights; to learn or attack the edge weights, use "
                              f"cached=False (or detach them)")
+        needs = self.regularizer.requires(self.regularizer.check_solver(self.solver))
         if self.cached and cached is not None:
             self._graph_cache.check(self.__class__.__name__, x.size(0), inputs)
-            if (cached.dtype, cached.device) == (dtype, x.device):
+            # Kept unless the layer was cast or moved (.double(), .to(device)),
+            # its regulariser now reads other inputs (tsGCN's beta from 0 to
+            # > 0 adds the semantic graph), or it was built in inference mode
+            # (its tensors cannot be saved for a later backward pass).
+            if (cached.dtype, cached.device) == (dtype, x.device) \
+                    and self._graph_cache.needs == needs \
+                    and (self._graph_cache.inference <= torch.is_inference_mode_enabled()):
                 if cached.lowrank is not None:
                     w, v = graph.get('lowrank_w'), graph.get('lowrank_v')
                     if w is None or v is None:
@@ -335,8 +342,7 @@ class RegularizerConv(MessagePassing):
                     check_factors(w, v, x.size(0), ('lowrank_w', 'lowrank_v'))
                     cached.lowrank = (w, v)
                 return cached
-            # The layer was cast or moved (.double(), .to(device)) since the graph
-            # was cached: the same graph is built again in the new dtype and device.
+            # Else the same graph is built again, for what is needed now.
         ops = build_graph(self.regularizer, edge_index, x.size(0), edge_weight,
                           dtype, x=x, solver=self.solver, **graph)
         if self.cached and cached is not None:
@@ -348,7 +354,7 @@ class RegularizerConv(MessagePassing):
                 f"first layer); pass 'semantic_edge_index=' (see SemanticGraph), or set "
                 f"cached=True to keep the first call's (each layer warns once)"))
         if self.cached:
-            self._graph_cache.store(ops, x.size(0), inputs)
+            self._graph_cache.store(ops, x.size(0), inputs, needs)
         return ops
 
     def forward(self, x: Tensor, edge_index: Any, edge_weight: Optional[Tensor] = None,
