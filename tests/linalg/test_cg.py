@@ -133,3 +133,30 @@ def test_the_residual_returned_is_that_of_the_solution(cond):
     if residual > 1e-6:
         with pytest.warns(UserWarning, match='restarts no longer halve it'):
             cg_solve(m.float(), b.float(), 1e-6, 5000)
+
+
+def test_a_second_derivative_in_b_is_right_and_in_params_raises():
+    # Reference: the dense solve under autograd. In B the backward pass's
+    # solve runs under autograd, so a Hessian-vector product through it is
+    # right (to CG's tolerance); in theta the implicit formula holds Y
+    # fixed, so it raises instead of returning -1.39 for +4.70.
+    n = 6
+    gen = torch.Generator().manual_seed(0)
+    a = torch.rand(n, n, dtype=torch.float64, generator=gen)
+    dense = a @ a.T + n * torch.eye(n, dtype=torch.float64)
+    b = torch.randn(n, 2, dtype=torch.float64, generator=gen, requires_grad=True)
+    v = torch.randn(n, 2, dtype=torch.float64, generator=gen)
+
+    def hvp(solve):
+        (grad,) = torch.autograd.grad(solve(b).pow(3).sum(), b, create_graph=True)
+        return torch.autograd.grad((grad * v).sum(), b)[0]
+
+    torch.testing.assert_close(hvp(lambda rhs: cg_solve(dense.to_sparse_csr(), rhs, 1e-13)),
+                               hvp(lambda rhs: torch.linalg.solve(dense, rhs)),
+                               rtol=1e-9, atol=1e-11)
+    theta = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    y = cg_solve(dense.to_sparse_csr(), b, 1e-12, 100, lambda m, z: theta * (m @ z), (theta,))
+    with pytest.raises(RuntimeError, match=r"second derivative \(create_graph=True\).*"
+                                           r"solver='closed'"):
+        torch.autograd.grad(y.square().sum(), theta, create_graph=True)
+    torch.autograd.grad(y.square().sum(), theta)  # the first derivative is fine

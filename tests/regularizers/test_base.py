@@ -276,3 +276,64 @@ def test_subclasses_without_named_arguments_still_load_their_state():
         layer.regularizer.alpha = 2.0  # an attribute set after construction
         other.load_state_dict(layer.state_dict())
         assert other.regularizer.coefficients() == layer.regularizer.coefficients()
+
+
+class _Tikhonov(R.Regularizer):
+    r"""A user's regulariser written as docs/framework.md says (``operator()``
+    only): :math:`\mathbf{M} = (1 + \gamma)\mathbf{I} - \gamma\hat{\mathbf{A}}`,
+    its strength a learnable coefficient or a submodule's parameter."""
+    name = None  # not registered
+    learnable = {'gamma': 'positive'}
+
+    def __init__(self, gamma: float = 2.0, submodule: bool = False) -> None:
+        super().__init__()
+        self.gamma = gamma
+        self.strength = torch.nn.Linear(1, 1, bias=False) if submodule else None
+        if submodule:
+            torch.nn.init.constant_(self.strength.weight, gamma)
+
+    def operator(self, graph):
+        from torch_geometric_regcn.linalg.graph_operator import linear_combination
+        g = self.gamma if self.strength is None else self.strength.weight.reshape(())
+        return linear_combination([graph.identity(), graph.adj], [1 + g, -g])
+
+
+@pytest.mark.parametrize('submodule', [False, True])
+def test_a_users_operator_gets_the_gradient_of_what_it_reads_by_every_solver(submodule):
+    # Reference: 'closed' (a dense solve, plain autograd). CG's implicit
+    # backward passed on only the coefficients of operator_terms(), so a
+    # learned coefficient or a submodule's parameter read by operator() got
+    # None; 'series' held its step 1/||M|| constant. float64, CG to 1e-12 and
+    # 400 series terms (the error shrinks as (1 - 1/5)^K): agreement to 1e-8.
+    x = h_in().requires_grad_()
+    grads = {}
+    for solver in ('closed', 'cg', 'series'):
+        reg = _Tikhonov(submodule=submodule).double()
+        if not submodule:
+            reg.learn('gamma')
+        reg.K = 400
+        graph = operators(reg)
+        out = reg.propagate(x, graph, solver, tol=1e-12)
+        param = reg.strength.weight if submodule else reg.raw_gamma
+        grads[solver] = torch.autograd.grad(out.square().sum(), (param, x))
+    for solver in ('cg', 'series'):
+        for got, expected in zip(grads[solver], grads['closed']):
+            torch.testing.assert_close(got, expected, rtol=1e-8, atol=1e-10)
+
+
+def test_the_default_series_differentiates_its_step():
+    # K = 5 terms stop far from M^-1 X, so the step omega = 1/||M||_inf,
+    # which depends on gamma, matters. Reference: a central finite
+    # difference in float64 (step 1e-6: truncation ~1e-12, rounding ~1e-10).
+    reg = _Tikhonov().learn('gamma').double()
+    reg.K = 5
+    graph = operators(reg)
+    x = h_in()
+    (auto,) = torch.autograd.grad(reg.series(x, graph).sum(), reg.raw_gamma)
+    raw, eps, values = reg.raw_gamma.detach().clone(), 1e-6, []
+    for sign in (1, -1):
+        with torch.no_grad():
+            reg.raw_gamma.copy_(raw + sign * eps)
+            values.append(reg.series(x, graph).sum())
+    finite = (values[0] - values[1]) / (2 * eps)
+    torch.testing.assert_close(auto, finite.reshape(auto.shape), rtol=1e-6, atol=1e-8)

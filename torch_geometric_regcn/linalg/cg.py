@@ -187,6 +187,12 @@ class _CGSolve(torch.autograd.Function):
             # one more product M(θ) Y. Where θ is a graph input (edge weights), that
             # runs through the operator's construction, which the rest of the
             # backward pass may cross again: it is kept.
+            if torch.is_grad_enabled():  # create_graph=True: a second derivative
+                raise RuntimeError(
+                    "cg_solve's backward pass is differentiable in the right-hand side "
+                    "only: a second derivative (create_graph=True) with respect to what "
+                    "the product reads (learned coefficients, edge weights, an edge mask) "
+                    "is not supported; use solver='closed' (dense autograd) for it")
             y = ctx.saved_tensors[0]
             with torch.enable_grad():
                 product = ctx.matmul(ctx.matrix, y.detach())
@@ -195,6 +201,28 @@ class _CGSolve(torch.autograd.Function):
             grads = tuple(next(found) if need else None
                           for need in ctx.needs_input_grad[5:])
         return (None, solved, None, None, None, *grads)
+
+
+class _FirstOrder(torch.autograd.Function):
+    r"""The identity, whose backward pass refuses to be differentiated."""
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, what: str) -> Tensor:
+        ctx.what = what
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], None]:
+        if torch.is_grad_enabled():
+            raise RuntimeError(f"{ctx.what} is differentiable once: a second derivative "
+                               f"(create_graph=True) through it is not supported")
+        return grad, None
+
+
+def first_order(x: Tensor, what: str) -> Tensor:
+    r""":obj:`x` itself, through a node whose backward pass raises
+    :class:`RuntimeError` naming :obj:`what` under :obj:`create_graph=True`:
+    for results whose gradient is right and whose second derivative is not."""
+    return _FirstOrder.apply(x, what) if x.requires_grad else x
 
 
 def cg_solve(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 1000,
@@ -212,7 +240,11 @@ def cg_solve(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 100
     \mathbf{Y}`, by autograd through one more product. Warns with the
     achieved residual (that of the solution returned) when :obj:`max_iter` is
     reached before :obj:`tol`, or when the dtype's rounding stops CG above it
-    (see :func:`conjugate_gradient`).
+    (see :func:`conjugate_gradient`). Under :obj:`create_graph=True` the
+    backward pass is differentiable again in :math:`\mathbf{B}` (its solve
+    runs under autograd); with :obj:`params` that want a gradient it raises
+    :class:`RuntimeError` (the implicit formula holds :math:`\mathbf{Y}`
+    fixed, so its derivative would be wrong).
 
     Non-finite input raises :class:`ValueError` (see
     :func:`conjugate_gradient`); a non-finite output gradient gives NaN in

@@ -27,7 +27,7 @@ from torch_geometric_regcn.linalg.woodbury import GAIN_ACCURACY
 from torch_geometric_regcn.regularizers import weight_decay
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.utils.compat import compiler_disable
-from torch_geometric_regcn.utils.sparse import diagonal, spectral_bound
+from torch_geometric_regcn.utils.sparse import absolute_row_sums, diagonal, spectral_bound
 
 #: Every solver name: the quadratic regularisers' (:obj:`"closed"`, :obj:`"series"`,
 #: :obj:`"cg"`, :obj:`"lowrank"`), then the non-quadratic ones' (:obj:`"irls"`
@@ -226,11 +226,21 @@ class Regularizer(torch.nn.Module):
 
     def cached_operator(self, graph: GraphOperators) -> Tensor:
         r""":meth:`operator`, built once per graph (on every call while
-        coefficients are learned)."""
-        if self.learned:
+        coefficients are learned, or while its submodules' parameters want a
+        gradient: :meth:`trainable_parameters`)."""
+        if self.learned or (torch.is_grad_enabled() and self.trainable_parameters()):
             return self.operator(graph)
         return graph.memo((self, 'operator'), lambda: self.operator(graph),
                           version=self.assignments)
+
+    def trainable_parameters(self) -> Tuple[Tensor, ...]:
+        r"""The parameters of the regulariser's submodules that want a
+        gradient (not the raw parameters of learned coefficients): what a
+        user's :meth:`operator` may read besides the coefficients. An
+        operator that reads them is built on every call, and CG's implicit
+        backward differentiates it with respect to them."""
+        raws = {id(p) for p in self.learned_parameters()}
+        return tuple(p for p in self.parameters() if p.requires_grad and id(p) not in raws)
 
     @property
     def assignments(self) -> int:
@@ -521,9 +531,14 @@ class Regularizer(torch.nn.Module):
         r"""A :obj:`K`-term Neumann series :math:`\omega \sum_{k<K} (\mathbf{I} -
         \omega\mathbf{M})^k \mathbf{B}\mathbf{X}` with :math:`\omega =
         1 / \|\mathbf{M}\|_\infty`, which converges for any symmetric positive
-        definite :math:`\mathbf{M}`."""
+        definite :math:`\mathbf{M}`; its gradient includes that of
+        :math:`\omega` where :math:`\mathbf{M}` depends on parameters."""
         matrix = self.cached_operator(graph)
-        omega = 1.0 / spectral_bound(matrix)
+        omega: Union[float, Tensor] = 1.0 / spectral_bound(matrix)
+        if matrix.requires_grad and torch.is_grad_enabled():
+            # omega depends on M (its learned coefficients, edge weights): the
+            # same number, differentiable, so the gradient is the output's.
+            omega = 1.0 / absolute_row_sums(matrix).max()
         term = omega * self.numerator(x, graph)
         out = term
         for _ in range(self.K - 1):
@@ -625,7 +640,8 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
     matrix = regularizer.cached_operator(graph)
     if solver == 'closed':  # dense O(N^3): small graphs and tests only
         return closed_solve(matrix.to_dense(), rhs, regularizer)
-    params = graph.propagate_params + graph.differentiable_inputs()
+    params = graph.propagate_params + graph.differentiable_inputs() + (
+        regularizer.trainable_parameters() if matrix.requires_grad else ())
     return cg_solve(matrix, rhs, tol, max_iter, graph.matmul if params else graph.propagate,
                     params)
 
@@ -773,5 +789,12 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
         index = torch.arange(graph.num_nodes, device=rhs.device).expand(2, -1)
         matrix = torch.sparse_coo_tensor(index, diag, (graph.num_nodes,) * 2,
                                          check_invariants=False).to_sparse_csr()
-    params = tuple(own.values()) + graph.propagate_params + graph.differentiable_inputs()
+    # What the matrices read besides the coefficients: the submodules'
+    # parameters, and the learned ones themselves where operator_terms() is
+    # the default [(1, operator())] (a user's operator() that reads them).
+    read = any(m is not None and m.requires_grad for _, m in terms)
+    default_terms = type(regularizer).operator_terms is Regularizer.operator_terms
+    params = (tuple(own.values()) + graph.propagate_params + graph.differentiable_inputs()
+              + (regularizer.trainable_parameters() if read else ())
+              + (regularizer.learned_parameters() if default_terms else ()))
     return cg_solve(matrix, rhs, tol, max_iter, product, params)

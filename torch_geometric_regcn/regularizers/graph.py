@@ -26,6 +26,7 @@ from torch_geometric_regcn.distributed.collectives import (
 )
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
 from torch_geometric_regcn.knn import knn_graph_cosine
+from torch_geometric_regcn.linalg.cg import first_order
 from torch_geometric_regcn.linalg.directed_adjacency import DIRECTIONS, directed_adjacency
 from torch_geometric_regcn.linalg.graph_operator import (
     Edges,
@@ -302,6 +303,12 @@ class GraphOperators:
         agree_arguments(self.group, 'GraphOperators', same, error)
         self.partition = partition if group is not None else None
         self.num_nodes = num_nodes
+        if isinstance(edge_weight, Tensor) and edge_weight.requires_grad \
+                and torch.is_grad_enabled():
+            # torch's autograd through the values of a sparse CSR matrix, which
+            # the operators are built from, gives a wrong second derivative.
+            edge_weight = first_order(edge_weight, "The gradient with respect to "
+                                                   "'edge_weight' (through sparse operators)")
         self.edge_index, self.edge_weight, self.dtype = edge_index, edge_weight, dtype
         self.semantic_edge_index, self.x = semantic_edge_index, x
         self.lowrank = lowrank

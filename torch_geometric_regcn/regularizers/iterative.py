@@ -6,7 +6,7 @@ from typing import Any, Callable, ClassVar, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.linalg.cg import cg_solve
+from torch_geometric_regcn.linalg.cg import cg_solve, first_order
 from torch_geometric_regcn.linalg.incidence import Incidence, normalized_incidence
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
@@ -263,4 +263,6 @@ def _cg(product: Callable[[Tensor], Tensor], diag: Tensor, rhs: Tensor, tol: flo
         moved = product(fixed)
         if moved.requires_grad:
             y = y - cg_solve(matrix, moved - moved.detach(), tol, max_iter, matmul)
+            # Its gradient holds the weights' derivative; a second one is wrong.
+            y = first_order(y, "The IRLS step's implicit gradient")
     return y

@@ -87,24 +87,28 @@ def diagonal(matrix: Tensor) -> Tensor:
     return out.index_add_(0, row[on_diagonal], coo.values()[on_diagonal])
 
 
-def spectral_bound(matrix: Tensor) -> float:
-    r"""The largest absolute row sum :math:`\|\mathbf{M}\|_\infty`, an upper
-    bound on the spectral radius of the square :obj:`matrix` (dense, COO or
-    CSR). A :obj:`matrix` with NaN entries, which has no bound, raises a
-    :class:`ValueError`."""
+def absolute_row_sums(matrix: Tensor) -> Tensor:
+    r"""The sums :math:`\sum_j |m_{ij}|` of each row of the square
+    :obj:`matrix` (dense, COO or CSR), differentiable in its values."""
     check_matrix('matrix', matrix, square=True)
+    zeros = torch.zeros(matrix.size(0), dtype=matrix.dtype, device=matrix.device)
     if matrix.layout == torch.sparse_csr:
         counts = matrix.crow_indices().diff()
         rows = torch.repeat_interleave(torch.arange(matrix.size(0), device=counts.device),
                                        counts)
-        sums = torch.zeros(matrix.size(0), dtype=matrix.dtype, device=matrix.device)
-        sums.index_add_(0, rows, matrix.values().abs())
-    elif matrix.layout == torch.sparse_coo:
+        return zeros.index_add(0, rows, matrix.values().abs())
+    if matrix.layout == torch.sparse_coo:
         matrix = matrix.coalesce()
-        sums = torch.zeros(matrix.size(0), dtype=matrix.dtype, device=matrix.device)
-        sums.index_add_(0, matrix.indices()[0], matrix.values().abs())
-    else:
-        sums = matrix.abs().sum(dim=1)
+        return zeros.index_add(0, matrix.indices()[0], matrix.values().abs())
+    return matrix.abs().sum(dim=1)
+
+
+def spectral_bound(matrix: Tensor) -> float:
+    r"""The largest absolute row sum :math:`\|\mathbf{M}\|_\infty`
+    (:func:`absolute_row_sums`), an upper bound on the spectral radius of the
+    square :obj:`matrix` (dense, COO or CSR). A :obj:`matrix` with NaN
+    entries, which has no bound, raises a :class:`ValueError`."""
+    sums = absolute_row_sums(matrix).detach()
     bound = float(sums.max()) if sums.numel() > 0 else 0.0
     if math.isnan(bound):
         raise ValueError("'matrix' contains NaN values, so it has no spectral bound; clean "
