@@ -90,7 +90,7 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     r = b.clone()
     iteration, restarted = 0, math.inf
     while True:
-        residual = float((r.norm(dim=0) / b_norm).max()) if b.numel() else 0.0
+        residual = float((r.norm(dim=0) / b_norm).max().detach()) if b.numel() else 0.0
         if residual <= tol or iteration >= max_iter or residual > restarted / 2:
             break  # converged, out of iterations, or at the floor of the dtype
         # A restart aims below tol: from a true residual under 2 tol, one that
@@ -113,7 +113,7 @@ def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, b_norm: 
     p = z.clone()
     rz = (r * z).sum(dim=0)
     relative = r.norm(dim=0) / b_norm
-    dtype, residual = r.dtype, float(relative.max())
+    dtype, residual = r.dtype, float(relative.max().detach())
     while residual > tol and iteration < max_iter:
         iteration += 1
         mp = product(p)
@@ -127,7 +127,7 @@ def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, b_norm: 
         rz, rz_old = (r * z).sum(dim=0), rz
         p = z + (rz / rz_old.clamp_min(torch.finfo(dtype).tiny)) * p
         relative = r.norm(dim=0) / b_norm
-        residual, broke = torch.stack([relative.max(), breakdown.to(dtype)]).tolist()
+        residual, broke = torch.stack([relative.max(), breakdown.to(dtype)]).detach().tolist()
         if broke:
             raise ValueError(
                 f"Conjugate gradient broke down at iteration {iteration}: a search direction "
