@@ -109,6 +109,11 @@ def test_tsgcn_adjacency_errors_name_the_input_and_the_fix():
     with pytest.raises(ValueError, match=r"'edge_index' has no edges, so the topological "
                                          r"regulariser vanishes; use alpha=0 .*tsGCN-s"):
         tsgcn_adjacency(no_edges, 1.0, 0.5)
+    # A learned alpha is refused alike, by every solver (it was accepted).
+    for solver in ('closed', 'series', 'cg'):
+        reg = R.get('tsgcn', alpha=1.0, beta=0.5).learn('alpha')
+        with pytest.raises(ValueError, match=r"'edge_index' has no edges"):
+            reg.propagate(torch.ones(N, 2, dtype=torch.float64), no_edges, solver)
     ei, _ = undirected_graph(0)
     with pytest.raises(ValueError, match=r"beta > 0 needs node features 'data\.x' or a "
                                          r"precomputed 'data\.semantic_edge_index'.*beta=0"):

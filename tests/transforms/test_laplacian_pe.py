@@ -332,6 +332,12 @@ def test_other_arguments():
         LaplacianEigenPE(1)(Data(edge_index=torch.tensor([[0, 1], [1, 0]]),
                                  edge_weight=torch.tensor([-1.0, -1.0]), num_nodes=3))
     assert repr(LaplacianEigenPE(3)) == 'LaplacianEigenPE(k=3)'
+    # Every argument the encoding depends on (PyG compares a pre_transform's
+    # repr with the one saved beside a processed dataset).
+    assert repr(LaplacianEigenPE(4, attr_name='pe', is_undirected=True, seed=7, tol=1e-2,
+                                 max_iter=5, dtype=torch.float64)) == (
+        "LaplacianEigenPE(k=4, attr_name='pe', is_undirected=True, seed=7, tol=0.01, "
+        "max_iter=5, dtype=torch.float64)")
 
 
 @pytest.mark.skipif(not has_offline_copy('PubMed'), reason=f'PubMed is not in {SHARED_DATA}')

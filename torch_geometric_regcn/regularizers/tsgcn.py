@@ -92,15 +92,21 @@ def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float,
     keep = isinstance(alpha, Tensor) or isinstance(beta, Tensor)
     terms = []
     if a > 0:
-        if graph.num_edges() == 0:  # the same total on every rank: all raise, or none
-            where = '' if graph.group is None else ' on any rank'
-            raise ValueError(f"'edge_index' has no edges{where}, so the topological "
-                             f"regulariser vanishes; use alpha=0 for the semantic-only model "
-                             f"(tsGCN-s)")
+        _check_edges(graph)
         terms.append((graph.adjacency_rows(keep), alpha / scale))
     if b > 0:
         terms.append((graph.semantic_adjacency_rows(k, keep), beta / scale))
     return graph.sparse(terms)
+
+
+def _check_edges(graph: GraphOperators) -> None:
+    r"""Raises :class:`ValueError` where :obj:`edge_index` has no edges (an
+    empty one, as a forgotten graph gives), for a topological term."""
+    if graph.num_edges() == 0:  # the same total on every rank: all raise, or none
+        where = '' if graph.group is None else ' on any rank'
+        raise ValueError(f"'edge_index' has no edges{where}, so the topological "
+                         f"regulariser vanishes; use alpha=0 for the semantic-only model "
+                         f"(tsGCN-s)")
 
 
 def sharded_tsgcn_adjacency(partition: RowPartition, group: Group, alpha: float, beta: float,
@@ -141,7 +147,12 @@ class TSGCNRegularizer(Regularizer):
     :math:`\mathbf{R}^{-1}` itself, the paper's formula and the authors'
     code. The constant is not absorbed by :math:`\mathbf{\Theta}` under
     weight decay; the default is the one that scored higher on average over
-    the paper's datasets (``benchmarks/results/scaling.md``).
+    the paper's datasets (``benchmarks/results/scaling.md``). The matrix of
+    the framework follows the propagation: with :obj:`normalize=True`,
+    :meth:`regularizer_matrix` and :meth:`energy` use
+    :math:`\mathbf{R} / (1 + \alpha + \beta) = \mathbf{I} - \mathbf{S}`
+    (eigenvalues at least :math:`1 / (1 + \alpha + \beta)`), with
+    :obj:`normalize=False` :math:`\mathbf{R}` itself (at least 1).
     :obj:`"series"` is :math:`\sum_{k<K}\mathbf{S}^k` (times the same
     constant); :obj:`"lowrank"` applies the factors of
     :class:`~torch_geometric_regcn.LowRankInverse`. Projection: ReLU.
@@ -197,6 +208,7 @@ class TSGCNRegularizer(Regularizer):
         scale, gain = 1.0 + self.alpha + self.beta, self.gain
         terms: List[Tuple[Any, Optional[Tensor]]] = [(1.0 / gain, None)]
         if 'alpha' in self.learned or self.alpha > 0:
+            _check_edges(graph)
             terms.append((-self.alpha / (scale * gain), graph.adj))
         if 'beta' in self.learned or self.beta > 0:
             terms.append((-self.beta / (scale * gain), graph.semantic_adjacency(self.k)))

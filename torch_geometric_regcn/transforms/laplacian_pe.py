@@ -233,6 +233,11 @@ class LaplacianEigenPE(BaseTransform):
                                     stacklevel=stacklevel + 1)
 
     def __repr__(self) -> str:
-        name = f', attr_name={self.attr_name!r}' \
-            if self.attr_name != 'laplacian_eigenvector_pe' else ''
-        return f'{self.__class__.__name__}(k={self.k}{name})'
+        # Every argument the encoding depends on, those at their default left
+        # out: PyG compares a pre_transform's repr with the processed dataset's.
+        options = ''.join(f', {name}={value!r}' for name, value, default in (
+            ('attr_name', self.attr_name, 'laplacian_eigenvector_pe'),
+            ('is_undirected', self.is_undirected, False), ('seed', self.seed, 0),
+            ('tol', self.tol, 1e-6), ('max_iter', self.max_iter, 100),
+            ('dtype', self.dtype, None)) if value != default)
+        return f'{self.__class__.__name__}(k={self.k}{options})'

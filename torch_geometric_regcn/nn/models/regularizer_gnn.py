@@ -29,15 +29,16 @@ class RegularizerGNN(torch.nn.Module):
     the regulariser chooses the model of Table 1 of the `"Beyond Graph
     Convolutional Network" <https://arxiv.org/abs/2301.04318>`_ paper.
 
-    Layer-wise models (GCN, SGC, JKNet, GNN-LF, GNN-HF, tsGCN) propagate in
-    every layer,
+    Layer-wise models (GCN, SGC, JKNet, tsGCN, the signed regulariser)
+    propagate in every layer,
 
     .. math::
         \mathbf{H}^{(l)} = \mathrm{proj}_{\mathcal{S}}\left(\mathbf{R}^{-1}
         \mathbf{H}^{(l-1)}\mathbf{\Theta}^{(l)}\right),
 
     with the regulariser's projection (:obj:`regularizer.projection`) between
-    layers and none after the last. Decoupled models (APPNP, DAGNN:
+    layers and none after the last. Decoupled models (APPNP, DAGNN, GNN-LF,
+    GNN-HF, the polynomial response and the non-quadratic regularisers:
     :obj:`regularizer.decoupled`) transform first and propagate once,
     :math:`\mathbf{R}^{-1}\,\mathrm{MLP}(\mathbf{X})`.
 
