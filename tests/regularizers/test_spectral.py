@@ -61,3 +61,22 @@ def test_dagnn_adaptive_is_a_flag_fixed_at_construction():
     with pytest.raises(ValueError, match='fixed at construction'):
         gated.load_state_dict(plain.state_dict(), strict=False)
     assert gated.adaptive is True and gated.gate is not None
+
+
+def test_a_fresh_dagnn_layer_saves_a_state_that_torch_load_reads(tmp_path):
+    # The gate was lazy until the first call: a fresh layer's state_dict held
+    # an UninitializedParameter, which torch.load(weights_only=True) refuses.
+    # The layer knows the width it propagates, so the gate is built at once.
+    from torch_geometric_regcn import RegularizerConv, RegularizerGNN
+    for module in (RegularizerConv(8, 4, 'dagnn'), RegularizerGNN(8, 16, 4, 2, 'dagnn')):
+        torch.save(module.state_dict(), tmp_path / 'state.pt')
+        state = torch.load(tmp_path / 'state.pt', weights_only=True)
+        gate = [key for key in state if key.endswith('gate.weight')]
+        assert len(gate) == 1 and state[gate[0]].shape == (1, 4)
+        copy = type(module)(*((8, 4) if isinstance(module, RegularizerConv)
+                              else (8, 16, 4, 2)), 'dagnn')
+        copy.load_state_dict(state)
+        x, ei = h_in(8).float(), torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+        torch.testing.assert_close(copy.eval()(x, ei), module.eval()(x, ei), rtol=0, atol=0)
+    alone = R.get('dagnn')  # used alone, the regulariser still infers its width
+    assert torch.nn.parameter.is_lazy(alone.gate.weight)

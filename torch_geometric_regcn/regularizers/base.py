@@ -233,6 +233,11 @@ class Regularizer(torch.nn.Module):
         return graph.memo((self, 'operator'), lambda: self.operator(graph),
                           version=self.assignments)
 
+    def initialize_channels(self, channels: int) -> None:
+        r"""Called by a layer with the number of channels it propagates, so
+        that trainable parts sized by them (DAGNN's gate) are built at once
+        rather than on the first call. Nothing by default."""
+
     def trainable_parameters(self) -> Tuple[Tensor, ...]:
         r"""The parameters of the regulariser's submodules that want a
         gradient (not the raw parameters of learned coefficients): what a

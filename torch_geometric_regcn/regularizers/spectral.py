@@ -15,6 +15,7 @@ from typing import Any, List, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch.nn.parameter import is_lazy
 from torch_geometric.nn.dense.linear import Linear
 
 from torch_geometric_regcn.linalg.graph_operator import linear_combination
@@ -192,8 +193,9 @@ class DAGNNRegularizer(AffineRegularizer):
     \beta\tilde{\mathbf{L}}`, rule :math:`\sum_{k=0}^{K} s_k\hat{\mathbf{A}}^k
     \mathbf{H}^{(0)}`, where the per-node retainment scores :math:`s_k =
     \sigma(\hat{\mathbf{A}}^k\mathbf{H}^{(0)}\mathbf{q} + b)` are learned by
-    the gate :obj:`gate` (a linear map to one channel, its input size
-    inferred on the first call). With :obj:`adaptive=False` the weights are
+    the gate :obj:`gate` (a linear map to one channel, its input size that
+    of the layer's output, or inferred on the first call when the
+    regulariser is used alone). With :obj:`adaptive=False` the weights are
     the Neumann ones :math:`\beta^k/(1+\beta)^{k+1}`, which the frequency
     response reports. Projection: identity.
 
@@ -222,8 +224,16 @@ class DAGNNRegularizer(AffineRegularizer):
         for _ in range(self.K):
             hops.append(graph.matmul(graph.adj, hops[-1]))
         stack = torch.stack(hops, dim=1)  # [N, K + 1, F]
-        scores = torch.sigmoid(self.gate(stack))  # [N, K + 1, 1]
+        # The gate in its own dtype (half precision is solved in float32).
+        weight = self.gate.weight
+        scores = torch.sigmoid(self.gate(stack.to(weight.dtype))).to(stack.dtype)  # [N, K+1, 1]
         return (scores * stack).sum(dim=1)
+
+    def initialize_channels(self, channels: int) -> None:
+        # The gate's input size, known to a layer: no lazy parameter left in
+        # a fresh layer's state_dict (torch.load(weights_only=True) refuses one).
+        if self.gate is not None and is_lazy(self.gate.weight):
+            self.register_module('gate', Linear(channels, 1))
 
     def frequency_response(self, lam: Tensor) -> Tensor:
         return self.neumann_response(lam, self.K + 1)

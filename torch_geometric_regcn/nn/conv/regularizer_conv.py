@@ -251,6 +251,7 @@ class RegularizerConv(MessagePassing):
         self.cached = check_flag('cached', cached)
         # Last of the checks: it changes the regulariser, which may be the caller's.
         self.regularizer.learn(*learn)
+        self.regularizer.initialize_channels(out_channels)
         self.tol = float(tol)
         self.max_iter = int(max_iter)
         self._graph_cache = GraphCache()
