@@ -152,6 +152,12 @@ def test_argument_checks_before_any_work():
         PropagateFeatures(prefix='1x')
     with pytest.raises(TypeError, match='no coefficient'):
         PropagateFeatures(solver='cg', gamma=1.0)
+    # DAGNN's gate would propagate with its random start (two transforms
+    # differed by 1.9 on one graph): refused, its Neumann weights accepted.
+    with pytest.raises(ValueError, match=r"has trainable parts \['gate.weight', 'gate.bias'\]"
+                                         r".*adaptive=False"):
+        PropagateFeatures(solver='series', regularizer='dagnn')
+    PropagateFeatures(solver='series', regularizer='dagnn', adaptive=False)
     data = graph()
     with pytest.raises(ValueError, match="needs the factors"):
         PropagateFeatures()(data.clone())

@@ -122,6 +122,13 @@ class PropagateFeatures(BaseTransform):
                  **coefficients: Any) -> None:
         self.hops = check_int('hops', hops)
         self.regularizer = get(regularizer, **coefficients)
+        trainable = [name for name, p in self.regularizer.named_parameters()]
+        if trainable:  # a transform trains nothing: they would stay at their start
+            raise ValueError(
+                f"PropagateFeatures precomputes a fixed propagation, but {self.regularizer!r} "
+                f"has trainable parts {trainable}, which would propagate with their random "
+                f"or starting values; use a regulariser without them (for DAGNN, "
+                f"adaptive=False: the Neumann weights) or train the layer instead")
         self.solver = self.regularizer.check_solver(solver)
         self.block_size = check_int('block_size', block_size)
         try:
@@ -137,6 +144,7 @@ class PropagateFeatures(BaseTransform):
         self.attr_names = [check_attr_name(f'{prefix}{k}', 'prefix', 'PropagateFeatures')
                       for k in range(1, self.hops + 1)]
 
+    @torch.no_grad()  # a precomputation: no autograd history on what it writes
     def forward(self, data: Data) -> Data:
         x = data.x if 'x' in data else None
         if x is None:
