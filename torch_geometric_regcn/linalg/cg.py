@@ -49,9 +49,11 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     if given, computes the products (e.g. through a layer's
     :meth:`~torch_geometric.nn.conv.MessagePassing.propagate`).
 
-    Raises :class:`ValueError` when :obj:`matrix` or :obj:`rhs` holds NaN or
-    infinite values, when the diagonal of :obj:`matrix` is not positive, and
-    when an iteration finds a direction :math:`\mathbf{p}` with
+    Raises :class:`TypeError` unless :obj:`rhs` is float32 or float64 and
+    :obj:`matrix` of the same dtype, and :class:`ValueError` when
+    :obj:`matrix` or :obj:`rhs` holds NaN or infinite values, when the
+    diagonal of :obj:`matrix` is not positive, and when an iteration finds
+    a direction :math:`\mathbf{p}` with
     :math:`\mathbf{p}^{\top}\mathbf{M}\mathbf{p} \leq 0` (or a non-finite
     residual): :math:`\mathbf{M}` is then not positive definite and the
     iterates would be meaningless."""
@@ -62,6 +64,13 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
             or matrix.size(0) != b.size(0):
         raise ValueError(f"'matrix' must be square with as many rows as 'rhs' "
                          f"(got {list(matrix.shape)} and {list(rhs.shape)})")
+    if b.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"'rhs' must be float32 or float64 (got {b.dtype}): conjugate gradient "
+                        f"in half precision stalls at its rounding; solve in float32 "
+                        f"('rhs.float()' and 'matrix.float()') and cast the result back")
+    if matrix.dtype != b.dtype:
+        raise TypeError(f"'matrix' is {matrix.dtype} but 'rhs' is {b.dtype}: cast one to the "
+                        f"other's dtype (e.g. 'matrix.to(rhs.dtype)')")
     check_finite('rhs', b)
     check_finite('matrix', matrix)
     diag = diagonal(matrix)
