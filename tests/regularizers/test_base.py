@@ -337,3 +337,20 @@ def test_the_default_series_differentiates_its_step():
             values.append(reg.series(x, graph).sum())
     finite = (values[0] - values[1]) / (2 * eps)
     torch.testing.assert_close(auto, finite.reshape(auto.shape), rtol=1e-6, atol=1e-8)
+
+
+def test_a_state_of_one_regulariser_is_refused_by_another():
+    # An 'appnp' state loaded into an 'sgc' layer silently made it an SGC of
+    # APPNP's K = 10 (0.54 off the SGC it was built as).
+    from torch_geometric_regcn import RegularizerConv
+    appnp = RegularizerConv(8, 4, 'appnp', K=10, alpha=0.1)
+    sgc = RegularizerConv(8, 4, 'sgc', K=2)
+    with pytest.raises(ValueError, match=r"coefficients of .*APPNPRegularizer, but this "
+                                         r"module's regulariser is .*SGCRegularizer"):
+        sgc.load_state_dict(appnp.state_dict())
+    assert sgc.regularizer.K == 2
+    # A state without the class (saved by 0.1) still loads.
+    state = appnp.state_dict()
+    state['regularizer._extra_state'] = {'K': 5, 'alpha': 0.2}
+    appnp.load_state_dict(state)
+    assert (appnp.regularizer.K, appnp.regularizer.alpha) == (5, 0.2)

@@ -499,9 +499,16 @@ class Regularizer(torch.nn.Module):
         weight_decay.watch(self)  # copies and unpickled regularisers with learned coefficients
 
     def get_extra_state(self) -> Dict[str, Any]:
-        return self.coefficients()
+        # The class, so that a state is never read as another regulariser's.
+        return {**self.coefficients(), _CLASS_KEY: _qualified_name(type(self))}
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
+        state = dict(state)
+        saved = state.pop(_CLASS_KEY, None)  # absent from the states of 0.1
+        if saved is not None and saved != _qualified_name(type(self)):
+            raise ValueError(f"The state holds the coefficients of {saved}, but this module's "
+                             f"regulariser is {_qualified_name(type(self))}: build the module "
+                             f"with the regulariser of the checkpoint")
         # The constructor's checks on the state as a whole, before anything
         # changes (not one key at a time, whose mixes of old and new values may
         # fail where the whole passes). A TypeError of a check is raised.
@@ -649,6 +656,14 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
         regularizer.trainable_parameters() if matrix.requires_grad else ())
     return cg_solve(matrix, rhs, tol, max_iter, graph.matmul if params else graph.propagate,
                     params)
+
+
+#: The key of a regulariser's extra state that names its class.
+_CLASS_KEY = '_regularizer'
+
+
+def _qualified_name(cls: type) -> str:
+    return f'{cls.__module__}.{cls.__qualname__}'
 
 
 def _off_excluded_ends(value: Tensor, low: float, high: float, ends: Any) -> Tensor:
