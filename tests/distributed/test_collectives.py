@@ -1,5 +1,7 @@
 """The collectives of utils.distributed on real gloo process groups of 2 and 3
 ranks, against what a single process computes from every rank's input."""
+import copy
+import pickle
 import time
 
 import pytest
@@ -115,3 +117,30 @@ def test_a_failing_rank_does_not_hang_the_others():
     assert name == 'DistributedError'
     assert 'rank 0 of 2: all_reduce failed' in message
     assert seconds < 60
+
+
+def _transform_copies(rank, world_size):
+    from torch_geometric_regcn import LowRankInverse, SemanticGraph
+    group = dist.group.WORLD
+    out = {}
+    for transform in (LowRankInverse(1.0, 0.2, 8, group=group), SemanticGraph(4, group=group)):
+        name = type(transform).__name__
+        out[name] = copy.deepcopy(transform).group is group
+        try:
+            pickle.dumps(transform)
+            out[name + ' pickle'] = 'pickled'
+        except TypeError as error:
+            out[name + ' pickle'] = str(error)
+    return out
+
+
+@pytest.mark.slow
+@requires_gloo
+def test_transforms_on_a_process_group_are_copied_and_refuse_pickling_as_layers_are():
+    # They failed in deepcopy and pickle with torch's bare "cannot pickle
+    # 'ProcessGroup' object"; now as TSGCNConv (SharesGroup).
+    (result,) = run_ranks(_transform_copies, 1, timeout=120.0)
+    for name in ('LowRankInverse', 'SemanticGraph'):
+        assert result[name]  # the copy shares the group
+        assert 'cannot be pickled' in result[name + ' pickle']
+        assert "'group'" in result[name + ' pickle']

@@ -92,12 +92,18 @@ class SharesGroup:
                 f"'state_dict()' instead and build the module with group= in the process "
                 f"that loads it, or copy it within this process with copy.deepcopy, which "
                 f"shares the group")
-        return super().__getstate__()  # type: ignore[misc]
+        return self._state()
+
+    def _state(self) -> Dict[str, Any]:
+        # The next class's state: a Module's, or (a plain object, as a
+        # transform) its __dict__, which object.__getstate__ gives from 3.11.
+        parent = getattr(super(), '__getstate__', None)
+        return dict(self.__dict__) if parent is None else parent()
 
     def _copy(self, memo: Optional[Dict[int, Any]]) -> Any:
         cls = type(self)
         new = cls.__new__(cls)
-        state = super().__getstate__()  # type: ignore[misc]
+        state = self._state()
         if memo is not None:
             memo[id(self)] = new
             group = self.__dict__.get('group')

@@ -9,6 +9,7 @@ from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_regcn.distributed.collectives import (
     Group,
+    SharesGroup,
     agree_arguments,
     all_gather_ints,
     check_group,
@@ -197,7 +198,7 @@ def _compute_dtype(data: Data) -> torch.dtype:
     return solve_dtype(_target(data)[0])
 
 
-class LowRankInverse(BaseTransform):
+class LowRankInverse(SharesGroup, BaseTransform):
     r"""Precomputes the low-rank factors of the tsGCN propagation matrix from
     the `"Beyond Graph Convolutional Network: An Interpretable
     Regularizer-centered Optimization Framework"

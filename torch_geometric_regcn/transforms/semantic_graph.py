@@ -6,7 +6,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-from torch_geometric_regcn.distributed.collectives import Group, agree, check_group
+from torch_geometric_regcn.distributed.collectives import Group, SharesGroup, agree, check_group
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
 from torch_geometric_regcn.knn import KNN_METHODS, knn_graph_cosine
 from torch_geometric_regcn.transforms.attributes import EDGE_INDEX, check_outputs
@@ -20,7 +20,7 @@ from torch_geometric_regcn.utils.validation import (
 __all__ = ['SemanticGraph', 'knn_graph_cosine']
 
 
-class SemanticGraph(BaseTransform):
+class SemanticGraph(SharesGroup, BaseTransform):
     r"""Adds the semantic graph of the tsGCN model from the `"Beyond Graph
     Convolutional Network: An Interpretable Regularizer-centered Optimization
     Framework" <https://arxiv.org/abs/2301.04318>`_ paper (AAAI 2023) as
