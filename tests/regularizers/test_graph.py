@@ -90,3 +90,16 @@ def test_an_empty_edge_index_of_any_shape_is_named():
         assert graph.num_edges() == 0
         with pytest.raises(ValueError, match="'edge_index' has no edges"):
             tsgcn_adjacency(graph, 1.0, 0.5, k=2)
+
+
+def test_finite_weights_beyond_the_layers_dtype_are_named_as_such():
+    # They were cast first and then reported as "NaN or infinite" (with
+    # torch.nan_to_num as the fix) though finite; a float64 layer takes them.
+    from torch_geometric_regcn import RegularizerConv
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    w = torch.tensor([1e200, 1e200, 1.0, 1.0], dtype=torch.float64)
+    out = RegularizerConv(2, 2).double()(torch.randn(3, 2, dtype=torch.float64), ei, w)
+    assert out.isfinite().all()
+    with pytest.raises(ValueError, match=r"'edge_weight' holds finite torch.float64 weights "
+                                         r"beyond the range of the layer's torch.float32"):
+        RegularizerConv(2, 2)(torch.randn(3, 2), ei, w)

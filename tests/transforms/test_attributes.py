@@ -55,3 +55,25 @@ def test_check_outputs():
     with pytest.raises(ValueError, match=r"^'data.lowrank_w' holds a torch.float32 tensor of "
                                          r"shape \[4, 1\], not an integer edge index"):
         check_outputs(data, ['lowrank_w'], 'LowRankInverse', EDGE_INDEX)
+
+
+def test_a_graph_stored_as_adj_t_is_read_or_refused_never_taken_for_no_edges():
+    # PyG's ToSparseTensor leaves 'adj_t' and no 'edge_index': LaplacianEigenPE
+    # encoded an edgeless graph (unit vectors, eigenvalue 1) and LowRankInverse
+    # said the graph had no edges. Reference: the same graph as edge_index.
+    import torch_geometric.transforms as T
+
+    from torch_geometric_regcn import LaplacianEigenPE, LowRankInverse, PropagateFeatures
+    ei = torch.tensor([[0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 0, 5], [1, 0, 2, 1, 3, 2, 4, 3, 5, 4, 5, 0]])
+    data = Data(x=torch.randn(6, 3), edge_index=ei)
+    expected = LaplacianEigenPE(2).eigenpairs(data)
+    sparse = T.ToSparseTensor()(data.clone())
+    assert 'edge_index' not in sparse
+    got = LaplacianEigenPE(2).eigenpairs(sparse)
+    torch.testing.assert_close(got.eigenvalues, expected.eigenvalues, rtol=0, atol=1e-12)
+    torch.testing.assert_close(got.eigenvectors, expected.eigenvectors, rtol=0, atol=1e-12)
+    for transform, name in ((LowRankInverse(1.0, 0.0, rank=2, progress=False), 'LowRankInverse'),
+                            (PropagateFeatures(solver='cg'), 'PropagateFeatures')):
+        with pytest.raises(ValueError, match=rf"{name} reads the graph from 'data.edge_index', "
+                                             rf"but this graph stores it as 'data.adj_t'"):
+            transform(sparse.clone())

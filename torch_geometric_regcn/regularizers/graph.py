@@ -171,7 +171,14 @@ def _graph_arguments(edge_index: Any, edge_weight: Optional[Tensor], dtype: torc
         weight_name = f'{name}.values()'
     edge_index, edge_weight = _as_edge_index(edge_index, edge_weight)
     if edge_weight is not None:
-        edge_weight = edge_weight.to(dtype)
+        cast = edge_weight.to(dtype)
+        if cast is not edge_weight and edge_weight.is_floating_point() \
+                and bool(edge_weight.isfinite().all()) and not bool(cast.isfinite().all()):
+            raise ValueError(f"'{weight_name}' holds finite {edge_weight.dtype} weights beyond "
+                             f"the range of the layer's {dtype} (largest magnitude "
+                             f"{float(edge_weight.abs().max()):.3g}); rescale them or use a "
+                             f"{edge_weight.dtype} layer ('.double()')")
+        edge_weight = cast
     return edge_index, edge_weight, weight_name
 
 

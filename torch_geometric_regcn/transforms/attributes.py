@@ -139,3 +139,19 @@ def check_outputs(data: Data, names: Sequence[str], owner: str, form: Form,
         raise ValueError(f"{owner} would overwrite 'data.{name}' ({form_of(value)}): under a "
                          f"name you choose it writes only to a free attribute; {fix} delete "
                          f"the attribute first (del data['{name}'])")
+
+
+def check_edge_attribute(data: Data, owner: str) -> None:
+    r"""Raises :class:`ValueError` where :obj:`data` stores its graph as a
+    sparse adjacency (:obj:`adj_t` or :obj:`adj`, as PyG's
+    :class:`~torch_geometric.transforms.ToSparseTensor` leaves it) and no
+    :obj:`edge_index`, which :obj:`owner` reads: the graph would be taken
+    for one without edges."""
+    if data.get('edge_index') is None:
+        for name in ('adj_t', 'adj'):
+            if data.get(name) is not None:
+                raise ValueError(
+                    f"{owner} reads the graph from 'data.edge_index', but this graph stores "
+                    f"it as 'data.{name}' (as T.ToSparseTensor() leaves it) and has no "
+                    f"'edge_index': apply {owner} before T.ToSparseTensor(), or set "
+                    f"'data.edge_index' (e.g. from torch_geometric.utils.to_edge_index)")

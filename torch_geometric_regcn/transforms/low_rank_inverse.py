@@ -27,7 +27,11 @@ from torch_geometric_regcn.linalg.woodbury import factors_from_eigenpairs, woodb
 from torch_geometric_regcn.regularizers.graph import GraphOperators, Operator
 from torch_geometric_regcn.regularizers.tsgcn import check_tsgcn_coefficients, tsgcn_adjacency
 from torch_geometric_regcn.transforms import factor_cache
-from torch_geometric_regcn.transforms.attributes import NODE_MATRIX, check_outputs
+from torch_geometric_regcn.transforms.attributes import (
+    NODE_MATRIX,
+    check_edge_attribute,
+    check_outputs,
+)
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.progress import EigensolverProgress
 from torch_geometric_regcn.utils.validation import (
@@ -108,6 +112,7 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
         elif isinstance(data.partition if 'partition' in data else None, RowPartition) \
                 and data.partition.num_parts > 1:  # else: the factors of its rows alone
             check_partition(data.partition, None)  # names the missing group
+        check_edge_attribute(data, what)
         num_nodes = (data.num_nodes or 0) if part is None else part.num_nodes
         if rank is not None and num_nodes and rank > num_nodes:
             raise ValueError(f"'rank' must not exceed the number of nodes {num_nodes} "

@@ -9,7 +9,12 @@ from torch_geometric.transforms import BaseTransform
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import build_graph
 from torch_geometric_regcn.regularizers.registry import get
-from torch_geometric_regcn.transforms.attributes import NODE_MATRIX, check_attr_name, check_outputs
+from torch_geometric_regcn.transforms.attributes import (
+    NODE_MATRIX,
+    check_attr_name,
+    check_edge_attribute,
+    check_outputs,
+)
 from torch_geometric_regcn.utils.validation import (
     check_finite,
     check_int,
@@ -152,6 +157,7 @@ class PropagateFeatures(BaseTransform):
         check_node_features(x, 'data.x', finite=False)  # values: block by block below
         check_outputs(data, self.attr_names, 'PropagateFeatures', NODE_MATRIX, 'prefix',
                       chosen=self.prefix != 'x')
+        check_edge_attribute(data, 'PropagateFeatures')
         num_nodes = x.size(0)
         dtype = solve_dtype(x.dtype)
         graph = build_graph(
