@@ -229,6 +229,9 @@ class CycleResult(NamedTuple):
     r"""The outcome of one filtered cycle."""
     pairs: RitzRotation  #: the Rayleigh--Ritz pairs on :math:`\mathbf{S}`
     faint: bool  #: whether the filter is too steep for the precision (faint or stalled)
+    #: whether the lowest degree stalled where rounding could limit it: the
+    #: dtype's floor, where more cycles would not help
+    floor: bool = False
 
 
 class FilterRun(NamedTuple):
@@ -378,14 +381,20 @@ class _FilteredCycles:
         before them, while rounding under this filter (:math:`\epsilon`,
         magnified by how far the filter shrinks the wanted eigenvalues) could
         be what limits it; slow progress far above that level is left alone."""
-        k, degree, history = self.k, self.degree, self.history
-        lowest, eps = _lowest_degree(self.which), torch.finfo(values.dtype).eps
+        k, degree, lowest = self.k, self.degree, _lowest_degree(self.which)
         faint = (cycle == 1 and degree > lowest
                  and float(theta[k - 1]) < _rounding_floor(values.dtype) * float(theta[0]))
-        limit = eps * math.exp(min(degree * self.window.shrink(float(values[k - 1])), 700.0))
-        stalled = (degree > lowest and len(history) > STALL and limit > 0.1 * self.tol
-                   and min(history[-STALL:]) > 0.5 * min(history[:-STALL]))
-        return faint or stalled
+        return faint or (degree > lowest and self.stalled(values))
+
+    def stalled(self, values: Tensor) -> bool:
+        r"""Whether the best residual of the last :obj:`STALL` cycles is not
+        half the best before them, while rounding under this filter could be
+        what limits it (see :meth:`is_faint`)."""
+        history, eps = self.history, torch.finfo(values.dtype).eps
+        limit = eps * math.exp(min(self.degree * self.window.shrink(float(values[self.k - 1])),
+                                   700.0))
+        return (len(history) > STALL and limit > 0.1 * self.tol
+                and min(history[-STALL:]) > 0.5 * min(history[:-STALL]))
 
     def __call__(self, cycle: int, theta: Tensor, ritz: Tensor, spare: Tensor) -> bool:
         r"""Takes cycle :obj:`cycle`'s Ritz values :obj:`theta` of the filter,
@@ -396,9 +405,10 @@ class _FilteredCycles:
         self.history.append(pairs.residual)
         # The residual is all-reduced, the same on every rank; the Ritz values
         # behind 'faint' come from a local eigh, so rank 0's verdict is taken.
-        faint, = consensus([self.is_faint(cycle, theta, pairs.values)],
-                           _group_of(self.operator))
-        self.last = CycleResult(pairs, bool(faint))
+        faint = self.is_faint(cycle, theta, pairs.values)
+        floor = self.degree <= _lowest_degree(self.which) and self.stalled(pairs.values)
+        faint, floor = consensus([faint, floor], _group_of(self.operator))
+        self.last = CycleResult(pairs, bool(faint), bool(floor))
         if pairs.residual < (math.inf if self.best is None else self.best.residual):
             self.best = None  # the previous vectors go before the new ones are formed
             self.best = RitzPairs(pairs.values, ritz @ pairs.rotation, pairs.residual,
@@ -407,7 +417,7 @@ class _FilteredCycles:
             self.residuals_callback(self.cycles_before + cycle, pairs.residuals)
         if self.callback is not None:
             self.callback(self.cycles_before + cycle, pairs.residual)
-        return pairs.residual <= self.tol or self.last.faint
+        return pairs.residual <= self.tol or self.last.faint or self.last.floor
 
 
 def _lowered_degree(degree: int, which: str, window: FilterWindow, wanted: float,
@@ -681,7 +691,7 @@ def block_lanczos(
             run = filtered.run(start(), workspace, keep, max_iter - cycles, generator)
             del filtered
             cycles, best = cycles + run.cycles, run.best
-            last = run.last.pairs
+            last, floor = run.last.pairs, run.last.floor
             if not run.last.faint or last.residual <= tol or cycles >= max_iter:
                 break
             degree, = consensus([_lowered_degree(degree, which, window, float(last.values[k - 1]),
@@ -689,8 +699,11 @@ def block_lanczos(
 
     converged = best.residual <= tol
     if not converged:
+        fix = (f"restarts at the lowest filter degree no longer halve it: the rounding of "
+               f"{dtype} limits it; solve in float64 or raise 'tol'" if floor else
+               "raise 'max_iter', 'basis_size' or 'degree', or raise 'tol'")
         warnings.warn(
             f"Block Lanczos stopped after {cycles} restart cycles with relative residual "
-            f"{best.residual:.2e} > tol={tol:.0e}; raise 'max_iter', 'basis_size' or 'degree', "
-            f"or raise 'tol'{precision_hint(operator)}", UserWarning, stacklevel=3)
+            f"{best.residual:.2e} > tol={tol:.0e}; {fix}{precision_hint(operator)}",
+            UserWarning, stacklevel=3)
     return EigenPairs(best.values, best.vectors, best.residual, cycles, converged)

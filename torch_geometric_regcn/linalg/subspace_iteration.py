@@ -22,6 +22,11 @@ from torch_geometric_regcn.utils.validation import check_choice, check_int
 SUBSPACE_METHODS = ('chebyshev', 'power')
 
 
+#: Iterations without a new lowest residual, near the dtype's rounding, after
+#: which :func:`subspace_iteration` stops.
+FLOOR_WINDOW = 10
+
+
 @ieee_float32_matmul()
 def subspace_iteration(
     operator: Tensor,
@@ -93,7 +98,7 @@ def subspace_iteration(
     basis = torch.linalg.qr(start).Q
     locked, locked_theta = start.new_zeros(n, 0), start.new_zeros(0)
     locked_res = start.new_zeros(0)  # each locked pair's residual, when it was locked
-    iteration = 0
+    iteration, history, floor = 0, [], False
     while iteration < max_iter:
         iteration += 1
         image = operator @ basis
@@ -116,6 +121,14 @@ def subspace_iteration(
                                             res[done:])
         if locked.size(1) >= k:
             break
+        # At the dtype's rounding the residual wanders instead of falling: no
+        # new lowest in FLOOR_WINDOW iterations, within 1000 eps of zero.
+        history.append(float(res.max()))
+        floor = (len(history) > FLOOR_WINDOW
+                 and min(history[-FLOOR_WINDOW:]) >= min(history[:-FLOOR_WINDOW])
+                 and min(history) < 1e3 * torch.finfo(res.dtype).eps)
+        if floor:
+            break
         if method == 'power':
             block = ritz_image + bound * ritz if which == 'LA' else ritz_image
         else:
@@ -137,10 +150,12 @@ def subspace_iteration(
     residual = float(locked_res.max())  # over every pair returned, locked early or late
     converged = residual <= tol
     if not converged:
+        fix = (f"its residual no longer falls: the rounding of {operator.dtype} limits it; "
+               f"solve in float64 or raise 'tol'" if floor else
+               "raise 'max_iter', raise 'tol', or use method='chebyshev' with a higher 'degree'")
         warnings.warn(
             f"Subspace iteration stopped after {iteration} iterations with relative residual "
-            f"{residual:.2e} > tol={tol:.0e}; raise 'max_iter', raise 'tol', or use "
-            f"method='chebyshev' with a higher 'degree'{precision_hint(operator)}", UserWarning,
+            f"{residual:.2e} > tol={tol:.0e}; {fix}{precision_hint(operator)}", UserWarning,
             stacklevel=3)
     return EigenPairs(locked_theta, locked, residual, iteration, converged)
 
