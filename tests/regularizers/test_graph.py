@@ -103,3 +103,15 @@ def test_finite_weights_beyond_the_layers_dtype_are_named_as_such():
     with pytest.raises(ValueError, match=r"'edge_weight' holds finite torch.float64 weights "
                                          r"beyond the range of the layer's torch.float32"):
         RegularizerConv(2, 2)(torch.randn(3, 2), ei, w)
+
+
+def test_complex_edge_weights_are_refused_before_a_cast_drops_their_imaginary_part():
+    from torch_geometric.data import Data
+
+    from torch_geometric_regcn import LaplacianEigenPE, RegularizerConv
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    weight = torch.ones(4, dtype=torch.complex64)
+    with pytest.raises(TypeError, match=r"'edge_weight' must hold real numbers"):
+        RegularizerConv(2, 2)(torch.randn(3, 2), ei, weight)
+    with pytest.raises(TypeError, match=r"'edge_weight' must hold real numbers"):
+        LaplacianEigenPE(1)(Data(edge_index=ei, edge_weight=weight, num_nodes=3))

@@ -44,6 +44,7 @@ from torch_geometric_regcn.utils.validation import (
     check_edge_index,
     check_factors,
     check_int,
+    check_real_dtype,
     check_seed,
     check_tensor,
 )
@@ -171,6 +172,8 @@ def _graph_arguments(edge_index: Any, edge_weight: Optional[Tensor], dtype: torc
         weight_name = f'{name}.values()'
     edge_index, edge_weight = _as_edge_index(edge_index, edge_weight)
     if edge_weight is not None:
+        if isinstance(edge_weight, Tensor):
+            check_real_dtype(weight_name, edge_weight)  # before the cast drops a part
         cast = edge_weight.to(dtype)
         if cast is not edge_weight and edge_weight.is_floating_point() \
                 and bool(edge_weight.isfinite().all()) and not bool(cast.isfinite().all()):

@@ -24,6 +24,7 @@ from torch_geometric_regcn.utils.validation import (
     check_edge_index,
     check_int,
     check_real,
+    check_real_dtype,
     check_seed,
 )
 
@@ -227,6 +228,7 @@ class LaplacianEigenPE(BaseTransform):
             device = data.x.device if data.x is not None else torch.device('cpu')
             edge_index = torch.empty(2, 0, dtype=torch.long, device=device)
         if isinstance(weight, Tensor) and isinstance(edge_index, Tensor):
+            check_real_dtype('edge_weight', weight)  # before the cast drops a part
             weight = weight.to(edge_index.device, torch.float64)
         if num_nodes <= self.DENSE_THRESHOLD:  # one dense eigh when connected
             check_edge_index(edge_index, num_nodes, weight)

@@ -230,6 +230,15 @@ def check_index(name: str, index: Any, num_nodes: int, size: Optional[int] = Non
     return index.long()
 
 
+def check_real_dtype(name: str, tensor: Tensor) -> None:
+    r"""Raises :class:`TypeError` where :obj:`tensor` holds complex numbers:
+    a cast to a real dtype would drop their imaginary parts, with only
+    torch's warning."""
+    if tensor.is_complex():
+        raise TypeError(f"'{name}' must hold real numbers (got {tensor.dtype}); pass real "
+                        f"edge weights, e.g. '{name}.real' or '{name}.float()'")
+
+
 def check_edge_index(edge_index: Tensor, num_nodes: int,
                      edge_weight: Optional[Tensor] = None, name: str = 'edge_index',
                      weight_name: str = 'edge_weight') -> None:
@@ -249,6 +258,7 @@ def check_edge_index(edge_index: Tensor, num_nodes: int,
         raise ValueError(f"'{name}' refers to nodes outside [0, {num_nodes - 1}]; {fix}")
     if edge_weight is not None:
         check_tensor(weight_name, edge_weight, 'a tensor [num_edges]')
+        check_real_dtype(weight_name, edge_weight)
         if edge_weight.dim() != 1 or edge_weight.numel() != edge_index.size(1):
             raise ValueError(f"'{weight_name}' must have shape [{edge_index.size(1)}] to match "
                              f"'{name}' (got {list(edge_weight.shape)})")
