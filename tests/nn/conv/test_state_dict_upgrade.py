@@ -33,7 +33,9 @@ def test_the_hook_renames_the_gate_under_a_prefix_and_keeps_the_coefficients():
     assert 'convs.0.extra.weight' in old and 'convs.0.regularizer._extra_state' not in old
     upgrade_0_1_state_dict(model.convs[0], old, 'convs.0.')
     assert set(old) == set(state)
-    assert old['convs.0.regularizer._extra_state'] == {'K': 2, 'beta': 1.0, 'adaptive': True}
+    assert old['convs.0.regularizer._extra_state'] == {
+        'K': 2, 'beta': 1.0, 'adaptive': True,
+        '_regularizer': 'torch_geometric_regcn.regularizers.spectral.DAGNNRegularizer'}
     assert old['convs.0.regularizer.gate.weight'] is state['convs.0.regularizer.gate.weight']
 
 
