@@ -156,10 +156,17 @@ def test_a_second_derivative_in_b_is_right_and_in_params_raises():
                                rtol=1e-9, atol=1e-11)
     theta = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
     y = cg_solve(dense.to_sparse_csr(), b, 1e-12, 100, lambda m, z: theta * (m @ z), (theta,))
-    with pytest.raises(RuntimeError, match=r"second derivative \(create_graph=True\).*"
-                                           r"solver='closed'"):
-        torch.autograd.grad(y.square().sum(), theta, create_graph=True)
-    torch.autograd.grad(y.square().sum(), theta)  # the first derivative is fine
+    (grad,) = torch.autograd.grad(y.square().sum(), theta, create_graph=True)
+    for wrt in (theta, b):  # in theta, and the mixed derivative in b
+        with pytest.raises(RuntimeError, match=r"holds the solution fixed.*second derivative "
+                                               r"\(create_graph=True\)"):
+            torch.autograd.grad(grad, wrt, allow_unused=True)
+    # The Hessian-vector product in B alone stays right with theta learned.
+    y = cg_solve(dense.to_sparse_csr(), b, 1e-13, 100, lambda m, z: theta * (m @ z), (theta,))
+    (grad,) = torch.autograd.grad(y.pow(3).sum(), b, create_graph=True)
+    got = torch.autograd.grad((grad * v).sum(), b)[0]
+    expected = hvp(lambda rhs: torch.linalg.solve(theta.detach() * dense, rhs))
+    torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-11)
 
 
 def test_dtypes_are_checked_before_any_work():

@@ -344,3 +344,22 @@ def test_a_tolerance_below_the_dtypes_rounding_stops_and_says_so(solver):
     # float32 eigenvalues of a matrix of norm 1: within 1e-5.
     torch.testing.assert_close(pairs.eigenvalues.double().sort(descending=True).values,
                                expected, rtol=0, atol=1e-5)
+
+
+def test_slow_progress_at_the_lowest_degree_far_above_rounding_goes_on():
+    # A stall at the lowest filter degree stops the run only near the dtype's
+    # eps: a float32 'LM' problem with a small gap, stalled near 1e-2 for a
+    # while, converges to tol = 1e-4 (it was stopped after 7 cycles).
+    n = 600
+    gen = torch.Generator().manual_seed(0)
+    q, _ = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64, generator=gen))
+    gap = 1e-2
+    values = torch.cat([torch.tensor([50.0, 1.0, 1 - gap / 2, 1 - gap], dtype=torch.float64),
+                        torch.linspace(-(1 - 2 * gap), 1 - 2 * gap, n - 4,
+                                       dtype=torch.float64)])
+    s = ((q * values) @ q.T).float()
+    pairs = block_lanczos((s + s.T) / 2, 4, which='LM', max_iter=400, basis_size=12,
+                          generator=torch.Generator().manual_seed(0))
+    assert pairs.converged and pairs.residual <= 1e-4
+    np.testing.assert_allclose(pairs.eigenvalues.double().abs().sort(descending=True).values,
+                               [50.0, 1.0, 1 - gap / 2, 1 - gap], atol=1e-3)

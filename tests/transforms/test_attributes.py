@@ -77,3 +77,12 @@ def test_a_graph_stored_as_adj_t_is_read_or_refused_never_taken_for_no_edges():
         with pytest.raises(ValueError, match=rf"{name} reads the graph from 'data.edge_index', "
                                              rf"but this graph stores it as 'data.adj_t'"):
             transform(sparse.clone())
+    # What reads no edges takes such a graph as before: the semantic-only
+    # tsGCN (alpha = 0), and the propagation by precomputed factors.
+    semantic_only = LowRankInverse(0.0, 1.0, rank=2, k=2, progress=False)
+    torch.testing.assert_close(semantic_only(sparse.clone()).lowrank_w,
+                               semantic_only(data.clone()).lowrank_w, rtol=0, atol=0)
+    factors = LowRankInverse(1.0, 0.0, rank=2, progress=False)(data.clone())
+    del factors.edge_index
+    factors.adj_t = sparse.adj_t
+    PropagateFeatures()(factors)

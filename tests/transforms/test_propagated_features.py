@@ -13,6 +13,7 @@ from torch_geometric.data import Data
 
 from tests.conftest import dense_normalized_adjacency, messy_graph
 from torch_geometric_regcn import LowRankInverse, PropagateFeatures
+from torch_geometric_regcn import regularizers as R
 from torch_geometric_regcn.loader import SeedNodeLoader
 from torch_geometric_regcn.regularizers import APPNPRegularizer
 from torch_geometric_regcn.regularizers.graph import build_graph
@@ -158,6 +159,8 @@ def test_argument_checks_before_any_work():
                                          r".*adaptive=False"):
         PropagateFeatures(solver='series', regularizer='dagnn')
     PropagateFeatures(solver='series', regularizer='dagnn', adaptive=False)
+    trained = R.get('appnp', alpha=0.2).learn('alpha')  # learned, then frozen: accepted
+    PropagateFeatures(solver='cg', regularizer=trained.requires_grad_(False))
     data = graph()
     with pytest.raises(ValueError, match="needs the factors"):
         PropagateFeatures()(data.clone())

@@ -196,20 +196,42 @@ class _CGSolve(torch.autograd.Function):
             # one more product M(θ) Y. Where θ is a graph input (edge weights), that
             # runs through the operator's construction, which the rest of the
             # backward pass may cross again: it is kept.
-            if torch.is_grad_enabled():  # create_graph=True: a second derivative
-                raise RuntimeError(
-                    "cg_solve's backward pass is differentiable in the right-hand side "
-                    "only: a second derivative (create_graph=True) with respect to what "
-                    "the product reads (learned coefficients, edge weights, an edge mask) "
-                    "is not supported; use solver='closed' (dense autograd) for it")
-            y = ctx.saved_tensors[0]
+            y, second = ctx.saved_tensors[0], torch.is_grad_enabled()  # create_graph=True
             with torch.enable_grad():
                 product = ctx.matmul(ctx.matrix, y.detach())
                 found = iter(torch.autograd.grad(product, wanted, -solved, allow_unused=True,
                                                  retain_graph=True))
-            grads = tuple(next(found) if need else None
+            # Under create_graph=True each depends on the upstream gradient and the
+            # params: differentiating it in any of them reaches the refusal.
+            grads = tuple(_refused(next(found), _SECOND, grad, *wanted) if need and second
+                          else next(found) if need else None
                           for need in ctx.needs_input_grad[5:])
         return (None, solved, None, None, None, *grads)
+
+
+#: Why a second derivative through CG's implicit gradient in its params is refused.
+_SECOND = ("cg_solve's implicit gradient in what the product reads (learned coefficients, "
+           "edge weights, an edge mask) holds the solution fixed, so its derivative would be "
+           "wrong: a second derivative (create_graph=True) in them is not supported; for "
+           "learned coefficients use solver='closed' (dense autograd)")
+
+
+class _Refused(torch.autograd.Function):
+    r""":obj:`value`, attached to the tensors it depends on (:obj:`inputs`)
+    by a node whose backward pass raises: a gradient that must not be
+    differentiated."""
+    @staticmethod
+    def forward(ctx: Any, value: Tensor, why: str, *inputs: Tensor) -> Tensor:
+        ctx.why = why
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor) -> Tuple[None, ...]:
+        raise RuntimeError(ctx.why)
+
+
+def _refused(value: Optional[Tensor], why: str, *inputs: Tensor) -> Optional[Tensor]:
+    return None if value is None else _Refused.apply(value.detach(), why, *inputs)
 
 
 class _FirstOrder(torch.autograd.Function):
@@ -251,9 +273,9 @@ def cg_solve(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 100
     reached before :obj:`tol`, or when the dtype's rounding stops CG above it
     (see :func:`conjugate_gradient`). Under :obj:`create_graph=True` the
     backward pass is differentiable again in :math:`\mathbf{B}` (its solve
-    runs under autograd); with :obj:`params` that want a gradient it raises
-    :class:`RuntimeError` (the implicit formula holds :math:`\mathbf{Y}`
-    fixed, so its derivative would be wrong).
+    runs under autograd); the gradients of :obj:`params` are not (the
+    implicit formula holds :math:`\mathbf{Y}` fixed, so their derivative
+    would be wrong): differentiating them raises :class:`RuntimeError`.
 
     Non-finite input raises :class:`ValueError` (see
     :func:`conjugate_gradient`); a non-finite output gradient gives NaN in

@@ -34,6 +34,9 @@ from torch_geometric_regcn.utils.sparse import compact_csr
 from torch_geometric_regcn.utils.validation import check_int
 
 STALL = 5  # cycles without progress after which block_lanczos lowers the degree
+#: How many times the dtype's eps a residual stalled at the lowest filter
+#: degree may be and still count as the dtype's floor (block_lanczos stops).
+FLOOR_FACTOR = 100.0
 #: Rows per chunk of the products with the basis that must not allocate an
 #: N x m result: the Ritz rotation in place and the residuals.
 ROW_CHUNK = 4096
@@ -386,15 +389,27 @@ class _FilteredCycles:
                  and float(theta[k - 1]) < _rounding_floor(values.dtype) * float(theta[0]))
         return faint or (degree > lowest and self.stalled(values))
 
+    def _limit(self, values: Tensor) -> float:
+        # The rounding level under this filter: eps, magnified by how far the
+        # filter shrinks the wanted eigenvalues.
+        eps = torch.finfo(values.dtype).eps
+        return eps * math.exp(min(self.degree * self.window.shrink(float(values[self.k - 1])),
+                                  700.0))
+
     def stalled(self, values: Tensor) -> bool:
         r"""Whether the best residual of the last :obj:`STALL` cycles is not
         half the best before them, while rounding under this filter could be
         what limits it (see :meth:`is_faint`)."""
-        history, eps = self.history, torch.finfo(values.dtype).eps
-        limit = eps * math.exp(min(self.degree * self.window.shrink(float(values[self.k - 1])),
-                                   700.0))
-        return (len(history) > STALL and limit > 0.1 * self.tol
+        history = self.history
+        return (len(history) > STALL and self._limit(values) > 0.1 * self.tol
                 and min(history[-STALL:]) > 0.5 * min(history[:-STALL]))
+
+    def at_floor(self, values: Tensor) -> bool:
+        r"""Whether the residual stalled (:meth:`stalled`) within
+        :obj:`FLOOR_FACTOR` times the dtype's :math:`\epsilon`: slow progress
+        above it goes on to :obj:`max_iter`."""
+        eps = torch.finfo(values.dtype).eps
+        return self.stalled(values) and min(self.history) < FLOOR_FACTOR * eps
 
     def __call__(self, cycle: int, theta: Tensor, ritz: Tensor, spare: Tensor) -> bool:
         r"""Takes cycle :obj:`cycle`'s Ritz values :obj:`theta` of the filter,
@@ -406,7 +421,7 @@ class _FilteredCycles:
         # The residual is all-reduced, the same on every rank; the Ritz values
         # behind 'faint' come from a local eigh, so rank 0's verdict is taken.
         faint = self.is_faint(cycle, theta, pairs.values)
-        floor = self.degree <= _lowest_degree(self.which) and self.stalled(pairs.values)
+        floor = self.degree <= _lowest_degree(self.which) and self.at_floor(pairs.values)
         faint, floor = consensus([faint, floor], _group_of(self.operator))
         self.last = CycleResult(pairs, bool(faint), bool(floor))
         if pairs.residual < (math.inf if self.best is None else self.best.residual):

@@ -226,12 +226,22 @@ class Regularizer(torch.nn.Module):
 
     def cached_operator(self, graph: GraphOperators) -> Tensor:
         r""":meth:`operator`, built once per graph (on every call while
-        coefficients are learned, or while its submodules' parameters want a
-        gradient: :meth:`trainable_parameters`)."""
-        if self.learned or (torch.is_grad_enabled() and self.trainable_parameters()):
+        coefficients are learned), and again when a coefficient is assigned or
+        a parameter of :meth:`trainable_parameters` changes (an optimizer
+        step); while those want a gradient and the operator reads them, on
+        every call, so that it carries their gradient."""
+        if self.learned:
             return self.operator(graph)
-        return graph.memo((self, 'operator'), lambda: self.operator(graph),
-                          version=self.assignments)
+        key, trainable = (self, 'operator'), self.trainable_parameters()
+        version = (self.assignments, *(p._version for p in trainable))
+        reads = (self, 'reads trainable parameters')
+        if trainable and torch.is_grad_enabled() and graph.derived.get(reads, True):
+            matrix = self.operator(graph)
+            graph.derived[reads] = matrix.requires_grad
+            if matrix.requires_grad:
+                return matrix
+            return graph.memo(key, lambda: matrix, version=version)
+        return graph.memo(key, lambda: self.operator(graph), version=version)
 
     def initialize_channels(self, channels: int) -> None:
         r"""Called by a layer with the number of channels it propagates, so
@@ -500,14 +510,16 @@ class Regularizer(torch.nn.Module):
 
     def get_extra_state(self) -> Dict[str, Any]:
         # The class, so that a state is never read as another regulariser's.
-        return {**self.coefficients(), _CLASS_KEY: _qualified_name(type(self))}
+        return {**self.coefficients(), _CLASS_KEY: type(self).__qualname__}
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
         state = dict(state)
         saved = state.pop(_CLASS_KEY, None)  # absent from the states of 0.1
-        if saved is not None and saved != _qualified_name(type(self)):
+        # Its class or one it derives from (a class moved to another module,
+        # from a script's __main__, keeps its name).
+        if saved is not None and saved not in {c.__qualname__ for c in type(self).__mro__}:
             raise ValueError(f"The state holds the coefficients of {saved}, but this module's "
-                             f"regulariser is {_qualified_name(type(self))}: build the module "
+                             f"regulariser is {type(self).__qualname__}: build the module "
                              f"with the regulariser of the checkpoint")
         # The constructor's checks on the state as a whole, before anything
         # changes (not one key at a time, whose mixes of old and new values may
@@ -662,10 +674,6 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
 _CLASS_KEY = '_regularizer'
 
 
-def _qualified_name(cls: type) -> str:
-    return f'{cls.__module__}.{cls.__qualname__}'
-
-
 def _off_excluded_ends(value: Tensor, low: float, high: float, ends: Any) -> Tensor:
     r"""Whether every entry of :obj:`value` lies off the :obj:`ends` of
     :math:`(\text{low}, \text{high})` it may not take (:obj:`"low"`,
@@ -805,7 +813,9 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
         diag = torch.zeros(graph.num_nodes, dtype=rhs.dtype, device=rhs.device)
         for c, m in terms:
             c = c.detach() if isinstance(c, Tensor) else c
-            diag += c if m is None else c * graph.memo(('diagonal', id(m)), lambda m=m: diagonal(m))
+            diag += c if m is None else c * (
+                diagonal(m.detach()) if m.requires_grad  # built on this call: not kept
+                else graph.memo(('diagonal', id(m)), lambda m=m: diagonal(m)))
         index = torch.arange(graph.num_nodes, device=rhs.device).expand(2, -1)
         matrix = torch.sparse_coo_tensor(index, diag, (graph.num_nodes,) * 2,
                                          check_invariants=False).to_sparse_csr()

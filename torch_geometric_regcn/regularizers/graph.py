@@ -324,7 +324,7 @@ class GraphOperators:
         self.lowrank = lowrank
         self.progress, self.seed, self.direction = progress, seed, direction
         self.derived: Dict[Hashable, Any] = {}
-        self._versions: Dict[Hashable, int] = {}  # of the entries built with a version
+        self._versions: Dict[Hashable, Hashable] = {}  # of the entries built with a version
         #: :obj:`propagate(matrix, x)`, set by a layer: every sparse product
         #: of a solver goes through it. :obj:`None`: a plain sparse matmul.
         self.propagate: Optional[Callable[[Tensor, Tensor], Tensor]] = None
@@ -345,7 +345,7 @@ class GraphOperators:
         :attr:`propagate` when set."""
         return matrix @ x if self.propagate is None else self.propagate(matrix, x)
 
-    def memo(self, key: Hashable, build: Callable[[], T], version: int = 0) -> T:
+    def memo(self, key: Hashable, build: Callable[[], T], version: Hashable = 0) -> T:
         r"""Returns :obj:`build()`, computed on the first call for :obj:`key`
         and again when :obj:`version` changes (a regulariser's coefficients
         assigned since, for an operator built from them)."""

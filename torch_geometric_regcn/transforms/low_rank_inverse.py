@@ -112,7 +112,8 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
         elif isinstance(data.partition if 'partition' in data else None, RowPartition) \
                 and data.partition.num_parts > 1:  # else: the factors of its rows alone
             check_partition(data.partition, None)  # names the missing group
-        check_edge_attribute(data, what)
+        if arguments is None or arguments.get("'alpha'", 1.0) > 0:  # it reads the edges
+            check_edge_attribute(data, what)
         num_nodes = (data.num_nodes or 0) if part is None else part.num_nodes
         if rank is not None and num_nodes and rank > num_nodes:
             raise ValueError(f"'rank' must not exceed the number of nodes {num_nodes} "

@@ -3,6 +3,7 @@ from typing import Any, Union
 
 import torch
 from torch import Tensor
+from torch.nn.parameter import is_lazy
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
@@ -127,13 +128,14 @@ class PropagateFeatures(BaseTransform):
                  **coefficients: Any) -> None:
         self.hops = check_int('hops', hops)
         self.regularizer = get(regularizer, **coefficients)
-        trainable = [name for name, p in self.regularizer.named_parameters()]
-        if trainable:  # a transform trains nothing: they would stay at their start
+        trainable = [name for name, p in self.regularizer.named_parameters()
+                     if p.requires_grad or is_lazy(p)]
+        if trainable:  # a transform trains nothing: they would stay where they are
             raise ValueError(
                 f"PropagateFeatures precomputes a fixed propagation, but {self.regularizer!r} "
-                f"has trainable parts {trainable}, which would propagate with their random "
-                f"or starting values; use a regulariser without them (for DAGNN, "
-                f"adaptive=False: the Neumann weights) or train the layer instead")
+                f"has trainable parts {trainable}, which it would not train; use a "
+                f"regulariser without them (for DAGNN, adaptive=False: the Neumann weights), "
+                f"or freeze trained ones first ('regularizer.requires_grad_(False)')")
         self.solver = self.regularizer.check_solver(solver)
         self.block_size = check_int('block_size', block_size)
         try:
@@ -157,7 +159,8 @@ class PropagateFeatures(BaseTransform):
         check_node_features(x, 'data.x', finite=False)  # values: block by block below
         check_outputs(data, self.attr_names, 'PropagateFeatures', NODE_MATRIX, 'prefix',
                       chosen=self.prefix != 'x')
-        check_edge_attribute(data, 'PropagateFeatures')
+        if 'adj' in self.regularizer.requires(self.solver):
+            check_edge_attribute(data, 'PropagateFeatures')
         num_nodes = x.size(0)
         dtype = solve_dtype(x.dtype)
         graph = build_graph(

@@ -49,17 +49,21 @@ def _parts(tensor: Tensor) -> Tuple[Tensor, ...]:
 
 
 def _words(chunk: Tensor) -> Tensor:
-    r"""The exact integer sum, per position, of the 8- or 16-bit words that
-    store :obj:`chunk`'s numbers (one position per word of a number: four
-    for float64, one for float16): a change of any one number changes the
-    sum of a position its change touches. Each word is below :math:`2^{15}`
-    in magnitude, so an int64 sum of up to :math:`2^{48}` of them is exact
-    in any order."""
+    r"""Exact integer sums of the bit patterns that store :obj:`chunk`'s
+    numbers, each a contiguous reduction in int64: of the 8-, 16- or 32-bit
+    patterns as they are, and of the low and high 32-bit halves of 64-bit
+    ones. A change of any one number changes a sum its change touches; each
+    part is below :math:`2^{32}` in magnitude, so a sum of up to
+    :math:`2^{31}` of them is exact in any order."""
     size = chunk.element_size()
-    word = torch.int8 if size == 1 else torch.int16
+    if size == 8:
+        bits = chunk.view(torch.int64)
+        return torch.stack([(bits & 0xFFFFFFFF).sum(), (bits >> 32).sum()])
     if chunk.dtype == torch.bool:
         chunk = chunk.view(torch.uint8)
-    return chunk.view(word).view(-1, max(size // 2, 1)).sum(dim=0, dtype=torch.int64)
+    word = {4: torch.int32, 2: torch.int16, 1: torch.uint8 if chunk.dtype == torch.uint8
+            else torch.int8}[size]
+    return chunk.view(word).sum(dtype=torch.int64).reshape(1)
 
 
 def _content(part: Tensor) -> Tuple[Any, ...]:
@@ -74,7 +78,8 @@ def _content(part: Tensor) -> Tuple[Any, ...]:
     flat = part.detach().reshape(-1)
     dtype = flat.dtype if flat.dtype in (torch.float32, torch.float64) else torch.float64
     total = torch.zeros(2, dtype=torch.float64, device=part.device)
-    words = torch.zeros(max(flat.element_size() // 2, 1), dtype=torch.int64, device=part.device)
+    words = torch.zeros(2 if flat.element_size() == 8 else 1, dtype=torch.int64,
+                        device=part.device)
     with torch.autocast(part.device.type, enabled=False):
         inner = _weights(_BLOCK, part.device).to(dtype)
         for s in range(0, flat.numel(), _CHUNK):

@@ -161,3 +161,16 @@ def test_a_graph_cached_in_inference_mode_is_rebuilt_for_training(name, solver):
             model(x, ei)
         assert not model._graph_cache.inference
     torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=0)
+
+
+def test_a_sparse_adjacency_with_int32_indices_is_the_same_graph():
+    # Equal integers in another integer dtype are the same graph, for the
+    # indices of a CSR adjacency too (refused after the exact fingerprint).
+    x, ei = setup()
+    adj = torch.sparse_coo_tensor(ei, torch.ones(ei.size(1), dtype=torch.float64),
+                                  (30, 30)).coalesce().to_sparse_csr()
+    narrow = torch.sparse_csr_tensor(adj.crow_indices().int(), adj.col_indices().int(),
+                                     adj.values(), adj.shape)
+    layer = conv('appnp', cached=True)
+    first = layer(x, adj)
+    torch.testing.assert_close(layer(x, narrow), first, rtol=0, atol=0)

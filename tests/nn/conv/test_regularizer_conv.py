@@ -331,7 +331,7 @@ def test_regularizer_state_travels_with_the_layer():
     state = layer.state_dict()  # the gate is built at the layer's width
     assert state['regularizer._extra_state'] == {
         'K': 3, 'beta': 0.5, 'adaptive': True,
-        '_regularizer': 'torch_geometric_regcn.regularizers.spectral.DAGNNRegularizer'}
+        '_regularizer': 'DAGNNRegularizer'}
     assert {'regularizer.gate.weight', 'regularizer.gate.bias'} <= set(state)
     other = conv('dagnn', K=5, beta=2.0)
     other(x, ei)

@@ -35,7 +35,7 @@ def test_the_hook_renames_the_gate_under_a_prefix_and_keeps_the_coefficients():
     assert set(old) == set(state)
     assert old['convs.0.regularizer._extra_state'] == {
         'K': 2, 'beta': 1.0, 'adaptive': True,
-        '_regularizer': 'torch_geometric_regcn.regularizers.spectral.DAGNNRegularizer'}
+        '_regularizer': 'DAGNNRegularizer'}
     assert old['convs.0.regularizer.gate.weight'] is state['convs.0.regularizer.gate.weight']
 
 

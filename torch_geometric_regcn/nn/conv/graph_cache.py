@@ -104,6 +104,15 @@ def _canonical(value: Any, printed: Any = None) -> Any:
     if value.layout == torch.strided and not value.is_floating_point() \
             and value.dtype != torch.int64:  # the words of int64 indices
         value, printed = value.long(), None
+    elif value.layout in (torch.sparse_csr, torch.sparse_csc):
+        compressed, plain = ((value.crow_indices(), value.col_indices())
+                             if value.layout == torch.sparse_csr
+                             else (value.ccol_indices(), value.row_indices()))
+        if compressed.dtype != torch.int64:  # int32 indices: the same graph
+            build = (torch.sparse_csr_tensor if value.layout == torch.sparse_csr
+                     else torch.sparse_csc_tensor)
+            value = build(compressed.long(), plain.long(), value.values(), value.shape)
+            printed = None
     if printed is None:
         printed = fingerprint(value)
     return printed._replace(dtype=None)
