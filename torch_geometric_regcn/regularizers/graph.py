@@ -74,7 +74,8 @@ def is_sparse_tensor(edge_index: Any) -> bool:
 DUPLICATES = 'sum'
 
 
-def _as_edge_index(edge_index: Any, edge_weight: Optional[Tensor]):
+def as_edge_index(edge_index: Any,
+                  edge_weight: Optional[Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
     r"""The entries of a graph input as :obj:`(edge_index, edge_weight)`,
     without touching it: a :obj:`torch.sparse` COO matrix is read through a
     coalesced copy (:meth:`torch.Tensor.coalesce`, which sums duplicates and
@@ -170,13 +171,13 @@ def _graph_arguments(edge_index: Any, edge_weight: Optional[Tensor], dtype: torc
     weight_name = 'edge_weight'
     if is_sparse_tensor(edge_index) or edge_index.layout != torch.strided:
         weight_name = f'{name}.values()'
-    edge_index, edge_weight = _as_edge_index(edge_index, edge_weight)
+    edge_index, edge_weight = as_edge_index(edge_index, edge_weight)
     if edge_weight is not None:
         if isinstance(edge_weight, Tensor):
             check_real_dtype(weight_name, edge_weight)  # before the cast drops a part
         cast = edge_weight.to(dtype)
         if cast is not edge_weight and edge_weight.is_floating_point() \
-                and bool(edge_weight.isfinite().all()) and not bool(cast.isfinite().all()):
+                and bool((edge_weight.isfinite() & ~cast.isfinite()).any()):  # one sync
             raise ValueError(f"'{weight_name}' holds finite {edge_weight.dtype} weights beyond "
                              f"the range of the layer's {dtype} (largest magnitude "
                              f"{float(edge_weight.abs().max()):.3g}); rescale them or use a "
@@ -364,7 +365,7 @@ class GraphOperators:
             return self.memo('adj', lambda: self.sparse([(self.adjacency_rows(False), 1.0)]))
         if self.direction is not None:
             def build() -> Tensor:
-                edge_index, edge_weight = _as_edge_index(self.edge_index, self.edge_weight)
+                edge_index, edge_weight = as_edge_index(self.edge_index, self.edge_weight)
                 return directed_adjacency(edge_index, self.num_nodes, edge_weight, self.dtype,
                                           self.direction)
             return self.memo('adj', build)

@@ -141,6 +141,11 @@ def check_outputs(data: Data, names: Sequence[str], owner: str, form: Form,
                          f"the attribute first (del data['{name}'])")
 
 
+#: Where PyG keeps a graph as a sparse adjacency instead of :obj:`edge_index`
+#: (:class:`~torch_geometric.transforms.ToSparseTensor` writes :obj:`adj_t`).
+SPARSE_ADJACENCIES = ('adj_t', 'adj')
+
+
 def check_edge_attribute(data: Data, owner: str) -> None:
     r"""Raises :class:`ValueError` where :obj:`data` stores its graph as a
     sparse adjacency (:obj:`adj_t` or :obj:`adj`, as PyG's
@@ -148,7 +153,7 @@ def check_edge_attribute(data: Data, owner: str) -> None:
     :obj:`edge_index`, which :obj:`owner` reads: the graph would be taken
     for one without edges."""
     if data.get('edge_index') is None:
-        for name in ('adj_t', 'adj'):
+        for name in SPARSE_ADJACENCIES:
             if data.get(name) is not None:
                 raise ValueError(
                     f"{owner} reads the graph from 'data.edge_index', but this graph stores "

@@ -16,8 +16,13 @@ from torch_geometric_regcn.linalg.laplacian_spectrum import (
     connected_dense_eigenpairs,
     laplacian_eigenpairs,
 )
-from torch_geometric_regcn.regularizers.graph import _as_edge_index
-from torch_geometric_regcn.transforms.attributes import NODE_MATRIX, check_attr_name, check_outputs
+from torch_geometric_regcn.regularizers.graph import as_edge_index
+from torch_geometric_regcn.transforms.attributes import (
+    NODE_MATRIX,
+    SPARSE_ADJACENCIES,
+    check_attr_name,
+    check_outputs,
+)
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.validation import (
     check_dtype,
@@ -216,14 +221,14 @@ class LaplacianEigenPE(BaseTransform):
         edge_index = data.edge_index
         weight = data.edge_weight if 'edge_weight' in data else None
         if edge_index is None:  # a sparse adjacency (PyG's ToSparseTensor), or no edges
-            for name in ('adj_t', 'adj'):
+            for name in SPARSE_ADJACENCIES:
                 if data.get(name) is not None:
-                    edge_index, weight = _as_edge_index(data[name], None)
+                    edge_index, weight = as_edge_index(data[name], None)
                     if name == 'adj_t':  # its entries are (target, source)
                         edge_index = edge_index.flip(0)
                     break
         elif not (isinstance(edge_index, Tensor) and edge_index.layout == torch.strided):
-            edge_index, weight = _as_edge_index(edge_index, weight)  # a sparse adjacency
+            edge_index, weight = as_edge_index(edge_index, weight)  # a sparse adjacency
         if edge_index is None:
             device = data.x.device if data.x is not None else torch.device('cpu')
             edge_index = torch.empty(2, 0, dtype=torch.long, device=device)

@@ -59,10 +59,7 @@ def _words(chunk: Tensor) -> Tensor:
     if size == 8:
         bits = chunk.view(torch.int64)
         return torch.stack([(bits & 0xFFFFFFFF).sum(), (bits >> 32).sum()])
-    if chunk.dtype == torch.bool:
-        chunk = chunk.view(torch.uint8)
-    word = {4: torch.int32, 2: torch.int16, 1: torch.uint8 if chunk.dtype == torch.uint8
-            else torch.int8}[size]
+    word = {4: torch.int32, 2: torch.int16, 1: torch.uint8}[size]  # bool and int8 too
     return chunk.view(word).sum(dtype=torch.int64).reshape(1)
 
 

@@ -81,8 +81,7 @@ class GraphCache:
 
     def __getstate__(self) -> Dict[str, Any]:
         # Sparse CSR operators cannot be copied; copies and pickles rebuild them.
-        return {'graph': None, '_inputs': {}, '_prints': {}, '_canonical': {},
-                'needs': frozenset(), 'inference': False}
+        return GraphCache().__dict__
 
 
 def _on_device(value: Tensor, device: torch.device) -> Tensor:
