@@ -8,7 +8,9 @@ from torch_geometric_regcn.knn import (
     exact_knn_cosine,
     ivf_knn_cosine,
     knn_graph_cosine,
+    normalize_rows,
     sharded_knn_cosine,
+    spherical_kmeans,
 )
 from torch_geometric_regcn.knn.checks import EXACT_LIMIT, resolve_method
 
@@ -70,3 +72,33 @@ def test_rejects_bad_arguments_without_a_process_group():
 def test_ivf_rejects_bad_options(option, value, message):
     with pytest.raises(ValueError, match=message):
         ivf_knn_cosine(_gaussian(20, 3, 0), 3, **{option: value})
+
+
+def test_rejects_features_a_search_would_misread():
+    x = _gaussian(20, 3, 0)
+    # Complex features: the imaginary part would be dropped by a cast.
+    for search in (exact_knn_cosine, knn_graph_cosine):
+        with pytest.raises(TypeError, match="'x' must be real .* 'x.real'"):
+            search(torch.complex(x, x.flip(0)), 3)
+    # Sparse over rows, dense over columns (to_sparse(1)): one index row, not two.
+    hybrid = x.to_sparse(1)
+    with pytest.raises(ValueError, match="'x' is a hybrid sparse tensor"):
+        exact_knn_cosine(hybrid, 3)
+    # The meta device holds no values to search.
+    with pytest.raises(ValueError, match="'x' is on the 'meta' device"):
+        exact_knn_cosine(x.to('meta'), 3)
+    with pytest.raises(TypeError, match="'generator' must be a torch.Generator"):
+        spherical_kmeans(normalize_rows(x), 2, generator=0)
+    # The error for sparse 'x' names the entry points that search it.
+    with pytest.raises(ValueError, match='exact_knn_cosine'):
+        ivf_knn_cosine(x.to_sparse(), 3)
+
+
+@pytest.mark.parametrize('layout', ['dense', 'sparse'])
+def test_no_feature_columns_make_every_row_a_zero_row(layout):
+    # Every similarity is 0 then: the k lowest other indices, as for zero rows.
+    x = torch.zeros(6, 0, dtype=torch.float64)
+    x = x.to_sparse() if layout == 'sparse' else x
+    expected = torch.tensor([[1, 2], [0, 2], [0, 1], [0, 1], [0, 1], [0, 1]])
+    assert torch.equal(exact_knn_cosine(x, 2), expected)
+    assert normalize_rows(x).shape == (6, 0)

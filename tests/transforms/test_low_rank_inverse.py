@@ -145,6 +145,11 @@ def test_rejects_bad_data():
     data.x[3, 1] = float('inf')
     with pytest.raises(ValueError, match="'data.x' contains NaN or infinite"):
         LowRankInverse(1.0, 0.1, rank=3)(data)
+    data = graph()
+    del data.semantic_edge_index
+    data.x = torch.complex(data.x, data.x.flip(0))  # a cast would drop the imaginary part
+    with pytest.raises(TypeError, match="'data.x' must be real"):
+        LowRankInverse(1.0, 0.1, rank=3)(data)
     with pytest.raises(ValueError, match='no edges'):
         LowRankInverse(1.0, 0.1, rank=3)(Data(x=torch.randn(5, 2),
                                               edge_index=torch.empty(2, 0, dtype=torch.long)))

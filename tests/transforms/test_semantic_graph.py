@@ -55,6 +55,13 @@ def test_rejects_bad_input():
         SemanticGraph(3, method='hnsw')
     with pytest.raises(ValueError, match='needs dense features'):
         SemanticGraph(2, method='ivf')(Data(x=torch.eye(5).to_sparse()))
+    x = torch.randn(5, 2)
+    with pytest.raises(TypeError, match="'data.x' must be real"):
+        SemanticGraph(2)(Data(x=torch.complex(x, x.flip(0))))
+    with pytest.raises(ValueError, match="'data.x' is a hybrid sparse tensor"):
+        SemanticGraph(2)(Data(x=x.to_sparse(1)))
+    assert torch.equal(SemanticGraph(2)(Data(x=x.long())).semantic_edge_index,
+                       SemanticGraph(2)(Data(x=x.long().float())).semantic_edge_index)
     with pytest.raises(ValueError, match="'probes'"):
         ivf_knn_cosine(torch.randn(10, 2), 2, probes=0)
     assert repr(SemanticGraph(7)) == "SemanticGraph(k=7, method='auto')"

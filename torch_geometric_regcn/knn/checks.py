@@ -11,7 +11,12 @@ from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import Group, agree_arguments, check_group
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
-from torch_geometric_regcn.utils.validation import check_choice, check_int, check_node_features
+from torch_geometric_regcn.utils.validation import (
+    check_choice,
+    check_int,
+    check_node_features,
+    real_features,
+)
 
 #: :obj:`"auto"` searches exactly on CUDA or up to this many nodes, else by IVF.
 EXACT_LIMIT = 50_000
@@ -32,8 +37,9 @@ def resolve_method(method: str, x: Tensor, num_nodes: int) -> str:
         exact = x.is_cuda or x.layout != torch.strided or num_nodes <= EXACT_LIMIT
         method = 'exact' if exact else 'ivf'
     if method in ('ivf', 'faiss') and x.layout != torch.strided:
-        raise ValueError(f"the {method!r} search needs dense features; use the exact search "
-                         "(method='exact') for sparse 'x'")
+        raise ValueError(f"the {method!r} search needs dense features; search sparse 'x' "
+                         "exactly (exact_knn_cosine, or method='exact' of knn_graph_cosine "
+                         "and SemanticGraph), or pass 'x.to_dense()'")
     return method
 
 
@@ -50,6 +56,12 @@ def check_faiss(partition: RowPartition) -> None:
     if not faiss_available():
         raise ImportError("method='faiss' needs faiss: 'pip install faiss-cpu' (or "
                           "'pip install torch_geometric_regcn[faiss]'), or use method='ivf'")
+
+
+def check_generator(generator: Optional[torch.Generator]) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"'generator' must be a torch.Generator or None (got "
+                        f"{type(generator).__name__} {generator!r})")
 
 
 def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Group,
@@ -86,15 +98,12 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
     check_group(group)
     error, fields, same = None, [], {}
     try:
-        if isinstance(x, Tensor) and not x.is_floating_point():
-            x = x.to(torch.get_default_dtype())
-        elif isinstance(x, Tensor) and x.dtype in (torch.float16, torch.bfloat16):
+        x = real_features(x)
+        if isinstance(x, Tensor) and x.dtype in (torch.float16, torch.bfloat16):
             # Half precision, whose 3 significant digits would decide the
             # neighbours: float32, as LowRankInverse searches.
             x = x.float()
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(f"'generator' must be a torch.Generator or None (got "
-                            f"{type(generator).__name__} {generator!r})")
+        check_generator(generator)
         check_node_features(x, 'x')
         if partition is None and group is None:
             partition = RowPartition.even(x.size(0), 1)
@@ -134,16 +143,19 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
     return x, partition, method
 
 
-def check_kmeans(x: Tensor, cells: int, iterations: int,
-                 block_size: Optional[int]) -> Tuple[int, int, Optional[int]]:
+def check_kmeans(x: Tensor, cells: int, iterations: int, block_size: Optional[int],
+                 generator: Optional[torch.Generator] = None
+                 ) -> Tuple[int, int, Optional[int]]:
     r"""The arguments of :func:`~torch_geometric_regcn.knn.spherical_kmeans`:
     a dense floating-point :obj:`x` :obj:`[N, F]` without NaN or infinity
     (one pass over it), :math:`1 \le \text{cells} \le N`, a non-negative
-    :obj:`iterations` and a positive :obj:`block_size` (or :obj:`None`);
-    returns the counts as :class:`int`."""
+    :obj:`iterations`, a positive :obj:`block_size` (or :obj:`None`) and a
+    :class:`torch.Generator` (or :obj:`None`); returns the counts as
+    :class:`int`."""
     check_node_features(x, 'x')
     if x.layout != torch.strided:
         raise TypeError("'x' must be dense for spherical_kmeans; use 'x.to_dense()'")
+    check_generator(generator)
     cells = check_int('cells', cells, minimum=None)
     if not 0 < cells <= x.size(0):
         raise ValueError(f"'cells' must lie in [1, {x.size(0)}], at most one cluster per row "

@@ -37,6 +37,8 @@ def normalize_rows(x: Tensor) -> Tensor:
     """
     check_node_features(x, 'x', finite=False)
     tiny = torch.finfo(x.dtype).tiny
+    if x.size(1) == 0:  # no features: every row a zero row
+        return x.clone()
     if x.layout == torch.strided:
         norm = x.norm(dim=1, keepdim=True)
         # Rows whose norm overflowed, or whose squares went below the smallest

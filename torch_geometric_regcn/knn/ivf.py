@@ -70,7 +70,8 @@ def spherical_kmeans(x: Tensor, cells: int, iterations: int = 10,
         - **x:** :obj:`[N, F]`, unit rows.
         - **output:** :obj:`[cells, F]`, unit rows.
     """
-    cells, iterations, block_size = check_kmeans(x, cells, iterations, block_size)
+    cells, iterations, block_size = check_kmeans(x, cells, iterations, block_size,
+                                                 generator)
     n = x.size(0)
     pick = torch.randperm(n, generator=generator, device='cpu')[:cells].to(x.device)
     centroids = x[pick].clone()

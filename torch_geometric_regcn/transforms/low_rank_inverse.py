@@ -36,10 +36,11 @@ from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.progress import EigensolverProgress
 from torch_geometric_regcn.utils.validation import (
     check_choice,
-    check_finite,
     check_int,
+    check_node_features,
     check_real,
     check_seed,
+    real_features,
     solve_dtype,
 )
 
@@ -127,7 +128,7 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
                 raise ValueError(f"'data.x' has {rows} rows but the graph has {expected} "
                                  f"nodes{'' if part is None else ' on this shard'} "
                                  f"(data.num_nodes); give one row per node")
-            check_finite('data.x', data.x)
+            check_node_features(real_features(data.x), 'data.x')
         check_outputs(data, outputs, what, NODE_MATRIX)
         if part is not None:
             _check_shard_edges(data, part, beta)

@@ -15,6 +15,7 @@ from torch_geometric_regcn.utils.validation import (
     check_int,
     check_node_features,
     check_seed,
+    real_features,
 )
 
 __all__ = ['SemanticGraph', 'knn_graph_cosine']
@@ -116,8 +117,7 @@ class SemanticGraph(SharesGroup, BaseTransform):
         x = data.x
         if x is None:
             raise ValueError("SemanticGraph needs node features 'data.x'")
-        if not x.is_floating_point():  # counts or 0/1 bag-of-words features
-            x = x.to(torch.get_default_dtype())
+        x = real_features(x)  # counts or 0/1 bag-of-words features
         check_node_features(x, 'data.x')
         return x
 

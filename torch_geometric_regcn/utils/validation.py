@@ -290,10 +290,26 @@ def check_node_features(x: Tensor, name: str = 'x', finite: bool = True) -> None
         raise ValueError(f"'{name}' must be a node feature matrix of shape "
                          f"[num_nodes, channels] (got shape {list(x.shape)}); use "
                          f"'{name}.view(-1, 1)' for a single feature")
+    if x.is_complex():
+        raise TypeError(f"'{name}' must be real (got {x.dtype}); pass '{name}.real' or "
+                        f"'{name}.abs()', or the real and imaginary parts as columns")
     if not x.is_floating_point():
         raise TypeError(f"'{name}' must be floating point (got {x.dtype}); use '{name}.float()'")
+    if x.layout != torch.strided and x.dense_dim() > 0:
+        raise ValueError(f"'{name}' is a hybrid sparse tensor (dense over its last "
+                         f"{x.dense_dim()} dimension(s)); use '{name}.to_dense().to_sparse()'")
+    check_materialized(**{name: x})
     if finite:
         check_finite(name, x)
+
+
+def real_features(x: Tensor) -> Tensor:
+    r"""Integer or boolean node features (counts, 0/1 bags of words) in the
+    default floating-point dtype; any other tensor, complex included, as it
+    is, for :func:`check_node_features` to judge."""
+    if isinstance(x, Tensor) and not (x.is_floating_point() or x.is_complex()):
+        return x.to(torch.get_default_dtype())
+    return x
 
 
 def check_projection(h: Tensor, x: Tensor, name: str = 'x') -> None:
