@@ -167,6 +167,16 @@ def test_argument_checks_before_any_work():
     data.x[0, 0] = float('nan')
     with pytest.raises(ValueError, match="'data.x' contains NaN"):
         PropagateFeatures(solver='cg')(data)
+    # A NaN in the last column block is found before any block is propagated.
+    data.x[0, 0] = 1.0
+    data.x[0, -1] = float('inf')
+    transform = PropagateFeatures(solver='cg', block_size=1)
+    calls = []
+    propagate = transform.regularizer.propagate
+    transform.regularizer.propagate = lambda *args: calls.append(1) or propagate(*args)
+    with pytest.raises(ValueError, match="'data.x' contains NaN or infinite"):
+        transform(data)
+    assert not calls
     del data.x
     with pytest.raises(ValueError, match="needs node features"):
         PropagateFeatures(solver='cg')(data)
