@@ -298,6 +298,40 @@ def test_a_zero_iterate_is_no_divergence():
     assert result.change == 0.0 and torch.isfinite(result.energy).all()
 
 
+@pytest.mark.parametrize('solver', ['fixed_point', 'irls'])
+def test_a_step_that_overflows_is_named_by_every_solver(solver):
+    # mu = 1e-40 is a subnormal float32, whose reciprocal overflows: pGNN's
+    # rule returned an all-NaN output silently (only trace=True checked its
+    # steps), IRLS blamed CG's 'matrix'.
+    reg = R.get('pgnn', mu=1e-40)
+    ei, _ = undirected_graph(0)
+    with pytest.raises(ValueError, match=rf"diverged: its '{solver}' iteration 1"):
+        reg.propagate(h_in(2).float(), build_graph(reg, ei, N, None, torch.float32), solver)
+
+
+def test_a_coefficient_beyond_the_dtype_is_named_before_any_step():
+    ei, _ = undirected_graph(0)
+    for reg in (R.get('elastic', lambda1=1e39), R.get('airgnn', eps=1e39)):
+        graph = build_graph(reg, ei, N, None, torch.float32)
+        with pytest.raises(ValueError, match="lies beyond the range of torch.float32"):
+            reg.propagate(h_in(2).float(), graph, 'irls')
+
+
+@pytest.mark.parametrize('norm', ['l1', 'l21'])
+def test_emp_on_large_float32_inputs_is_the_float64_solve(norm):
+    # The energy is homogeneous: x and lambda1 scaled by s scale the minimum by
+    # s. At s = 1e20 the l21 projection's row norms overflowed float32 and
+    # lambda1 / inf zeroed the dual (the lambda1 = 0 answer, 0.8 away).
+    # Reference: float64 at s = 1; float32 rounding over 10 EMP steps, 1e-5.
+    ei, _ = undirected_graph(0)
+    x = h_in(2)
+    expected = R.get('elastic', lambda1=0.5, norm=norm).propagate(
+        x, build_graph(R.get('elastic'), ei, N, None, torch.float64), 'emp')
+    reg = R.get('elastic', lambda1=0.5e20, norm=norm)
+    out = reg.propagate((1e20 * x).float(), build_graph(reg, ei, N, None, torch.float32), 'emp')
+    torch.testing.assert_close(out.double() / 1e20, expected, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize('name', ['elastic', 'robust'])
 def test_irls_on_large_float32_inputs_is_the_float64_solve(name):
     # Entries of 1e19 are finite in float32, their squares are not.

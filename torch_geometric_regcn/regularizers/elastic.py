@@ -3,6 +3,7 @@ filtering with Laplacian smoothing, solved by elastic message passing."""
 import math
 from typing import Any, Tuple
 
+import torch
 from torch import Tensor
 
 from torch_geometric_regcn.regularizers.graph import GraphOperators
@@ -140,5 +141,12 @@ class ElasticRegularizer(IterativeRegularizer):
     def _project(self, z: Tensor) -> Tensor:
         if self.norm == 'l1':  # each entry onto [-lambda1, lambda1]
             return z.clamp(-self.lambda1, self.lambda1)
-        norm = z.norm(dim=-1, keepdim=True)  # each row onto the l2 ball of radius lambda1
-        return z * (self.lambda1 / norm.clamp_min(self.lambda1))
+        # Each row onto the l2 ball of radius lambda1, z * min(1, lambda1 / ||z||),
+        # with ||z|| = largest * norm never formed: its squares and the norm
+        # itself may overflow for finite z (lambda1 / inf would zero the row).
+        tiny = torch.finfo(z.dtype).tiny
+        largest = z.abs().amax(dim=-1, keepdim=True)
+        unit = z / largest.clamp_min(tiny)  # largest magnitude 1 (a zero row stays 0)
+        norm = unit.norm(dim=-1, keepdim=True)
+        inside = largest * norm <= self.lambda1
+        return torch.where(inside, z, unit * (self.lambda1 / norm.clamp_min(tiny)))

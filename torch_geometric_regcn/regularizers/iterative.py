@@ -149,7 +149,9 @@ class IterativeRegularizer(Regularizer):
         gradient solves of :obj:`"irls"`. With
         :obj:`trace=True` the energy is evaluated at the start and after
         every iteration (one more pass over the edges each). A NaN or an
-        infinity in :obj:`x` raises a :class:`ValueError` naming it."""
+        infinity in :obj:`x`, a coefficient beyond the range of its dtype,
+        and an iterate that overflows (checked after every step, one
+        reduction) raise a :class:`ValueError` naming them."""
         solver = self.check_solver(solver)
         return _solve(self, x, graph, solver, tol, max_iter, trace)
 
@@ -208,6 +210,12 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
     if not all_finite(x):  # the rules without a residual would carry it into every row
         raise ValueError(f"'x' of {regularizer!r} contains NaN or infinite values (in a layer: "
                          f"the projected features, so check the input and the weights)")
+    largest = torch.finfo(x.dtype).max
+    for name, value in regularizer.coefficients().items():
+        if isinstance(value, float) and abs(value) > largest:
+            raise ValueError(f"'{name}' = {value:g} of {regularizer!r} lies beyond the range of "
+                             f"{x.dtype} (largest {largest:.3g}); choose a smaller '{name}' or "
+                             f"solve in float64")
     h, state, change = x, None, math.nan
     if solver == 'irls':
         h = regularizer.irls_start(x, graph)
@@ -215,14 +223,18 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
     iterations = 0
     for iterations in range(1, regularizer.K + 1):
         if solver == 'irls':
-            new = _cg(*regularizer.system(h, x, graph), tol, max_iter)
+            product, diag, rhs = regularizer.system(h, x, graph)
+            # Weights that overflowed: named here, not as CG's bad 'matrix'.
+            new = _cg(product, diag, rhs, tol, max_iter) \
+                if all_finite(diag) and all_finite(rhs) else diag.new_full((), math.nan)
         else:
             new, state = regularizer.step(solver, h, x, graph, state)
+        # Every step (one reduction): a rule has no residual that would show it.
+        if not all_finite(new):
+            raise ValueError(f"{regularizer!r} diverged: its {solver!r} iteration {iterations} "
+                             f"produced NaN or infinite values; check the input and the "
+                             f"coefficients (their size against {x.dtype}'s range)")
         if solver == 'irls' or trace:
-            if not all_finite(new):
-                raise ValueError(f"{regularizer!r} diverged: its {solver!r} iteration {iterations} "
-                                 f"produced NaN or infinite values; check the input and the "
-                                 f"coefficients")
             change = float(_relative_change(new, h))
         h = new
         if trace:
