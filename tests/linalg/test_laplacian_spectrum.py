@@ -128,6 +128,31 @@ def test_rejects_k_not_below_the_number_of_nodes():
         laplacian_eigenpairs(ei, w.double(), degree.double(), 3)
 
 
+def test_inputs_are_checked_and_float32_ones_accepted():
+    edge_index, n = pieces([50, 30], 2)
+    ei, w, degree = normalized_adjacency(edge_index, n, self_loops=False, reduce='sum',
+                                         return_degree=True)  # float32, its default
+    # float32 inputs failed in an index_put of float64; they are the float64 solve
+    # of the float32 values (so equal to it, the same arithmetic after the cast).
+    expected = laplacian_eigenpairs(ei, w.double(), degree.double(), 4)
+    pairs = laplacian_eigenpairs(ei, w, degree, 4)
+    assert torch.equal(pairs.eigenvalues, expected.eigenvalues)
+    w, degree = w.double(), degree.double()
+    nan_weight, nan_degree, negative = w.clone(), degree.clone(), degree.clone()
+    nan_weight[0], nan_degree[3], negative[3] = float('nan'), float('nan'), -1.0
+    # The dense path read one triangle: a NaN in the other returned clean values.
+    with pytest.raises(ValueError, match="'edge_weight' contains NaN"):
+        laplacian_eigenpairs(ei, nan_weight, degree, 4)
+    with pytest.raises(ValueError, match="'degree' contains NaN"):
+        laplacian_eigenpairs(ei, w, nan_degree, 4)
+    with pytest.raises(ValueError, match="'degree' must be non-negative"):
+        laplacian_eigenpairs(ei, w, negative, 4)
+    with pytest.raises(ValueError, match="'edge_index' refers to nodes outside"):
+        laplacian_eigenpairs(ei + n - int(ei.max()), w, degree, 4)
+    with pytest.raises(TypeError, match="'edge_index' must hold integer node indices"):
+        laplacian_eigenpairs(ei.float(), w, degree, 4)
+
+
 def test_rounded_ties_across_components_follow_the_lowest_node():
     # The eigenvalue 1 on six components, interleaved: paths P2 = 0-11-13 and
     # P1 = 3-8-10 (spectrum 0, 1, 2), the 4-cycle 1-5-9-12-1 (0, 1, 1, 2), the

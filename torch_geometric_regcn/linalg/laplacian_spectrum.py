@@ -14,7 +14,15 @@ from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
 from torch_geometric_regcn.linalg.lanczos import block_lanczos
 from torch_geometric_regcn.utils.sparse import compact_csr
-from torch_geometric_regcn.utils.validation import check_int, check_real, check_seed
+from torch_geometric_regcn.utils.validation import (
+    check_edge_index,
+    check_finite,
+    check_int,
+    check_real,
+    check_real_dtype,
+    check_seed,
+    check_tensor,
+)
 
 #: Entries whose magnitude reaches this fraction of an eigenvector's largest
 #: one count as tied for the sign convention.
@@ -173,9 +181,13 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
     Args:
         edge_index (torch.Tensor): The entries of :math:`\hat{\mathbf{A}}`,
             symmetric and without self loops, shape :obj:`[2, E]`.
-        edge_weight (torch.Tensor): Their positive values, shape :obj:`[E]`.
+        edge_weight (torch.Tensor): Their positive values, shape :obj:`[E]`
+            (solved in float64, whatever their dtype).
         degree (torch.Tensor): The degrees :math:`d_i` of the nodes (zero for
-            an isolated one), shape :obj:`[N]`.
+            an isolated one), shape :obj:`[N]`. A NaN, an infinity or a
+            negative value here or in :obj:`edge_weight`, and an index of
+            :obj:`edge_index` outside :math:`[0, N)`, raise an error naming
+            it before any work.
         k (int): The number of pairs, :math:`1 \leq k < N`.
         seed (int, optional): The seed of the Lanczos starting blocks.
             (default: :obj:`0`)
@@ -204,6 +216,15 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
     Cost: the components' solves, :math:`O(n_C^3)` for a dense one and a few
     hundred sparse products of :math:`O(k)` columns for a Lanczos one.
     """
+    check_tensor('degree', degree, 'a tensor [num_nodes]')
+    if degree.dim() != 1:
+        raise ValueError(f"'degree' must have shape [num_nodes] (got {list(degree.shape)})")
+    check_real_dtype('degree', degree)
+    check_edge_index(edge_index, degree.numel(), edge_weight)
+    check_finite('degree', degree)
+    if bool((degree < 0).any()):
+        raise ValueError("'degree' must be non-negative (the degrees of the weighted graph)")
+    edge_weight, degree = edge_weight.double(), degree.double()  # no-ops for float64
     num_nodes = degree.numel()
     k = check_int('k', k)
     if k >= num_nodes:
