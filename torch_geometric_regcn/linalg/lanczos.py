@@ -364,15 +364,17 @@ class _FilteredCycles:
             for start in range(0, k, chunk):
                 columns = slice(start, start + chunk)
                 image[:, columns] = self.product(ritz @ rotation[:, columns])
+        norm = max(abs(window.top), abs(window.bottom), float(values.abs().max()),
+                   torch.finfo(values.dtype).tiny)
         squares = values.new_zeros(k)
         for start in range(0, ritz.size(0), ROW_CHUNK):
             rows = slice(start, start + ROW_CHUNK)
             mapped = image[rows] @ rotation if stored else image[rows]
             residual = mapped - (ritz[rows] @ rotation) * values
-            squares += residual.square().sum(dim=0)
-        norm = max(abs(window.top), abs(window.bottom), float(values.abs().max()),
-                   torch.finfo(values.dtype).tiny)
-        norms = all_reduce(squares, group).sqrt() / norm
+            # Relative before squaring: squares of finite entries beyond the
+            # square root of the dtype's largest would overflow to inf.
+            squares += (residual / norm).square().sum(dim=0)
+        norms = all_reduce(squares, group).sqrt()
         return RitzRotation(values, rotation, float(norms.max()), norms)
 
     def is_faint(self, cycle: int, theta: Tensor, values: Tensor) -> bool:
@@ -712,6 +714,10 @@ def block_lanczos(
             degree, = consensus([_lowered_degree(degree, which, window, float(last.values[k - 1]),
                                                  dtype)], group)  # from local Ritz values
 
+    if best is None:  # no cycle had a finite residual
+        raise ValueError(f"The eigensolver's residuals with 'operator' are not finite in "
+                         f"{dtype}: its entries (or their products) overflow; scale the "
+                         f"operator down or solve in float64")
     converged = best.residual <= tol
     if not converged:
         fix = (f"restarts at the lowest filter degree no longer halve it: the rounding of "

@@ -108,7 +108,8 @@ def subspace_iteration(
         theta, rotation = theta[order], rotation[:, order]
         ritz, ritz_image = basis @ rotation, image @ rotation
         wanted = k - locked.size(1)
-        res = (ritz_image[:, :wanted] - ritz[:, :wanted] * theta[:wanted]).norm(dim=0) / bound
+        # Relative before the norm, whose squares could overflow for finite entries.
+        res = ((ritz_image[:, :wanted] - ritz[:, :wanted] * theta[:wanted]) / bound).norm(dim=0)
         if callback is not None:
             callback(iteration, float(torch.cat([locked_res, res]).max()))
         # Lock the leading converged pairs: they leave the block and stay orthogonal to it.
