@@ -1,5 +1,7 @@
 r"""EdgeMasking: an explainer's edge mask on RegularizerConv's operators,
 against a dense reference, and the mask gradients of the solvers."""
+import warnings
+
 import pytest
 import torch
 from torch_geometric.explain import Explainer
@@ -206,3 +208,21 @@ def test_int32_edge_indices_of_a_large_graph_are_masked():
     # An int32 edge_index against the int64 entries of a sparse operator.
     got = EdgeMasking(mask, False, edge_index.int()).entry_weights(entries, n)
     torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize('regularizer, solver', [('appnp', 'series'), ('gcn', 'series'),
+                                                 ('appnp', 'cg'), ('robust', 'irls')])
+def test_a_diverged_edge_mask_is_named(regularizer, solver):
+    # A NaN in the explainer's mask came back as NaN outputs (series), as CG's
+    # "not positive definite", or as an 'edge_weight' the user never passed.
+    x, edge_index = two_components()
+    conv = layer(regularizer, solver)
+    mask = torch.full((edge_index.size(1),), 0.5, dtype=torch.float64)
+    mask[3] = float('nan')
+    set_masks(conv, torch.nn.Parameter(mask), edge_index, apply_sigmoid=True)
+    with pytest.raises(ValueError, match="explainer's edge mask of this layer holds NaN"):
+        conv(x, edge_index)
+    clear_masks(conv)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # IRLS's K = 10 stops short of its tolerance here
+        assert torch.isfinite(conv(x, edge_index)).all()

@@ -24,6 +24,7 @@ from torch_geometric_regcn.regularizers.registry import get
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.deprecation import moved, warn_deprecated
 from torch_geometric_regcn.utils.validation import (
+    all_finite,
     check_channels,
     check_factors,
     check_flag,
@@ -441,6 +442,11 @@ class RegularizerConv(MessagePassing):
                       ) -> GraphOperators:
         # The graph of this call under the explainer's edge mask; the layer's
         # (cached) graph is never changed.
+        # A diverged explainer: the series solvers returned NaN, CG blamed the matrix.
+        if not is_compiling() and not all_finite(self._edge_mask):
+            raise ValueError("The explainer's edge mask of this layer holds NaN or infinite "
+                             "values (its optimisation diverged): lower the explainer's "
+                             "learning rate or restart it")
         masking = edge_masking.EdgeMasking(self._edge_mask, self._apply_sigmoid, edge_index)
         if isinstance(self.regularizer, IterativeRegularizer):
             # They read the graph's weights themselves (the incidence matrix):
