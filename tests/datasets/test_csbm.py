@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from torch_geometric_regcn.datasets import contextual_sbm_shard, csbm
+from torch_geometric_regcn.datasets import contextual_sbm, contextual_sbm_shard, csbm
 from torch_geometric_regcn.distributed import RowPartition, partition
 
 KEYS = ('x', 'y', 'edge_index', 'node_id')
@@ -132,9 +132,22 @@ def test_edge_cases():
     (dict(avg_degree='8'), TypeError, "'avg_degree'"),
     (dict(homophily=1.5), ValueError, "'homophily'"),
     (dict(signal=float('nan')), ValueError, "'signal'"),
+    (dict(signal=1e39), ValueError, "'signal' = 1e\\+39 makes the float32 class means overflow"),
+    (dict(avg_degree=1e30), ValueError, "'avg_degree' must lie in"),
+    (dict(avg_degree=100.0), ValueError, "'avg_degree' must lie in"),
     (dict(seed=1.5), ValueError, "'seed'"),
 ])
 def test_bad_arguments_are_named(kwargs, error, match):
     kwargs = {'num_nodes': 100, 'num_parts': 2, 'rank': 0, **kwargs}
     with pytest.raises(error, match=match):
         contextual_sbm_shard(**kwargs)
+
+
+def test_the_whole_graph_names_what_would_overflow():
+    # signal = 1e39 returned features of inf; avg_degree = 1e30 failed in torch
+    # ("Overflow when unpacking long long"), naming nothing.
+    with pytest.raises(ValueError, match="'signal' = 1e\\+39"):
+        contextual_sbm(num_nodes=50, num_features=4, signal=1e39)
+    with pytest.raises(ValueError, match="'avg_degree' must lie in \\[0.0, 49.0\\]"):
+        contextual_sbm(num_nodes=50, avg_degree=1e30)
+    assert contextual_sbm(num_nodes=50, num_classes=2, avg_degree=49.0).num_nodes == 50

@@ -10,7 +10,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, to_undirected
 
 from torch_geometric_regcn.distributed.row_partition import RowPartition
-from torch_geometric_regcn.utils.validation import check_int, check_real, check_seed
+from torch_geometric_regcn.utils.validation import all_finite, check_int, check_real, check_seed
 
 #: :func:`contextual_sbm_shard` draws the nodes in chunks of this many, each
 #: from its own seed, so that the graph does not depend on the number of parts.
@@ -28,11 +28,21 @@ def _check_model(num_nodes: int, num_classes: int, num_features: int, avg_degree
                          f"classes for {num_nodes} nodes); lower 'num_classes' or raise "
                          f"'num_nodes'")
     num_features = check_int('num_features', num_features)
-    avg_degree = check_real('avg_degree', avg_degree, 0.0)
+    # At most N - 1 in a simple graph (a larger one asked for more draws than pairs).
+    avg_degree = check_real('avg_degree', avg_degree, 0.0, num_nodes - 1.0)
     homophily = check_real('homophily', homophily, 0.0, 1.0)
     signal = check_real('signal', signal, 0.0)
     seed = check_seed(seed)
     return num_nodes, num_classes, num_features, avg_degree, homophily, signal, seed
+
+
+def _class_means(num_classes: int, num_features: int, signal: float,
+                 generator: torch.Generator) -> Tensor:
+    means = torch.randn(num_classes, num_features, generator=generator) * signal
+    if not all_finite(means):
+        raise ValueError(f"'signal' = {signal:g} makes the float32 class means overflow; "
+                         f"lower it (the noise has norm about 1)")
+    return means
 
 
 def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: int = 64,
@@ -56,7 +66,8 @@ def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: in
         num_nodes (int, optional): :math:`N`. (default: :obj:`3000`)
         num_classes (int, optional): The number of classes. (default: :obj:`5`)
         num_features (int, optional): :math:`d`. (default: :obj:`64`)
-        avg_degree (float, optional): The expected degree. (default: :obj:`8.0`)
+        avg_degree (float, optional): The expected degree, at most
+            :math:`N - 1`. (default: :obj:`8.0`)
         homophily (float, optional): The share of intra-class edges.
             (default: :obj:`0.8`)
         signal (float, optional): The norm of the class means relative to the
@@ -72,7 +83,7 @@ def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: in
     gen = torch.Generator().manual_seed(seed)
     y = torch.arange(num_nodes) % num_classes
     y = y[torch.randperm(num_nodes, generator=gen)]
-    means = torch.randn(num_classes, num_features, generator=gen) * signal
+    means = _class_means(num_classes, num_features, signal, gen)
     x = (means[y] + torch.randn(num_nodes, num_features, generator=gen)) / num_features**0.5
 
     num_edges = int(num_nodes * avg_degree / 2)
@@ -227,7 +238,7 @@ def contextual_sbm_shard(num_nodes: int, num_parts: int, rank: int, num_classes:
     start, end = part.start, part.end
 
     gen = torch.Generator().manual_seed(_derived_seed(seed, 'means'))
-    means = torch.randn(num_classes, num_features, generator=gen) * signal
+    means = _class_means(num_classes, num_features, signal, gen)
     x = torch.empty(end - start, num_features)
     edges = []
     for index in range(start // CHUNK_SIZE, (end - 1) // CHUNK_SIZE + 1):
