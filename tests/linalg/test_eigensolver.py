@@ -35,3 +35,10 @@ def test_finite_operators_near_the_dtype_limit_are_solved(method):
                                generator=torch.Generator().manual_seed(0))
     assert pairs.converged
     np.testing.assert_allclose(pairs.eigenvalues.double().numpy() / 1e30, ref_val, atol=2e-5)
+
+
+def test_an_integer_operator_is_named():
+    # It failed in torch's random start ("normal_kernel_cpu" not implemented for 'Long').
+    s = torch.eye(5, dtype=torch.long).to_sparse_csr()
+    with pytest.raises(TypeError, match="'operator' must be a real floating-point matrix"):
+        extreme_eigenpairs(s, 2)

@@ -4,6 +4,7 @@ import torch
 
 from tests.conftest import dense_normalized_adjacency
 from tests.regularizers.helpers import N, dense_incidence, dense_weights
+from torch_geometric_regcn.linalg import normalized_adjacency
 from torch_geometric_regcn.linalg.incidence import normalized_incidence
 from torch_geometric_regcn.regularizers.graph import adjacency_edges
 
@@ -37,3 +38,18 @@ def test_incidence_is_the_square_root_of_the_laplacian(weighted, self_loops):
     u = torch.rand(inc.num_edges, dtype=torch.float64)
     assert torch.allclose(inc.weighted_diagonal(u), ((b.T * u) @ b).diagonal(), atol=1e-13)
     assert inc.num_edges == int((w > 0).sum()) // 2  # one row per undirected edge, no loops
+
+
+def test_bad_entries_are_named():
+    # Raw torch errors before (a float index: IndexError), or a message about
+    # diagonal entries for an index out of range.
+    edge_index, weight = normalized_adjacency(torch.tensor([[0, 1], [1, 2]]), 3,
+                                              dtype=torch.float64)
+    with pytest.raises(TypeError, match="'edge_index' must hold integer node indices"):
+        normalized_incidence(edge_index.float(), weight, 3)
+    with pytest.raises(ValueError, match="'edge_index' refers to nodes outside \\[0, 1\\]"):
+        normalized_incidence(edge_index, weight, 2)
+    nan = weight.clone()
+    nan[0] = float('nan')
+    with pytest.raises(ValueError, match="'edge_weight' contains NaN"):
+        normalized_incidence(edge_index, nan, 3)

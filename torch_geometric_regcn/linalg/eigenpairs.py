@@ -32,11 +32,14 @@ def select(theta: Tensor, vectors: Tensor, count: int, which: str) -> tuple[Tens
 def check_problem(operator: Tensor, k: int, which: str, max_iter: int, degree: int,
                   tol: float = 1e-4) -> int:
     r"""Validates the arguments shared by the eigensolvers (a finite square
-    operator, :math:`1 \leq k \leq N`, positive integer counts); returns
+    real floating-point operator, :math:`1 \leq k \leq N`, positive integer counts); returns
     :math:`N`."""
     n = operator.size(0)
     if operator.dim() != 2 or operator.size(1) != n:
         raise ValueError(f"'operator' must be a square matrix (got {list(operator.shape)})")
+    if not operator.is_floating_point():
+        raise TypeError(f"'operator' must be a real floating-point matrix (got "
+                        f"{operator.dtype}); use 'operator.double()'")
     k = check_int('k', k, minimum=0)
     if not 0 < k <= n:
         raise ValueError(f"'k' must lie in [1, {n}] (got {k})")

@@ -5,6 +5,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.utils.validation import check_edge_index
+
 
 class Incidence(NamedTuple):
     r"""A normalised incidence matrix :math:`\mathbf{B}` with one row per
@@ -88,9 +90,13 @@ def normalized_incidence(edge_index: Tensor, edge_weight: Tensor, num_nodes: int
 
     Returns: an :class:`Incidence` in the dtype of :obj:`edge_weight`.
     Raises :class:`ValueError` where a node lacks its positive diagonal entry
-    (the input is then not a renormalised adjacency). Cost:
+    (the input is then not a renormalised adjacency), and for the inputs
+    :func:`~torch_geometric_regcn.utils.validation.check_edge_index` refuses
+    (indices out of range or not integers, weights that are negative or not
+    finite). Cost:
     :math:`O(\mathrm{nnz})`, one synchronisation.
     """
+    check_edge_index(edge_index, num_nodes, edge_weight)
     row, col = edge_index[0], edge_index[1]
     loop = row == col
     inv_degree = torch.zeros(num_nodes, dtype=edge_weight.dtype, device=edge_weight.device)
