@@ -67,7 +67,7 @@ def main(argv=None) -> None:
     start = time.perf_counter()
     rep = Report()
     rep.header('What the reliability checks cost', 'benchmarks.reliability', argv,
-               args.threads)
+               args.threads, isolated=False)
 
     data = contextual_sbm(num_nodes=args.nodes, num_classes=7, num_features=args.features,
                           seed=0)

@@ -50,7 +50,7 @@ def main(argv=None):
     start = time.perf_counter()
     rep = Report()
     rep.header('The QR of a tall block: tall_qr (CholeskyQR2) against torch.linalg.qr',
-               'benchmarks.tall_qr', argv, args.threads)
+               'benchmarks.tall_qr', argv, args.threads, isolated=False)
     rep(' '.join(' '.join(__doc__.split('\n\n')[1:2]).split()))
     rep()
     rows = []

@@ -48,15 +48,17 @@ class Report:
         self()
 
     def header(self, title: str, module: str, argv: Optional[Sequence[str]], threads: int,
-               quick: bool = False) -> None:
+               quick: bool = False, isolated: bool = True) -> None:
         r"""Opens a benchmark's report: the title (marked as a smoke test with
-        :obj:`quick`), the command that reproduces it and the machine."""
+        :obj:`quick`), the command that reproduces it and the machine
+        (:func:`harness.measure.describe_machine`: :obj:`isolated` says whether
+        each measurement ran in a spawned process of its own)."""
         from harness.measure import describe_machine
         self(f'# {title}' + (' (--quick smoke test)' if quick else ''))
         self()
         self(f'Command (from the repository root): `{command_line(module, argv)}`')
         self()
-        self(describe_machine(threads))
+        self(describe_machine(threads, isolated))
         self()
 
     def finish(self, start: float, path: str) -> None:

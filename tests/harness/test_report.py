@@ -46,6 +46,11 @@ def test_header_and_finish_frame_a_benchmark_report(tmp_path):
                              'Command (from the repository root): '
                              '`python -m benchmarks.x --quick --rank 8`']
     assert rep.lines[4].startswith('Machine: ')
+    assert 'Every measurement ran in a fresh spawned process with 1' in rep.lines[4]
+    # A benchmark that times both sides in its own process says so.
+    inline = Report()
+    inline.header('Title', 'benchmarks.x', [], threads=2, isolated=False)
+    assert 'Every measurement ran in this one process with 2' in inline.lines[4]
     path = tmp_path / 'report.md'
     rep.finish(time.perf_counter(), str(path))
     assert rep.lines[-1].startswith('Total wall time 0.0 min; load average at the end: ')

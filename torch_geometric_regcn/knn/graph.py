@@ -31,8 +31,7 @@ def knn_graph_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
     backend :func:`faiss_knn_cosine` (:obj:`"faiss"`, one process, needs
     ``faiss-cpu``); :obj:`"auto"` searches exactly on CUDA, for sparse
     :obj:`x` or up to :data:`EXACT_LIMIT` nodes in all, else by the
-    pure-torch IVF (faiss's ``IndexIVFFlat`` was several times slower at
-    equal recall, ``benchmarks/results/knn_scale.md``).
+    pure-torch IVF (``benchmarks/results/knn_scale.md`` compares the two).
 
     On row shards (:obj:`group` given) each rank gets its own rows of the
     graph: the edges :math:`(i, j)` found here are sent, reversed, to the

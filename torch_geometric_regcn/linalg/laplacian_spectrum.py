@@ -53,19 +53,18 @@ DENSE_THRESHOLD = 256
 #: Components of :data:`FLOAT32_NODES` to :data:`FLOAT32_MAX_NODES` nodes
 #: are solved by block Lanczos in float32 first, then refined in float64
 #: (:func:`_float32_refined`), when :obj:`tol` is at least
-#: :data:`FLOAT32_TOL`. A float32 sparse product costs 0.5-0.6 of a float64
-#: one. The trivial eigenvector (eigenvalue 1 of :math:`\hat{\mathbf{A}}`) is
+#: :data:`FLOAT32_TOL`: a float32 sparse product moves half the bytes of a
+#: float64 one. The trivial eigenvector (eigenvalue 1 of :math:`\hat{\mathbf{A}}`) is
 #: deflated: where the wanted eigenvalues lie far below 1 relative to their
-#: gaps (the 169k-node benchmark graph: 0.18 below 1 within 4e-5 gaps) the
-#: filter would lift it far above the wanted ones, whose float32 rounding
+#: gaps the filter would lift it far above the wanted ones, whose float32 rounding
 #: then stalls the solve. A float32 solve that stalls all the same is
 #: abandoned at its first cycle that does not lower the residual, and the
-#: float64 solve follows; the bound is the largest size measured (the 169k
-#: graph, one thread: 25 s against PyG's 34 s, benchmarks/results/eigen_pe.md).
+#: float64 solve follows; the bound is the largest size measured
+#: (benchmarks/results/eigen_pe.md).
 FLOAT32_NODES, FLOAT32_MAX_NODES = 4096, 262144
 
-#: The tightest :obj:`tol` for which the float32 solve is tried: float32
-#: vectors refined in float64 reach residuals of 1e-7 to 5e-7.
+#: The tightest :obj:`tol` for which the float32 solve is tried: the float64
+#: refinement of float32 vectors is not meant to reach much below it.
 FLOAT32_TOL = 1e-6
 
 #: The residual the float32 solve aims at (above its rounding floor, 1e-6 to
@@ -464,7 +463,7 @@ def _float32_refined(adjacency: Tensor, count: int, tol: float, max_iter: int,
     block Lanczos on its float32 copy with :obj:`trivial` deflated (else the
     filter lifts it far above the wanted pairs, whose float32 rounding then
     stalls the solve) for one pair more than wanted (a guard that sharpens
-    the last wanted one: on PubMed it spares the refinement sweep), with the
+    the last wanted one, which may then need no refinement sweep), with the
     float64 solve's block size and filter degree, to
     :data:`FLOAT32_LANCZOS_TOL`, or :obj:`tol` if looser, in at most
     :data:`FLOAT32_MAX_ITER` cycles, abandoned at the first cycle that does
@@ -476,8 +475,8 @@ def _float32_refined(adjacency: Tensor, count: int, tol: float, max_iter: int,
     :math:`c = 2\theta_{\min} - \theta_{\max}` below the wanted values, then
     Rayleigh--Ritz again (each Rayleigh--Ritz on the block with
     :obj:`trivial` projected out). The filter removes the float32 rounding spread over
-    the spectrum, which is what limits the residual of float32 vectors (one
-    sweep: 8e-6 to 1.6e-7 on the 169k graph). :obj:`converged` tells whether
+    the spectrum, which is what limits the residual of float32 vectors.
+    :obj:`converged` tells whether
     :obj:`tol` was reached in float64; :obj:`iterations` counts the float32
     cycles."""
     best, cycles = [math.inf], [0]
