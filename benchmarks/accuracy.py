@@ -170,7 +170,11 @@ def summarize(cells) -> str:
              "authors' code reports (on one fixed split, over initialisations). Written by "
              '`python -m benchmarks.accuracy` from the cells in '
              '`benchmarks/results/accuracy.jsonl`. s/run is the training time per run on the '
-             'CPU described in the notes below, or on the GPU named in brackets.', '']
+             'CPU described in the notes below, or on the GPU named in brackets. Each method '
+             "trains for its own paper's number of epochs (the epochs column), as the paper's "
+             'Table 3 did; with the test score taken at the best validation epoch, more epochs '
+             'are more chances, so the rows are a reproduction, not an equal-budget '
+             'comparison (`--epochs N` trains every method for N).', '']
     for split in ('random', 'public'):
         mine = [c for c in cells if c.get('split', 'random') == split]
         if split == 'public' and mine:
