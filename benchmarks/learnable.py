@@ -478,10 +478,13 @@ def summarize(records: List[dict], rep: Report) -> None:
         rep()
         rep('Test ACC (%) of the exact tsGCN (CG), mean (std) over the splits both routes ran, '
             'with (alpha, beta) learned on the validation loss (bilevel) and chosen by the '
-            'validation grid in the same run (grid: its choice and the number of points); '
-            'bilevel - grid is the mean per-split difference (its standard error), the target '
-            '>= -0.5. Seconds: training time summed over the route\'s runs (the grid: every '
-            'point on every split); the target ratio <= 1/3.')
+            'validation grid on the same splits and epochs (grid: its choice and the number '
+            'of points); bilevel - grid is the mean per-split difference (its standard '
+            'error), the target >= -0.5. Seconds: training time summed over the route\'s runs '
+            '(the grid: every point on every split); the target ratio <= 1/3. The runs may '
+            'come from several of the commands above, made at different loads (the header '
+            'gives the range), so the ratio carries that noise; the ms/epoch column of each '
+            'section gives the routes\' cost per epoch.')
         rep()
         rep.table(['dataset', 'device', 'splits x epochs', 'grid choice', 'grid ACC',
                    'bilevel ACC', 'bilevel - grid', 'ACC target', 'bilevel (s)', 'grid (s)',
