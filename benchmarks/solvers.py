@@ -17,7 +17,6 @@ Writes ``benchmarks/results/solvers.md`` (``--output``: elsewhere). Target:
 """
 import argparse
 import os.path as osp
-import platform
 import statistics
 import sys
 import time
@@ -29,7 +28,7 @@ from torch_geometric.nn import APPNP
 from torch_geometric.nn.dense.linear import Linear
 
 from harness.graphs import has_pubmed, load_pubmed
-from harness.measure import PeakMeter, run_isolated
+from harness.measure import PeakMeter, describe_machine, load_average, run_isolated
 from harness.report import RESULTS, command_line
 from torch_geometric_regcn import LowRankInverse, RegularizerConv, SemanticGraph
 
@@ -85,6 +84,8 @@ def main() -> None:
                                     description='tsGCN solvers vs APPNP on PubMed')
     parser.add_argument('--repeats', type=int, default=20)
     parser.add_argument('--rank', type=int, default=64)
+    parser.add_argument('--threads', type=int, default=1,
+                        help='torch/BLAS threads of every measurement (default: 1)')
     parser.add_argument('--output', default=osp.join(RESULTS, 'solvers.md'),
                         help='markdown output (default: benchmarks/results/solvers.md)')
     args = parser.parse_args()
@@ -93,7 +94,8 @@ def main() -> None:
                  'measure')
 
     methods = ['APPNP(K=10)', "tsgcn 'cg'", "tsgcn 'series'", "tsgcn 'lowrank'"]
-    threads = torch.get_num_threads()
+    threads = args.threads
+    machine = describe_machine(threads)  # with the load at the start
     rows = {}
     for method in methods:
         result = run_isolated(threads, measure, method, args.rank, args.repeats)
@@ -104,13 +106,12 @@ def main() -> None:
               flush=True)
 
     base = rows['APPNP(K=10)'][0]
-    command = command_line('benchmarks.solvers',
-                           ['--repeats', str(args.repeats), '--rank', str(args.rank)])
+    command = command_line('benchmarks.solvers', ['--repeats', str(args.repeats), '--rank',
+                                                  str(args.rank), '--threads', str(threads)])
     lines = [
         '# tsGCN solvers vs APPNP(K=10) on PubMed', '',
-        f'`{command}` on '
-        f'{platform.processor() or platform.machine()}, {threads} threads, '
-        f'torch {torch.__version__}.', '',
+        f'Command (from the repository root): `{command}`', '',
+        machine, '',
         'One layer, `Linear(500, 32)` and its propagation, forward + backward on the public '
         f'split; alpha={ALPHA}, beta={BETA}, k={K_NN}; `cg` to relative residual 1e-6 '
         f'(forward and backward), `series` with K=10 terms, `lowrank` at rank {args.rank}. '
@@ -122,7 +123,8 @@ def main() -> None:
         lines.append(f'| {method} | {seconds * 1e3:.1f} | {seconds / base:.2f} | {mib:.1f} |')
     ratio = rows["tsgcn 'cg'"][0] / base
     lines += ['', f"Target `'cg'` within 3x of APPNP(K=10): measured {ratio:.2f}x, "
-              f"{'PASS' if ratio <= 3 else 'FAIL'}."]
+              f"{'PASS' if ratio <= 3 else 'FAIL'}.", '',
+              f'Load average at the end: {load_average()}.']
     with open(args.output, 'w') as f:
         f.write('\n'.join(lines) + '\n')
     print('\n'.join(lines))
