@@ -265,7 +265,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     t_start = time.perf_counter()
     rep = Report()
     rep.header('Partitions with locality: METIS against contiguous blocks',
-               'benchmarks.partition_locality', argv, 1)
+               'benchmarks.partition_locality', argv, 1, isolated=None)
     rep(' '.join(' '.join(__doc__.split('\n\n')[1:3]).split()))
     rep()
     results = []

@@ -191,16 +191,18 @@ def machine_info(threads) -> Dict[str, Any]:
     }
 
 
-def describe_machine(threads: int, isolated: bool = True) -> str:
+def describe_machine(threads: int, isolated: Optional[bool] = True) -> str:
     r"""One paragraph for a report: the machine, the library versions, the
     threads of every measurement (each in a fresh spawned process if
-    :obj:`isolated`, else all in the report's own process), the load average
-    and the date."""
+    :obj:`isolated`, all in the report's own process if :obj:`False`, as the
+    report says if :obj:`None`), the load average and the date."""
     info = machine_info(threads)
+    where = {True: 'Every measurement ran in a fresh spawned process with',
+             False: 'Every measurement ran in this one process with',
+             None: 'Each process (where each part ran: below) had'}[isolated]
     return (f"Machine: {info['cpu']}, {info['cpu_count']} CPUs, {info['ram_gib']:.1f} GiB RAM; "
             f"{info['platform']}. Python {info['python']}, torch {info['torch']}, "
             f"torch_geometric {info['torch_geometric']}, scipy {info['scipy']}, "
-            f"numpy {info['numpy']}. Every measurement ran in "
-            f"{'a fresh spawned process' if isolated else 'this one process'} with "
+            f"numpy {info['numpy']}. {where} "
             f"{threads} torch/BLAS thread(s) (`--threads`). Load average at start: "
             f"{info['load']}. Date: {datetime.date.today().isoformat()}.")

@@ -48,11 +48,12 @@ class Report:
         self()
 
     def header(self, title: str, module: str, argv: Optional[Sequence[str]], threads: int,
-               quick: bool = False, isolated: bool = True) -> None:
+               quick: bool = False, isolated: Optional[bool] = True) -> None:
         r"""Opens a benchmark's report: the title (marked as a smoke test with
         :obj:`quick`), the command that reproduces it and the machine
         (:func:`harness.measure.describe_machine`: :obj:`isolated` says whether
-        each measurement ran in a spawned process of its own)."""
+        each measurement ran in a spawned process of its own, or
+        :obj:`None`: the report says where each part ran)."""
         from harness.measure import describe_machine
         self(f'# {title}' + (' (--quick smoke test)' if quick else ''))
         self()

@@ -309,12 +309,26 @@ def test_a_step_that_overflows_is_named_by_every_solver(solver):
         reg.propagate(h_in(2).float(), build_graph(reg, ei, N, None, torch.float32), solver)
 
 
-def test_a_coefficient_beyond_the_dtype_is_named_before_any_step():
+def test_a_coefficient_torch_cannot_convert_is_named():
+    # They failed inside torch's clamp ("value cannot be converted to type
+    # float without overflow"), naming nothing.
     ei, _ = undirected_graph(0)
-    for reg in (R.get('elastic', lambda1=1e39), R.get('airgnn', eps=1e39)):
+    for reg, name, solver in ((R.get('elastic', lambda1=1e39, norm='l1'), 'lambda1', 'emp'),
+                              (R.get('airgnn', eps=1e39), 'eps', 'irls')):
         graph = build_graph(reg, ei, N, None, torch.float32)
-        with pytest.raises(ValueError, match="lies beyond the range of torch.float32"):
-            reg.propagate(h_in(2).float(), graph, 'irls')
+        with pytest.raises(ValueError, match=rf"\['{name}'\] lie beyond the range of "
+                                             rf"torch.float32"):
+            reg.propagate(h_in(2).float(), graph, solver)
+    # A threshold beyond float32 that is only compared with is no error: the
+    # float32 solve is the float64 one (three reweightings, CG to 1e-6: 1e-5).
+    reg = R.get('robust', penalty='mcp', threshold=1e39, K=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # K = 3 stops short of irls_tol
+        expected = reg.propagate(h_in(2), build_graph(reg, ei, N, None, torch.float64), 'irls',
+                                 tol=1e-12)
+        out = reg.propagate(h_in(2).float(), build_graph(reg, ei, N, None, torch.float32),
+                            'irls')
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize('norm', ['l1', 'l21'])
@@ -330,6 +344,32 @@ def test_emp_on_large_float32_inputs_is_the_float64_solve(norm):
     reg = R.get('elastic', lambda1=0.5e20, norm=norm)
     out = reg.propagate((1e20 * x).float(), build_graph(reg, ei, N, None, torch.float32), 'emp')
     torch.testing.assert_close(out.double() / 1e20, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('lambda1', [3.0, 9.0])
+def test_emp_gradients_are_finite_where_dual_rows_are_zero(lambda1):
+    # Equal features at nodes of equal degree (a ring) give zero differences,
+    # hence zero dual rows. A first overflow-safe projection divided lambda1 by
+    # the smallest normal number there: its unused branch was 0 * inf, NaN
+    # gradients from lambda1 ~ 4 on. Reference: central differences in float64
+    # (step 1e-6, error ~1e-9).
+    ring = torch.arange(N)
+    ei = torch.cat([torch.stack([ring, (ring + 1) % N]), torch.stack([(ring + 1) % N, ring])], 1)
+    reg = R.get('elastic', lambda1=lambda1, norm='l21')
+    graph = build_graph(reg, ei, N, None, torch.float64)
+    x = h_in(2).clone()
+    x[:N // 2] = 1.0  # half the nodes alike
+    x.requires_grad_(True)
+    weights = torch.randn(N, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    (reg.propagate(x, graph, 'emp') * weights).sum().backward()
+    assert torch.isfinite(x.grad).all()
+    for i, j in ((0, 0), (N - 1, 1)):
+        step = torch.zeros_like(x)
+        step[i, j] = 1e-6
+        with torch.no_grad():
+            slope = ((reg.propagate(x + step, graph, 'emp') * weights).sum()
+                     - (reg.propagate(x - step, graph, 'emp') * weights).sum()) / 2e-6
+        assert float(x.grad[i, j]) == pytest.approx(float(slope), abs=1e-6)
 
 
 @pytest.mark.parametrize('name', ['elastic', 'robust'])

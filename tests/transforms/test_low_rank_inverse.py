@@ -150,6 +150,16 @@ def test_rejects_bad_data():
     data.x = torch.complex(data.x, data.x.flip(0))  # a cast would drop the imaginary part
     with pytest.raises(TypeError, match="'data.x' must be real"):
         LowRankInverse(1.0, 0.1, rank=3)(data)
+    # Features never searched (beta = 0) give only their dtype and device: atom
+    # types as a 1-D integer x are no error, the factors those without x.
+    data = graph()
+    del data.semantic_edge_index
+    types = data.clone()
+    types.x = torch.arange(N) % 3
+    del data.x
+    expected = LowRankInverse(1.0, 0.0, rank=3, progress=False)(data)
+    out = LowRankInverse(1.0, 0.0, rank=3, progress=False)(types)
+    assert torch.equal(out.lowrank_w, expected.lowrank_w)
     with pytest.raises(ValueError, match='no edges'):
         LowRankInverse(1.0, 0.1, rank=3)(Data(x=torch.randn(5, 2),
                                               edge_index=torch.empty(2, 0, dtype=torch.long)))

@@ -28,8 +28,11 @@ def _check_model(num_nodes: int, num_classes: int, num_features: int, avg_degree
                          f"classes for {num_nodes} nodes); lower 'num_classes' or raise "
                          f"'num_nodes'")
     num_features = check_int('num_features', num_features)
-    # At most N - 1 in a simple graph (a larger one asked for more draws than pairs).
-    avg_degree = check_real('avg_degree', avg_degree, 0.0, num_nodes - 1.0)
+    avg_degree = check_real('avg_degree', avg_degree, 0.0)
+    if num_nodes * avg_degree / 2 >= 2**62:  # torch failed, naming nothing
+        raise ValueError(f"'avg_degree' = {avg_degree:g} asks for N * avg_degree / 2 = "
+                         f"{num_nodes * avg_degree / 2:.3g} edge draws, more than a tensor "
+                         f"holds; lower it")
     homophily = check_real('homophily', homophily, 0.0, 1.0)
     signal = check_real('signal', signal, 0.0)
     seed = check_seed(seed)
@@ -66,8 +69,7 @@ def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: in
         num_nodes (int, optional): :math:`N`. (default: :obj:`3000`)
         num_classes (int, optional): The number of classes. (default: :obj:`5`)
         num_features (int, optional): :math:`d`. (default: :obj:`64`)
-        avg_degree (float, optional): The expected degree, at most
-            :math:`N - 1`. (default: :obj:`8.0`)
+        avg_degree (float, optional): The expected degree. (default: :obj:`8.0`)
         homophily (float, optional): The share of intra-class edges.
             (default: :obj:`0.8`)
         signal (float, optional): The norm of the class means relative to the

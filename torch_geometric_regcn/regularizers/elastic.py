@@ -147,6 +147,8 @@ class ElasticRegularizer(IterativeRegularizer):
         tiny = torch.finfo(z.dtype).tiny
         largest = z.abs().amax(dim=-1, keepdim=True)
         unit = z / largest.clamp_min(tiny)  # largest magnitude 1 (a zero row stays 0)
-        norm = unit.norm(dim=-1, keepdim=True)
+        norm = unit.norm(dim=-1, keepdim=True)  # >= 1 but for a zero row
         inside = largest * norm <= self.lambda1
-        return torch.where(inside, z, unit * (self.lambda1 / norm.clamp_min(tiny)))
+        # Clamped at 1, not at tiny: lambda1 / tiny overflows, and the branch
+        # torch.where leaves out still passes 0 * inf = NaN to the gradient.
+        return torch.where(inside, z, unit * (self.lambda1 / norm.clamp_min(1.0)))

@@ -149,9 +149,10 @@ class IterativeRegularizer(Regularizer):
         gradient solves of :obj:`"irls"`. With
         :obj:`trace=True` the energy is evaluated at the start and after
         every iteration (one more pass over the edges each). A NaN or an
-        infinity in :obj:`x`, a coefficient beyond the range of its dtype,
-        and an iterate that overflows (checked after every step, one
-        reduction) raise a :class:`ValueError` naming them."""
+        infinity in :obj:`x`, a coefficient that torch cannot convert to its
+        dtype, and an iterate that overflows (checked after every step: one
+        reduction and one synchronisation) raise a :class:`ValueError`
+        naming them."""
         solver = self.check_solver(solver)
         return _solve(self, x, graph, solver, tol, max_iter, trace)
 
@@ -210,12 +211,21 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
     if not all_finite(x):  # the rules without a residual would carry it into every row
         raise ValueError(f"'x' of {regularizer!r} contains NaN or infinite values (in a layer: "
                          f"the projected features, so check the input and the weights)")
-    largest = torch.finfo(x.dtype).max
-    for name, value in regularizer.coefficients().items():
-        if isinstance(value, float) and abs(value) > largest:
-            raise ValueError(f"'{name}' = {value:g} of {regularizer!r} lies beyond the range of "
-                             f"{x.dtype} (largest {largest:.3g}); choose a smaller '{name}' or "
-                             f"solve in float64")
+    try:
+        return _iterate(regularizer, x, graph, solver, tol, max_iter, trace)
+    except RuntimeError as error:  # torch's, for a scalar beyond the dtype (e.g. in clamp)
+        if 'without overflow' not in str(error):
+            raise
+        largest = torch.finfo(x.dtype).max
+        names = [name for name, value in regularizer.coefficients().items()
+                 if isinstance(value, float) and abs(value) > largest]
+        raise ValueError(f"{regularizer!r}: the coefficient(s) {names} lie beyond the range of "
+                         f"{x.dtype} (largest {largest:.3g}); choose smaller ones or solve in "
+                         f"float64") from error
+
+
+def _iterate(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, solver: str,
+             tol: float, max_iter: int, trace: bool) -> Solve:
     h, state, change = x, None, math.nan
     if solver == 'irls':
         h = regularizer.irls_start(x, graph)

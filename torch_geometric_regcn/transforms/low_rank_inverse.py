@@ -36,6 +36,7 @@ from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.progress import EigensolverProgress
 from torch_geometric_regcn.utils.validation import (
     check_choice,
+    check_finite,
     check_int,
     check_node_features,
     check_real,
@@ -128,7 +129,10 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
                 raise ValueError(f"'data.x' has {rows} rows but the graph has {expected} "
                                  f"nodes{'' if part is None else ' on this shard'} "
                                  f"(data.num_nodes); give one row per node")
-            check_node_features(real_features(data.x), 'data.x')
+            if beta > 0 and _semantic(data) is None:  # searched: a real [N, F] matrix
+                check_node_features(real_features(data.x), 'data.x')
+            else:  # its dtype and device alone are read
+                check_finite('data.x', data.x)
         check_outputs(data, outputs, what, NODE_MATRIX)
         if part is not None:
             _check_shard_edges(data, part, beta)

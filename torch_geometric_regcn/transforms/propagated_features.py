@@ -17,6 +17,7 @@ from torch_geometric_regcn.transforms.attributes import (
     check_outputs,
 )
 from torch_geometric_regcn.utils.validation import (
+    check_finite,
     check_int,
     check_node_features,
     check_real,
@@ -155,8 +156,11 @@ class PropagateFeatures(BaseTransform):
         x = data.x if 'x' in data else None
         if x is None:
             raise ValueError("PropagateFeatures needs node features 'data.x'")
-        # Every value before any propagation: one min/max reduction (all_finite).
-        check_node_features(x, 'data.x')
+        check_node_features(x, 'data.x', finite=False)
+        # Every value before any propagation: one min/max reduction of the
+        # stored values (of a COO matrix as stored: coalescing would copy it).
+        check_finite('data.x', x if x.layout == torch.strided else
+                     x._values() if x.layout == torch.sparse_coo else x.values())
         check_outputs(data, self.attr_names, 'PropagateFeatures', NODE_MATRIX, 'prefix',
                       chosen=self.prefix != 'x')
         if 'adj' in self.regularizer.requires(self.solver):

@@ -222,7 +222,16 @@ def test_a_diverged_edge_mask_is_named(regularizer, solver):
     set_masks(conv, torch.nn.Parameter(mask), edge_index, apply_sigmoid=True)
     with pytest.raises(ValueError, match="explainer's edge mask of this layer holds NaN"):
         conv(x, edge_index)
-    clear_masks(conv)
+    # Through the sigmoid, an infinite entry is a hard mask (sigmoid 0 or 1):
+    # the layer under the mask of those sigmoid values, given without it.
+    mask[3] = float('inf')
+    set_masks(conv, torch.nn.Parameter(mask), edge_index, apply_sigmoid=True)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # IRLS's K = 10 stops short of its tolerance here
-        assert torch.isfinite(conv(x, edge_index)).all()
+        hard = conv(x, edge_index)
+        set_masks(conv, torch.nn.Parameter(mask.sigmoid()), edge_index, apply_sigmoid=False)
+        torch.testing.assert_close(hard, conv(x, edge_index), rtol=0, atol=0)
+        mask[3] = float('inf')  # without a sigmoid an infinite mask is refused
+        set_masks(conv, torch.nn.Parameter(mask), edge_index, apply_sigmoid=False)
+        with pytest.raises(ValueError, match="holds NaN or infinite values"):
+            conv(x, edge_index)

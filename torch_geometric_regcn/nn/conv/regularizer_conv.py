@@ -443,10 +443,13 @@ class RegularizerConv(MessagePassing):
         # The graph of this call under the explainer's edge mask; the layer's
         # (cached) graph is never changed.
         # A diverged explainer: the series solvers returned NaN, CG blamed the matrix.
-        if not is_compiling() and not all_finite(self._edge_mask):
-            raise ValueError("The explainer's edge mask of this layer holds NaN or infinite "
-                             "values (its optimisation diverged): lower the explainer's "
-                             "learning rate or restart it")
+        # Through a sigmoid, +-inf is a hard mask (1 or 0): NaN alone is refused then.
+        if not is_compiling() and (bool(self._edge_mask.isnan().any()) if self._apply_sigmoid
+                                   else not all_finite(self._edge_mask)):
+            raise ValueError("The explainer's edge mask of this layer holds NaN"
+                             f"{'' if self._apply_sigmoid else ' or infinite'} values (its "
+                             "optimisation diverged): lower the explainer's learning rate or "
+                             "restart it")
         masking = edge_masking.EdgeMasking(self._edge_mask, self._apply_sigmoid, edge_index)
         if isinstance(self.regularizer, IterativeRegularizer):
             # They read the graph's weights themselves (the incidence matrix):
