@@ -42,6 +42,20 @@ def test_running_top_k_over_blocks_is_the_top_k_of_the_whole_row(levels):
         assert top.result().tolist() == _reference(scores, k)
 
 
+@pytest.mark.parametrize('k', [6, 10, 20])
+def test_merges_of_many_ties_keep_the_lower_columns(k):
+    # Merges of 2k tied candidates: an unstable sort kept ties in order on
+    # short rows only (k = 6 passed without stable=True, k = 10 did not).
+    gen = torch.Generator().manual_seed(4)
+    n = 8 * k
+    scores = (torch.randn(30, n, generator=gen, dtype=torch.float64) * 2).round()
+    top = RunningTopK(30, k, n, scores)
+    for start in range(0, n, 2 * k + 1):
+        columns = torch.arange(start, min(start + 2 * k + 1, n))
+        top.add(slice(None), scores[:, columns], columns)
+    assert top.result().tolist() == _reference(scores, k)
+
+
 def test_one_block_needs_no_merge_and_merge_orders_by_score_then_index():
     scores = torch.tensor([[0.5, 0.9, 0.5, 0.1], [0.0, 0.0, 0.0, 1.0]])
     top = RunningTopK(2, 2, 4, scores, merges=False)

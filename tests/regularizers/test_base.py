@@ -66,6 +66,57 @@ def test_frequency_response_matches_propagation(name):
     torch.testing.assert_close(gains, reg.frequency_response(lam), atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize('name, coefficients, formula', [
+    # The papers' own rules on an eigenvalue l of A^, written out here rather
+    # than taken from the regulariser's M and B (which propagate() also uses).
+    ('gnn_lf', dict(alpha=0.2, mu=0.7),  # Zhu et al.: {mu + (1-mu) l + (1/a - 1)(1-l)}^-1
+     lambda l, alpha, mu: (mu + (1 - mu) * l) / (mu + (1 - mu) * l + (1 / alpha - 1) * (1 - l))),
+    ('gnn_hf', dict(alpha=0.2, beta=0.6),  # {(b + 1/a) + (1 - b - 1/a) l}^-1 (1 + b(1-l))
+     lambda l, alpha, beta: (1 + beta * (1 - l)) / (beta + 1 / alpha + (1 - beta - 1 / alpha) * l)),
+    ('appnp', dict(alpha=0.2, K=6),  # K steps h <- (1-a) l h + a, from h = 1
+     lambda l, alpha, K: alpha * sum(((1 - alpha) * l) ** k for k in range(K))
+     + ((1 - alpha) * l) ** K),
+    ('jknet', dict(beta=0.5, K=4),  # sum_{k=1..K} b^(k-1) / (1+b)^k l^k
+     lambda l, beta, K: sum(beta ** (k - 1) / (1 + beta) ** k * l ** k for k in range(1, K + 1))),
+    ('dagnn', dict(beta=0.5, K=6, adaptive=False),  # K + 1 Neumann terms of (1 + b(1-l))^-1
+     lambda l, beta, K, adaptive: sum(beta ** k / (1 + beta) ** (k + 1) * l ** k
+                                      for k in range(K + 1))),
+])
+def test_frequency_response_is_the_papers_rule(name, coefficients, formula):
+    lam = torch.linspace(-0.9, 1.0, 39, dtype=torch.float64)
+    expected = formula(lam, **coefficients)
+    # float64 sums of at most 11 terms of magnitude <= 1: far below 1e-12.
+    torch.testing.assert_close(R.get(name, **coefficients).frequency_response(lam), expected,
+                               rtol=0, atol=1e-12)
+
+
+class _Shifted(R.Regularizer):
+    """A user's regulariser as the docs write one: operator() alone, M = I + L~."""
+    solvers = ('closed', 'series', 'cg')
+
+    def __init__(self, K: int = 5) -> None:
+        self.K = K
+
+    def operator(self, graph):
+        return (2.0 * graph.identity().to_dense() - graph.adj.to_dense()).to_sparse_csr()
+
+
+@pytest.mark.parametrize('K', [1, 2, 3, 5])
+def test_the_default_series_is_its_documented_sum_at_every_k(K):
+    # omega * sum_{k<K} (I - omega M)^k X with omega = 1 / ||M||_inf, dense:
+    # the truncation itself, not only its limit (a missing term at K = 80 was
+    # below the other tests' tolerance). float64, K <= 5 products: 1e-12.
+    reg = _Shifted(K)
+    ei, _ = undirected_graph()
+    graph = build_graph(reg, ei, N, None, torch.float64)
+    m = reg.operator(graph).to_dense()
+    omega = 1.0 / float(m.abs().sum(1).max())
+    step = torch.eye(N, dtype=torch.float64) - omega * m
+    x = h_in()
+    expected = omega * sum(torch.linalg.matrix_power(step, k) @ x for k in range(K))
+    torch.testing.assert_close(reg.propagate(x, graph, 'series'), expected, rtol=0, atol=1e-12)
+
+
 def test_solver_a_regularizer_cannot_use():
     with pytest.raises(ValueError, match="'gcn' cannot use solver='cg'.*'series'"):
         R.get('gcn').check_solver('cg')

@@ -6,6 +6,8 @@ propagation (I - S)⁻¹ X, or R⁻¹ X = (I + α L̃_G + β L̃_X)⁻¹ X witho
 normalize, by the closed, series and low-rank solvers; its coefficients' ranges.
 What every regulariser shares (energy, frequency response) is tested in test_base.py,
 the registry in test_registry.py."""
+import math
+
 import pytest
 import torch
 from torch_geometric.data import Data
@@ -238,3 +240,25 @@ def test_the_operator_is_built_once_per_graph_unless_learned():
 def test_coefficients_out_of_range(name, coefficients, message):
     with pytest.raises(ValueError, match=message):
         R.get(name, **coefficients)
+
+
+def test_frequency_response_of_two_graphs_is_the_propagation():
+    # Two circulant graphs (a ring and its distance-2 graph) share their
+    # eigenvectors, on which lam and lam_x differ: the response of tsGCN's two
+    # terms, against the closed solve's gain on each (float64, exact to 1e-12).
+    n = 24
+    i = torch.arange(n)
+    ring = torch.cat([torch.stack([i, (i + 1) % n]), torch.stack([(i + 1) % n, i])], 1)
+    skip = torch.cat([torch.stack([i, (i + 2) % n]), torch.stack([(i + 2) % n, i])], 1)
+    reg = R.get('tsgcn', alpha=1.0, beta=0.7)
+    graph = build_graph(reg, ring, n, None, torch.float64, semantic_edge_index=skip)
+    a_g, a_x = graph.adj.to_dense(), graph.semantic_adjacency().to_dense()
+    for f in range(1, 6):
+        v = torch.cos(2 * math.pi * f * i.double() / n)[:, None]
+        lam, lam_x = (v.T @ a_g @ v) / (v.T @ v), (v.T @ a_x @ v) / (v.T @ v)
+        assert abs(float(lam - lam_x)) > 0.05  # the two terms are told apart
+        out = reg.propagate(v, graph, 'closed')
+        gain = (v.T @ out) / (v.T @ v)
+        torch.testing.assert_close(out, gain * v, rtol=0, atol=1e-12)  # an eigenvector
+        torch.testing.assert_close(reg.frequency_response(lam.view(()), lam_x.view(())),
+                                   gain.view(()), rtol=0, atol=1e-12)

@@ -35,6 +35,26 @@ def test_sees_a_swap_of_two_entries_and_an_index_edit():
     assert fingerprint(e) != fingerprint(edited)
 
 
+def test_sees_a_move_between_blocks_and_a_change_of_the_high_word():
+    # Entries swapped 1024 apart (the same place of adjacent blocks of the
+    # weights), and an entry whose change lies in the high 32-bit word of a
+    # float64 (its sign, its exponent) next to much larger ones.
+    x = torch.arange(4096, dtype=torch.float64)
+    swapped = x.clone()
+    swapped[[5, 5 + 1024]] = swapped[[5 + 1024, 5]]
+    assert fingerprint(x) != fingerprint(swapped)
+    edges = torch.arange(4096).view(2, -1)
+    moved = edges.clone()
+    moved[0, [7, 7 + 1024]] = moved[0, [7 + 1024, 7]]
+    assert fingerprint(edges) != fingerprint(moved)
+    x = torch.full((3000,), 1e30, dtype=torch.float64)
+    x[17] = 1.0
+    for value in (-1.0, 2.0):
+        edited = x.clone()
+        edited[17] = value
+        assert fingerprint(x) != fingerprint(edited)
+
+
 def test_sparse_layouts_cover_indices_and_values():
     i = torch.tensor([[0, 1, 1], [1, 0, 2]])
     a = torch.sparse_coo_tensor(i, torch.tensor([1., 2., 3.]), (3, 3))

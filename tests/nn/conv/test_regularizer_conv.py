@@ -378,16 +378,22 @@ def test_flags_must_be_booleans(flag):
     assert (layer.bias is not None if flag == 'bias' else getattr(layer, flag)) is False
 
 
-@pytest.mark.parametrize('solver', ['closed', 'cg'])
-def test_a_cached_layer_follows_an_assigned_coefficient(solver):
-    # The cached graph kept the operator built at the first coefficients.
+@pytest.mark.parametrize('solver', ['closed', 'cg', 'series'])
+@pytest.mark.parametrize('name, before, after', [('appnp', 0.1, 0.5), ('tsgcn', 1.0, 3.0)])
+def test_a_cached_layer_follows_an_assigned_coefficient(name, before, after, solver):
+    # The cached graph kept the operator built at the first coefficients
+    # (tsGCN keeps its own memo of S, versioned by its assignments).
     x, ei = setup()
-    layer = RegularizerConv(F_IN, 3, 'appnp', solver=solver, K=10, alpha=0.1, cached=True,
-                            tol=1e-12).double()
-    layer(x, ei)
-    layer.regularizer.alpha = 0.5
-    fresh = RegularizerConv(F_IN, 3, 'appnp', solver=solver, K=10, alpha=0.5,
-                            tol=1e-12).double()
+    graph = {'semantic_edge_index': ei.flip(0)[:, ::2]} if name == 'tsgcn' else {}
+    options = dict(solver=solver, K=200, alpha=before, tol=1e-12)
+    if name == 'tsgcn':
+        options['beta'] = 0.2
+    layer = RegularizerConv(F_IN, 3, name, cached=True, **options).double()
+    layer(x, ei, **graph)
+    layer.regularizer.alpha = after
+    fresh = RegularizerConv(F_IN, 3, name, **{**options, 'alpha': after}).double()
     fresh.load_state_dict(layer.state_dict())
-    # Both solve one system to CG's 1e-12 (or exactly): 1e-9 leaves margin.
-    torch.testing.assert_close(layer(x, ei), fresh(x, ei), rtol=0, atol=1e-9)
+    # Both solve one system to CG's 1e-12, exactly, or by the same 200
+    # series terms: 1e-9 leaves margin.
+    torch.testing.assert_close(layer(x, ei, **graph), fresh(x, ei, **graph), rtol=0,
+                               atol=1e-9)
