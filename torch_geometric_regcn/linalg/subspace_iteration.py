@@ -1,5 +1,6 @@
 r"""Dominant eigenpairs of a sparse symmetric operator by block subspace
 iteration with Rayleigh--Ritz, optionally accelerated by Chebyshev filtering."""
+import math
 import warnings
 from typing import Callable, Optional
 
@@ -89,6 +90,10 @@ def subspace_iteration(
 
     dtype, device = operator.dtype, operator.device
     bound = max(spectral_bound(operator), torch.finfo(dtype).tiny)
+    if not math.isfinite(bound):  # residuals relative to it would all read 0
+        raise ValueError(f"The eigensolver's products with 'operator' overflowed {dtype}: "
+                         f"its absolute row sums exceed the dtype's range; scale the operator "
+                         f"down or solve in float64")
     b = min(n, k + (max(8, k // 4) if oversample is None else oversample))
 
     def key(theta: Tensor) -> Tensor:
