@@ -37,7 +37,7 @@ def check_problem(operator: Tensor, k: int, which: str, max_iter: int, degree: i
     n = operator.size(0)
     if operator.dim() != 2 or operator.size(1) != n:
         raise ValueError(f"'operator' must be a square matrix (got {list(operator.shape)})")
-    if not operator.is_floating_point():
+    if not operator.dtype.is_floating_point:  # a ShardedMatrix too
         raise TypeError(f"'operator' must be a real floating-point matrix (got "
                         f"{operator.dtype}); use 'operator.double()'")
     k = check_int('k', k, minimum=0)
