@@ -32,8 +32,8 @@ def select(theta: Tensor, vectors: Tensor, count: int, which: str) -> tuple[Tens
 def check_problem(operator: Tensor, k: int, which: str, max_iter: int, degree: int,
                   tol: float = 1e-4) -> int:
     r"""Validates the arguments shared by the eigensolvers (a finite square
-    real floating-point operator, :math:`1 \leq k \leq N`, positive integer counts); returns
-    :math:`N`."""
+    real floating-point operator, :math:`1 \leq k \leq N`, positive integer
+    counts); returns :math:`N`."""
     n = operator.size(0)
     if operator.dim() != 2 or operator.size(1) != n:
         raise ValueError(f"'operator' must be a square matrix (got {list(operator.shape)})")

@@ -366,6 +366,10 @@ class _FilteredCycles:
                 image[:, columns] = self.product(ritz @ rotation[:, columns])
         norm = max(abs(window.top), abs(window.bottom), float(values.abs().max()),
                    torch.finfo(values.dtype).tiny)
+        if not math.isfinite(norm):  # residuals relative to it would all read 0
+            raise ValueError(f"The eigensolver's products with 'operator' overflowed "
+                             f"{values.dtype}: its spectrum exceeds the dtype's range; scale "
+                             f"the operator down or solve in float64")
         squares = values.new_zeros(k)
         for start in range(0, ritz.size(0), ROW_CHUNK):
             rows = slice(start, start + ROW_CHUNK)
