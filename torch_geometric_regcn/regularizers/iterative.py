@@ -219,6 +219,8 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
         largest = torch.finfo(x.dtype).max
         names = [name for name, value in regularizer.coefficients().items()
                  if isinstance(value, float) and abs(value) > largest]
+        if not names:  # not one of its coefficients: torch's error as it is
+            raise
         raise ValueError(f"{regularizer!r}: the coefficient(s) {names} lie beyond the range of "
                          f"{x.dtype} (largest {largest:.3g}); choose smaller ones or solve in "
                          f"float64") from error
