@@ -67,19 +67,22 @@ def test_frequency_response_matches_propagation(name):
 
 
 @pytest.mark.parametrize('name, coefficients, formula', [
-    # The papers' own rules on an eigenvalue l of A^, written out here rather
+    # The papers' own rules on an eigenvalue lam of A^, written out here rather
     # than taken from the regulariser's M and B (which propagate() also uses).
-    ('gnn_lf', dict(alpha=0.2, mu=0.7),  # Zhu et al.: {mu + (1-mu) l + (1/a - 1)(1-l)}^-1
-     lambda l, alpha, mu: (mu + (1 - mu) * l) / (mu + (1 - mu) * l + (1 / alpha - 1) * (1 - l))),
-    ('gnn_hf', dict(alpha=0.2, beta=0.6),  # {(b + 1/a) + (1 - b - 1/a) l}^-1 (1 + b(1-l))
-     lambda l, alpha, beta: (1 + beta * (1 - l)) / (beta + 1 / alpha + (1 - beta - 1 / alpha) * l)),
-    ('appnp', dict(alpha=0.2, K=6),  # K steps h <- (1-a) l h + a, from h = 1
-     lambda l, alpha, K: alpha * sum(((1 - alpha) * l) ** k for k in range(K))
-     + ((1 - alpha) * l) ** K),
-    ('jknet', dict(beta=0.5, K=4),  # sum_{k=1..K} b^(k-1) / (1+b)^k l^k
-     lambda l, beta, K: sum(beta ** (k - 1) / (1 + beta) ** k * l ** k for k in range(1, K + 1))),
-    ('dagnn', dict(beta=0.5, K=6, adaptive=False),  # K + 1 Neumann terms of (1 + b(1-l))^-1
-     lambda l, beta, K, adaptive: sum(beta ** k / (1 + beta) ** (k + 1) * l ** k
+    ('gnn_lf', dict(alpha=0.2, mu=0.7),  # Zhu et al.: {mu + (1-mu) lam + (1/a - 1)(1-lam)}^-1
+     lambda lam, alpha, mu: (mu + (1 - mu) * lam)
+     / (mu + (1 - mu) * lam + (1 / alpha - 1) * (1 - lam))),
+    ('gnn_hf', dict(alpha=0.2, beta=0.6),  # {(b + 1/a) + (1 - b - 1/a) lam}^-1 (1 + b(1-lam))
+     lambda lam, alpha, beta: (1 + beta * (1 - lam))
+     / (beta + 1 / alpha + (1 - beta - 1 / alpha) * lam)),
+    ('appnp', dict(alpha=0.2, K=6),  # K steps h <- (1-a) lam h + a, from h = 1
+     lambda lam, alpha, K: alpha * sum(((1 - alpha) * lam) ** k for k in range(K))
+     + ((1 - alpha) * lam) ** K),
+    ('jknet', dict(beta=0.5, K=4),  # sum_{k=1..K} b^(k-1) / (1+b)^k lam^k
+     lambda lam, beta, K: sum(beta ** (k - 1) / (1 + beta) ** k * lam ** k
+                              for k in range(1, K + 1))),
+    ('dagnn', dict(beta=0.5, K=6, adaptive=False),  # K + 1 Neumann terms of (1 + b(1-lam))^-1
+     lambda lam, beta, K, adaptive: sum(beta ** k / (1 + beta) ** (k + 1) * lam ** k
                                       for k in range(K + 1))),
 ])
 def test_frequency_response_is_the_papers_rule(name, coefficients, formula):
