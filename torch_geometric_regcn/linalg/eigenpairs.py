@@ -51,15 +51,21 @@ def check_problem(operator: Tensor, k: int, which: str, max_iter: int, degree: i
     return n
 
 
+def overflow_error(dtype: torch.dtype, symptom: str) -> ValueError:
+    r"""The error of every eigensolver whose products with its operator
+    overflow :obj:`dtype`, with what showed it (:obj:`symptom`)."""
+    return ValueError(f"The eigensolver's products with 'operator' overflowed {dtype} "
+                      f"({symptom}): its entries are too large for this dtype; scale the "
+                      f"operator down or solve in float64")
+
+
 def small_eigh(matrix: Tensor) -> Tuple[Tensor, Tensor]:
     r""":func:`torch.linalg.eigh` of a small projected matrix of an
     eigensolver, which must be finite: products with an operator whose
     entries overflow its dtype raise a :class:`ValueError` that says so,
     instead of LAPACK's non-convergence or NaN eigenpairs."""
     if not bool(torch.isfinite(matrix).all()):
-        raise ValueError(f"The eigensolver's products with 'operator' overflowed "
-                         f"{matrix.dtype} (NaN or infinite values): its entries are too large "
-                         f"for this dtype; scale the operator down or solve in float64")
+        raise overflow_error(matrix.dtype, 'NaN or infinite values')
     return torch.linalg.eigh(matrix)
 
 

@@ -21,6 +21,7 @@ from torch_geometric_regcn.linalg.eigenpairs import (
     EigenPairs,
     check_problem,
     ieee_float32_matmul,
+    overflow_error,
     precision_hint,
     select,
     small_eigh,
@@ -367,9 +368,7 @@ class _FilteredCycles:
         norm = max(abs(window.top), abs(window.bottom), float(values.abs().max()),
                    torch.finfo(values.dtype).tiny)
         if not math.isfinite(norm):  # residuals relative to it would all read 0
-            raise ValueError(f"The eigensolver's products with 'operator' overflowed "
-                             f"{values.dtype}: its spectrum exceeds the dtype's range; scale "
-                             f"the operator down or solve in float64")
+            raise overflow_error(values.dtype, 'a spectrum beyond its range')
         squares = values.new_zeros(k)
         for start in range(0, ritz.size(0), ROW_CHUNK):
             rows = slice(start, start + ROW_CHUNK)
@@ -719,9 +718,7 @@ def block_lanczos(
                                                  dtype)], group)  # from local Ritz values
 
     if best is None:  # no cycle had a finite residual
-        raise ValueError(f"The eigensolver's residuals with 'operator' are not finite in "
-                         f"{dtype}: its entries (or their products) overflow; scale the "
-                         f"operator down or solve in float64")
+        raise overflow_error(dtype, 'no finite residual in any cycle')
     converged = best.residual <= tol
     if not converged:
         fix = (f"restarts at the lowest filter degree no longer halve it: the rounding of "

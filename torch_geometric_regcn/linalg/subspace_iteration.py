@@ -12,6 +12,7 @@ from torch_geometric_regcn.linalg.eigenpairs import (
     EigenPairs,
     check_problem,
     ieee_float32_matmul,
+    overflow_error,
     precision_hint,
     small_eigh,
 )
@@ -91,9 +92,7 @@ def subspace_iteration(
     dtype, device = operator.dtype, operator.device
     bound = max(spectral_bound(operator), torch.finfo(dtype).tiny)
     if not math.isfinite(bound):  # residuals relative to it would all read 0
-        raise ValueError(f"The eigensolver's products with 'operator' overflowed {dtype}: "
-                         f"its absolute row sums exceed the dtype's range; scale the operator "
-                         f"down or solve in float64")
+        raise overflow_error(dtype, 'absolute row sums beyond its range')
     b = min(n, k + (max(8, k // 4) if oversample is None else oversample))
 
     def key(theta: Tensor) -> Tensor:
