@@ -181,3 +181,45 @@ def test_dtypes_are_checked_before_any_work():
         conjugate_gradient(m, b.long())
     with pytest.raises(TypeError, match=r"got torch.float16.*solve in float32"):
         cg_solve(m.to_dense().half().to_sparse_csr(), b.half())
+
+
+def test_a_restart_from_the_true_residual_mends_a_drifted_recurrence():
+    # The first three products are off by 1e-3 (a stand-in for the rounding
+    # that makes CG's residual recurrence drift): the recurrence then reaches
+    # tol while the solution's residual is about 1e-4, and only the restart
+    # from B - MY brings the solution to tol. Reference: a dense float64 solve;
+    # every product after the third is exact, so the bound is tol's.
+    m, b = spd(), torch.randn(40, 2, dtype=torch.float64)
+    calls = []
+
+    def drifting(matrix, x):
+        calls.append(None)
+        return matrix @ x * (1 + 1e-3 if len(calls) <= 3 else 1.0)
+
+    y, residual, iterations = conjugate_gradient(m, b, tol=1e-10, max_iter=500, matmul=drifting)
+    true = float(((b - m @ y).norm(dim=0) / b.norm(dim=0)).max())
+    assert residual == pytest.approx(true, rel=1e-3) and true <= 1e-10
+    torch.testing.assert_close(y, torch.linalg.solve(m, b), rtol=1e-7, atol=1e-8)
+    _, _, plain = conjugate_gradient(m, b, tol=1e-10, max_iter=500)
+    assert iterations > plain  # the restart's iterations came on top
+
+
+def test_cg_stops_at_the_floor_of_its_products_and_says_so():
+    # Every product carries an error of 1e-8 relative (a stand-in for a
+    # dtype's rounding), so no solution's residual goes far below 1e-8:
+    # CG must stop where a restart no longer halves it, long before
+    # max_iter, and warn with the residual reached (reported and true within a
+    # factor 10 of the 1e-8 floor: the noise's own spread, not rounding).
+    m, b = spd(), torch.randn(40, 2, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(1)
+
+    def noisy(matrix, x):
+        noise = torch.randn(x.shape, dtype=x.dtype, generator=generator)
+        return matrix @ x + 1e-8 * x.norm(dim=0) * noise / noise.norm(dim=0)
+
+    y, residual, iterations = conjugate_gradient(m, b, tol=1e-14, max_iter=5000, matmul=noisy)
+    assert iterations < 1000 and 1e-9 < residual < 1e-7
+    true = float(((b - m @ y).norm(dim=0) / b.norm(dim=0)).max())
+    assert 1e-9 < true < 1e-7
+    with pytest.warns(UserWarning, match='restarts no longer halve it'):
+        cg_solve(m, b, 1e-14, 5000, matmul=noisy)
