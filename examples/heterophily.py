@@ -140,6 +140,10 @@ def main() -> None:
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
                         help='(default: %(default)s)')
     args = parser.parse_args()
+    if args.json is not None:  # fail now, not after hours of training
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            parser.error(f'--json {args.json}: {folder} is not a writable folder')
     if args.merge:
         if args.dataset:
             parser.error('--merge reads the datasets from its files: drop --dataset')
@@ -150,14 +154,26 @@ def main() -> None:
 
     if args.points is not None and args.points < 1:
         parser.error(f'--points must be at least 1 (got {args.points})')
+    if args.epochs < 1:
+        parser.error(f'--epochs must be at least 1 (got {args.epochs})')
+    if args.splits < 1:
+        parser.error(f'--splits must be at least 1 (got {args.splits})')
     if args.dataset in HOMOPHILOUS and args.root is not None:
         parser.error('--root applies to the heterophilous sets: cora, citeseer and pubmed '
                      'are read from the offline copy in ../shared/data')
-    if args.dataset in HOMOPHILOUS:
-        metric, data = 'accuracy', load_homophilous(args.dataset)
-    else:
-        metric = HETEROPHILOUS[args.dataset].metric
-        data = load_heterophilous(args.dataset, args.root)
+    try:
+        if args.dataset in HOMOPHILOUS:
+            metric, data = 'accuracy', load_homophilous(args.dataset)
+        else:
+            metric = HETEROPHILOUS[args.dataset].metric
+            data = load_heterophilous(args.dataset, args.root)
+    except OSError as error:  # not staged, or --root without the raw file and no network
+        where = ('in ../shared/data' if args.dataset in HOMOPHILOUS else
+                 f'under --root {args.root} ({args.dataset}/raw/, as PyG lays it out)'
+                 if args.root is not None else
+                 f'in ../shared/data/heterophilous, or under a --root DIR ({args.dataset}/raw/)')
+        parser.error(f'{args.dataset} could not be loaded ({error}); its raw files must be '
+                     f'{where}')
     protocol = PROTOCOL._replace(epochs=args.epochs)
     num_splits = data.train_mask.size(1)
     if not 1 <= args.splits <= num_splits:

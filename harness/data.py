@@ -57,7 +57,8 @@ def offline_root(name: str, root: str, shared: str = SHARED_DATA) -> str:
     :class:`FileNotFoundError` when they are absent."""
     if name not in SHARED_LAYOUT:
         raise FileNotFoundError(f"{name} has no offline copy: its raw feature files are not "
-                                f"in {shared} (offline: {', '.join(OFFLINE)})")
+                                f"in {shared} (offline: "
+                                f"{', '.join(OFFLINE + list(HETEROPHILOUS_OFFLINE))})")
     for src, dst in SHARED_LAYOUT[name]:
         src, dst = osp.join(shared, src), osp.join(root, dst)
         if not osp.exists(src):

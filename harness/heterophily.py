@@ -134,7 +134,8 @@ def score(logits: Tensor, y: Tensor, mask: Tensor, metric: str) -> float:
     * :obj:`"accuracy"`: the share of nodes whose largest logit is their
       class :obj:`y` (the count over the number of nodes, in Python's
       double precision; the first largest logit on ties, as
-      :obj:`argmax` picks it);
+      :obj:`argmax` picks it; :obj:`nan` when a selected logit is
+      :obj:`nan`, which :obj:`argmax` would read as a vote for class 0);
     * :obj:`"roc_auc"`: the area under the ROC curve of class 1 (the
       positive class of the two-class sets) against class 0, ranking the
       nodes by their softmax probability of class 1. That probability is
@@ -170,6 +171,8 @@ def score(logits: Tensor, y: Tensor, mask: Tensor, metric: str) -> float:
     if y.numel() == 0:
         raise ValueError("'mask' selects no node")
     if metric == 'accuracy':
+        if bool(logits.isnan().any()):
+            return math.nan
         return int((logits.argmax(dim=-1) == y).sum()) / y.numel()
     if logits.size(1) != 2:
         raise ValueError(f"'roc_auc' scores two classes: 'logits' must be [N, 2] (got "

@@ -4,6 +4,7 @@ files of two processes."""
 import json
 import os
 import os.path as osp
+import re
 import subprocess
 import sys
 
@@ -101,3 +102,22 @@ def test_heterophily_example_resumes_from_its_journal(tmp_path):
     assert b['runs']['mlp'][:2] == a['runs']['mlp']
     with open(journal, encoding='utf-8') as f:
         assert len(f.read().splitlines()) == 3
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--epochs', '0'], '--epochs must be at least 1'),
+    (['--splits', '0'], '--splits must be at least 1'),
+    (['--json', 'no_such_folder/out.json'], 'no_such_folder is not a writable folder'),
+    (['--root', 'no_such_root'], 'actor could not be loaded .*under --root .*no_such_root'),
+])
+def test_heterophily_example_refuses_bad_arguments_before_any_training(tmp_path, args,
+                                                                       message):
+    # Each failed after training (an unwritable --json lost every run), or
+    # scored nan as a table (--epochs 0), or ended in a traceback (--root).
+    args = [str(tmp_path / a) if a.startswith('no_such') else a for a in args]
+    out = subprocess.run([sys.executable, '-m', 'examples.heterophily', '--dataset', 'actor',
+                          '--models', 'mlp', *args], cwd=REPO, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert out.returncode == 2 and 'Traceback' not in out.stderr
+    assert re.search(message, out.stderr), out.stderr[-1000:]
+    assert 'split 0' not in out.stdout  # nothing trained

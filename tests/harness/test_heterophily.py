@@ -99,6 +99,21 @@ def test_accuracy_is_a_direct_count(seed):
     assert score(logits, y, mask, 'accuracy') == correct / int(mask.sum())
 
 
+def test_accuracy_of_nan_logits_is_nan_not_a_vote_for_class_0():
+    # argmax reads a row of nan as class 0: an all-nan epoch scored the share
+    # of class 0 and could be selected as the best one.
+    y = torch.tensor([0, 0, 0, 1])
+    mask = torch.ones(4, dtype=torch.bool)
+    logits = torch.randn(4, 2)
+    logits[2, 1] = math.nan
+    assert math.isnan(score(logits, y, mask, 'accuracy'))
+    logits[2] = torch.tensor([math.inf, -math.inf])  # infinite logits still rank
+    assert score(logits, y, mask, 'accuracy') == float((logits.argmax(1) == y).float().mean())
+    masked_out = torch.tensor([True, True, False, True])
+    logits[2, 1] = math.nan
+    assert not math.isnan(score(logits, y, masked_out, 'accuracy'))
+
+
 def test_score_refuses_what_it_cannot_score():
     logits, y = torch.randn(6, 3), torch.tensor([0, 1, 2, 0, 1, 2])
     mask = torch.ones(6, dtype=torch.bool)
@@ -225,6 +240,11 @@ def test_fit_split_warns_when_no_epoch_has_a_finite_score():
     with pytest.warns(UserWarning, match='no epoch of 3 had a finite validation roc_auc'):
         result = fit_split(model, model, data, 'roc_auc', epochs=3)
     assert result.best_epoch == -1 and math.isnan(result.test) and math.isnan(result.val)
+    # Epoch 0 says class 1 everywhere (validation 2 of 4); epoch 1 is nan,
+    # which argmax would read as class 0 everywhere (also 2 of 4, and later).
+    model = Replay([torch.tensor([[0., 1.]]).repeat(10, 1), torch.full((10, 2), math.nan)])
+    result = fit_split(model, model, data, 'accuracy', epochs=2)
+    assert result.best_epoch == 0 and result.val == 0.5
 
 
 def test_fit_split_with_accuracy_is_fit():
