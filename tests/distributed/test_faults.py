@@ -121,3 +121,75 @@ def test_factor_cache_is_per_rank_and_keyed_by_the_partition(tmp_path):
     names = sorted(osp.basename(p) for p in glob.glob(osp.join(root, '*.pt')))
     assert len(names) == 5  # 2 + 3 files: the world size is part of the key
     assert len({name.split('-part')[0] for name in names}) == 2
+
+
+N_SMALL = 12
+
+
+def _small_factors():
+    # Orthonormal columns with disjoint row supports, so that V^T W stays
+    # diagonal (and the core well posed) on any rows a rank holds.
+    from torch_geometric_regcn.linalg import factors_from_eigenpairs
+    u = torch.zeros(N_SMALL, 3, dtype=torch.float64)
+    for j in range(3):
+        u[j::3, j] = 1.0
+    return factors_from_eigenpairs(torch.tensor([0.6, 0.3, -0.2], dtype=torch.float64),
+                                   u / u.norm(dim=0))
+
+
+def _small_entries():
+    gen = torch.Generator().manual_seed(0)
+    index = torch.randint(0, N_SMALL, (2, 30), generator=gen)
+    values = torch.rand(30, dtype=torch.float64, generator=gen)
+    return torch.cat([index, index.flip(0)], 1), torch.cat([values, values])
+
+
+def _ranks_that_differ(rank, world_size):
+    from torch_geometric_regcn import TSGCNConv
+    from torch_geometric_regcn.distributed import RowPartition
+    from torch_geometric_regcn.linalg import ShardedMatrix
+    part = RowPartition.even(N_SMALL, world_size, rank)
+    rows = slice(part.start, part.end)
+    x = torch.arange(N_SMALL * 2, dtype=torch.float64).view(N_SMALL, 2)[rows] / 10
+    index, values = _small_entries()
+    mine = (index[0] >= part.start) & (index[0] < part.end)
+    shard = index[:, mine].int() if rank == 1 else index[:, mine]  # int32 on rank 1 only
+    product = ShardedMatrix(shard, values[mine], part, dist.group.WORLD) @ x
+
+    w, v = (f[rows] for f in _small_factors())
+    torch.manual_seed(0)
+    conv = TSGCNConv(2, 2, bias=False, group=dist.group.WORLD).double()
+    with torch.no_grad():
+        first = conv(x, w, v)
+        if rank == 1:  # other factors, as inference tensors, on rank 1 only
+            with torch.inference_mode():
+                w2, v2 = 2 * w, 2 * v
+        else:
+            w2, v2 = w, v
+        conv(x, w2, v2)
+        again = conv(x, w, v)  # every rank's factors of the first call
+    return {'product': product, 'first': first, 'again': again}
+
+
+def test_ranks_with_other_index_dtypes_or_inference_factors_get_the_single_process_answer():
+    # An int32 edge_index on one rank aborted gloo (the halo's indices were
+    # exchanged in each rank's dtype); a core all-reduced while rank 1 held
+    # inference factors was kept by rank 0 under its unchanged key, and reused
+    # (2.56 off) once rank 1's first factors came back. Reference: the dense
+    # product and the single-process layer, float64 (a few roundings of
+    # O(1) sums: 1e-12 is slack).
+    from torch_geometric_regcn import TSGCNConv
+    results = run_ranks(_ranks_that_differ, 2, timeout=120.0)
+    index, values = _small_entries()
+    x = torch.arange(N_SMALL * 2, dtype=torch.float64).view(N_SMALL, 2) / 10
+    dense = torch.zeros(N_SMALL, N_SMALL, dtype=torch.float64)
+    dense.index_put_(tuple(index), values, accumulate=True)
+    torch.testing.assert_close(torch.cat([r['product'] for r in results]), dense @ x,
+                               rtol=0, atol=1e-12)
+    torch.manual_seed(0)
+    conv = TSGCNConv(2, 2, bias=False).double()
+    with torch.no_grad():
+        expected = conv(x, *_small_factors())
+    for key in ('first', 'again'):
+        torch.testing.assert_close(torch.cat([r[key] for r in results]), expected,
+                                   rtol=0, atol=1e-12)

@@ -24,7 +24,10 @@ class HaloPlan(NamedTuple):
     @staticmethod
     def build(columns: Tensor, partition: RowPartition, group: Group) -> 'HaloPlan':
         r"""The plan for a sparse matrix whose local rows read the global
-        :obj:`columns`: one :func:`all_to_all` of the requested indices."""
+        :obj:`columns` (any integer dtype; exchanged as int64, so that ranks
+        holding int32 and int64 indices pair up): one :func:`all_to_all` of
+        the requested indices."""
+        columns = columns.long()
         owner = partition.owner(columns)
         halo = columns[owner != partition.rank].unique()
         counts = torch.bincount(partition.owner(halo), minlength=partition.num_parts)
@@ -78,8 +81,8 @@ class HaloPlan(NamedTuple):
 
     def compact(self, columns: Tensor) -> Tensor:
         r"""Global column indices as indices into :meth:`extended` (the halo's
-        searched, the own rows' shifted)."""
-        part = self.partition
+        searched, the own rows' shifted), int64."""
+        part, columns = self.partition, columns.long()
         out = columns - part.start
         remote = (out < 0) | (out >= part.num_local)
         out[remote] = torch.searchsorted(self.halo, columns[remote]) + part.num_local
@@ -96,7 +99,7 @@ def reversed_edges(edge_index: Tensor, partition: RowPartition, group: Group,
 
     Returns :obj:`(edge_index, edge_weight)` of the received edges (global
     indices), :obj:`edge_weight` :obj:`None` when none was given."""
-    reverse, weight = edge_index.flip(0), edge_weight
+    reverse, weight = edge_index.long().flip(0), edge_weight  # int64 on every rank
     counts = [reverse.size(1)]
     if partition.num_parts > 1:  # grouped by the rank that owns their new row
         owner = partition.owner(reverse[0])

@@ -81,6 +81,7 @@ class ShardedMatrix:
                                  f"shape [{edge_index.size(1)}] (got {list(values.shape)})")
             check_finite('values', values)
         self._plan(partition, group, values, halo_budget, lambda: edge_index[1], check)
+        edge_index = edge_index.long()  # int32 on some ranks and int64 on others pair up
         rows = edge_index[0] - partition.start
         cols = self.plan.compact(edge_index[1])
         width = partition.num_local + self.plan.halo.numel()

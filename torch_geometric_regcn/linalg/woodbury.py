@@ -322,10 +322,11 @@ class WoodburyCache:
     empty. With a process :obj:`group`, the ranks agree on every call, in
     one all-gather of a few integers, on :func:`factor_arguments` and on
     whether every rank holds its factors' core: if the factors changed on any
-    rank, all of them factorise again, as the core is all-reduced; and
-    :attr:`last` is kept only where every rank keeps its core (inference
-    tensors on one rank would otherwise leave the ranks' callers on different
-    paths). A caller that agrees on more passes :obj:`agree`, called with
+    rank, all of them factorise again, as the core is all-reduced; and the
+    core (with :attr:`last`) is kept only where every rank keeps its own
+    (inference tensors on one rank would otherwise leave the other ranks
+    holding a core of that rank's transient factors under their unchanged
+    keys). A caller that agrees on more passes :obj:`agree`, called with
     this rank's verdicts (whether its cache holds the core, whether it would
     keep a new one) and returning whether every rank's do (as
     :class:`~torch_geometric_regcn.TSGCNConv` does, within its own
@@ -361,8 +362,8 @@ class WoodburyCache:
             self._last_cached = True
             return self._core
         core = woodbury_core(w, v, from_eigenpairs, group, agreed=True)
-        if key is not None:
-            self._core, self._key, self._last_cached = core, key, keeps
+        if keeps:  # on every rank, or on none: the core is all-reduced from every rank's factors
+            self._core, self._key, self._last_cached = core, key, True
         return core
 
     @staticmethod
