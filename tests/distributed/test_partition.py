@@ -166,3 +166,19 @@ def test_node_attributes_named_after_edges_stay_node_attributes():
     shards = partition(data, 3)
     for key in ('edge_count', 'in_edge_degree'):
         assert torch.equal(torch.cat([s[key] for s in shards]), data[key])
+
+
+@pytest.mark.parametrize('method', ['contiguous', 'metis'])
+def test_graph_level_attributes_are_kept_in_every_shard(method):
+    # They were dropped silently (only edge attributes without an edge set warn).
+    if method == 'metis':
+        pytest.importorskip('pymetis')
+    data = _graph()
+    data.num_classes, data.name = 3, 'csbm'
+    data.scale = torch.tensor(2.0)
+    data.class_weight = torch.tensor([0.2, 0.3, 0.5])  # [C]: neither nodes nor edges
+    for shard in partition(data, 3, method):
+        assert shard.num_classes == 3 and shard.name == 'csbm'
+        assert torch.equal(shard.scale, data.scale)
+        assert torch.equal(shard.class_weight, data.class_weight)
+        assert shard.num_nodes == shard.partition.num_local

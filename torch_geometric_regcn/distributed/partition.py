@@ -90,7 +90,9 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     :obj:`edge_attr` and an :obj:`edge_*` of as many rows go with
     :obj:`edge_index`, :obj:`semantic_edge_*` with :obj:`semantic_edge_index`,
     another edge attribute by PyG's rule with the only edge set of as many
-    edges), with global node indices, :obj:`data.partition` (a
+    edges), with global node indices, the graph-level attributes
+    (:obj:`num_classes`, a 0-dim tensor, ...: neither node- nor edge-level)
+    unchanged, :obj:`data.partition` (a
     :class:`~torch_geometric_regcn.distributed.RowPartition`) and
     :obj:`data.node_id`, the index of each row in :obj:`data`. No shard holds
     anything of size :math:`N \times F` or :math:`N \times N`.
@@ -139,6 +141,8 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     node_keys = [key for key, value in data.items()
                  if isinstance(value, Tensor) and key not in known and key not in edge_keys
                  and value.dim() > 0 and value.size(0) == num_nodes]
+    graph_keys = [key for key in data.keys() if key not in known and key not in edge_keys
+                  and key not in node_keys and key != 'num_nodes']
     present = [key for key in EDGE_KEYS if key in data and data[key] is not None]
     owner = {name: _edge_set_of(name, data[name].size(0), present, data) for name in edge_keys}
     for key in present:  # one row per edge, or the shards would cut them elsewhere
@@ -185,6 +189,8 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
         start, end = bounds[p], bounds[p + 1]
         rows = torch.arange(start, end) if node_id is None else node_id[start:end]
         shard = Data(num_nodes=end - start)
+        for key in graph_keys:  # the graph's, the same in every shard
+            shard[key] = data[key]
         for key in node_keys:
             shard[key] = _rows(data[key], rows)
         for key, (index, cuts, attrs) in edges.items():
