@@ -2,9 +2,10 @@
 holds one row shard of the graph, of the low-rank factors and of every
 activation; no rank holds anything of size N x F or N x r.
 
-One machine, two processes (gloo on CPU; with CUDA, one GPU per process);
-the default 100,000 nodes take about a minute on two cores, 2,000,000 nodes
-(``--nodes 2000000``) roughly an hour or more, most of it the semantic kNN search::
+One machine, two processes (gloo on CPU; with CUDA, one GPU per process),
+on the default 100,000 nodes; rank 0 prints each stage's time and traffic.
+At 2,000,000 nodes (``--nodes 2000000``) the semantic kNN search takes most
+of the time (``benchmarks/results/distributed.md``)::
 
     torchrun --standalone --nproc_per_node=2 examples/distributed.py
 

@@ -1,5 +1,8 @@
-r"""The 0.2 entry points of the row-sharded search, kept for old code: the
-search of :func:`~torch_geometric_regcn.knn.exact_knn_cosine`,
+r"""The earlier entry points of the row-sharded search,
+``sharded_knn_cosine`` and ``sharded_knn_graph_cosine`` (added after
+0.1.0, in no release), kept with a deprecation warning for code written
+against them: the search of
+:func:`~torch_geometric_regcn.knn.exact_knn_cosine`,
 :func:`~torch_geometric_regcn.knn.ivf_knn_cosine` and
 :func:`~torch_geometric_regcn.knn.knn_graph_cosine` takes
 :obj:`partition=` and :obj:`group=` itself."""
