@@ -121,3 +121,15 @@ def test_heterophily_example_refuses_bad_arguments_before_any_training(tmp_path,
     assert out.returncode == 2 and 'Traceback' not in out.stderr
     assert re.search(message, out.stderr), out.stderr[-1000:]
     assert 'split 0' not in out.stdout  # nothing trained
+
+
+def test_heterophily_example_trains_the_recommended_model_and_gcn_by_default(tmp_path):
+    # The entry point: without --models, the recommended model and GCN
+    # (it trained every model of the harness, hours on a CPU).
+    if not has_offline_copy('chameleon_filtered'):
+        pytest.skip('chameleon_filtered is not staged in ../shared/data/heterophilous')
+    path = tmp_path / 'default.json'
+    run_example('--dataset', 'chameleon_filtered', '--splits', '1', '--epochs', '2',
+                '--points', '1', '--json', str(path))
+    with open(path, encoding='utf-8') as f:
+        assert list(json.load(f)['results']) == ['regcn', 'gcn']
