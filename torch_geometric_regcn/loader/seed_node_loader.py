@@ -5,6 +5,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
+from torch.utils.data import RandomSampler
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
@@ -46,6 +47,9 @@ class SeedNodeSampler(BaseSampler):
         raise NotImplementedError(
             f"{type(self).__name__} samples seed nodes only, for node-level mini-batches "
             f"(SeedNodeLoader); for mini-batches of edges use PyG's LinkNeighborLoader")
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}()'  # it has no arguments
 
 
 def _edge_indices(data: Data) -> Dict[str, Tensor]:
@@ -231,3 +235,9 @@ class SeedNodeLoader(NodeLoader):
         super().__init__(data, SeedNodeSampler(), input_nodes=input_nodes,
                          transform=_EmptyEdgeIndices(data, transform),
                          filter_per_worker=filter_per_worker, **kwargs)
+
+    def __repr__(self) -> str:
+        # NodeLoader's is the bare class name: the seeds and the batching tell loaders apart.
+        shuffle = ', shuffle=True' if isinstance(self.sampler, RandomSampler) else ''
+        return (f'{type(self).__name__}(num_seeds={self.input_data.node.numel()}, '
+                f'batch_size={self.batch_size}{shuffle})')

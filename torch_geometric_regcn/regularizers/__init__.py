@@ -27,7 +27,7 @@ from torch_geometric_regcn.regularizers.spectral import (
     JKNetRegularizer,
     SGCRegularizer,
 )
-from torch_geometric_regcn.regularizers.tsgcn import (  # noqa: F401 (deprecated: not in __all__)
+from torch_geometric_regcn.regularizers.tsgcn import (  # noqa: F401 (sharded_*: deprecated)
     TSGCNRegularizer,
     sharded_tsgcn_adjacency,
     tsgcn_adjacency,

@@ -530,6 +530,9 @@ class Regularizer(torch.nn.Module):
 
     # -- shared machinery ---------------------------------------------------------
     def check_solver(self, solver: Optional[str]) -> str:
+        r"""Returns :obj:`solver`, or :attr:`default_solver` for :obj:`None`,
+        after checking that it is one of :attr:`solvers` (:class:`ValueError`
+        naming the supported ones otherwise)."""
         solver = self.default_solver if solver is None else solver
         if solver not in SOLVERS:
             raise ValueError(f"Unknown solver {solver!r}; choose one of {SOLVERS}")

@@ -41,8 +41,8 @@ measures (``docs/learnable.md`` has the reasons and the runs):
   for :obj:`patience` coefficient steps, while the coefficients keep their
   values. Each cycle is then a fresh training run at coefficients that
   moved on the validation loss, as each point of a grid is, and where the
-  best validation epoch comes early (Cora without dropout: about epoch
-  10), the coefficients learned later still reach it.
+  best validation epoch comes early (as on Cora without dropout; see
+  ``docs/learnable.md``), the coefficients learned later still reach it.
 """
 import math
 from typing import Dict, List, Optional

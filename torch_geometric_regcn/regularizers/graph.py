@@ -533,6 +533,15 @@ class GraphOperators:
         return self.memo('identity',
                          lambda: sparse_identity(self.num_nodes, self.dtype, self.device))
 
+    def __repr__(self) -> str:
+        # What tells two graphs apart without reading a tensor (no synchronisation).
+        inputs = [name for name in ('edge_index', 'edge_weight', 'semantic_edge_index', 'x',
+                                    'lowrank') if getattr(self, name) is not None]
+        direction = '' if self.direction is None else f', direction={self.direction!r}'
+        shards = '' if self.partition is None else f', num_parts={self.partition.num_parts}'
+        return (f'{type(self).__name__}(num_nodes={self.num_nodes}, dtype={self.dtype}, '
+                f'inputs={inputs}{direction}{shards})')
+
 
 def wanting_gradients(*inputs: Any) -> Tuple[Tensor, ...]:
     r"""The floating-point tensors among :obj:`inputs` that want a gradient,

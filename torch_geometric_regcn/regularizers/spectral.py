@@ -25,8 +25,21 @@ from torch_geometric_regcn.utils.validation import check_flag, check_int, check_
 
 
 class AffineRegularizer(Regularizer):
-    r"""A regulariser :math:`\mathbf{R} = (b_0\mathbf{I} + b_1\hat{\mathbf{A}})^{-1}
-    (m_0\mathbf{I} + m_1\hat{\mathbf{A}})`; subclasses set :obj:`m` and :obj:`b`."""
+    r"""Base class of a regulariser affine in :math:`\hat{\mathbf{A}}` on both
+    sides,
+
+    .. math::
+        \mathbf{R} = (b_0\mathbf{I} + b_1\hat{\mathbf{A}})^{-1}
+        (m_0\mathbf{I} + m_1\hat{\mathbf{A}}), \qquad
+        g(\lambda) = \frac{b_0 + b_1\lambda}{m_0 + m_1\lambda};
+
+    subclasses set :obj:`m` :math:`= (m_0, m_1)` and :obj:`b` :math:`= (b_0,
+    b_1)` (default :math:`(1, 0)`); :math:`g` is the frequency response of
+    the exact propagation :math:`\mathbf{M}^{-1}\mathbf{B}` on an eigenvalue
+    :math:`\lambda` of :math:`\hat{\mathbf{A}}`. :obj:`"series"` is the
+    :obj:`K`-term Neumann series :math:`m_0^{-1}\sum_{k<K}(-m_1\hat{\mathbf{A}}
+    /m_0)^k\mathbf{B}\mathbf{X}`: :math:`K - 1` sparse products, one more
+    where :math:`b_1 \neq 0`."""
     projection = 'identity'
     default_solver = 'series'
 
@@ -78,9 +91,15 @@ class AffineRegularizer(Regularizer):
 
 @register
 class GCNRegularizer(AffineRegularizer):
-    r"""GCN (Kipf and Welling, ICLR 2017): :math:`\mathbf{R} = \tilde{\mathbf{L}} =
-    \mathbf{I} - \hat{\mathbf{A}}`, rule :math:`\hat{\mathbf{A}}\mathbf{H}
-    \mathbf{\Theta}`, the renormalised first-order truncation of
+    r"""The regulariser of GCN from the `"Semi-supervised Classification with
+    Graph Convolutional Networks" <https://arxiv.org/abs/1609.02907>`_ paper
+    (Kipf and Welling, ICLR 2017),
+
+    .. math::
+        \mathbf{R} = \tilde{\mathbf{L}} = \mathbf{I} - \hat{\mathbf{A}},
+        \qquad \mathbf{H}^{\prime} = \hat{\mathbf{A}}\mathbf{H}\mathbf{\Theta},
+
+    the rule being the renormalised first-order truncation of
     :math:`(\mathbf{I} - \tilde{\mathbf{A}})^{-1} = \sum_k \tilde{\mathbf{A}}^k`.
     :math:`\tilde{\mathbf{L}}` is singular, so the exact minimiser does not exist
     and only :obj:`"series"` is offered. Projection: ReLU."""
@@ -100,9 +119,15 @@ class GCNRegularizer(AffineRegularizer):
 
 @register
 class SGCRegularizer(GCNRegularizer):
-    r"""SGC (Wu et al., ICML 2019): :math:`\mathbf{R} = \tilde{\mathbf{L}}`, rule
-    :math:`\hat{\mathbf{A}}^K\mathbf{X}\mathbf{\Theta}`, only :obj:`"series"`.
-    Projection: identity.
+    r"""The regulariser of SGC from the `"Simplifying Graph Convolutional
+    Networks" <https://arxiv.org/abs/1902.07153>`_ paper (Wu et al., ICML
+    2019),
+
+    .. math::
+        \mathbf{R} = \tilde{\mathbf{L}}, \qquad
+        \mathbf{X}^{\prime} = \hat{\mathbf{A}}^K\mathbf{X}\mathbf{\Theta},
+
+    only :obj:`"series"` (:math:`K` sparse products). Projection: identity.
 
     Args:
         K (int, optional): Number of hops. (default: :obj:`2`)
@@ -124,10 +149,17 @@ class SGCRegularizer(GCNRegularizer):
 
 @register
 class APPNPRegularizer(AffineRegularizer):
-    r"""APPNP (Klicpera et al., ICLR 2019): the fixed point of
-    :math:`\mathbf{H} \leftarrow (1-\alpha)\hat{\mathbf{A}}\mathbf{H} +
-    \alpha\mathbf{H}^{(0)}` minimises the energy with :math:`\mathbf{R} =
-    (\mathbf{I} - (1-\alpha)\hat{\mathbf{A}})/\alpha` (each step minimises the
+    r"""The regulariser of APPNP from the `"Predict then Propagate: Graph
+    Neural Networks meet Personalized PageRank"
+    <https://arxiv.org/abs/1810.05997>`_ paper (Klicpera et al., ICLR 2019):
+    the fixed point of the rule
+
+    .. math::
+        \mathbf{H}^{(k+1)} = (1-\alpha)\hat{\mathbf{A}}\mathbf{H}^{(k)} +
+        \alpha\mathbf{H}^{(0)}, \qquad
+        \mathbf{R} = \frac{\mathbf{I} - (1-\alpha)\hat{\mathbf{A}}}{\alpha},
+
+    minimises the energy with that :math:`\mathbf{R}` (each step minimises the
     paper's per-step regulariser :math:`\frac{1}{1-\alpha}\hat{\mathbf{A}}^{-1}
     (\mathbf{H} - 2\alpha\mathbf{H}^{(0)})`). :obj:`"series"` runs the :obj:`K`
     steps, as PyG's :class:`~torch_geometric.nn.conv.APPNP`. Projection: identity.
@@ -164,11 +196,18 @@ class APPNPRegularizer(AffineRegularizer):
 
 @register
 class JKNetRegularizer(AffineRegularizer):
-    r"""JKNet (Xu et al., ICML 2018): :math:`\mathbf{R} = \hat{\mathbf{A}}^{-1}
-    (\mathbf{I} + \beta\tilde{\mathbf{L}})`, rule :math:`\sum_{k=1}^{K}\alpha_k
-    \hat{\mathbf{A}}^k\mathbf{H}\mathbf{\Theta}` with :math:`\alpha_k =
-    \beta^{k-1}/(1+\beta)^k`. :math:`\mathbf{R}` is indefinite where
-    :math:`\hat{\mathbf{A}}` has negative eigenvalues, so the rule is a
+    r"""The regulariser of JKNet from the `"Representation Learning on Graphs
+    with Jumping Knowledge Networks" <https://arxiv.org/abs/1806.03536>`_
+    paper (Xu et al., ICML 2018),
+
+    .. math::
+        \mathbf{R} = \hat{\mathbf{A}}^{-1}(\mathbf{I} + \beta\tilde{\mathbf{L}}),
+        \qquad \mathbf{H}^{\prime} = \sum_{k=1}^{K}\alpha_k
+        \hat{\mathbf{A}}^k\mathbf{H}\mathbf{\Theta}, \quad
+        \alpha_k = \frac{\beta^{k-1}}{(1+\beta)^k}.
+
+    :math:`\mathbf{R}` is indefinite where :math:`\hat{\mathbf{A}}` has
+    negative eigenvalues, so the rule is a
     stationary point of the energy, a minimum only on graphs with
     :math:`\hat{\mathbf{A}} \succ 0`. Projection: identity.
 
@@ -183,16 +222,26 @@ class JKNetRegularizer(AffineRegularizer):
         self.K = check_int('K', K)
         self.beta = check_real('beta', beta, 0.0, math.inf)
 
-    m = property(lambda self: (1.0 + self.beta, -self.beta))
+    @property
+    def m(self) -> Tuple[float, float]:
+        return (1.0 + self.beta, -self.beta)
+
     b = (0.0, 1.0)
 
 
 @register
 class DAGNNRegularizer(AffineRegularizer):
-    r"""DAGNN (Liu et al., KDD 2020): :math:`\mathbf{R} = \mathbf{I} +
-    \beta\tilde{\mathbf{L}}`, rule :math:`\sum_{k=0}^{K} s_k\hat{\mathbf{A}}^k
-    \mathbf{H}^{(0)}`, where the per-node retainment scores :math:`s_k =
-    \sigma(\hat{\mathbf{A}}^k\mathbf{H}^{(0)}\mathbf{q} + b)` are learned by
+    r"""The regulariser of DAGNN from the `"Towards Deeper Graph Neural
+    Networks" <https://arxiv.org/abs/2007.09296>`_ paper (Liu et al., KDD
+    2020),
+
+    .. math::
+        \mathbf{R} = \mathbf{I} + \beta\tilde{\mathbf{L}}, \qquad
+        \mathbf{H}^{\prime} = \sum_{k=0}^{K} \mathbf{s}_k \odot
+        \hat{\mathbf{A}}^k\mathbf{H}^{(0)}, \quad
+        \mathbf{s}_k = \sigma(\hat{\mathbf{A}}^k\mathbf{H}^{(0)}\mathbf{q} + b),
+
+    where the per-node retainment scores :math:`\mathbf{s}_k` are learned by
     the gate :obj:`gate` (a linear map to one channel, its input size that
     of the layer's output, or inferred on the first call when the
     regulariser is used alone). With :obj:`adaptive=False` the weights are
@@ -215,7 +264,9 @@ class DAGNNRegularizer(AffineRegularizer):
         self.adaptive = check_flag('adaptive', adaptive)
         self.register_module('gate', Linear(-1, 1) if self.adaptive else None)
 
-    m = property(lambda self: (1.0 + self.beta, -self.beta))
+    @property
+    def m(self) -> Tuple[float, float]:
+        return (1.0 + self.beta, -self.beta)
 
     def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
         if self.gate is None:  # the Neumann weights of k = 0..K
@@ -241,10 +292,16 @@ class DAGNNRegularizer(AffineRegularizer):
 
 @register
 class GNNLFRegularizer(AffineRegularizer):
-    r"""GNN-LF (Zhu et al., WWW 2021), low-pass: rule
-    :math:`\{\mu\mathbf{I} + (1-\mu)\hat{\mathbf{A}} + (1/\alpha - 1)
-    (\mathbf{I} - \hat{\mathbf{A}})\}^{-1}\{\mu\mathbf{I} + (1-\mu)\hat{\mathbf{A}}\}
-    \mathbf{H}\mathbf{\Theta}`, the tsGCN paper's :math:`(\mathbf{I} +
+    r"""The low-pass regulariser of GNN-LF from the `"Interpreting and Unifying
+    Graph Neural Networks with An Optimization Framework"
+    <https://arxiv.org/abs/2101.11859>`_ paper (Zhu et al., WWW 2021), rule
+
+    .. math::
+        \mathbf{H}^{\prime} = \{\mu\mathbf{I} + (1-\mu)\hat{\mathbf{A}} +
+        (1/\alpha - 1)(\mathbf{I} - \hat{\mathbf{A}})\}^{-1}
+        \{\mu\mathbf{I} + (1-\mu)\hat{\mathbf{A}}\}\mathbf{H}\mathbf{\Theta},
+
+    the tsGCN paper's :math:`(\mathbf{I} +
     \lambda\hat{\mathbf{A}})^{-1}(\mathbf{I} + \mu'\hat{\mathbf{A}})` up to a scale.
     Needs :math:`2\mu + 2/\alpha > 3` for :math:`\mathbf{M} \succ 0`.
     Projection: ReLU.
@@ -267,16 +324,27 @@ class GNNLFRegularizer(AffineRegularizer):
                              f"system (got alpha={alpha}, mu={mu}); lower 'alpha' or raise 'mu'")
         self.alpha, self.mu, self.K = alpha, mu, check_int('K', K)
 
-    m = property(lambda self: (self.mu + 1 / self.alpha - 1, 2 - self.mu - 1 / self.alpha))
-    b = property(lambda self: (self.mu, 1 - self.mu))
+    @property
+    def m(self) -> Tuple[float, float]:
+        return (self.mu + 1 / self.alpha - 1, 2 - self.mu - 1 / self.alpha)
+
+    @property
+    def b(self) -> Tuple[float, float]:
+        return (self.mu, 1 - self.mu)
 
 
 @register
 class GNNHFRegularizer(AffineRegularizer):
-    r"""GNN-HF (Zhu et al., WWW 2021), high-pass: rule
-    :math:`\{(\beta + 1/\alpha)\mathbf{I} + (1 - \beta - 1/\alpha)\hat{\mathbf{A}}
-    \}^{-1}(\mathbf{I} + \beta\tilde{\mathbf{L}})\mathbf{H}\mathbf{\Theta}`, the
-    tsGCN paper's :math:`(\mathbf{I} + \lambda\hat{\mathbf{L}})^{-1}(\mathbf{I} +
+    r"""The high-pass regulariser of GNN-HF from the `"Interpreting and
+    Unifying Graph Neural Networks with An Optimization Framework"
+    <https://arxiv.org/abs/2101.11859>`_ paper (Zhu et al., WWW 2021), rule
+
+    .. math::
+        \mathbf{H}^{\prime} = \{(\beta + 1/\alpha)\mathbf{I} +
+        (1 - \beta - 1/\alpha)\hat{\mathbf{A}}\}^{-1}
+        (\mathbf{I} + \beta\tilde{\mathbf{L}})\mathbf{H}\mathbf{\Theta},
+
+    the tsGCN paper's :math:`(\mathbf{I} + \lambda\hat{\mathbf{L}})^{-1}(\mathbf{I} +
     \mu\hat{\mathbf{L}})` with :math:`\lambda = \beta + 1/\alpha - 1`,
     :math:`\mu = \beta`. Projection: ReLU.
 
@@ -295,5 +363,10 @@ class GNNHFRegularizer(AffineRegularizer):
         self.beta = check_real('beta', beta, 0.0, math.inf)
         self.K = check_int('K', K)
 
-    m = property(lambda self: (self.beta + 1 / self.alpha, 1 - self.beta - 1 / self.alpha))
-    b = property(lambda self: (1 + self.beta, -self.beta))
+    @property
+    def m(self) -> Tuple[float, float]:
+        return (self.beta + 1 / self.alpha, 1 - self.beta - 1 / self.alpha)
+
+    @property
+    def b(self) -> Tuple[float, float]:
+        return (1 + self.beta, -self.beta)

@@ -66,8 +66,9 @@ def tsgcn_adjacency(graph: GraphOperators, alpha: float, beta: float,
     :math:`k`-NN search when the semantic graph is built from the features)
     and one sort of their entries, each built and added by chunks of rows
     directly in CSR form: the peak memory while :math:`\mathbf{S}` is built
-    is about 25-35 bytes per stored entry of the result (this rank's rows on
-    shards) with float32 values (``benchmarks/operator_build.py``). With
+    is :math:`O(\mathrm{nnz}(\mathbf{S}))` (this rank's rows on shards), no
+    dense :math:`N \times N` matrix (``benchmarks/results/operator_build.md``
+    measures the constant). With
     fixed coefficients the terms are freed once added (unless the graph keeps
     them already, e.g. for a regulariser's :attr:`~GraphOperators.adj`);
     learned ones keep them with the graph, which reuses them every step.
@@ -130,14 +131,17 @@ def sharded_tsgcn_adjacency(partition: RowPartition, group: Group, alpha: float,
 
 @register
 class TSGCNRegularizer(Regularizer):
-    r"""tsGCN (Wang et al., AAAI 2023): :math:`\mathbf{R} = \mathbf{I} +
-    \alpha\tilde{\mathbf{L}}_G + \beta\tilde{\mathbf{L}}_X`, with
-    :math:`\tilde{\mathbf{L}}_X` the Laplacian of the semantic (cosine
-    :obj:`k`-NN) graph. With :math:`\mathbf{S}` of :func:`tsgcn_adjacency`,
-    :math:`\mathbf{R} = (1 + \alpha + \beta)(\mathbf{I} - \mathbf{S})`, and
-    the propagation is
+    r"""The topological and semantic regulariser of tsGCN from the `"Beyond
+    Graph Convolutional Network: An Interpretable Regularizer-centered
+    Optimization Framework" <https://arxiv.org/abs/2301.04318>`_ paper (Wang
+    et al., AAAI 2023), with :math:`\tilde{\mathbf{L}}_X` the Laplacian of
+    the semantic (cosine :obj:`k`-NN) graph and :math:`\mathbf{S}` of
+    :func:`tsgcn_adjacency`,
 
     .. math::
+        \mathbf{R} = \mathbf{I} + \alpha\tilde{\mathbf{L}}_G +
+        \beta\tilde{\mathbf{L}}_X = (1 + \alpha + \beta)(\mathbf{I} - \mathbf{S}),
+        \qquad
         \mathbf{P} = (\mathbf{I} - \mathbf{S})^{-1}
         = (1 + \alpha + \beta)\,\mathbf{R}^{-1}
 
@@ -146,8 +150,8 @@ class TSGCNRegularizer(Regularizer):
     :math:`\mathbf{S}` vanishes. :obj:`normalize=False` propagates with
     :math:`\mathbf{R}^{-1}` itself, the paper's formula and the authors'
     code. The constant is not absorbed by :math:`\mathbf{\Theta}` under
-    weight decay; the default is the one that scored higher on average over
-    the paper's datasets (``benchmarks/results/scaling.md``). The matrix of
+    weight decay, so the two conventions train differently; they are
+    compared in ``benchmarks/results/scaling.md``. The matrix of
     the framework follows the propagation: with :obj:`normalize=True`,
     :meth:`regularizer_matrix` and :meth:`energy` use
     :math:`\mathbf{R} / (1 + \alpha + \beta) = \mathbf{I} - \mathbf{S}`

@@ -88,9 +88,10 @@ class LaplacianEigenPE(BaseTransform):
     eigenpairs from :func:`~torch_geometric_regcn.linalg.laplacian_eigenpairs`,
     one connected component at a time (batched dense :func:`torch.linalg.eigh`
     up to :obj:`DENSE_THRESHOLD` nodes, block Lanczos above, from 4,096 to
-    262,144 nodes first in float32 (the trivial vector deflated) and refined
-    in float64, dense again up to :obj:`DENSE_FALLBACK` nodes when Lanczos
-    does not reach :obj:`tol`), in float64 on the device of
+    262,144 nodes and for :obj:`tol` of at least :math:`10^{-6}` first in
+    float32 (the trivial vector deflated) and refined in float64, dense
+    again up to :obj:`DENSE_FALLBACK` nodes when Lanczos does not reach
+    :obj:`tol`), in float64 on the device of
     :obj:`data.edge_index`, cast at the end. A
     connected graph of at most :obj:`DENSE_THRESHOLD` nodes (a molecule)
     takes a shortcut with the same result: its Laplacian is built densely

@@ -299,9 +299,13 @@ class LowRankInverse(SharesGroup, BaseTransform):
 
     Cost: the operator (:func:`tsgcn_operator`; the :math:`k`-NN search
     dominates when the semantic graph is built, :math:`O(N^2 F)` exact),
-    then :math:`O(N r)` memory and a few hundred sparse products with
-    :math:`O(r)` columns in total for the eigensolver
-    (``benchmarks/results/eigensolver.md``), and :math:`O(N r^2 + r^3)` for
+    then the eigensolver: :math:`O(N r)` memory and at most :obj:`max_iter`
+    cycles (:obj:`"lanczos"`; iterations otherwise) of sparse products with
+    :math:`O(r)` columns each, :math:`O(\mathrm{nnz}(\mathbf{S}) \cdot
+    \text{degree} \cdot r + N r^2)` time per cycle (see
+    :func:`~torch_geometric_regcn.linalg.block_lanczos`; how many cycles
+    reach :obj:`tol` depends on the spectrum, see
+    ``benchmarks/results/eigensolver.md``), and :math:`O(N r^2 + r^3)` for
     the core of the verdict.
 
     Example:

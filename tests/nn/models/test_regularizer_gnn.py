@@ -43,10 +43,10 @@ def test_projection_follows_the_regularizer():
     model = RegularizerGNN(6, 8, 3, regularizer='jknet').double()  # identity projection
     h = model.convs[0](x, ei)
     torch.testing.assert_close(model(x, ei), model.convs[1](h, ei))
-    assert repr(model) == ('RegularizerGNN(regularizer=JKNetRegularizer(K=4, beta=1.0), '
-                           "num_layers=2, solver='series')")
+    assert repr(model) == ('RegularizerGNN(6, 3, num_layers=2, '
+                           "regularizer=JKNetRegularizer(K=4, beta=1.0), solver='series')")
     assert repr(RegularizerGNN(6, 8, 3, regularizer='appnp', root_weight=True)).endswith(
-        "num_layers=2, solver='series', root_weight=True)")
+        "regularizer=APPNPRegularizer(K=10, alpha=0.1), solver='series', root_weight=True)")
     with pytest.raises(ValueError, match="'num_layers'"):
         RegularizerGNN(6, 8, 3, num_layers=0)
 

@@ -189,7 +189,10 @@ class RegularizerConv(MessagePassing):
           :class:`torch_sparse.SparseTensor`, as PyG's :obj:`adj_t`; the
           layer symmetrises the graph, so either orientation gives the same
           result),
-          edge weights :math:`(|\mathcal{E}|)` *(optional)*
+          edge weights :math:`(|\mathcal{E}|)` *(optional)*,
+          semantic edge indices :math:`(2, |\mathcal{E}_X|)` *(optional)*,
+          factors :math:`(|\mathcal{V}|, r)` and :math:`(|\mathcal{V}|, r)`
+          *(optional)*, for :obj:`solver="lowrank"`
         - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
 
     Example:

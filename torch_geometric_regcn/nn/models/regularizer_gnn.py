@@ -1,6 +1,6 @@
 r"""A network of the regularizer-centred framework for any regulariser."""
 import copy
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Type, Union
 
 import torch
 import torch.nn.functional as F
@@ -47,8 +47,9 @@ class RegularizerGNN(torch.nn.Module):
         hidden_channels (int): Size of each hidden sample.
         out_channels (int): Size of each output sample.
         num_layers (int, optional): Number of layers. (default: :obj:`2`)
-        regularizer (str or Regularizer, optional): The regulariser.
-            (default: :obj:`"gcn"`)
+        regularizer (str or Regularizer, optional): The regulariser: a
+            registered name, a class, or an instance (copied into every
+            layer). (default: :obj:`"gcn"`)
         dropout (float, optional): Dropout probability before each layer.
             (default: :obj:`0.0`)
         bias (bool, optional): Whether layers learn a bias. (default: :obj:`True`)
@@ -70,6 +71,17 @@ class RegularizerGNN(torch.nn.Module):
             :class:`~torch_geometric_regcn.RegularizerConv`). (default: :obj:`False`)
         **coefficients (optional): The regulariser's coefficients.
 
+    Shapes:
+        - **input:**
+          node features :math:`(|\mathcal{V}|, F_{in})`,
+          edge indices :math:`(2, |\mathcal{E}|)` or a sparse adjacency
+          :math:`(|\mathcal{V}|, |\mathcal{V}|)`, and the optional graph
+          inputs of :meth:`RegularizerConv.forward
+          <torch_geometric_regcn.RegularizerConv.forward>` by keyword
+          (edge weights :math:`(|\mathcal{E}|)`, a semantic graph
+          :math:`(2, |\mathcal{E}_X|)`, factors :math:`(|\mathcal{V}|, r)`)
+        - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
+
     Example:
         .. code-block:: python
 
@@ -82,7 +94,9 @@ class RegularizerGNN(torch.nn.Module):
             out = model(data.x, data.edge_index)  # [500, 5], logits
     """
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 2, regularizer: Any = 'gcn', dropout: float = 0.0,
+                 num_layers: int = 2,
+                 regularizer: Union[str, Regularizer, Type[Regularizer]] = 'gcn',
+                 dropout: float = 0.0,
                  bias: bool = True, solver: Optional[str] = None, cached: bool = False,
                  tol: float = 1e-6, max_iter: int = 1000, learn: Sequence[str] = (),
                  root_weight: bool = False, directed: bool = False,
@@ -91,6 +105,7 @@ class RegularizerGNN(torch.nn.Module):
         num_layers = check_int('num_layers', num_layers)
         in_channels, hidden_channels, out_channels = check_channels(
             in_channels=in_channels, hidden_channels=hidden_channels, out_channels=out_channels)
+        self.in_channels, self.out_channels = in_channels, out_channels
         template = get(regularizer, **coefficients)
         self.dropout = check_real('dropout', dropout, 0.0, 1.0, high_open=True)
         self.decoupled = template.decoupled
@@ -149,6 +164,11 @@ class RegularizerGNN(torch.nn.Module):
         conv = self.convs[0]
         options = ''.join(f', {name}=True' for name in ('root_weight', 'directed')
                           if getattr(conv, name))
-        return (f'{self.__class__.__name__}(regularizer={self.regularizer}, '
-                f'num_layers={len(self.lins) + len(self.convs)}, solver={conv.solver!r}'
-                f'{options})')
+        # As PyG's networks: (in_channels, out_channels, num_layers=...); a
+        # model pickled before they were stored reads them from its layers.
+        first = self.lins[0] if len(self.lins) else conv
+        in_channels = getattr(self, 'in_channels', first.in_channels)
+        out_channels = getattr(self, 'out_channels', self.convs[-1].out_channels)
+        return (f'{self.__class__.__name__}({in_channels}, {out_channels}, '
+                f'num_layers={len(self.lins) + len(self.convs)}, '
+                f'regularizer={self.regularizer}, solver={conv.solver!r}{options})')

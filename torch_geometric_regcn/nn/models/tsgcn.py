@@ -99,5 +99,6 @@ class TSGCN(torch.nn.Module):
 
     def __repr__(self) -> str:
         conv = self.convs[0]
+        scale = f', scale={conv.scale:g}' if conv.scale != 1.0 else ''
         return (f'{self.__class__.__name__}({conv.in_channels}, '
-                f'{self.convs[-1].out_channels}, num_layers={len(self.convs)})')
+                f'{self.convs[-1].out_channels}, num_layers={len(self.convs)}{scale})')
