@@ -34,6 +34,7 @@ import warnings
 
 import torch
 
+from harness.cli import check_writable, positive_int
 from harness.data import load_paper_dataset, run_split
 from harness.methods import TABLE3 as METHODS
 from harness.paper import DATASETS, paper
@@ -197,12 +198,15 @@ def summarize(cells) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog='python -m benchmarks.accuracy',
                                     description=__doc__.splitlines()[0])
-    parser.add_argument('--datasets', nargs='+', default=DATASETS)
+    parser.add_argument('--datasets', nargs='+', default=DATASETS, choices=DATASETS,
+                        metavar='DATASET')
     parser.add_argument('--methods', nargs='+', default=ALL_METHODS, choices=ALL_METHODS,
                         metavar='METHOD')
-    parser.add_argument('--seeds', type=int, default=10)
-    parser.add_argument('--epochs', type=int, default=None, help="default: each method's")
-    parser.add_argument('--k', type=int, default=10, help='neighbours of the semantic graph')
+    parser.add_argument('--seeds', type=positive_int, default=10)
+    parser.add_argument('--epochs', type=positive_int, default=None,
+                        help="default: each method's")
+    parser.add_argument('--k', type=positive_int, default=10,
+                        help='neighbours of the semantic graph')
     parser.add_argument('--device', default='cpu', help="e.g. 'cuda'; the s/run column says which")
     parser.add_argument('--dense-features', dest='sparse_features', action='store_false',
                         help='dense input features (default: sparse CSR, the same matrix)')
@@ -211,6 +215,10 @@ def main() -> None:
     parser.add_argument('--summary-only', action='store_true',
                         help='rewrite accuracy.md from the stored cells; train nothing')
     args = parser.parse_args()
+    # Before any training: the summary is written at the end, each cell as it finishes.
+    check_writable(parser, 'the summary', SUMMARY)
+    if not args.summary_only:
+        check_writable(parser, 'the cells', CELLS, create=True)
     warnings.filterwarnings('ignore', message=r'.*[Ss]parse.*')
     cells = open_cells()
     if not args.summary_only:

@@ -47,6 +47,7 @@ renders the report, also again from the raw measurements a run saved
 """
 import argparse
 import json
+import os
 import os.path as osp
 import statistics
 import sys
@@ -54,6 +55,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.distributed_pipeline import CLASSES, STAGES, K, run_pipeline
+from harness.cli import check_writable, non_negative_int, positive_float, positive_int
 from harness.measure import MIB, load_average
 from harness.report import RESULTS, Report
 
@@ -375,27 +377,27 @@ def _reading(rep: Report, main: _Runs, knn: Optional[_Runs], surrogate: bool) ->
 def main(argv: Optional[Sequence[str]] = None) -> None:
     p = argparse.ArgumentParser(prog='python -m benchmarks.distributed',
                                 description=__doc__.split('\n\n')[0])
-    p.add_argument('--nodes', type=int, default=2_000_000)
+    p.add_argument('--nodes', type=positive_int, default=2_000_000)
     edges = p.add_mutually_exclusive_group()
-    edges.add_argument('--degree', type=float, default=None,
+    edges.add_argument('--degree', type=positive_float, default=None,
                        help='expected degree once symmetrised: nodes * degree / 2 directed '
                             'edges (default 20)')
-    edges.add_argument('--edges', type=int, default=None,
+    edges.add_argument('--edges', type=positive_int, default=None,
                        help='directed edges (sets the degree to 2 * edges / nodes)')
-    p.add_argument('--procs', type=int, nargs='+', default=[1, 2, 3])
-    p.add_argument('--features', type=int, default=64)
-    p.add_argument('--rank', type=int, default=64)
-    p.add_argument('--epochs', type=int, default=5)
-    p.add_argument('--max-iter', type=int, default=100,
+    p.add_argument('--procs', type=positive_int, nargs='+', default=[1, 2, 3])
+    p.add_argument('--features', type=positive_int, default=64)
+    p.add_argument('--rank', type=positive_int, default=64)
+    p.add_argument('--epochs', type=positive_int, default=5)
+    p.add_argument('--max-iter', type=positive_int, default=100,
                    help='filtered Lanczos cycles at most (fewer: the per-cycle cost only)')
     p.add_argument('--semantic', choices=('knn', 'surrogate'), default='knn',
                    help='the semantic graph: SemanticGraph, or random same-class neighbours')
-    p.add_argument('--knn-nodes', type=int, default=0,
+    p.add_argument('--knn-nodes', type=non_negative_int, default=0,
                    help='also time the semantic kNN graph alone at this many nodes')
-    p.add_argument('--threads', type=int, default=1, help='torch threads per process')
-    p.add_argument('--baseline-threads', type=int, default=2,
+    p.add_argument('--threads', type=positive_int, default=1, help='torch threads per process')
+    p.add_argument('--baseline-threads', type=non_negative_int, default=2,
                    help='threads of the extra one-process run (0: none)')
-    p.add_argument('--timeout', type=float, default=3600.0, help='seconds per run at most')
+    p.add_argument('--timeout', type=positive_float, default=3600.0, help='seconds per run at most')
     p.add_argument('--output', default=None)
     p.add_argument('--from-raw', default=None,
                    help='render the report from the raw measurements a run saved '
@@ -403,6 +405,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = p.parse_args(argv)
     saved = None
     if args.from_raw:
+        if not osp.isfile(args.from_raw):
+            p.error(f'--from-raw {args.from_raw}: no such file (a run saves its raw '
+                    'measurements as <output>.raw.tmp)')
         with open(args.from_raw) as f:
             saved = json.load(f)
         output, args = args.output, p.parse_args(saved['argv'])
@@ -411,6 +416,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
               else 20.0 if args.degree is None else args.degree)
     out = args.output or osp.join(RESULTS, 'distributed.md' if args.nodes == 2_000_000
                                   else f'distributed-{args.nodes}.tmp')
+    check_writable(p, '--output', out, create=True)  # before hours of measurements
     plan = [(n, args.threads) for n in args.procs]
     if 1 in args.procs and args.baseline_threads and args.baseline_threads != args.threads:
         plan.insert(args.procs.index(1) + 1, (1, args.baseline_threads))
@@ -436,6 +442,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                  'header': header.lines, 'finish': finish, 'main': main_runs,
                  'knn': knn_runs}
         raw = (out[:-3] if out.endswith('.md') else out) + '.raw.tmp'
+        os.makedirs(osp.dirname(osp.abspath(raw)), exist_ok=True)
         with open(raw, 'w') as f:  # every measurement, to render the report again
             json.dump(saved, f)
         print(f'raw measurements in {raw} (--from-raw renders the report from them)')

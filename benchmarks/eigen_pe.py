@@ -54,6 +54,7 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import AddLaplacianEigenvectorPE
 from torch_geometric.utils import get_laplacian, to_scipy_sparse_matrix, to_undirected
 
+from harness.cli import check_writable, positive_float, positive_int
 from harness.graphs import has_pubmed, load_pubmed, synthetic_graph
 from harness.measure import run_isolated, warning_messages
 from harness.report import RESULTS, Report, fmt
@@ -412,17 +413,17 @@ def main(argv=None):
                    help='molecules, PubMed and 5 disconnected graphs, no 169k graph')
     p.add_argument('--families', nargs='+', choices=FAMILIES, default=None,
                    help='the graph families to run (default: all; --quick: all but large)')
-    p.add_argument('--molecules', type=int, default=MOLECULES,
+    p.add_argument('--molecules', type=positive_int, default=MOLECULES,
                    help='random molecule-like graphs')
-    p.add_argument('--threads', type=int, default=1, help='torch/BLAS threads per process')
-    p.add_argument('--graphs', type=int, default=20, help='random disconnected graphs')
-    p.add_argument('--repeats', type=int, default=3, help='timed calls on PubMed (best)')
-    p.add_argument('--limit', type=float, default=120.0,
+    p.add_argument('--threads', type=positive_int, default=1, help='torch/BLAS threads per process')
+    p.add_argument('--graphs', type=positive_int, default=20, help='random disconnected graphs')
+    p.add_argument('--repeats', type=positive_int, default=3, help='timed calls on PubMed (best)')
+    p.add_argument('--limit', type=positive_float, default=120.0,
                    help='seconds per call on PubMed and the disconnected graphs')
-    p.add_argument('--limit-large', type=float, default=300.0,
+    p.add_argument('--limit-large', type=positive_float, default=300.0,
                    help='seconds per call on the 169k graph')
-    p.add_argument('--synthetic-nodes', type=int, default=169_000)
-    p.add_argument('--synthetic-degree', type=int, default=30)
+    p.add_argument('--synthetic-nodes', type=positive_int, default=169_000)
+    p.add_argument('--synthetic-degree', type=positive_int, default=30)
     p.add_argument('--pyg-default-large', action='store_true',
                    help="also run PyG's is_undirected=False (eigs) on the 169k graph")
     p.add_argument('--device', default='cpu',
@@ -439,6 +440,7 @@ def main(argv=None):
     suffix = '' if device.type == 'cpu' else f'_{device.type}'
     out = args.output or osp.join(RESULTS, 'eigen_pe-quick.tmp' if args.quick else
                                   f'eigen_pe{suffix}.md')
+    check_writable(p, '--output', out, create=True)  # written after each family
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     rep = Report()

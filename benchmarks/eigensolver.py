@@ -41,6 +41,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 import torch
 
+from harness.cli import check_writable, comma_separated, positive_float, positive_int
 from harness.eigenpairs import load_eigenpairs, save_eigenpairs, sort_eigenpairs, subspace_errors
 from harness.graphs import csr_to_scipy, has_pubmed, load_pubmed, scipy_to_csr, synthetic_graph
 from harness.measure import PeakMeter, machine_info, run_isolated, warning_messages
@@ -218,13 +219,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog='python -m benchmarks.eigensolver',
                                description=__doc__.split('\n\n')[0])
     p.add_argument('--quick', action='store_true', help='PubMed only, fewer runs')
-    p.add_argument('--rank', type=int, default=64)
-    p.add_argument('--threads', type=str, default=f'1,{os.cpu_count()}')
-    p.add_argument('--repeats', type=int, default=3, help='timed repeats on PubMed (min)')
-    p.add_argument('--eigsh-tols', type=str, default='1e-3,1e-4,1e-5')
-    p.add_argument('--ours-tols', type=str, default='1e-4')
-    p.add_argument('--synthetic-nodes', type=int, default=169_000)
-    p.add_argument('--synthetic-degree', type=int, default=30,
+    p.add_argument('--rank', type=positive_int, default=64)
+    p.add_argument('--threads', type=comma_separated(positive_int), default=f'1,{os.cpu_count()}')
+    p.add_argument('--repeats', type=positive_int, default=3, help='timed repeats on PubMed (min)')
+    p.add_argument('--eigsh-tols', type=comma_separated(positive_float), default='1e-3,1e-4,1e-5')
+    p.add_argument('--ours-tols', type=comma_separated(positive_float), default='1e-4')
+    p.add_argument('--synthetic-nodes', type=positive_int, default=169_000)
+    p.add_argument('--synthetic-degree', type=positive_int, default=30,
                    help='average degree: 169k nodes x 30 / 2 = 2.5M edges')
     p.add_argument('--no-chebyshev', dest='chebyshev', action='store_false',
                    help='leave out the subspace-iteration rows')
@@ -233,15 +234,14 @@ def main(argv=None):
                    help='markdown output (default: benchmarks/results/eigensolver.md, '
                         'eigensolver_<device>.md, or eigensolver-quick.tmp with --quick)')
     args = p.parse_args(argv)
-    args.threads = sorted({int(t) for t in args.threads.split(',')})
-    args.eigsh_tols = [float(t) for t in args.eigsh_tols.split(',')]
-    args.ours_tols = [float(t) for t in args.ours_tols.split(',')]
+    args.threads = sorted(set(args.threads))
     if args.quick:
         args.repeats, args.threads = 1, args.threads[:1]
 
     suffix = '' if args.device == 'cpu' else f'_{torch.device(args.device).type}'
     out = args.output or osp.join(RESULTS, 'eigensolver-quick.tmp' if args.quick
                                   else f'eigensolver{suffix}.md')
+    check_writable(p, '--output', out, create=True)  # written at the end
     rep = Report()
     info = machine_info(args.threads)
     rep('# Eigensolver benchmark: LowRankInverse vs scipy eigsh')

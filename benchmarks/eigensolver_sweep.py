@@ -34,6 +34,13 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 import torch
 
+from harness.cli import (
+    check_writable,
+    comma_separated,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 from harness.data import SHARED_DATA
 from harness.eigenpairs import load_eigenpairs, save_eigenpairs, sort_eigenpairs, subspace_errors
 from harness.graphs import scipy_to_csr
@@ -248,27 +255,28 @@ def equal_accuracy_verdict(runs, anchor_tol: float):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog='python -m benchmarks.eigensolver_sweep',
                                description=__doc__.split('\n\n')[0])
-    p.add_argument('--rank', type=int, default=None, help='rank r (default 64, 16 with --quick)')
-    p.add_argument('--synthetic-nodes', type=int, default=None,
+    p.add_argument('--rank', type=positive_int, default=None,
+                   help='rank r (default 64, 16 with --quick)')
+    p.add_argument('--synthetic-nodes', type=positive_int, default=None,
                    help='nodes of the synthetic graph (default 200000, 20000 with --quick)')
-    p.add_argument('--synthetic-beta', type=float, default=0.0,
+    p.add_argument('--synthetic-beta', type=non_negative_float, default=0.0,
                    help='beta of the synthetic graph; > 0 runs the O(N^2) semantic kNN '
                         '(default %(default)s)')
-    p.add_argument('--tol', type=float, default=1e-4,
+    p.add_argument('--tol', type=positive_float, default=1e-4,
                    help="the shared tolerance: LowRankInverse's default and eigsh's anchor "
                         '(default %(default)s)')
-    p.add_argument('--ours-tols', type=str, default='1e-4,1e-5',
+    p.add_argument('--ours-tols', type=comma_separated(positive_float), default='1e-4,1e-5',
                    help="tolerances of our block Lanczos 'LA' sweep (PubMed; default "
                         '%(default)s)')
-    p.add_argument('--eigsh-tols', type=str, default='1e-2,1e-3,1e-4',
+    p.add_argument('--eigsh-tols', type=comma_separated(positive_float), default='1e-2,1e-3,1e-4',
                    help="tolerances of the eigsh 'LA' sweep (default %(default)s)")
-    p.add_argument('--ref-tol', type=float, default=1e-10,
+    p.add_argument('--ref-tol', type=positive_float, default=1e-10,
                    help='tolerance of the reference (default %(default)s)')
-    p.add_argument('--max-iter', type=int, default=100,
+    p.add_argument('--max-iter', type=positive_int, default=100,
                    help='max_iter of the Chebyshev subspace iteration (default %(default)s)')
-    p.add_argument('--power-max-iter', type=int, default=None,
+    p.add_argument('--power-max-iter', type=positive_int, default=None,
                    help="cap of the 'power' run (default 50, 10 with --quick)")
-    p.add_argument('--threads', type=int, default=1,
+    p.add_argument('--threads', type=positive_int, default=1,
                    help='torch/BLAS threads of every measurement, the same for all solvers '
                         '(default %(default)s)')
     p.add_argument('--skip-pubmed', action='store_true', help='leave PubMed out')
@@ -281,11 +289,10 @@ def parse_args(argv=None):
     q = args.quick
     args.rank = args.rank or (16 if q else 64)
     args.synthetic_nodes = args.synthetic_nodes or (20000 if q else 200000)
-    args.ours_tols = [float(s) for s in args.ours_tols.split(',')]
-    args.eigsh_tols = [float(s) for s in args.eigsh_tols.split(',')]
     args.power_max_iter = args.power_max_iter or (10 if q else 50)
     args.output = args.output or osp.join(RESULTS, 'eigensolver_sweep-quick.tmp' if q
                                           else 'eigensolver_sweep.md')
+    check_writable(p, '--output', args.output, create=True)  # written at the end
     if args.tol not in args.ours_tols:
         args.ours_tols.insert(0, args.tol)
     if args.tol not in args.eigsh_tols:

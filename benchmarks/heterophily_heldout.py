@@ -40,6 +40,7 @@ each at the points it searched:
   chosen model may differ from split to split).
 """
 import argparse
+import os.path as osp
 import statistics
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -174,11 +175,14 @@ def selection(journal: Journal, datasets: Sequence[str]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--journal', default=JOURNAL)
-    parser.add_argument('--datasets', nargs='+', default=list(DATASETS))
+    parser.add_argument('--datasets', nargs='+', default=list(DATASETS), choices=DATASETS)
     parser.add_argument('--selection', action='store_true',
                         help="also the best other baseline chosen by validation and out of "
                              "sample (the module's docstring)")
     args = parser.parse_args()
+    if not osp.isfile(args.journal):  # Journal() would create an empty one: every row 'not run'
+        parser.error(f'--journal {args.journal}: no such file (the --journal of '
+                     'examples.heterophily)')
     journal = Journal(args.journal)
     print(report(journal, args.datasets))
     if args.selection:

@@ -25,17 +25,23 @@ import os
 import sys
 import time
 
+from harness.cli import check_writable, positive_int
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog='python -m benchmarks.knn_scale',
                                 description=__doc__.split('\n\n')[0])
-    p.add_argument('--nodes', type=int, default=1_000_000)
+    p.add_argument('--nodes', type=positive_int, default=1_000_000)
     p.add_argument('--what', choices=['ivf', 'faiss', 'graph'], default='ivf')
-    p.add_argument('--threads', type=int, default=1)
-    p.add_argument('--queries', type=int, default=2000)
+    p.add_argument('--threads', type=positive_int, default=1)
+    p.add_argument('--queries', type=positive_int, default=2000)
     p.add_argument('--code', default=None, help='import torch_geometric_regcn from here')
     p.add_argument('--jsonl', default=None, help='append the JSON line to this file')
     args = p.parse_args(argv)
+    if args.jsonl:  # appended to after the search
+        check_writable(p, '--jsonl', args.jsonl)
+    if args.code and not os.path.isdir(os.path.join(args.code, 'torch_geometric_regcn')):
+        p.error(f'--code {args.code}: no torch_geometric_regcn folder there')
     if args.code:
         sys.path.insert(0, os.path.abspath(args.code))
 

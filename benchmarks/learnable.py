@@ -80,6 +80,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from harness.cli import check_writable, non_negative_float, positive_int
 from harness.data import REPO, load_paper_dataset, run_split
 from harness.measure import load_average, machine_info
 from harness.report import RESULTS, Report, command_line
@@ -560,18 +561,18 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog=f'python -m {MODULE}',
                                      description=__doc__.splitlines()[0])
     parser.add_argument('--datasets', nargs='+', default=DATASETS, choices=DATASETS)
-    parser.add_argument('--seeds', nargs='+', type=int, default=[SEEDS],
+    parser.add_argument('--seeds', nargs='+', type=positive_int, default=[SEEDS],
                         help='splits 0 .. SEEDS - 1: one value, or one per dataset '
                              '(default: %(default)s)')
-    parser.add_argument('--epochs', nargs='+', type=int, default=[EPOCHS],
+    parser.add_argument('--epochs', nargs='+', type=positive_int, default=[EPOCHS],
                         help='one value, or one per dataset (default: %(default)s)')
     parser.add_argument('--routes', nargs='+', default=DEFAULT_ROUTES, choices=list(ROUTES))
-    parser.add_argument('--grid-alphas', nargs='+', type=float,
+    parser.add_argument('--grid-alphas', nargs='+', type=non_negative_float,
                         help="with --grid-betas: the route grid's points for every dataset "
                              "(default: tuning.md's grid of each dataset, GRIDS)")
-    parser.add_argument('--grid-betas', nargs='+', type=float)
+    parser.add_argument('--grid-betas', nargs='+', type=non_negative_float)
     parser.add_argument('--device', default='cpu', help="e.g. 'cuda' (default: %(default)s)")
-    parser.add_argument('--threads', type=int, default=1,
+    parser.add_argument('--threads', type=positive_int, default=1,
                         help='torch threads (default: %(default)s)')
     parser.add_argument('--shard', nargs=2, type=int, metavar=('I', 'N'), default=(0, 1),
                         help='train runs I, I + N, I + 2N, ... of the plan (default: all)')
@@ -594,6 +595,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     device = torch.device(args.device)
     if device.type == 'cuda' and not torch.cuda.is_available():
         parser.error('--device cuda: no CUDA device is available')
+    # Before any training: new runs go to the first --cells file as each ends, the
+    # summary to --output at the end.
+    if not args.summary_only:
+        check_writable(parser, '--cells', args.cells[0], create=True)
+    check_writable(parser, '--output', args.output, create=True)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     command = command_line(MODULE, argv)

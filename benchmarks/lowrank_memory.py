@@ -29,6 +29,7 @@ import warnings
 import numpy as np
 from torch_geometric.data import Data
 
+from harness.cli import check_writable, comma_separated, positive_int
 from harness.graphs import synthetic_graph
 from harness.measure import (
     MIB,
@@ -70,14 +71,15 @@ def transform_peak(spec: dict) -> dict:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog='python -m benchmarks.lowrank_memory',
                                description=__doc__.split('\n\n')[0])
-    p.add_argument('--rank', type=int, default=None, help='rank r (default 64, 16 with --quick)')
-    p.add_argument('--scaling-nodes', type=str, default=None,
+    p.add_argument('--rank', type=positive_int, default=None,
+                   help='rank r (default 64, 16 with --quick)')
+    p.add_argument('--scaling-nodes', type=comma_separated(positive_int), default=None,
                    help='comma-separated N (default 25000,50000,100000,200000; '
                         '5000,10000,20000 with --quick)')
-    p.add_argument('--scaling-max-iter', type=int, default=3,
+    p.add_argument('--scaling-max-iter', type=positive_int, default=3,
                    help='max_iter of LowRankInverse; memory is per restart cycle (default '
                         '%(default)s)')
-    p.add_argument('--threads', type=int, default=1,
+    p.add_argument('--threads', type=positive_int, default=1,
                    help='torch/BLAS threads of every measurement (default %(default)s)')
     p.add_argument('--quick', action='store_true', help='small, fast smoke test')
     p.add_argument('--output', default=None,
@@ -85,10 +87,11 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     q = args.quick
     args.rank = args.rank or (16 if q else 64)
-    args.scaling_nodes = [int(s) for s in (args.scaling_nodes or (
-        '5000,10000,20000' if q else '25000,50000,100000,200000')).split(',')]
+    args.scaling_nodes = args.scaling_nodes or (
+        [5000, 10000, 20000] if q else [25000, 50000, 100000, 200000])
     args.output = args.output or osp.join(RESULTS, 'lowrank_memory-quick.tmp' if q
                                           else 'lowrank_memory.md')
+    check_writable(p, '--output', args.output, create=True)  # written at the end
     return args
 
 

@@ -60,6 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.data import Data
 
+from harness.cli import check_writable, positive_int
 from harness.data import has_offline_copy, load_paper_dataset, run_split
 from harness.graphs import synthetic_graph
 from harness.measure import MIB, PEAK_DELTA, THREAD_VARIABLES, PeakMeter, run_isolated
@@ -492,25 +493,25 @@ def verdicts(args, rep: Report, pubmed: dict, scale: dict) -> None:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog='python -m benchmarks.minibatch',
                                description=__doc__.split('\n\n')[0])
-    p.add_argument('--seeds', type=int, default=None, help='PubMed splits (default 10)')
-    p.add_argument('--epochs', type=int, default=None, help='PubMed epochs (default 500)')
-    p.add_argument('--batch-size', type=int, default=20,
+    p.add_argument('--seeds', type=positive_int, default=None, help='PubMed splits (default 10)')
+    p.add_argument('--epochs', type=positive_int, default=None, help='PubMed epochs (default 500)')
+    p.add_argument('--batch-size', type=positive_int, default=20,
                    help='labelled nodes per batch on PubMed (default %(default)s)')
-    p.add_argument('--nodes', type=int, default=None,
+    p.add_argument('--nodes', type=positive_int, default=None,
                    help='nodes of the synthetic graph (default 1,000,000)')
-    p.add_argument('--scale-epochs', type=int, default=5,
+    p.add_argument('--scale-epochs', type=positive_int, default=5,
                    help='epochs on the synthetic graph (default %(default)s)')
-    p.add_argument('--scale-batch-size', type=int, default=64,
+    p.add_argument('--scale-batch-size', type=positive_int, default=64,
                    help='labelled nodes per batch on the synthetic graph (default %(default)s)')
-    p.add_argument('--chunk', type=int, default=8192,
+    p.add_argument('--chunk', type=positive_int, default=8192,
                    help='rows per chunk of a refresh (default %(default)s)')
     p.add_argument('--history-fraction', type=float, default=0.25,
                    help="mode B: fraction of the nodes renewed per epoch (default %(default)s)")
-    p.add_argument('--memory-epochs', type=int, default=20,
+    p.add_argument('--memory-epochs', type=positive_int, default=20,
                    help='PubMed epochs of the memory measurement (default %(default)s)')
-    p.add_argument('--threads', type=int, default=1,
+    p.add_argument('--threads', type=positive_int, default=1,
                    help='torch/BLAS threads of every process (default %(default)s)')
-    p.add_argument('--jobs', type=int, default=2,
+    p.add_argument('--jobs', type=positive_int, default=2,
                    help='PubMed accuracy processes run at a time (default %(default)s)')
     p.add_argument('--skip-pubmed', action='store_true')
     p.add_argument('--skip-scale', action='store_true')
@@ -518,12 +519,15 @@ def parse_args(argv=None):
     p.add_argument('--output', default=None,
                    help='markdown output (default benchmarks/results/minibatch.md)')
     args = p.parse_args(argv)
+    if not 0 < args.history_fraction <= 1:
+        p.error(f'--history-fraction must lie in (0, 1] (got {args.history_fraction})')
     q = args.quick
     args.seeds = args.seeds or (2 if q else 10)
     args.epochs = args.epochs or (20 if q else 500)
     args.nodes = args.nodes or (50_000 if q else 1_000_000)
     args.output = args.output or osp.join(RESULTS, 'minibatch-quick.tmp' if q
                                           else 'minibatch.md')
+    check_writable(p, '--output', args.output, create=True)  # written at the end
     return args
 
 

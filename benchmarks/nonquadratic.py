@@ -23,7 +23,15 @@ import time
 import torch
 import torch.nn.functional as F
 
-from harness.heterophily import MODELS, Dims, configurations, load_homophilous, official_split
+from harness.cli import positive_int
+from harness.heterophily import (
+    HOMOPHILOUS,
+    MODELS,
+    Dims,
+    configurations,
+    load_homophilous,
+    official_split,
+)
 
 
 def _model(name: str, data) -> tuple:
@@ -49,11 +57,12 @@ def _block(name: str, model, optimizer, data, epochs: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--datasets', nargs='+', default=['cora', 'citeseer', 'pubmed'])
+    parser.add_argument('--datasets', nargs='+', type=str.lower, default=list(HOMOPHILOUS),
+                        choices=HOMOPHILOUS)
     parser.add_argument('--models', nargs='+', default=['elastic', 'airgnn', 'pgnn', 'robust'],
                         choices=['elastic', 'airgnn', 'pgnn', 'robust'])
-    parser.add_argument('--epochs', type=int, default=20)
-    parser.add_argument('--repeats', type=int, default=5)
+    parser.add_argument('--epochs', type=positive_int, default=20)
+    parser.add_argument('--repeats', type=positive_int, default=5)
     args = parser.parse_args()
     names = ['appnp'] + args.models
     print(f"threads {torch.get_num_threads()}; seconds per epoch (median of {args.repeats} "

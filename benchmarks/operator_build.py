@@ -27,6 +27,7 @@ import warnings
 
 import torch
 
+from harness.cli import check_writable, positive_int
 from harness.measure import MIB, PeakMeter, child_environment, machine_info, run_isolated
 
 ALPHA, BETA, DEGREE, K = 1.0, 0.3, 20, 10
@@ -132,13 +133,18 @@ def measure_ranks(nodes: int, ranks: int) -> list:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog='python -m benchmarks.operator_build',
                                 description=__doc__.splitlines()[0])
-    p.add_argument('--nodes', type=int, nargs='+', default=[200_000])
+    p.add_argument('--nodes', type=positive_int, nargs='+', default=[200_000])
     p.add_argument('--single', action='store_true', help='one process only, no gloo group')
     p.add_argument('--save', default='', help='save the single-process S in this folder')
     p.add_argument('--compare', default='', help='compare S with the one saved here')
-    p.add_argument('--ranks', type=int, default=1,
+    p.add_argument('--ranks', type=positive_int, default=1,
                    help='also build on this many gloo ranks (each its rows; one line per rank)')
     args = p.parse_args(argv)
+    if args.save:  # each S is saved after its build
+        check_writable(p, '--save', args.save, folder=True)
+    for nodes in args.nodes if args.compare else ():
+        if not os.path.isfile(os.path.join(args.compare, f'S-{nodes}.pt')):
+            p.error(f'--compare {args.compare}: no S-{nodes}.pt there (made by --save)')
     info = machine_info(1)
     print(f"Machine: {info['cpu']}, load at start {info['load']}; one thread per process; "
           f"alpha = {ALPHA}, beta = {BETA}, degree {DEGREE}, semantic k = {K}")

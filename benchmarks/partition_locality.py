@@ -42,6 +42,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 
 from benchmarks.distributed_pipeline import ALPHA, BETA, K, run_pipeline
+from harness.cli import check_writable, positive_float, positive_int
 from harness.measure import MIB, load_average
 from harness.report import RESULTS, Report
 
@@ -251,17 +252,20 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                                 description=__doc__.split('\n\n')[0])
     p.add_argument('--graphs', nargs='+', default=['pubmed', 'communities'],
                    choices=('pubmed', 'communities'))
-    p.add_argument('--nodes', type=int, nargs='+', default=[500_000, 2_000_000])
-    p.add_argument('--degree', type=float, default=20.0)
+    p.add_argument('--nodes', type=positive_int, nargs='+', default=[500_000, 2_000_000])
+    p.add_argument('--degree', type=positive_float, default=20.0)
     p.add_argument('--inside', type=float, nargs='+', default=[0.8, 0.98],
                    help="shares of a synthetic graph's edges inside a community")
-    p.add_argument('--procs', type=int, nargs='+', default=[2, 3])
-    p.add_argument('--rank', type=int, default=64)
-    p.add_argument('--max-iter', type=int, default=1)
-    p.add_argument('--lanczos-max-nodes', type=int, default=500_000)
-    p.add_argument('--timeout', type=float, default=3600.0)
+    p.add_argument('--procs', type=positive_int, nargs='+', default=[2, 3])
+    p.add_argument('--rank', type=positive_int, default=64)
+    p.add_argument('--max-iter', type=positive_int, default=1)
+    p.add_argument('--lanczos-max-nodes', type=positive_int, default=500_000)
+    p.add_argument('--timeout', type=positive_float, default=3600.0)
     p.add_argument('--output', default=osp.join(RESULTS, 'partition.md'))
     args = p.parse_args(argv)
+    if not all(0 <= inside <= 1 for inside in args.inside):
+        p.error(f'--inside: each share must lie in [0, 1] (got {args.inside})')
+    check_writable(p, '--output', args.output, create=True)  # written at the end
     t_start = time.perf_counter()
     rep = Report()
     rep.header('Partitions with locality: METIS against contiguous blocks',

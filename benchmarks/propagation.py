@@ -34,6 +34,13 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GCNConv
 
+from harness.cli import (
+    check_writable,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from harness.data import SHARED_DATA
 from harness.eigenpairs import load_eigenpairs, save_eigenpairs, sort_eigenpairs
 from harness.graphs import scipy_to_csr
@@ -209,22 +216,24 @@ def compare(rep: Report, args, name: str, data_path: str, eig_path: str, n: int,
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog='python -m benchmarks.propagation',
                                description=__doc__.split('\n\n')[0])
-    p.add_argument('--rank', type=int, default=None, help='rank r (default 64, 16 with --quick)')
-    p.add_argument('--synthetic-nodes', type=int, default=None,
+    p.add_argument('--rank', type=positive_int, default=None,
+                   help='rank r (default 64, 16 with --quick)')
+    p.add_argument('--synthetic-nodes', type=positive_int, default=None,
                    help='nodes of the synthetic graph (default 200000, 20000 with --quick)')
-    p.add_argument('--synthetic-beta', type=float, default=0.0,
+    p.add_argument('--synthetic-beta', type=non_negative_float, default=0.0,
                    help='beta of the synthetic graph; > 0 runs the O(N^2) semantic kNN '
                         '(default %(default)s)')
-    p.add_argument('--tol', type=float, default=1e-4,
+    p.add_argument('--tol', type=positive_float, default=1e-4,
                    help="tolerance of the eigenpairs (default %(default)s, LowRankInverse's)")
-    p.add_argument('--hidden', type=int, default=32, help='hidden units (default %(default)s)')
-    p.add_argument('--repeats', type=int, default=None,
+    p.add_argument('--hidden', type=positive_int, default=32,
+                   help='hidden units (default %(default)s)')
+    p.add_argument('--repeats', type=positive_int, default=None,
                    help='timed fwd+bwd repeats (default 10, 3 with --quick)')
-    p.add_argument('--dense-repeats', type=int, default=None,
+    p.add_argument('--dense-repeats', type=positive_int, default=None,
                    help='timed repeats of the dense N x N model (default 5, 1 with --quick)')
-    p.add_argument('--warmup', type=int, default=2,
+    p.add_argument('--warmup', type=non_negative_int, default=2,
                    help='untimed fwd+bwd passes first (default %(default)s; dense models: 1)')
-    p.add_argument('--threads', type=int, default=1,
+    p.add_argument('--threads', type=positive_int, default=1,
                    help='torch/BLAS threads of every measurement, the same for all models '
                         '(default %(default)s)')
     p.add_argument('--skip-dense', action='store_true',
@@ -243,6 +252,7 @@ def parse_args(argv=None):
     args.dense_repeats = args.dense_repeats or (1 if q else 5)
     args.output = args.output or osp.join(RESULTS, 'propagation-quick.tmp' if q
                                           else 'propagation.md')
+    check_writable(p, '--output', args.output, create=True)  # written at the end
     return args
 
 

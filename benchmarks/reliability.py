@@ -31,6 +31,7 @@ from unittest import mock
 
 import torch
 
+from harness.cli import check_writable, positive_int
 from harness.report import RESULTS, Report
 from torch_geometric_regcn import LowRankInverse, MiniBatchTSGCN, RegularizerConv, TSGCNConv
 from torch_geometric_regcn.datasets import contextual_sbm
@@ -54,15 +55,16 @@ def paired(first: Callable[[], None], second: Callable[[], None],
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog='python -m benchmarks.reliability',
                                 description=__doc__.splitlines()[0])
-    p.add_argument('--nodes', type=int, default=8000)
-    p.add_argument('--features', type=int, default=500)
-    p.add_argument('--rank', type=int, default=64)
-    p.add_argument('--hidden', type=int, default=64)
-    p.add_argument('--batch-sizes', type=int, nargs='+', default=[256, 1024, 4096])
-    p.add_argument('--repeats', type=int, default=30)
-    p.add_argument('--threads', type=int, default=1)
+    p.add_argument('--nodes', type=positive_int, default=8000)
+    p.add_argument('--features', type=positive_int, default=500)
+    p.add_argument('--rank', type=positive_int, default=64)
+    p.add_argument('--hidden', type=positive_int, default=64)
+    p.add_argument('--batch-sizes', type=positive_int, nargs='+', default=[256, 1024, 4096])
+    p.add_argument('--repeats', type=positive_int, default=30)
+    p.add_argument('--threads', type=positive_int, default=1)
     p.add_argument('--output', default=osp.join(RESULTS, 'reliability.md'))
     args = p.parse_args(argv)
+    check_writable(p, '--output', args.output, create=True)  # written at the end
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     rep = Report()

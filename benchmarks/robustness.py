@@ -35,7 +35,8 @@ from typing import Dict, List
 
 import torch
 
-from harness.heterophily import load_homophilous, official_split
+from harness.cli import check_writable
+from harness.heterophily import HOMOPHILOUS, load_homophilous, official_split
 from harness.robustness import ATTACKS, ROBUSTNESS_MODELS, perturbed_graph, robustness_scores
 
 DEFAULT_CACHE = os.path.join(tempfile.gettempdir(), 'regcn-perturbed-graphs')
@@ -50,7 +51,8 @@ def _summary(values: List[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--datasets', nargs='+', default=['cora', 'citeseer', 'pubmed'])
+    parser.add_argument('--datasets', nargs='+', type=str.lower, default=list(HOMOPHILOUS),
+                        choices=HOMOPHILOUS)
     parser.add_argument('--attacks', nargs='+', default=list(ATTACKS), choices=ATTACKS)
     parser.add_argument('--budgets', nargs='+', type=float, default=[0.0, 0.05, 0.1, 0.2])
     parser.add_argument('--seeds', type=int, default=5)
@@ -68,6 +70,9 @@ def main() -> None:
                      '--first-seed in [0, SEEDS)')
     if args.json is not None and os.path.exists(args.json):
         parser.error(f'--json {args.json} exists; choose a new path')
+    if args.json is not None:  # written after every seed: fail now, not after the first
+        check_writable(parser, '--json', args.json)
+    check_writable(parser, '--cache', args.cache, folder=True, create=True)
 
     records: List[Dict] = []
     for dataset in args.datasets:

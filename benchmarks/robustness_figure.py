@@ -22,6 +22,7 @@ import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
+from harness.cli import check_writable  # noqa: E402
 from harness.report import FIGURES  # noqa: E402
 
 
@@ -31,6 +32,10 @@ def main() -> None:
     parser.add_argument('--attack', default='prbcd')
     parser.add_argument('--out', default=osp.join(FIGURES, 'robustness.png'))
     args = parser.parse_args()
+    for path in args.records:
+        if not osp.isfile(path):
+            parser.error(f'records: no such file {path} (a --json of benchmarks.robustness)')
+    check_writable(parser, '--out', args.out)
     records: List[Dict] = []
     for path in args.records:
         with open(path) as f:

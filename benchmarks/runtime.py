@@ -29,6 +29,7 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from harness.cli import check_writable, int_at_least, positive_int  # noqa: E402
 from harness.data import load_paper_dataset  # noqa: E402
 from harness.methods import TABLE3 as METHODS  # noqa: E402
 from harness.report import FIGURES, RESULTS, Report  # noqa: E402
@@ -51,16 +52,20 @@ models is the exact semantic kNN graph, plus the factors for tsGCN."""
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--dataset', default='PubMed', choices=sorted(PAPER_SETTINGS))
-    parser.add_argument('--epochs', type=int, default=50)
-    parser.add_argument('--threads', type=int, default=1)
+    parser.add_argument('--epochs', type=int_at_least(2), default=50,
+                        help='(the first epoch is not timed; default: %(default)s)')
+    parser.add_argument('--threads', type=positive_int, default=1)
     parser.add_argument('--output', default=None, help='the markdown results (default: '
                         'benchmarks/results/runtime_<dataset>.md)')
     parser.add_argument('--figure', default=None, help='the figure (default: '
                         'docs/runtime_<dataset>.png)')
     argv = sys.argv[1:]
     args = parser.parse_args(argv)
-    if args.epochs < 2:
-        parser.error('--epochs must be at least 2 (the first epoch is not timed)')
+    stem = f'runtime_{args.dataset.lower()}'
+    png = args.figure or osp.join(FIGURES, stem + '.png')
+    md = args.output or osp.join(RESULTS, stem + '.md')
+    check_writable(parser, '--figure', png)  # both written after the training
+    check_writable(parser, '--output', md, create=True)
     torch.set_num_threads(args.threads)
     wall = time.perf_counter()
     rep = Report()
@@ -103,9 +108,6 @@ def main() -> None:
     ax.set_title(f'Runtime on {args.dataset} ({args.threads} CPU thread(s))')
     ax.legend(fontsize=8)
     fig.tight_layout()
-    stem = f'runtime_{args.dataset.lower()}'
-    png = args.figure or osp.join(FIGURES, stem + '.png')
-    md = args.output or osp.join(RESULTS, stem + '.md')
     fig.savefig(png, dpi=120)
     rep(f'Row-normalised features as sparse CSR. Time per epoch: forward, backward, step '
         f'and evaluation, over epochs 2 to {args.epochs}; 200 epochs extrapolated.')

@@ -42,6 +42,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from harness.cli import check_writable, positive_int
 from harness.graphs import has_pubmed, load_pubmed, synthetic_graph
 from harness.measure import MIB, PeakMeter, machine_info
 from harness.report import RESULTS, Report, command_line
@@ -122,12 +123,12 @@ def knn_recall_part(args, x_full, device):
 def main(argv=None):
     p = argparse.ArgumentParser(prog='python -m benchmarks.scale',
                                description=__doc__.split('\n\n')[0])
-    p.add_argument('--nodes', type=int, default=1_000_000)
-    p.add_argument('--degree', type=int, default=20, help='average degree')
-    p.add_argument('--features', type=int, default=128)
-    p.add_argument('--rank', type=int, default=64)
-    p.add_argument('--epochs', type=int, default=5)
-    p.add_argument('--recall-sample', type=int, default=100_000)
+    p.add_argument('--nodes', type=positive_int, default=1_000_000)
+    p.add_argument('--degree', type=positive_int, default=20, help='average degree')
+    p.add_argument('--features', type=positive_int, default=128)
+    p.add_argument('--rank', type=positive_int, default=64)
+    p.add_argument('--epochs', type=positive_int, default=5)
+    p.add_argument('--recall-sample', type=positive_int, default=100_000)
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     p.add_argument('--output', default=None,
                    help='markdown output (default: benchmarks/results/scale.md, '
@@ -137,6 +138,7 @@ def main(argv=None):
     suffix = '' if device.type == 'cpu' else f'_{device.type}'
     out = args.output or osp.join(RESULTS, f'scale{suffix}.md' if args.nodes == 1_000_000
                                   else f'scale-{args.nodes}{suffix}.tmp')
+    check_writable(p, '--output', out, create=True)  # written at the end
 
     rep = Report()
     info = machine_info(torch.get_num_threads())

@@ -32,6 +32,7 @@ import time
 
 import torch
 
+from harness.cli import check_writable, positive_int
 from harness.data import load_paper_dataset, run_split
 from harness.report import RESULTS
 from harness.results import ResultStore
@@ -169,9 +170,11 @@ def write_markdown() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--datasets', nargs='+', default=DATASETS, choices=DATASETS)
-    parser.add_argument('--seeds', type=int, default=10,
+    parser.add_argument('--seeds', type=positive_int, default=10,
                         help='run the random splits of seeds 0 .. SEEDS - 1')
     args = parser.parse_args()
+    check_writable(parser, 'the runs', JSONL, create=True)  # each as it ends
+    check_writable(parser, 'the summary', MARKDOWN, create=True)  # at the end
     torch.set_num_threads(1)
     os.makedirs(RESULTS, exist_ok=True)
     command = 'python -m benchmarks.scaling'

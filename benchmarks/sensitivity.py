@@ -29,6 +29,7 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from harness.cli import check_writable, positive_int  # noqa: E402
 from harness.data import REPO, load_paper_dataset  # noqa: E402
 from harness.report import FIGURES, RESULTS, command_line  # noqa: E402
 from harness.training import fit  # noqa: E402
@@ -80,15 +81,19 @@ def summary() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--dataset', default='Cora', choices=sorted(PAPER_SETTINGS))
-    parser.add_argument('--seeds', type=int, default=3)
-    parser.add_argument('--epochs', type=int, default=200)
-    parser.add_argument('--ps', nargs='+', type=int, default=PS,
+    parser.add_argument('--seeds', type=positive_int, default=3)
+    parser.add_argument('--epochs', type=positive_int, default=200)
+    parser.add_argument('--ps', nargs='+', type=positive_int, default=PS,
                         help='the divisors p of the rank curve, r = N // p')
     parser.add_argument('--summary', action='store_true',
                         help='only plot the rank curves of the datasets run so far')
     args = parser.parse_args()
     if args.summary:
         return summary()
+    name = f'sensitivity_{args.dataset.lower()}'
+    png, stem = osp.join(FIGURES, name + '.png'), osp.join(RESULTS, name)
+    for path in (png, stem + '.md', stem + '.json'):  # written after the training
+        check_writable(parser, osp.basename(path), path)
     s = PAPER_SETTINGS[args.dataset]
     base = SemanticGraph(10)(load_paper_dataset(args.dataset,
                                                 sparse_features=True))
@@ -125,8 +130,6 @@ def main() -> None:
     right.set_title(f'{args.dataset}: (alpha, beta), r = N // {s.p}')
     fig.colorbar(image, ax=right)
     fig.tight_layout()
-    name = f'sensitivity_{args.dataset.lower()}'
-    png, stem = osp.join(FIGURES, name + '.png'), osp.join(RESULTS, name)
     fig.savefig(png, dpi=120)
     command = command_line('benchmarks.sensitivity', [
         '--dataset', args.dataset, '--seeds', str(args.seeds), '--epochs', str(args.epochs),

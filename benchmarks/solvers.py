@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import APPNP
 from torch_geometric.nn.dense.linear import Linear
 
+from harness.cli import check_writable, positive_int
 from harness.graphs import has_pubmed, load_pubmed
 from harness.measure import PeakMeter, describe_machine, load_average, run_isolated
 from harness.report import RESULTS, command_line
@@ -82,13 +83,14 @@ def measure(method: str, rank: int, repeats: int):
 def main() -> None:
     parser = argparse.ArgumentParser(prog='python -m benchmarks.solvers',
                                     description='tsGCN solvers vs APPNP on PubMed')
-    parser.add_argument('--repeats', type=int, default=20)
-    parser.add_argument('--rank', type=int, default=64)
-    parser.add_argument('--threads', type=int, default=1,
+    parser.add_argument('--repeats', type=positive_int, default=20)
+    parser.add_argument('--rank', type=positive_int, default=64)
+    parser.add_argument('--threads', type=positive_int, default=1,
                         help='torch/BLAS threads of every measurement (default: 1)')
     parser.add_argument('--output', default=osp.join(RESULTS, 'solvers.md'),
                         help='markdown output (default: benchmarks/results/solvers.md)')
     args = parser.parse_args()
+    check_writable(parser, '--output', args.output)  # written after the measurements
     if not has_pubmed():
         sys.exit('PubMed is not in the offline copy (harness.data.SHARED_DATA): nothing to '
                  'measure')

@@ -24,6 +24,7 @@ import time
 
 import torch
 
+from harness.cli import check_writable, positive_int
 from harness.report import RESULTS, Report
 from torch_geometric_regcn.linalg.blocks import tall_qr
 
@@ -40,12 +41,16 @@ def accuracy(block, q, r):
 def main(argv=None):
     p = argparse.ArgumentParser(prog='python -m benchmarks.tall_qr',
                                description=__doc__.split('\n\n')[0])
-    p.add_argument('--rows', type=int, nargs='+', default=[100_000, 1_000_000])
-    p.add_argument('--cols', type=int, nargs='+', default=[8, 16, 32])
-    p.add_argument('--threads', type=int, default=1)
-    p.add_argument('--repeats', type=int, default=7)
+    p.add_argument('--rows', type=positive_int, nargs='+', default=[100_000, 1_000_000])
+    p.add_argument('--cols', type=positive_int, nargs='+', default=[8, 16, 32])
+    p.add_argument('--threads', type=positive_int, default=1)
+    p.add_argument('--repeats', type=positive_int, default=7)
     p.add_argument('--output', default=osp.join(RESULTS, 'tall_qr.md'))
     args = p.parse_args(argv)
+    if max(args.cols) > min(args.rows):
+        p.error(f'--cols must not exceed --rows: the blocks are tall (got --cols '
+                f'{max(args.cols)} for --rows {min(args.rows)})')
+    check_writable(p, '--output', args.output, create=True)  # written at the end
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     rep = Report()

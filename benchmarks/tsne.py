@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from sklearn.manifold import TSNE  # noqa: E402
 
+from harness.cli import check_writable, positive_int  # noqa: E402
 from harness.data import load_paper_dataset  # noqa: E402
 from harness.methods import TABLE3 as METHODS  # noqa: E402
 from harness.report import FIGURES  # noqa: E402
@@ -37,8 +38,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--dataset', default='BlogCatalog', choices=sorted(PAPER_SETTINGS))
     parser.add_argument('--methods', nargs='+', default=DEFAULT, choices=list(METHODS))
-    parser.add_argument('--epochs', type=int, default=200)
+    parser.add_argument('--epochs', type=positive_int, default=200)
     args = parser.parse_args()
+    path = osp.join(FIGURES, f'tsne_{args.dataset.lower()}.png')
+    check_writable(parser, 'the figure', path)  # drawn after the training
     setting = PAPER_SETTINGS[args.dataset]
     data = paper_split(load_paper_dataset(args.dataset), seed=0)
     data = SemanticGraph(10)(data)
@@ -75,7 +78,6 @@ def main() -> None:
         ax.axis('off')
     fig.suptitle(f't-SNE of the output embeddings on {args.dataset}')
     fig.tight_layout()
-    path = osp.join(FIGURES, f'tsne_{args.dataset.lower()}.png')
     fig.savefig(path, dpi=110)
     print(f'wrote {path}')
 

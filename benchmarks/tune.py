@@ -45,12 +45,20 @@ benchmarks/results/tuning.md (--output: another file).
 """
 import argparse
 import datetime
+import math
 import os.path as osp
 import statistics
 import time
 
 import torch
 
+from harness.cli import (
+    check_writable,
+    int_at_least,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 from harness.data import load_paper_dataset, run_split
 from harness.paper import DATASETS, paper
 from harness.report import RESULTS
@@ -112,39 +120,42 @@ def main() -> None:
                                     description=__doc__.splitlines()[0])
     parser.add_argument('--datasets', nargs='+', default=['Cora', 'CiteSeer'],
                         choices=[d for d in DATASETS if d != 'CoraFull'])
-    parser.add_argument('--seeds', type=int, default=3)
-    parser.add_argument('--grid-epochs', type=int, default=200)
-    parser.add_argument('--final-seeds', type=int, default=10)
-    parser.add_argument('--alphas', nargs='+', type=float, default=ALPHAS,
+    parser.add_argument('--seeds', type=positive_int, default=3)
+    parser.add_argument('--grid-epochs', type=positive_int, default=200)
+    parser.add_argument('--final-seeds', type=int_at_least(2), default=10,
+                        help='test runs; their standard deviation needs two (default: '
+                             '%(default)s)')
+    parser.add_argument('--alphas', nargs='+', type=non_negative_float, default=ALPHAS,
                         help="stage 1: the alphas to try (widen the grid where its best lies "
                              "on an edge)")
-    parser.add_argument('--betas', nargs='+', type=float, default=BETAS,
+    parser.add_argument('--betas', nargs='+', type=non_negative_float, default=BETAS,
                         help='stage 1: the betas to try')
     parser.add_argument('--stage2', action=argparse.BooleanOptionalAction, default=True,
                         help='also tune the rank, then k')
-    parser.add_argument('--rank-factors', nargs='+', type=float, default=RANK_FACTORS,
+    parser.add_argument('--rank-factors', nargs='+', type=positive_float, default=RANK_FACTORS,
                         help="stage 2: the ranks to try, as multiples of the paper's")
-    parser.add_argument('--ks', nargs='+', type=int, default=KS,
+    parser.add_argument('--ks', nargs='+', type=positive_int, default=KS,
                         help="stage 2: the semantic graph's k to try (k = 10, at which the "
                              "rank is chosen, always takes part)")
-    parser.add_argument('--alpha-beta', nargs=2, type=float, metavar=('A', 'B'),
+    parser.add_argument('--alpha-beta', nargs=2, type=non_negative_float, metavar=('A', 'B'),
                         help='skip stage 1: (alpha, beta) chosen by an earlier stage 1')
-    parser.add_argument('--rank-k', nargs=2, type=int, metavar=('R', 'K'),
+    parser.add_argument('--rank-k', nargs=2, type=positive_int, metavar=('R', 'K'),
                         help='skip stage 2: (rank, k) chosen by an earlier stage 2')
     parser.add_argument('--stage3', action='store_true',
                         help='also tune dropout and weight decay')
     parser.add_argument('--dropouts', nargs='+', type=float, default=DROPOUTS,
                         help='stage 3: the dropout rates to try')
-    parser.add_argument('--weight-decays', nargs='+', type=float, default=WEIGHT_DECAYS,
+    parser.add_argument('--weight-decays', nargs='+', type=non_negative_float,
+                        default=WEIGHT_DECAYS,
                         help='stage 3: the weight decays to try')
     parser.add_argument('--regularization', nargs=2, type=float, metavar=('P', 'WD'),
                         help='dropout and weight decay for every stage, e.g. as chosen by an '
                              'earlier stage 3 (default: the paper\'s 0 and 5e-4)')
     parser.add_argument('--stage4', action='store_true',
                         help='also tune the hidden units and the learning rate')
-    parser.add_argument('--hiddens', nargs='+', type=int, default=HIDDENS,
+    parser.add_argument('--hiddens', nargs='+', type=positive_int, default=HIDDENS,
                         help='stage 4: the hidden sizes to try')
-    parser.add_argument('--lrs', nargs='+', type=float, default=LRS,
+    parser.add_argument('--lrs', nargs='+', type=positive_float, default=LRS,
                         help='stage 4: the learning rates to try')
     parser.add_argument('--split', choices=['random', 'public'], default='random',
                         help="the paper's random splits, or Planetoid's fixed public split")
@@ -154,6 +165,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.stage3 and args.regularization:
         parser.error('--stage3 tunes dropout and weight decay; drop --regularization')
+    dropouts = args.dropouts + ([args.regularization[0]] if args.regularization else [])
+    if not all(0 <= p < 1 for p in dropouts):
+        parser.error(f'dropout rates (--dropouts, --regularization P) must lie in [0, 1) '
+                     f'(got {dropouts})')
+    if args.regularization and not 0 <= args.regularization[1] < math.inf:
+        parser.error(f'--regularization WD must be a finite non-negative weight decay '
+                     f'(got {args.regularization[1]})')
+    check_writable(parser, '--output', args.output)  # appended after each dataset's tuning
     for name in args.datasets:
         lines = []
         setting = PAPER_SETTINGS[name]

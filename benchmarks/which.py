@@ -17,6 +17,7 @@ import warnings
 import torch
 import torch_geometric.transforms as T
 
+from harness.cli import check_writable, int_at_least, positive_int
 from harness.graphs import load_planetoid
 from harness.report import RESULTS, command_line
 from harness.training import fit
@@ -35,12 +36,15 @@ def accuracy(data, seed: int, epochs: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(prog='python -m benchmarks.which',
                                     description=__doc__.splitlines()[0])
-    parser.add_argument('--datasets', nargs='+', default=['Cora', 'CiteSeer', 'PubMed'])
-    parser.add_argument('--seeds', type=int, default=10)
-    parser.add_argument('--epochs', type=int, default=200)
+    parser.add_argument('--datasets', nargs='+', default=['Cora', 'CiteSeer', 'PubMed'],
+                        choices=['Cora', 'CiteSeer', 'PubMed'])
+    parser.add_argument('--seeds', type=int_at_least(2), default=10,
+                        help='their standard deviation needs two (default: %(default)s)')
+    parser.add_argument('--epochs', type=positive_int, default=200)
     parser.add_argument('--output', default=osp.join(RESULTS, 'which.md'),
                         help='markdown output (default: benchmarks/results/which.md)')
     args = parser.parse_args()
+    check_writable(parser, '--output', args.output)  # written after the training
     warnings.filterwarnings('ignore', message=r'.*[Ss]parse.*')
     command = command_line('benchmarks.which', ['--datasets', *args.datasets, '--seeds',
                                                 str(args.seeds), '--epochs', str(args.epochs)])
