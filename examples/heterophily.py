@@ -72,6 +72,7 @@ import time
 
 import torch
 
+from harness.cli import check_writable, positive_int
 from harness.heterophily import (
     HOMOPHILOUS,
     MODELS,
@@ -127,9 +128,9 @@ def main() -> None:
                         'random splits of seeds 0..9, accuracy) to check the models there')
     parser.add_argument('--root', default=None, help='dataset root (default: a copy of '
                         '../shared/data/heterophilous)')
-    parser.add_argument('--splits', type=int, default=10,
+    parser.add_argument('--splits', type=positive_int, default=10,
                         help='the first K official splits (default: %(default)s)')
-    parser.add_argument('--epochs', type=int, default=PROTOCOL.epochs,
+    parser.add_argument('--epochs', type=positive_int, default=PROTOCOL.epochs,
                         help='(default: %(default)s)')
     parser.add_argument('--models', nargs='+', default=list(DEFAULT_MODELS),
                         choices=[*MODELS, 'all'], metavar='MODEL',
@@ -139,7 +140,7 @@ def main() -> None:
                         help='write the record (or, with --merge, the merged one) to PATH')
     parser.add_argument('--merge', nargs='+', default=None, metavar='PATH',
                         help='merge the --json files of several runs and print the tables')
-    parser.add_argument('--points', type=int, default=None, metavar='P',
+    parser.add_argument('--points', type=positive_int, default=None, metavar='P',
                         help="search only the first P points of each model's grid (1: the "
                         "issue's fixed protocol for the layer stacks; default: all)")
     parser.add_argument('--journal', default=None, metavar='PATH',
@@ -151,9 +152,7 @@ def main() -> None:
     if 'all' in args.models:
         args.models = list(MODELS)
     if args.json is not None:  # fail now, not after hours of training
-        folder = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            parser.error(f'--json {args.json}: {folder} is not a writable folder')
+        check_writable(parser, '--json', args.json)
     if args.merge:
         if args.dataset:
             parser.error('--merge reads the datasets from its files: drop --dataset')
@@ -162,12 +161,6 @@ def main() -> None:
     if args.dataset is None:
         parser.error('--dataset is required (or --merge)')
 
-    if args.points is not None and args.points < 1:
-        parser.error(f'--points must be at least 1 (got {args.points})')
-    if args.epochs < 1:
-        parser.error(f'--epochs must be at least 1 (got {args.epochs})')
-    if args.splits < 1:
-        parser.error(f'--splits must be at least 1 (got {args.splits})')
     if args.dataset in HOMOPHILOUS and args.root is not None:
         parser.error('--root applies to the heterophilous sets: cora, citeseer and pubmed '
                      'are read from the offline copy in ../shared/data')

@@ -105,9 +105,9 @@ def test_heterophily_example_resumes_from_its_journal(tmp_path):
 
 
 @pytest.mark.parametrize('args, message', [
-    (['--epochs', '0'], '--epochs must be at least 1'),
-    (['--splits', '0'], '--splits must be at least 1'),
-    (['--json', 'no_such_folder/out.json'], 'no_such_folder is not a writable folder'),
+    (['--epochs', '0'], 'argument --epochs: must be a positive integer'),
+    (['--splits', '0'], 'argument --splits: must be a positive integer'),
+    (['--json', 'no_such_folder/out.json'], 'no_such_folder does not exist'),
     (['--root', 'no_such_root'], 'actor could not be loaded .*under --root .*no_such_root'),
 ])
 def test_heterophily_example_refuses_bad_arguments_before_any_training(tmp_path, args,
