@@ -242,6 +242,14 @@ def test_coefficients_out_of_range(name, coefficients, message):
         R.get(name, **coefficients)
 
 
+@pytest.mark.parametrize('value', ['False', 0, None])
+def test_normalize_is_a_flag(value):
+    # The string 'False' (bool('False') is True) normalised silently.
+    with pytest.raises(TypeError, match="'normalize' must be True or False"):
+        R.get('tsgcn', normalize=value)
+    assert R.get('tsgcn', normalize=False).gain == pytest.approx(1 / 2.2)
+
+
 def test_frequency_response_of_two_graphs_is_the_propagation():
     # Two circulant graphs (a ring and its distance-2 graph) share their
     # eigenvectors, on which lam and lam_x differ: the response of tsGCN's two

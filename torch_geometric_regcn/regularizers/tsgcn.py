@@ -14,7 +14,12 @@ from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators, Operator
 from torch_geometric_regcn.regularizers.registry import register
 from torch_geometric_regcn.utils.deprecation import warn_deprecated
-from torch_geometric_regcn.utils.validation import check_coefficient, check_int, check_real
+from torch_geometric_regcn.utils.validation import (
+    check_coefficient,
+    check_flag,
+    check_int,
+    check_real,
+)
 
 
 def check_tsgcn_coefficients(alpha: float, beta: float, k: int) -> Tuple[float, float, int]:
@@ -181,7 +186,7 @@ class TSGCNRegularizer(Regularizer):
                  normalize: bool = True) -> None:
         self.alpha, self.beta, self.k = check_tsgcn_coefficients(alpha, beta, k)
         self.K = check_int('K', K)
-        self.normalize = normalize
+        self.normalize = check_flag('normalize', normalize)
 
     @property
     def gain(self) -> float:
