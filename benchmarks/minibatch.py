@@ -519,8 +519,8 @@ def parse_args(argv=None):
     p.add_argument('--output', default=None,
                    help='markdown output (default benchmarks/results/minibatch.md)')
     args = p.parse_args(argv)
-    if not 0 < args.history_fraction <= 1:
-        p.error(f'--history-fraction must lie in (0, 1] (got {args.history_fraction})')
+    if not 0 <= args.history_fraction <= 1:  # 0: mode B renews nothing after its refresh
+        p.error(f'--history-fraction must lie in [0, 1] (got {args.history_fraction})')
     q = args.quick
     args.seeds = args.seeds or (2 if q else 10)
     args.epochs = args.epochs or (20 if q else 500)

@@ -42,7 +42,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 
 from benchmarks.distributed_pipeline import ALPHA, BETA, K, run_pipeline
-from harness.cli import check_writable, positive_float, positive_int
+from harness.cli import check_writable, non_negative_int, positive_float, positive_int
 from harness.measure import MIB, load_average
 from harness.report import RESULTS, Report
 
@@ -259,7 +259,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     p.add_argument('--procs', type=positive_int, nargs='+', default=[2, 3])
     p.add_argument('--rank', type=positive_int, default=64)
     p.add_argument('--max-iter', type=positive_int, default=1)
-    p.add_argument('--lanczos-max-nodes', type=positive_int, default=500_000)
+    p.add_argument('--lanczos-max-nodes', type=non_negative_int, default=500_000)
     p.add_argument('--timeout', type=positive_float, default=3600.0)
     p.add_argument('--output', default=osp.join(RESULTS, 'partition.md'))
     args = p.parse_args(argv)

@@ -182,3 +182,21 @@ def test_graph_level_attributes_are_kept_in_every_shard(method):
         assert torch.equal(shard.scale, data.scale)
         assert torch.equal(shard.class_weight, data.class_weight)
         assert shard.num_nodes == shard.partition.num_local
+
+
+@pytest.mark.parametrize('method', ['contiguous', 'metis'])
+def test_node_indices_and_whole_graph_objects_are_dropped_with_a_warning(method):
+    # Copied unchanged, a train_idx kept the whole graph's numbering (wrong in
+    # every METIS shard) and a [F, N] tensor put N columns in every shard.
+    if method == 'metis':
+        pytest.importorskip('pymetis')
+    data = _graph()
+    data.train_idx = torch.arange(5)
+    data.x_t = data.x.T.contiguous()
+    data.names = [f'node {i}' for i in range(101)]
+    with pytest.warns(UserWarning, match=r"partition\(\) drops \[") as caught:
+        shards = partition(data, 2, method)
+    message = str(caught[0].message)
+    assert all(f"'{key}'" in message for key in ('train_idx', 'x_t', 'names'))
+    for shard in shards:
+        assert 'train_idx' not in shard and 'x_t' not in shard and 'names' not in shard

@@ -132,7 +132,7 @@ CASES = [
      ['Report', 'pubmed_part', 'scale_part'], {}),
     ('minibatch', ['--seeds', '0'], '--seeds: must be a positive',  # was the default 10
      ['Report', 'pubmed_part', 'scale_part'], {}),
-    ('minibatch', ['--history-fraction', '0'], r'--history-fraction must lie in \(0, 1\]',
+    ('minibatch', ['--history-fraction', '1.5'], r'--history-fraction must lie in \[0, 1\]',
      ['Report', 'pubmed_part', 'scale_part'], {}),
     ('nonquadratic', ['--epochs', '0'], '--epochs: must be a positive',  # ZeroDivisionError
      ['load_homophilous', 'official_split'], {}),

@@ -2,7 +2,7 @@ r"""Splitting a graph into row shards, one per process, and keeping them on disk
 import os
 import os.path as osp
 import warnings
-from typing import List, Optional, Tuple, Union
+from typing import Any, List, Optional, Tuple, Union
 
 import numpy
 import torch
@@ -90,9 +90,9 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     :obj:`edge_attr` and an :obj:`edge_*` of as many rows go with
     :obj:`edge_index`, :obj:`semantic_edge_*` with :obj:`semantic_edge_index`,
     another edge attribute by PyG's rule with the only edge set of as many
-    edges), with global node indices, the graph-level attributes
-    (:obj:`num_classes`, a 0-dim tensor, ...: neither node- nor edge-level)
-    unchanged, :obj:`data.partition` (a
+    edges), with global node indices, the graph-level attributes (Python
+    scalars and strings, 0-dim tensors, floating-point tensors of no node
+    dimension such as class weights) unchanged, :obj:`data.partition` (a
     :class:`~torch_geometric_regcn.distributed.RowPartition`) and
     :obj:`data.node_id`, the index of each row in :obj:`data`. No shard holds
     anything of size :math:`N \times F` or :math:`N \times N`.
@@ -141,8 +141,14 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     node_keys = [key for key, value in data.items()
                  if isinstance(value, Tensor) and key not in known and key not in edge_keys
                  and value.dim() > 0 and value.size(0) == num_nodes]
-    graph_keys = [key for key in data.keys() if key not in known and key not in edge_keys
-                  and key not in node_keys and key != 'num_nodes']
+    rest = [key for key in data.keys() if key not in known and key not in edge_keys
+            and key not in node_keys and key != 'num_nodes']
+    graph_keys = [key for key in rest if _graph_level(data[key], num_nodes)]
+    if len(graph_keys) < len(rest):
+        warnings.warn(f"partition() drops {[k for k in rest if k not in graph_keys]}: neither "
+                      f"node- nor edge- nor graph-level (node indices, which the shards would "
+                      f"read in the wrong numbering, or an object of the whole graph); "
+                      f"give each shard its part of them", UserWarning, stacklevel=2)
     present = [key for key in EDGE_KEYS if key in data and data[key] is not None]
     owner = {name: _edge_set_of(name, data[name].size(0), present, data) for name in edge_keys}
     for key in present:  # one row per edge, or the shards would cut them elsewhere
@@ -201,6 +207,19 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
         shard.partition = RowPartition(tuple(bounds), p)
         shards.append(shard)
     return shards
+
+
+def _graph_level(value: Any, num_nodes: int) -> bool:
+    r"""Whether :obj:`value` describes the whole graph and is the same in every
+    shard: a Python scalar or string, a 0-dim tensor, or a floating-point
+    tensor none of whose dimensions is the number of nodes (class weights,
+    a scale); not an index tensor (node indices would be in the whole
+    graph's numbering) nor another object (a :obj:`SparseTensor`)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, Tensor):
+        return value.dim() == 0 or (value.is_floating_point() and num_nodes not in value.shape)
+    return False
 
 
 def _edge_set_of(name: str, rows: int, present: List[str], data: Data) -> Optional[str]:
