@@ -27,6 +27,20 @@ def test_diagonal_and_spectral_bound_match_dense(layout):
     assert spectral_bound(matrix) >= float(torch.linalg.eigvals(dense).abs().max())
 
 
+def test_diagonal_of_csr_with_duplicates_and_empty_rows():
+    # CSR read in place: duplicate entries are summed as the dense matrix
+    # they stand for, and rows without a diagonal (or any) entry give 0.
+    crow = torch.tensor([0, 3, 3, 4, 6])
+    col = torch.tensor([0, 2, 0, 1, 3, 3])
+    values = torch.tensor([1.0, 2.0, 0.5, 4.0, -1.0, 7.0], dtype=torch.float64)
+    matrix = torch.sparse_csr_tensor(crow, col, values, (4, 4))
+    expected = torch.tensor([1.5, 0.0, 0.0, 6.0], dtype=torch.float64)
+    torch.testing.assert_close(diagonal(matrix), expected, rtol=0, atol=0)
+    empty = torch.sparse_csr_tensor(torch.zeros(1, dtype=torch.int64),
+                                    torch.zeros(0, dtype=torch.int64), torch.zeros(0), (0, 0))
+    assert diagonal(empty).shape == (0,)
+
+
 def test_csr_conversions_keep_the_matrix():
     dense = random_sparse(seed=1)
     uncoalesced = torch.sparse_coo_tensor(  # a duplicate entry: coalescing sums it

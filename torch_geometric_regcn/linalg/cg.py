@@ -90,7 +90,7 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     shift = (-torch.frexp(top).exponent).clamp(-largest, largest)
     scale = torch.exp2(shift.to(torch.float64)).to(b.dtype)  # exact in b's dtype
     b = b * scale
-    b_norm = b.norm(dim=0).clamp_min(finfo.tiny)
+    b_norm = _column_norms(b).clamp_min(finfo.tiny)
 
     def product(x: Tensor) -> Tensor:
         return matrix @ x if matmul is None else matmul(matrix, x)
@@ -99,7 +99,7 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     r = b.clone()
     iteration, restarted = 0, math.inf
     while True:
-        residual = float((r.norm(dim=0) / b_norm).max().detach()) if b.numel() else 0.0
+        residual = float((_column_norms(r) / b_norm).max().detach()) if b.numel() else 0.0
         if residual <= tol or iteration >= max_iter or residual > restarted / 2:
             break  # converged, out of iterations, or at the floor of the dtype
         # A restart aims below tol: from a true residual under 2 tol, one that
@@ -112,6 +112,17 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     return CGResult(y.squeeze(-1) if squeeze else y, residual, iteration)
 
 
+def _column_norms(x: Tensor) -> Tensor:
+    r"""The Euclidean norm of each column of :obj:`x` [N, F], as the square
+    root of its sum of squares: a reduction over rows, several times faster
+    on CPU than :meth:`~torch.Tensor.norm` over :obj:`dim=0`. Every column
+    of the right-hand side is scaled to a largest entry near one, so the
+    squares stay normal numbers down to CG's tolerances; a residual grown
+    past the square root of the dtype's largest number reads as infinite,
+    which CG reports as divergence."""
+    return (x * x).sum(dim=0).sqrt()
+
+
 def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, b_norm: Tensor,
              inv_diag: Tensor, tol: float, max_iter: int, iteration: int
              ) -> Tuple[Tensor, int]:
@@ -121,7 +132,7 @@ def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, b_norm: 
     z = inv_diag * r
     p = z.clone()
     rz = (r * z).sum(dim=0)
-    relative = r.norm(dim=0) / b_norm
+    relative = _column_norms(r) / b_norm
     dtype, residual = r.dtype, float(relative.max().detach())
     while residual > tol and iteration < max_iter:
         iteration += 1
@@ -130,12 +141,12 @@ def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, b_norm: 
         # Columns still above tol need p^T M p > 0 (converged ones may underflow).
         breakdown = ((curvature <= 0) & (relative > tol)).any()
         step = rz / curvature.clamp_min(torch.finfo(dtype).tiny)
-        y = y + step * p
-        r = r - step * mp
+        y = torch.addcmul(y, step, p)
+        r = torch.addcmul(r, step, mp, value=-1)
         z = inv_diag * r
         rz, rz_old = (r * z).sum(dim=0), rz
-        p = z + (rz / rz_old.clamp_min(torch.finfo(dtype).tiny)) * p
-        relative = r.norm(dim=0) / b_norm
+        p = torch.addcmul(z, rz / rz_old.clamp_min(torch.finfo(dtype).tiny), p)
+        relative = _column_norms(r) / b_norm
         residual, broke = torch.stack([relative.max(), breakdown.to(dtype)]).detach().tolist()
         if broke:
             raise ValueError(

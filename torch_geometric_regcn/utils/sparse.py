@@ -80,11 +80,18 @@ def diagonal(matrix: Tensor) -> Tensor:
     check_matrix('matrix', matrix, square=True)
     if matrix.layout == torch.strided:
         return matrix.diagonal()
-    coo = matrix.to_sparse_coo().coalesce()
-    row, col = coo.indices()
     out = torch.zeros(matrix.size(0), dtype=matrix.dtype, device=matrix.device)
+    if matrix.layout == torch.sparse_csr:  # read in place: no conversion, no sort
+        row = torch.repeat_interleave(
+            torch.arange(matrix.size(0), device=matrix.device,
+                         dtype=matrix.crow_indices().dtype), matrix.crow_indices().diff(),
+            output_size=matrix.col_indices().numel())
+        col, values = matrix.col_indices(), matrix.values()
+    else:
+        matrix = matrix.to_sparse_coo().coalesce()
+        (row, col), values = matrix.indices(), matrix.values()
     on_diagonal = row == col
-    return out.index_add_(0, row[on_diagonal], coo.values()[on_diagonal])
+    return out.index_add_(0, row[on_diagonal], values[on_diagonal])
 
 
 def absolute_row_sums(matrix: Tensor) -> Tensor:
