@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from torch_geometric_regcn.utils import fingerprint as fingerprint_module
 from torch_geometric_regcn.utils.fingerprint import Fingerprint, fingerprint, row_checksums
 
 
@@ -163,3 +164,52 @@ def test_a_compiled_caller_prints_a_tensor_as_an_eager_one_does():
 
     torch._dynamo.reset()
     assert torch.compile(caller)(x) == fingerprint(x)
+
+
+def test_a_swap_of_two_entries_is_seen_where_the_float_sums_round_it_away():
+    # Edge weights swapped at the two positions of a block whose float
+    # weights are closest: the float32 weighted sums moved by less than their
+    # rounding and took the swapped weights for the cached ones (61 of 200
+    # such swaps on uniform weights); the exact sums weighted by position see
+    # every one.
+    gen = torch.Generator().manual_seed(0)
+    w = torch.rand(1024, generator=gen)
+    inner = fingerprint_module._weights(1024, w.device).float()
+    order = inner.argsort()
+    closest = (inner[order[1:]] - inner[order[:-1]]).argsort()[:200]
+    before = fingerprint(w)
+    for k in closest.tolist():
+        i, j = order[k].item(), order[k + 1].item()
+        swapped = w.clone()
+        swapped[[i, j]] = w[[j, i]]
+        assert fingerprint(swapped) != before, (i, j)
+
+
+@pytest.mark.parametrize('dtype', [torch.float64, torch.int64, torch.float32, torch.int32,
+                                   torch.float16, torch.uint8])
+def test_swaps_across_chunks_and_of_the_sign_word_are_seen(dtype):
+    # Two entries swapped a chunk (2^20 numbers) apart, where the position
+    # multipliers repeat, and two float64 numbers that differ in the sign bit
+    # only (a difference of 2^63 in the 64-bit word: a product modulo 2^64
+    # would not see it; the 32-bit words do).
+    n = fingerprint_module._CHUNK
+    x = torch.zeros(n + 8, dtype=dtype)
+    x[3], x[n + 3] = 1, 2
+    swapped = x.clone()
+    swapped[[3, n + 3]] = x[[n + 3, 3]]
+    assert fingerprint(swapped) != fingerprint(x)
+    if dtype == torch.float64:
+        y = torch.tensor([1.0, -1.0, 0.5], dtype=dtype)
+        assert fingerprint(y) != fingerprint(y[[1, 0, 2]])
+
+
+def test_the_weighted_word_sums_are_exact_modulo_two_to_the_64():
+    # The sums wrap around in int64; compared with Python's exact integers,
+    # for words with the top bit set and random 64-bit multipliers.
+    x = torch.tensor([-1, 2 ** 31 - 1, -2 ** 31, 12345, 7], dtype=torch.int32)
+    index = 3
+    got = int(fingerprint_module._words(x, index)[0])
+    m = fingerprint_module._multipliers(x.device)[:5].tolist()
+    exact = sum(a * b for a, b in zip(x.tolist(), m)) \
+        * fingerprint_module._chunk_multiplier(index) % 2 ** 64
+    assert got % 2 ** 64 == exact

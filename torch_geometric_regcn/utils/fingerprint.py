@@ -1,7 +1,7 @@
 r"""Fingerprints that tell a cache whether a tensor still holds what it was
 computed from, including writes that bypass PyTorch's version counter
 (through :obj:`.data` or a NumPy array sharing the memory)."""
-from typing import Any, Dict, NamedTuple, Tuple
+from typing import Any, Dict, NamedTuple, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -10,6 +10,8 @@ from torch_geometric_regcn.utils.compat import compiler_disable
 
 # Weights of the sums, one vector per length and device, drawn once.
 _WEIGHTS: Dict[Tuple[int, torch.device], Tensor] = {}
+# The odd random multipliers of the exact sums, one per position of a chunk.
+_MULTIPLIERS: Dict[torch.device, Tensor] = {}
 # Numbers converted to float64 at a time (8 MiB), and the numbers one thread
 # sums (below torch's grain size of 32768, so that the order of every sum is
 # fixed whatever the number of threads).
@@ -21,12 +23,13 @@ _GOLDEN = (5 ** 0.5 - 1) / 2
 class Fingerprint(NamedTuple):
     r"""What :func:`fingerprint` records of a tensor: its identity
     (:obj:`layout`, :obj:`shape`, :obj:`dtype`, :obj:`device`) and
-    :obj:`content`, two weighted sums of all its stored numbers."""
+    :obj:`content`, sums of all its stored numbers: exact integer ones of the
+    words that store them and, for floating dtypes, two weighted float ones."""
     layout: torch.layout
     shape: Tuple[int, ...]
     dtype: torch.dtype
     device: torch.device
-    content: Tuple[float, ...]
+    content: Tuple[Union[int, float], ...]
 
 
 def _weights(n: int, device: torch.device) -> Tensor:
@@ -48,39 +51,79 @@ def _parts(tensor: Tensor) -> Tuple[Tensor, ...]:
     return (tensor,)
 
 
-def _words(chunk: Tensor) -> Tensor:
+def _multipliers(device: torch.device) -> Tensor:
+    r"""Odd random 64-bit integers, one per 32-bit word of a chunk, drawn
+    once per device."""
+    if device not in _MULTIPLIERS:
+        generator = torch.Generator().manual_seed(_CHUNK)
+        drawn = torch.randint(-2 ** 63, 2 ** 63 - 1, (2 * _CHUNK,), generator=generator,
+                              dtype=torch.int64)
+        _MULTIPLIERS[device] = (drawn | 1).to(device)
+    return _MULTIPLIERS[device]
+
+
+def _chunk_multiplier(index: int) -> int:
+    r"""The odd 64-bit integer that multiplies the weighted sum of chunk
+    :obj:`index` (Fibonacci hashing), as a signed int64."""
+    value = ((index + 1) * 0x9E3779B97F4A7C15 | 1) % 2 ** 64
+    return value - 2 ** 64 if value >= 2 ** 63 else value
+
+
+#: Words converted to int64 at a time for their weighted sum (in cache).
+_WIDE = 1 << 16
+
+
+def _words(chunk: Tensor, index: int) -> Tensor:
     r"""Exact integer sums of the bit patterns that store :obj:`chunk`'s
-    numbers, each a contiguous reduction in int64: of the 8-, 16- or 32-bit
-    patterns as they are, and of the low and high 32-bit halves of 64-bit
-    ones. A change of any one number changes a sum its change touches; each
-    part is below :math:`2^{32}` in magnitude, so a sum of up to
-    :math:`2^{31}` of them is exact in any order."""
+    numbers (the :obj:`index`-th chunk of a tensor; 64-bit numbers as two
+    32-bit words), in int64 modulo :math:`2^{64}`, so the same in any order:
+    the sum of the words weighted by an odd random multiplier per position
+    :math:`c_i` (and one odd multiplier per chunk), and for 64-bit numbers
+    the plain sums of their low and of their high words. A change :math:`d`
+    of one word changes the weighted sum by :math:`d c_i \neq 0` (both odd
+    parts, :math:`|d| < 2^{32}`); of one 64-bit number, the plain sums. A
+    swap of words :math:`a \neq b` at :math:`i, j` changes the weighted sum
+    by :math:`(a - b)(c_i - c_j)`, zero modulo :math:`2^{64}` only where the
+    difference of the random multipliers is a multiple of :math:`2^{64 -
+    t}`, :math:`2^t < 2^{32}` the largest power of two dividing :math:`a -
+    b`: a chance below :math:`2^{-31}`."""
     size = chunk.element_size()
-    if size == 8:
-        bits = chunk.view(torch.int64)
-        return torch.stack([(bits & 0xFFFFFFFF).sum(), (bits >> 32).sum()])
-    word = {4: torch.int32, 2: torch.int16, 1: torch.uint8}[size]  # bool and int8 too
-    return chunk.view(word).sum(dtype=torch.int64).reshape(1)
+    word = {8: torch.int32, 4: torch.int32, 2: torch.int16, 1: torch.uint8}[size]
+    words = chunk.view(word)  # bool and int8 as uint8
+    multipliers = _multipliers(chunk.device)
+    weighted = torch.zeros((), dtype=torch.int64, device=chunk.device)
+    for s in range(0, words.numel(), _WIDE):  # converted piece by piece, in cache
+        wide = words[s:s + _WIDE].to(torch.int64)
+        m = multipliers[s:s + wide.numel()]
+        weighted += torch.dot(wide, m) if chunk.device.type == 'cpu' else (wide * m).sum()
+    weighted = (weighted * _chunk_multiplier(index)).reshape(1)
+    if size != 8:
+        return weighted
+    return torch.cat([weighted, words.view(-1, 2).sum(dim=0, dtype=torch.int64)])
 
 
 def _content(part: Tensor) -> Tuple[Any, ...]:
-    r"""Two weighted sums of :obj:`part`'s numbers, each summed in an order
-    that does not depend on the number of threads: blocks of :obj:`_BLOCK`
-    numbers (below torch's grain size, so one thread sums a block), weighted
-    by position in the block, then the block sums, weighted by the block's
-    index, in float64 (a float32 tensor's blocks in float32, without a copy;
-    other dtypes converted to float64); and the exact integer sums of the
-    words that store them (:func:`_words`), which see a change of any entry
-    however small next to the others."""
+    r"""The exact integer sums of the words that store :obj:`part`'s numbers
+    (:func:`_words`), weighted by position, which see a change of
+    any entry however small next to the others and any move of entries
+    between positions; for a floating dtype also two weighted sums of the
+    numbers, NaN where a number is, each summed in an order that does not
+    depend on the number of threads: blocks of :obj:`_BLOCK` numbers (below
+    torch's grain size, so one thread sums a block), weighted by position in
+    the block, then the block sums, weighted by the block's index, in float64
+    (a float32 tensor's blocks in float32, without a copy)."""
     flat = part.detach().reshape(-1)
+    floating = flat.is_floating_point()
     dtype = flat.dtype if flat.dtype in (torch.float32, torch.float64) else torch.float64
     total = torch.zeros(2, dtype=torch.float64, device=part.device)
-    words = torch.zeros(2 if flat.element_size() == 8 else 1, dtype=torch.int64,
+    words = torch.zeros(3 if flat.element_size() == 8 else 1, dtype=torch.int64,
                         device=part.device)
     with torch.autocast(part.device.type, enabled=False):
         inner = _weights(_BLOCK, part.device).to(dtype)
         for s in range(0, flat.numel(), _CHUNK):
-            words += _words(flat[s:s + _CHUNK])
+            words += _words(flat[s:s + _CHUNK], s // _CHUNK)
+            if not floating:
+                continue
             chunk = flat[s:s + _CHUNK].to(dtype)
             tail = -chunk.numel() % _BLOCK
             if tail:
@@ -91,7 +134,7 @@ def _content(part: Tensor) -> Tuple[Any, ...]:
             outer = torch.arange(first, first + blocks.size(0), dtype=torch.float64,
                                  device=part.device).mul_(_GOLDEN).frac_().add_(0.5)
             total += torch.stack([(weighted * outer).sum(), weighted.sum()])
-    return (*total.tolist(), *words.tolist())
+    return (*(total.tolist() if floating else ()), *words.tolist())
 
 
 @compiler_disable(reason="fingerprints run eagerly: a compiled reduction sums in another order, "
@@ -100,18 +143,20 @@ def fingerprint(tensor: Any) -> Any:
     r"""A :class:`Fingerprint` of :obj:`tensor` (a dense or sparse tensor),
     equal for two calls when the tensor kept its shape, dtype, device and
     numbers. Its content is two random weighted sums of the numbers (in
-    float64, or in float32 for float32 tensors) and the exact integer sums
-    of the words that store them, in every dtype: a change of one entry,
-    however small next to the others, changes those sums, and a move of
-    numbers between positions changes the weighted sums unless they are
-    below the rounding of their block of 1024 numbers. Non-tensors are
+    float64, or in float32 for float32 tensors; floating dtypes only) and
+    exact integer sums of the words that store them, weighted by an odd
+    random multiplier per position, in every dtype: a change of one entry,
+    however small next to the others, changes them, and so does a move of
+    numbers between positions (modulo :math:`2^{64}`: a swap of two numbers
+    leaves them equal with a chance below :math:`2^{-31}`). Non-tensors are
     returned as they are.
 
     Every sum is taken in an order fixed by the tensor's size, or exactly,
     so the fingerprint does not depend on the number of threads. Cost: two
     passes over the stored numbers in chunks of :math:`2^{20}`
-    (:math:`O(\text{numel})` time, 16 MiB of extra memory at most; float32
-    and float64 tensors are not copied) and one
+    (:math:`O(\text{numel})` time; at most 8 MiB of extra memory for a
+    float64 copy of a chunk that is not float32 or float64, and a 16 MiB
+    table of multipliers kept per device) and one
     synchronisation with the device; a layer calls it once per input per
     call, next to propagations that cost a multiple of that. Two fingerprints
     of a tensor that holds NaN are never equal (NaN is unequal to itself),

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from tests.nn.helpers import conv, layer, setup, two_components
+from torch_geometric_regcn import RegularizerConv
 
 
 def test_cached_reuses_graph_and_reset_clears_it():
@@ -174,3 +175,27 @@ def test_a_sparse_adjacency_with_int32_indices_is_the_same_graph():
     layer = conv('appnp', cached=True)
     first = layer(x, adj)
     torch.testing.assert_close(layer(x, narrow), first, rtol=0, atol=0)
+
+
+def test_swapped_edge_weights_written_past_the_version_counter_are_refused():
+    # Two edge weights swapped through NumPy at the positions whose
+    # fingerprint weights are closest: a float32 weighted sum rounded the
+    # change away, and the cached layer returned the old graph's output
+    # (0.02 off a fresh layer's, on outputs of 0.6).
+    from torch_geometric_regcn.utils import fingerprint as fingerprint_module
+    gen = torch.Generator().manual_seed(0)
+    n, e = 40, 1024
+    src = torch.randint(0, n, (e,), generator=gen)
+    ei = torch.stack([src, (src + 1 + torch.randint(0, n - 1, (e,), generator=gen)) % n])
+    ew = torch.rand(e, generator=gen)
+    x = torch.randn(n, 4, generator=gen)
+    inner = fingerprint_module._weights(1024, ew.device).float()
+    order = inner.argsort()
+    k = int((inner[order[1:]] - inner[order[:-1]]).argmin())
+    i, j = order[k].item(), order[k + 1].item()
+    layer = RegularizerConv(4, 3, 'appnp', cached=True)  # float32, as the weights
+    layer(x, ei, ew)
+    values = ew.numpy()
+    values[[i, j]] = values[[j, i]]
+    with pytest.raises(ValueError, match="'edge_weight' was modified in place"):
+        layer(x, ei, ew)
