@@ -102,3 +102,10 @@ def test_no_feature_columns_make_every_row_a_zero_row(layout):
     expected = torch.tensor([[1, 2], [0, 2], [0, 1], [0, 1], [0, 1], [0, 1]])
     assert torch.equal(exact_knn_cosine(x, 2), expected)
     assert normalize_rows(x).shape == (6, 0)
+
+
+@pytest.mark.parametrize('n', [0, 1])
+def test_a_graph_too_small_for_any_neighbour_says_so(n):
+    # It read "'k' must lie in [1, -1]" for an empty graph.
+    with pytest.raises(ValueError, match=f"at least 2 nodes.*got {n}"):
+        knn_graph_cosine(torch.randn(n, 3), 1)

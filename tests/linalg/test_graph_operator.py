@@ -296,3 +296,20 @@ def test_weights_whose_degree_overflows_are_refused(self_loops):
     _, weight = normalized_adjacency(edge_index, 3, torch.full((4,), 3e38, dtype=torch.float64),
                                      torch.float64, self_loops=self_loops)
     assert bool((weight > 0).all())
+
+
+def test_the_gradient_in_a_pair_of_zero_weights_is_exact():
+    # The symmetrising max of the two directions started from zeros, which
+    # torch's scatter_reduce backward counted as a third tied value: the
+    # gradient in an edge weight of exactly zero was 2/3 of the truth (for
+    # every regulariser, e.g. an attack's candidate edges). A path 0-1-2-3
+    # with w(1, 2) = 0 in both directions: a^_12 = w / sqrt(d~_1 d~_2) with
+    # d~_1 = d~_2 = 2 there, so its derivative in the shared w is 1/2.
+    ei = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
+    w = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    one = torch.ones((), dtype=torch.float64)
+    index, value = normalized_adjacency(ei, 4, torch.stack([one, one, w, w, one, one]),
+                                        dtype=torch.float64)
+    entry = ((index[0] == 1) & (index[1] == 2)).nonzero().item()
+    grad, = torch.autograd.grad(value[entry], w)
+    assert float(grad) == pytest.approx(0.5, rel=1e-15)

@@ -247,3 +247,14 @@ def test_minibatch_example_runs_offline():
     assert out.returncode == 0, out.stderr[-3000:]
     for name in ('full batch', 'mode A', 'mode B', 'MLP on'):
         assert name in out.stdout, out.stdout
+
+
+def test_features_that_overflow_the_dtype_of_x_are_refused():
+    # float16 x: propagated in float32, stored back in float16, where values
+    # above 65504 turned into infinities without a word. tsGCN's P = (1 +
+    # alpha)(I + alpha L~)^-1 doubles a constant at alpha = 1: 3e4, 6e4, 1.2e5.
+    ei = torch.tensor([[0, 1, 1, 2, 2, 0], [1, 0, 2, 1, 0, 2]])
+    data = Data(x=torch.full((3, 2), 3e4, dtype=torch.float16), edge_index=ei)
+    transform = PropagateFeatures(hops=2, solver='cg', alpha=1.0, beta=0.0)
+    with pytest.raises(ValueError, match="exceed the range of 'data.x' \\(torch.float16"):
+        transform(data)

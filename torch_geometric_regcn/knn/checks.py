@@ -115,6 +115,9 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
         k = check_int('k', k)
         num_nodes = partition.num_nodes
         if not k < num_nodes:
+            if num_nodes < 2:
+                raise ValueError(f"a kNN graph needs at least 2 nodes, each with another to "
+                                 f"link to (got {num_nodes})")
             raise ValueError(f"'k' must lie in [1, {num_nodes - 1}] for a graph of "
                              f"{num_nodes} nodes (got {k})")
         if block_size is not None:

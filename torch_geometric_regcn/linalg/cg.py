@@ -152,7 +152,8 @@ def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, b_norm: 
             raise ValueError(
                 f"Conjugate gradient broke down at iteration {iteration}: a search direction "
                 f"p has p^T M p <= 0, so 'matrix' is not positive definite (a regulariser's "
-                f"operator() must return a symmetric positive definite M)")
+                f"operator() must return a symmetric positive definite M), or too badly "
+                f"conditioned for {dtype} (solve in float64)")
         if not math.isfinite(residual):  # overflow: never hand back plausible numbers
             raise ValueError(f"Conjugate gradient diverged at iteration {iteration} (the "
                              f"residual is {residual}); 'matrix' is not positive definite or "

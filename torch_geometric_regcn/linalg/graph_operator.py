@@ -1,5 +1,6 @@
 r"""Sparse graph operators: the normalised adjacency, in one process or on
 row shards, and linear combinations of sparse matrices."""
+import math
 from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
@@ -326,8 +327,12 @@ def _chunk_entries(sources: Sequence[_Source], where: Sequence[Union[slice, Tens
     key, inverse = torch.unique_consecutive(key.div_(4, rounding_mode='floor'),
                                             return_inverse=True)
     if key.numel() < weight.numel():  # the graph's both directions (or a repeat): the max
-        weight = weight.new_zeros(key.numel()).scatter_reduce_(0, inverse, weight, 'amax',
-                                                               include_self=False)
+        # Started from -inf, which every key's first weight replaces: torch's
+        # backward shares the gradient with a starting value equal to the max
+        # even where include_self=False leaves it out (a third of it, lost,
+        # for a pair of zero weights started from zeros).
+        weight = weight.new_full((key.numel(),), -math.inf).scatter_reduce_(
+            0, inverse, weight, 'amax', include_self=False)
     if not self_loops:
         keep = weight > 0
         key, weight = key[keep], weight[keep]

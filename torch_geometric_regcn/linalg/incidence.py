@@ -1,6 +1,6 @@
 r"""The normalised incidence matrix of an undirected graph: the graph gradient
 of the non-quadratic regularisers."""
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -26,6 +26,13 @@ class Incidence(NamedTuple):
     #: the graph's weight :math:`w_{ij}` of each edge, :obj:`[E']` (:obj:`None`
     #: where the caller built the rows from coefficients alone)
     weight: Optional[Tensor] = None
+    #: the coefficients without the weight, :math:`c^{\mathrm{src}}_e /
+    #: \sqrt{w_e}` and :math:`c^{\mathrm{dst}}_e / \sqrt{w_e}`, :obj:`[E']`
+    #: each (:obj:`None` where the caller built the rows from coefficients
+    #: alone): through them the weights enter the quadratic forms linearly,
+    #: so their gradient is exact also at :math:`w_e = 0`
+    src_norm: Optional[Tensor] = None
+    dst_norm: Optional[Tensor] = None
 
     @property
     def num_edges(self) -> int:
@@ -45,14 +52,53 @@ class Incidence(NamedTuple):
         out = out.index_add(0, self.src, self.src_coef.unsqueeze(-1) * z)
         return out.index_add(0, self.dst, -self.dst_coef.unsqueeze(-1) * z)
 
+    def split(self) -> Tuple['Incidence', Optional[Tensor]]:
+        r"""The incidence matrix without the weights, :math:`\mathbf{B}_0`,
+        and the weights :math:`\mathbf{w}` :obj:`[E']`, with :math:`\mathbf{B}
+        = \mathrm{diag}(\sqrt{\mathbf{w}})\,\mathbf{B}_0`; :obj:`(self, None)`
+        for rows built from coefficients alone."""
+        if self.src_norm is None or self.dst_norm is None or self.weight is None:
+            return self, None
+        return Incidence(self.src, self.dst, self.src_norm, self.dst_norm,
+                         self.num_nodes), self.weight
+
+    def _scaled(self, weight: Optional[Tensor]) -> Tuple['Incidence', Optional[Tensor]]:
+        r""":math:`\mathbf{B}_0` and the edge weights :math:`\mathbf{w} \odot
+        \mathbf{u}` (:obj:`weight` :math:`\mathbf{u}`, :obj:`[E']` or
+        :obj:`[E', F]`; :obj:`None` for ones) of :math:`\mathbf{B}^{\top}
+        \mathrm{diag}(\mathbf{u})\mathbf{B} = \mathbf{B}_0^{\top}
+        \mathrm{diag}(\mathbf{w} \odot \mathbf{u})\mathbf{B}_0`."""
+        base, w = self.split()
+        if w is None:
+            return base, weight
+        if weight is None:
+            return base, w
+        return base, w.view((-1,) + (1,) * (weight.dim() - 1)) * weight
+
+    def weighted_laplacian(self, y: Tensor, weight: Optional[Tensor] = None) -> Tensor:
+        r""":math:`\mathbf{B}^{\top}\mathrm{diag}(\mathbf{u})\mathbf{B}\mathbf{Y}`
+        for edge weights :obj:`weight` :math:`\mathbf{u}` :obj:`[E']` or
+        :obj:`[E', F]` (one per column; :obj:`None`: ones), :obj:`[N, F]`,
+        computed as :math:`\mathbf{B}_0^{\top}\mathrm{diag}(\mathbf{w} \odot
+        \mathbf{u})\mathbf{B}_0\mathbf{Y}`, linear in the graph's weights (the
+        square root in :math:`\mathbf{B}` has no derivative at zero). Cost:
+        :math:`O(E' F)`."""
+        base, scale = self._scaled(weight)
+        d = base.gradient(y)
+        if scale is not None:
+            d = (scale if scale.dim() == 2 else scale.unsqueeze(-1)) * d
+        return base.divergence(d)
+
     def weighted_diagonal(self, weight: Tensor) -> Tensor:
         r"""The diagonal of :math:`\mathbf{B}^{\top}\mathrm{diag}(\mathbf{w})
         \mathbf{B}` for edge weights :obj:`weight` :obj:`[E']` or
-        :obj:`[E', F]` (one diagonal per column), :obj:`[N]` or :obj:`[N, F]`."""
+        :obj:`[E', F]` (one diagonal per column), :obj:`[N]` or :obj:`[N, F]`,
+        linear in the graph's weights as :meth:`weighted_laplacian`."""
+        base, scale = self._scaled(weight)
         shape = (-1,) + (1,) * (weight.dim() - 1)
         out = weight.new_zeros((self.num_nodes,) + tuple(weight.shape[1:]))
-        out = out.index_add(0, self.src, self.src_coef.square().view(shape) * weight)
-        return out.index_add(0, self.dst, self.dst_coef.square().view(shape) * weight)
+        out = out.index_add(0, self.src, base.src_coef.square().view(shape) * scale)
+        return out.index_add(0, self.dst, base.dst_coef.square().view(shape) * scale)
 
 
 def normalized_incidence(edge_index: Tensor, edge_weight: Tensor, num_nodes: int,
@@ -118,4 +164,6 @@ def normalized_incidence(edge_index: Tensor, edge_weight: Tensor, num_nodes: int
     # sqrt(w), with a zero gradient (not NaN) at w = 0: an edge weighted or masked to zero.
     root = torch.where(weight > 0, weight.clamp_min(torch.finfo(weight.dtype).tiny).sqrt(),
                        torch.zeros_like(weight))
-    return Incidence(src, dst, root * norm[src], root * norm[dst], num_nodes, weight)
+    src_norm, dst_norm = norm[src], norm[dst]
+    return Incidence(src, dst, root * src_norm, root * dst_norm, num_nodes, weight, src_norm,
+                     dst_norm)

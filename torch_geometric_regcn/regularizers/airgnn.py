@@ -2,6 +2,7 @@ r"""AirGNN's regulariser: Laplacian smoothing with an :math:`\ell_{21}`
 adaptive residual, solved by adaptive message passing."""
 from typing import Any, Tuple
 
+import torch
 from torch import Tensor
 
 from torch_geometric_regcn.regularizers.graph import GraphOperators
@@ -111,7 +112,7 @@ class AdaptiveResidualRegularizer(IterativeRegularizer):
         smooth = 2.0 * (1.0 - self.lam)
 
         def product(y: Tensor) -> Tensor:
-            return smooth * inc.divergence(inc.gradient(y)) + u * y
+            return smooth * inc.weighted_laplacian(y) + u * y
 
         diag = smooth * inc.weighted_diagonal(u.new_ones(inc.num_edges)) + u.detach().squeeze(-1)
         return product, diag, u * x
@@ -126,4 +127,7 @@ class AdaptiveResidualRegularizer(IterativeRegularizer):
         threshold = self.lam / (2.0 * (1.0 - self.lam))  # gamma * lam
         r = y - x
         norm = r.norm(dim=-1, keepdim=True)
-        return x + (1.0 - threshold / norm.clamp_min(threshold)) * r, None
+        # 1 - threshold / max(norm, threshold), without the reciprocal of a
+        # subnormal threshold (infinite: NaN for a zero residual).
+        floor = max(threshold, torch.finfo(r.dtype).tiny)
+        return x + ((norm - threshold).clamp_min(0.0) / norm.clamp_min(floor)) * r, None

@@ -1,7 +1,7 @@
 r"""ElasticGNN's regulariser: :math:`\ell_1` or :math:`\ell_{21}` graph trend
 filtering with Laplacian smoothing, solved by elastic message passing."""
 import math
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -96,6 +96,7 @@ class ElasticRegularizer(IterativeRegularizer):
     """
     name = 'elastic'
     projection = 'identity'
+    scales = ('lambda1', 'lambda2')
     solvers = ('emp', 'irls')
     default_solver = 'emp'
 
@@ -132,23 +133,45 @@ class ElasticRegularizer(IterativeRegularizer):
         y = gamma * x + (1.0 - gamma) * graph.matmul(graph.adj, h) if self.lambda2 > 0 else x
         if self.lambda1 == 0:
             return y, None
-        inc = self.incidence(graph)
-        z = state if state is not None else x.new_zeros(inc.num_edges, x.size(-1))
-        z_bar = z + (0.5 / gamma) * inc.gradient(y - gamma * inc.divergence(z))
-        z = self._project(z_bar)
-        return y - gamma * inc.divergence(z), z
+        # In the variable Q = diag(sqrt(w)) Z, with B = diag(sqrt(w)) B0, the
+        # graph's weights enter linearly but for the radius of each row's
+        # ball, lambda1 sqrt(w_e) (where Q is small next to it, near w_e = 0,
+        # the projection is the identity): so the gradient in an edge weight
+        # is exact also at zero, where that of sqrt(w) in B is not.
+        base, w = self.incidence(graph).split()
+        q = state if state is not None else x.new_zeros(base.num_edges, x.size(-1))
+        w = w.unsqueeze(-1) if w is not None else None
+        step = base.gradient(y - gamma * base.divergence(q))
+        q_bar = q + (0.5 / gamma) * (step if w is None else w * step)
+        q = self._project(q_bar, w)
+        return y - gamma * base.divergence(q), q
 
-    def _project(self, z: Tensor) -> Tensor:
-        if self.norm == 'l1':  # each entry onto [-lambda1, lambda1]
-            return z.clamp(-self.lambda1, self.lambda1)
-        # Each row onto the l2 ball of radius lambda1, z * min(1, lambda1 / ||z||),
-        # with ||z|| = largest * norm never formed: its squares and the norm
-        # itself may overflow for finite z (lambda1 / inf would zero the row).
-        tiny = torch.finfo(z.dtype).tiny
-        largest = z.abs().amax(dim=-1, keepdim=True)
-        unit = z / largest.clamp_min(tiny)  # largest magnitude 1 (a zero row stays 0)
+    def _project(self, q: Tensor, w: Optional[Tensor]) -> Tensor:
+        r"""Each row (:obj:`"l21"`) or entry (:obj:`"l1"`) of :math:`\mathbf{Q}`
+        onto the ball of radius :math:`\lambda_1\sqrt{w_e}` (:obj:`w` :obj:`[E',
+        1]`; :obj:`None`: ones): :math:`\mathbf{Z}`'s projection onto radius
+        :math:`\lambda_1`, in the variable :math:`\mathbf{Q}`."""
+        radius = self.lambda1 if w is None else self.lambda1 * _root(w)
+        if self.norm == 'l1':  # each entry onto [-radius, radius]
+            return q.clamp(-radius, radius)
+        if q.size(-1) == 0:
+            return q
+        # Each row onto the l2 ball, q * min(1, radius / ||q||), with ||q|| =
+        # largest * norm never formed: its squares and the norm itself may
+        # overflow for finite q (radius / inf would zero the row).
+        tiny = torch.finfo(q.dtype).tiny
+        largest = q.abs().amax(dim=-1, keepdim=True)
+        unit = q / largest.clamp_min(tiny)  # largest magnitude 1 (a zero row stays 0)
         norm = unit.norm(dim=-1, keepdim=True)  # >= 1 but for a zero row
-        inside = largest * norm <= self.lambda1
-        # Clamped at 1, not at tiny: lambda1 / tiny overflows, and the branch
+        inside = largest * norm <= radius
+        # Clamped at 1, not at tiny: radius / tiny overflows, and the branch
         # torch.where leaves out still passes 0 * inf = NaN to the gradient.
-        return torch.where(inside, z, unit * (self.lambda1 / norm.clamp_min(1.0)))
+        return torch.where(inside, q, unit * (radius / norm.clamp_min(1.0)))
+
+
+def _root(w: Tensor) -> Tensor:
+    r""":math:`\sqrt{w}`, with a zero gradient (not an infinite one) at
+    :math:`w = 0`, where a ball of radius :math:`\lambda_1\sqrt{w}` holds the
+    iterate whatever the derivative."""
+    return torch.where(w > 0, w.clamp_min(torch.finfo(w.dtype).tiny).sqrt(),
+                       torch.zeros_like(w))

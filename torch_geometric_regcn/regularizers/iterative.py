@@ -1,7 +1,7 @@
 r"""The non-quadratic regularisers: an energy that is not a quadratic form,
 minimised by an outer iteration around the shared solvers."""
 import math
-from typing import Any, Callable, ClassVar, NamedTuple, Optional, Tuple
+from typing import Any, Callable, ClassVar, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -84,6 +84,9 @@ class IterativeRegularizer(Regularizer):
     projection: ClassVar[str] = 'relu'
     #: the incidence matrix's normalisation (see :func:`normalized_incidence`)
     self_loops: ClassVar[bool] = True
+    #: the coefficients that scale the iterates (checked against the range of
+    #: the input's dtype before any step; others may be compared only)
+    scales: ClassVar[Tuple[str, ...]] = ()
     K: int = 10
     #: the relative change of :math:`\mathbf{H}` at which :obj:`"irls"` stops
     irls_tol: float = 1e-3
@@ -174,12 +177,10 @@ def smoothing_system(inc: Incidence, weight: Tensor, rhs: Tensor) -> System:
     edge and feature (an elementwise penalty). Its diagonal (exact for one
     weight per edge, the preconditioner of :obj:`"irls"`, a Jacobi sweep's
     divisor) uses the mean weight of each edge over the features."""
-    column = weight if weight.dim() == 2 else weight.unsqueeze(-1)
-
     def product(y: Tensor) -> Tensor:
-        return y + inc.divergence(column * inc.gradient(y))
+        return y + inc.weighted_laplacian(y, weight)
 
-    diag = 1.0 + inc.weighted_diagonal(column.mean(dim=-1))
+    diag = 1.0 + inc.weighted_diagonal(weight.mean(dim=-1) if weight.dim() == 2 else weight)
     return product, diag, rhs
 
 
@@ -211,19 +212,39 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
     if not all_finite(x):  # the rules without a residual would carry it into every row
         raise ValueError(f"'x' of {regularizer!r} contains NaN or infinite values (in a layer: "
                          f"the projected features, so check the input and the weights)")
+    if x.dim() == 1:  # one signal: a column, as the quadratic regularisers read it
+        result = _solve(regularizer, x.unsqueeze(-1), graph, solver, tol, max_iter, trace)
+        return result._replace(out=result.out.squeeze(-1))
+    if x.dim() != 2 or x.size(0) != graph.num_nodes:
+        raise ValueError(f"'x' of {regularizer!r} must be [num_nodes, F] or [num_nodes] with "
+                         f"num_nodes = {graph.num_nodes} (got {list(x.shape)})")
+    if x.dtype != graph.dtype:
+        raise TypeError(f"'x' of {regularizer!r} is {x.dtype} but the graph was built in "
+                        f"{graph.dtype}: pass 'x.to({graph.dtype})' or build the graph in "
+                        f"{x.dtype}")
+    largest = torch.finfo(x.dtype).max
+    _check_range(regularizer, [name for name in regularizer.scales
+                               if abs(getattr(regularizer, name)) > largest], x.dtype)
     try:
         return _iterate(regularizer, x, graph, solver, tol, max_iter, trace)
     except RuntimeError as error:  # torch's, for a scalar beyond the dtype (e.g. in clamp)
         if 'without overflow' not in str(error):
             raise
-        largest = torch.finfo(x.dtype).max
         names = [name for name, value in regularizer.coefficients().items()
                  if isinstance(value, float) and abs(value) > largest]
         if not names:  # not one of its coefficients: torch's error as it is
             raise
+        _check_range(regularizer, names, x.dtype, error)
+
+
+def _check_range(regularizer: IterativeRegularizer, names: List[str], dtype: torch.dtype,
+                 error: Optional[Exception] = None) -> None:
+    r"""Raises the error that names the coefficients :obj:`names` as beyond
+    the range of :obj:`dtype`, if any."""
+    if names:
         raise ValueError(f"{regularizer!r}: the coefficient(s) {names} lie beyond the range of "
-                         f"{x.dtype} (largest {largest:.3g}); choose smaller ones or solve in "
-                         f"float64") from error
+                         f"{dtype} (largest {torch.finfo(dtype).max:.3g}); choose smaller ones "
+                         f"or solve in float64") from error
 
 
 def _iterate(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, solver: str,

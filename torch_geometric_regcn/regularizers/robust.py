@@ -80,6 +80,7 @@ class RobustRegularizer(IterativeRegularizer):
             iteration stops. (default: :obj:`1e-3`)
     """
     name = 'robust'
+    scales = ('lam',)
     projection = 'identity'
     solvers = ('irls',)
     default_solver = 'irls'

@@ -17,6 +17,7 @@ from torch_geometric_regcn.transforms.attributes import (
     check_outputs,
 )
 from torch_geometric_regcn.utils.validation import (
+    all_finite,
     check_finite,
     check_int,
     check_node_features,
@@ -186,6 +187,11 @@ class PropagateFeatures(BaseTransform):
                 block = self.regularizer.propagate(block, graph, self.solver, self.tol,
                                                    self.max_iter)
                 out[:, start:end] = block
+                if out.dtype != block.dtype and not all_finite(out[:, start:end]):
+                    raise ValueError(
+                        f"PropagateFeatures: the propagated features exceed the range of "
+                        f"'data.x' ({out.dtype}, largest {torch.finfo(out.dtype).max:.3g}), "
+                        f"which they are stored in; pass 'data.x' in {block.dtype}")
         for name, out in zip(self.attr_names, outs):
             data[name] = out
         return data

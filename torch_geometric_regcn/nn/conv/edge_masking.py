@@ -24,10 +24,13 @@ class EdgeMasking:
     replaces them by its own, and the diagonal of :math:`\mathbf{M}` holds
     its identity term). A pair
     that :obj:`edge_index` repeats (a multigraph, whose entries the operators
-    sum) takes the mean over all its columns, in either direction; for one
-    direction this is what PyG's explainers give a layer that passes one
-    message per column, the mask of each repeat scaling its share of the
-    entry.
+    sum) takes the plain mean over all its columns, in either direction; for
+    one direction and repeats of equal weight (an unweighted multigraph) this
+    is what PyG's explainers give a layer that passes one message per column,
+    the mask of each repeat scaling its share of the entry. Repeats of
+    unequal weights still take the plain mean, where such a layer would
+    weight the mask :math:`m_r` of each by its share
+    :math:`w_r / \sum_s w_s` of the entry.
 
     The layer keeps one instance per call of its forward pass, so that the
     solvers' backward passes, which may run after the explainer has cleared
