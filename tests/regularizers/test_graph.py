@@ -115,3 +115,22 @@ def test_complex_edge_weights_are_refused_before_a_cast_drops_their_imaginary_pa
         RegularizerConv(2, 2)(torch.randn(3, 2), ei, weight)
     with pytest.raises(TypeError, match=r"'edge_weight' must hold real numbers"):
         LaplacianEigenPE(1)(Data(edge_index=ei, edge_weight=weight, num_nodes=3))
+
+
+def test_missing_semantic_inputs_and_cg_on_a_directed_graph_are_refused_up_front():
+    # tsGCN with beta > 0 and neither a semantic graph nor features: build_graph
+    # accepted it and propagate failed later (after the adjacency, when beta is
+    # learned). CG on a directed operator (not symmetric) ran 1000 iterations
+    # and returned a result further from M^-1 X than zero, with a warning.
+    ei, _ = undirected_graph(0)
+    reg = R.get('tsgcn', alpha=1.0, beta=0.5)
+    with pytest.raises(ValueError, match="needs the semantic graph: pass 'semantic_edge_index'"):
+        build_graph(reg, ei, 30, solver='cg')
+    build_graph(R.get('tsgcn', alpha=1.0, beta=0.0), ei, 30, solver='cg')  # tsGCN-t: no need
+    reg = R.get('appnp', alpha=0.2)
+    directed = torch.tensor([[0, 1, 2, 3, 4, 5, 0], [1, 2, 3, 4, 5, 0, 3]])
+    x = torch.randn(6, 2, dtype=torch.float64)
+    graph = GraphOperators(6, directed, dtype=torch.float64, direction='in')
+    with pytest.raises(ValueError, match="solver='cg' needs a symmetric.*directed"):
+        reg.propagate(x, graph, 'cg')
+    reg.propagate(x, graph, 'series')  # what a directed graph takes

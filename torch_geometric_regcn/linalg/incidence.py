@@ -101,6 +101,16 @@ class Incidence(NamedTuple):
         return out.index_add(0, self.dst, base.dst_coef.square().view(shape) * scale)
 
 
+def weight_sqrt(weight: Tensor) -> Tensor:
+    r""":math:`\sqrt{w}` of edge weights :math:`w \geq 0`, with a zero gradient
+    (not an infinite or NaN one) at :math:`w = 0`, an edge weighted or masked
+    to zero. The true derivative is infinite there, so a result whose
+    gradient in :math:`w` must be exact at zero keeps :math:`w` out of the
+    square root (:meth:`Incidence.split`)."""
+    return torch.where(weight > 0, weight.clamp_min(torch.finfo(weight.dtype).tiny).sqrt(),
+                       torch.zeros_like(weight))
+
+
 def normalized_incidence(edge_index: Tensor, edge_weight: Tensor, num_nodes: int,
                          self_loops: bool = True) -> Incidence:
     r"""The normalised incidence matrix of the graph whose renormalised
@@ -161,9 +171,7 @@ def normalized_incidence(edge_index: Tensor, edge_weight: Tensor, num_nodes: int
         degree = torch.zeros_like(inv_degree).index_add(0, src, weight).index_add(0, dst, weight)
         norm = torch.where(degree > 0, degree.clamp_min(torch.finfo(degree.dtype).tiny).rsqrt(),
                            torch.zeros_like(degree))
-    # sqrt(w), with a zero gradient (not NaN) at w = 0: an edge weighted or masked to zero.
-    root = torch.where(weight > 0, weight.clamp_min(torch.finfo(weight.dtype).tiny).sqrt(),
-                       torch.zeros_like(weight))
+    root = weight_sqrt(weight)
     src_norm, dst_norm = norm[src], norm[dst]
     return Incidence(src, dst, root * src_norm, root * dst_norm, num_nodes, weight, src_norm,
                      dst_norm)

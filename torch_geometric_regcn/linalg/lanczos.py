@@ -245,6 +245,11 @@ class FilterRun(NamedTuple):
     best: RitzPairs  #: the lowest-residual pairs so far, earlier degrees included
 
 
+#: The relative gap below the k-th wanted Ritz magnitude at which the 'LM'
+#: filter's cut is placed (see :func:`_locate_spectrum`).
+_LM_GAP = 1e-3
+
+
 def _lowest_degree(which: str) -> int:
     r"""The lowest filter degree: :obj:`2` for the even :obj:`"LM"` filter."""
     return 2 if which == 'LM' else 1
@@ -277,7 +282,16 @@ def _locate_spectrum(operator: Tensor, k: int, which: str, workspace: Workspace,
         lower = bottom - 0.1 * spread
         upper = max(float(theta[k]), lower + 1e-3 * spread)
         return FilterWindow(lower, upper, top, top, bottom)
-    upper = max(float(theta.abs().sort(descending=True).values[k]), 1e-3 * spread)
+    # The cut: the largest Ritz magnitude at least _LM_GAP below the k-th
+    # wanted one. On a spectrum symmetric about zero (a bipartite graph)
+    # -lambda ties with lambda, and one plain cycle approximates the pair
+    # unequally: a cut at the tie, or at the pair's less accurate Ritz value,
+    # would amplify next to nothing. The even filter amplifies both; the
+    # Rayleigh-Ritz on S picks the wanted ones.
+    magnitudes = theta.abs().sort(descending=True).values
+    wanted = float(magnitudes[k - 1])
+    below = magnitudes[k:][magnitudes[k:] < wanted * (1 - _LM_GAP)]
+    upper = max(float(below[0]) if below.numel() else 0.0, 1e-3 * spread)
     return FilterWindow(-upper, upper, max(abs(top), abs(bottom)), top, bottom)
 
 

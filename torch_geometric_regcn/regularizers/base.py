@@ -659,6 +659,10 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
                       tol: float, max_iter: int) -> Tensor:
     r""":meth:`Regularizer.propagate` with a solver on the sparse graph, eagerly."""
     _check_learned(regularizer)
+    if solver == 'cg' and graph.direction is not None:
+        raise ValueError(f"solver='cg' needs a symmetric positive definite system, but the "
+                         f"graph is directed (direction={graph.direction!r}), so its operator "
+                         f"is not symmetric: use solver='series' or 'closed'")
     if solver == 'series':
         return regularizer.series(x, graph)
     rhs = regularizer.numerator(x, graph)

@@ -6,6 +6,7 @@ from typing import Any, Optional, Tuple
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.linalg.incidence import weight_sqrt
 from torch_geometric_regcn.regularizers.graph import GraphOperators
 from torch_geometric_regcn.regularizers.iterative import (
     IterativeRegularizer,
@@ -151,7 +152,7 @@ class ElasticRegularizer(IterativeRegularizer):
         onto the ball of radius :math:`\lambda_1\sqrt{w_e}` (:obj:`w` :obj:`[E',
         1]`; :obj:`None`: ones): :math:`\mathbf{Z}`'s projection onto radius
         :math:`\lambda_1`, in the variable :math:`\mathbf{Q}`."""
-        radius = self.lambda1 if w is None else self.lambda1 * _root(w)
+        radius = self.lambda1 if w is None else self.lambda1 * weight_sqrt(w)
         if self.norm == 'l1':  # each entry onto [-radius, radius]
             return q.clamp(-radius, radius)
         if q.size(-1) == 0:
@@ -168,10 +169,3 @@ class ElasticRegularizer(IterativeRegularizer):
         # torch.where leaves out still passes 0 * inf = NaN to the gradient.
         return torch.where(inside, q, unit * (radius / norm.clamp_min(1.0)))
 
-
-def _root(w: Tensor) -> Tensor:
-    r""":math:`\sqrt{w}`, with a zero gradient (not an infinite one) at
-    :math:`w = 0`, where a ball of radius :math:`\lambda_1\sqrt{w}` holds the
-    iterate whatever the derivative."""
-    return torch.where(w > 0, w.clamp_min(torch.finfo(w.dtype).tiny).sqrt(),
-                       torch.zeros_like(w))

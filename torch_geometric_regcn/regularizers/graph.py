@@ -575,6 +575,10 @@ def build_graph(regularizer: 'Regularizer', edge_index: Any, num_nodes: int,
         check_factors(lowrank_w, lowrank_v, num_nodes, ('lowrank_w', 'lowrank_v'))
         lowrank = (lowrank_w, lowrank_v)
     semantic = 'semantic' in needs
+    if semantic and semantic_edge_index is None and x is None:
+        raise ValueError(f"Regularizer '{regularizer.name or type(regularizer).__name__}' "
+                         f"needs the semantic graph: pass 'semantic_edge_index' (see "
+                         f"SemanticGraph) or the node features 'x' to build it from")
     if 'adj' in needs and edge_index is None:
         raise ValueError(f"Regularizer '{regularizer.name or type(regularizer).__name__}' "
                          f"needs the graph: pass 'edge_index'")
