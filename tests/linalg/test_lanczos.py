@@ -406,3 +406,10 @@ def test_a_non_symmetric_operator_is_refused_before_any_cycle(layout):
         block_lanczos(operator, 2, 'LA')
     symmetric = torch.tensor(_bipartite('star')).float()  # rounding of float32 entries: fine
     block_lanczos(symmetric if layout == 'dense' else symmetric.to_sparse_csr(), 2, 'LA')
+    # A symmetric matrix computed in float32, asymmetric by the rounding of
+    # its sums of 300 products (1e-6 of its largest entry): accepted (an
+    # exact test of the entries refused it).
+    a = torch.rand(300, 300, generator=torch.Generator().manual_seed(0))
+    a = (a + a.T) / (2 * 300)
+    cubed = a @ a @ a
+    block_lanczos(cubed if layout == 'dense' else cubed.to_sparse_csr(), 2, 'LA')

@@ -56,37 +56,36 @@ def check_problem(operator: Tensor, k: int, which: str, max_iter: int, degree: i
 def check_symmetric(operator: Tensor) -> None:
     r"""Raises :class:`ValueError` unless the square :obj:`operator` is
     symmetric, as the eigensolvers assume (they would return the pairs of
-    another matrix, or run to :obj:`max_iter`). A dense one exactly, to the
-    rounding of its entries (:math:`O(N^2)`); a sparse one by the randomised
-    test :math:`\mathbf{u}^{\top}\mathbf{S}\mathbf{v} = \mathbf{v}^{\top}
+    another matrix, or run to :obj:`max_iter`), by the randomised test
+    :math:`\mathbf{u}^{\top}\mathbf{S}\mathbf{v} = \mathbf{v}^{\top}
     \mathbf{S}\mathbf{u}` for fixed random signs :math:`\mathbf{u},
-    \mathbf{v}` (two products, :math:`O(\mathrm{nnz})`), within the rounding
-    of the products, :math:`2((r + 2)\epsilon + N\epsilon_{64})\sum_{ij}
-    |s_{ij}|` with :math:`r` the most entries of a row: it finds an operator
-    that is far from symmetric (a directed graph's), not every small
-    asymmetry."""
+    \mathbf{v}` (two products, :math:`O(\mathrm{nnz})` or :math:`O(N^2)`),
+    within the rounding of the products and of entries computed as sums of
+    up to :math:`r` terms, :math:`2((r + 2)\epsilon + N\epsilon_{64})
+    \sum_{ij}|s_{ij}|`, :math:`r` the most entries of a row (:math:`N` for
+    a dense matrix): it finds an operator that is far from symmetric (a
+    directed graph's, or a dense matrix that was never symmetrised), not an
+    asymmetry as small as rounding. Operators in other dtypes than float32
+    and float64 are left to the solvers, which refuse them."""
     n = operator.size(0)
-    if n == 0:
+    if n == 0 or operator.dtype not in (torch.float32, torch.float64):
         return
     eps = torch.finfo(operator.dtype).eps
     if operator.layout == torch.strided:
-        scale = float(operator.abs().max())
-        if float((operator - operator.T).abs().max()) > 4 * eps * scale:
-            raise ValueError("'operator' is not symmetric; the eigensolvers need a symmetric "
-                             "matrix (symmetrise it, e.g. '(S + S.T) / 2', if that is meant)")
-        return
-    matrix = operator.to_sparse_csr() if operator.layout != torch.sparse_csr else operator
+        matrix, r, total = operator, n, float(operator.abs().sum())
+    else:
+        matrix = operator.to_sparse_csr() if operator.layout != torch.sparse_csr else operator
+        r, total = int(matrix.crow_indices().diff().max()), float(matrix.values().abs().sum())
     generator = torch.Generator().manual_seed(0)
     signs = (torch.randint(0, 2, (2, n), generator=generator) * 2 - 1).to(operator.dtype)
     u, v = signs.to(operator.device)
     a = torch.dot(u.double(), (matrix @ v.unsqueeze(-1)).squeeze(-1).double())
     b = torch.dot(v.double(), (matrix @ u.unsqueeze(-1)).squeeze(-1).double())
-    r = float(matrix.crow_indices().diff().max())
-    bound = 2 * ((r + 2) * eps + n * torch.finfo(torch.float64).eps) \
-        * float(matrix.values().abs().sum())
+    bound = 2 * ((r + 2) * eps + n * torch.finfo(torch.float64).eps) * total
     if float((a - b).abs()) > bound:
-        raise ValueError("'operator' is not symmetric (u^T S v != v^T S u for random u, v); the "
-                         "eigensolvers need a symmetric matrix (an undirected graph's operator)")
+        raise ValueError("'operator' is not symmetric (u^T S v != v^T S u for random signs u, "
+                         "v); the eigensolvers need a symmetric matrix (an undirected graph's "
+                         "operator; symmetrise a dense one, e.g. '(S + S.T) / 2', if meant)")
 
 
 def overflow_error(dtype: torch.dtype, symptom: str) -> ValueError:

@@ -123,7 +123,10 @@ def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 10
     or down; it is then a constant, so the gradient is
     :math:`\tau^{*} \partial \mathrm{CE} / \partial \mathbf{Z}` at
     :math:`\tau^{*} \mathbf{Z}`, which is the gradient of the minimum itself
-    (the derivative in :math:`\tau` vanishes there). Where every node is
+    (the derivative in :math:`\tau` vanishes there) once the steps have
+    converged: Newton approaches a far minimum slowly from below, so logits
+    of a tiny scale, whose :math:`\tau^{*}` lies beyond about :math:`10^3`,
+    need more :obj:`iterations` (or logits scaled up first). Where every node is
     classified correctly the infimum lies at :math:`\tau \to \infty`
     (:math:`\tau` grows with every step, the loss and its gradient shrink
     towards 0), and where the logits predict no better than chance, at

@@ -69,7 +69,7 @@ def _chunk_multiplier(index: int) -> int:
     return value - 2 ** 64 if value >= 2 ** 63 else value
 
 
-#: Words converted to int64 at a time for their weighted sum (in cache).
+#: Words converted to int64 at a time for their weighted sum on CPU (in cache).
 _WIDE = 1 << 16
 
 
@@ -91,11 +91,13 @@ def _words(chunk: Tensor, index: int) -> Tensor:
     word = {8: torch.int32, 4: torch.int32, 2: torch.int16, 1: torch.uint8}[size]
     words = chunk.view(word)  # bool and int8 as uint8
     multipliers = _multipliers(chunk.device)
-    weighted = torch.zeros((), dtype=torch.int64, device=chunk.device)
-    for s in range(0, words.numel(), _WIDE):  # converted piece by piece, in cache
-        wide = words[s:s + _WIDE].to(torch.int64)
-        m = multipliers[s:s + wide.numel()]
-        weighted += torch.dot(wide, m) if chunk.device.type == 'cpu' else (wide * m).sum()
+    if chunk.device.type == 'cpu':  # converted piece by piece, in cache
+        weighted = torch.zeros((), dtype=torch.int64)
+        for s in range(0, words.numel(), _WIDE):
+            wide = words[s:s + _WIDE].to(torch.int64)
+            weighted += torch.dot(wide, multipliers[s:s + wide.numel()])
+    else:  # one pass (no integer dot product there)
+        weighted = (words.to(torch.int64) * multipliers[:words.numel()]).sum()
     weighted = (weighted * _chunk_multiplier(index)).reshape(1)
     if size != 8:
         return weighted
