@@ -42,6 +42,8 @@ def seeds(form, data):
         return [4, 1, 9, 33], torch.tensor([4, 1, 9, 33])
     if form == 'bool list':  # a mask too (it was read as the indices 0 and 1)
         return mask.tolist(), mask.nonzero().view(-1)
+    if form == 'typed':  # PyG's (node type, nodes); it failed converting None to a tensor
+        return (None, torch.tensor([5, 2, 8])), torch.tensor([5, 2, 8])
     return None, torch.arange(N)
 
 
@@ -53,7 +55,7 @@ def test_a_uint8_mask_is_refused():
         SeedNodeLoader(data, input_nodes=data.train_mask.to(torch.uint8), batch_size=4)
 
 
-@pytest.mark.parametrize('form', ['mask', 'index', 'list', 'bool list', 'none'])
+@pytest.mark.parametrize('form', ['mask', 'index', 'list', 'bool list', 'typed', 'none'])
 @pytest.mark.parametrize('shuffle', [False, True])
 def test_an_epoch_visits_every_input_node_once(form, shuffle):
     data = graph()
@@ -300,3 +302,8 @@ def test_argument_checks_before_any_batch():
                                              f"del data.{key}"):
             SeedNodeLoader(data)
 
+
+
+def test_a_node_type_is_refused_naming_it():
+    with pytest.raises(TypeError, match="homogeneous graphs.*node type 'paper'"):
+        SeedNodeLoader(graph(), input_nodes=('paper', torch.tensor([1, 2])), batch_size=2)

@@ -8,7 +8,7 @@ from torch_geometric.explain import Explainer
 from torch_geometric.explain.algorithm import GNNExplainer
 from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
 
-from tests.nn.helpers import layer, two_components
+from tests.nn.helpers import conv, layer, setup, two_components
 from torch_geometric_regcn import RegularizerGNN
 from torch_geometric_regcn.nn.conv.edge_masking import EdgeMasking
 
@@ -235,3 +235,17 @@ def test_a_diverged_edge_mask_is_named(regularizer, solver):
         set_masks(conv, torch.nn.Parameter(mask), edge_index, apply_sigmoid=False)
         with pytest.raises(ValueError, match="holds NaN or infinite values"):
             conv(x, edge_index)
+
+
+def test_a_mask_of_the_wrong_length_is_named():
+    # It failed inside torch's index_add_ ("Number of indices (10) should be
+    # equal to source.size..."), after the graph was built, naming nothing.
+    x, ei = setup()
+    layer = conv('appnp')
+    set_masks(layer, torch.ones(ei.size(1) - 1, dtype=torch.float64), ei, apply_sigmoid=False)
+    try:
+        with pytest.raises(ValueError, match="edge mask of this layer has .* entries, but "
+                                             "'edge_index' has"):
+            layer(x, ei)
+    finally:
+        clear_masks(layer)

@@ -445,6 +445,12 @@ class RegularizerConv(MessagePassing):
                       ) -> GraphOperators:
         # The graph of this call under the explainer's edge mask; the layer's
         # (cached) graph is never changed.
+        if isinstance(edge_index, Tensor) and edge_index.layout == torch.strided \
+                and self._edge_mask.numel() != edge_index.size(-1):
+            raise ValueError(f"The explainer's edge mask of this layer has "
+                             f"{self._edge_mask.numel()} entries, but 'edge_index' has "
+                             f"{edge_index.size(-1)} columns: the mask needs one entry per "
+                             f"column of the edge_index the layer is called with")
         # A diverged explainer: the series solvers returned NaN, CG blamed the matrix.
         # Through a sigmoid, +-inf is a hard mask (1 or 0): NaN alone is refused then.
         if not is_compiling() and (bool(self._edge_mask.isnan().any()) if self._apply_sigmoid
