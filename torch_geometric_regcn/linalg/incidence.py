@@ -26,11 +26,11 @@ class Incidence(NamedTuple):
     #: the graph's weight :math:`w_{ij}` of each edge, :obj:`[E']` (:obj:`None`
     #: where the caller built the rows from coefficients alone)
     weight: Optional[Tensor] = None
-    #: the coefficients without the weight, :math:`c^{\mathrm{src}}_e /
-    #: \sqrt{w_e}` and :math:`c^{\mathrm{dst}}_e / \sqrt{w_e}`, :obj:`[E']`
-    #: each (:obj:`None` where the caller built the rows from coefficients
-    #: alone): through them the weights enter the quadratic forms linearly,
-    #: so their gradient is exact also at :math:`w_e = 0`
+    #: the coefficients without the factor :math:`\sqrt{w_e}`, the rows'
+    #: degree normalisations :math:`1/\sqrt{d_i}` and :math:`1/\sqrt{d_j}`,
+    #: :obj:`[E']` each (:obj:`None` where the caller built the rows from
+    #: coefficients alone): through them the weights enter the quadratic
+    #: forms linearly, so their gradient is exact also at :math:`w_e = 0`
     src_norm: Optional[Tensor] = None
     dst_norm: Optional[Tensor] = None
 

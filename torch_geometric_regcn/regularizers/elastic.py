@@ -168,4 +168,3 @@ class ElasticRegularizer(IterativeRegularizer):
         # Clamped at 1, not at tiny: radius / tiny overflows, and the branch
         # torch.where leaves out still passes 0 * inf = NaN to the gradient.
         return torch.where(inside, q, unit * (radius / norm.clamp_min(1.0)))
-
