@@ -12,7 +12,6 @@ from unittest import mock
 import pytest
 import torch
 
-from tests.distributed.launch import requires_gloo, run_ranks
 from torch_geometric_regcn import LowRankInverse, MiniBatchTSGCN
 from torch_geometric_regcn.datasets import contextual_sbm
 from torch_geometric_regcn.nn.models import tsgcn_minibatch as minibatch
@@ -402,43 +401,3 @@ def test_inference_index_out_of_range_is_named_before_any_work(graph):
             model.inference(x, w, v, index=index)
     with pytest.raises(ValueError, match="'x' contains NaN"):
         model.inference(x, w, v, index=torch.tensor([0, N - 1]))
-
-
-def _history_under_ddp(rank, world_size):
-    import warnings
-
-    from torch.nn.parallel import DistributedDataParallel
-    data = make_graph(0)
-    x, w, v = inputs(data)
-    torch.manual_seed(0)
-    model = MiniBatchTSGCN(x.size(1), 16, int(data.y.max()) + 1, summary='history').double()
-    model.refresh(x, w, v)
-    ddp = DistributedDataParallel(model)  # after refresh(): the derived state existed
-    batch = torch.arange(rank * 20, rank * 20 + 20)  # each rank its own nodes
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.5)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter('always')
-        for _ in range(2):  # the second pass writes rows of the stepped weights
-            optimizer.zero_grad()
-            ddp(x[batch], w[batch], v[batch], batch).sum().backward()
-            optimizer.step()
-    written = model.history_1[batch].clone()
-    other = torch.arange(40, 45)  # no rank's nodes: a forward pass, DDP's broadcast before it
-    ddp(x[other], w[other], v[other], other).sum().backward()
-    return {'kept': torch.equal(model.history_1[batch], written),
-            'buffers': [name for name, _ in model.named_buffers()],
-            'warned': [str(m.message) for m in caught if 'history' in str(m.message)]}
-
-
-@pytest.mark.slow
-@requires_gloo
-def test_a_rank_keeps_its_history_under_ddp_and_is_told_it_is_its_own():
-    # The derived state were buffers: DDP broadcast rank 0's at every
-    # forward pass (the N x F history included), undoing rank 1's writes
-    # without a word. Now none is a buffer, and each process is warned that
-    # its history is its own.
-    results = run_ranks(_history_under_ddp, 2, timeout=120.0)
-    assert [result['kept'] for result in results] == [True, True]
-    for result in results:
-        assert result['buffers'] == []
-        assert len(result['warned']) == 1 and "use summary='refresh'" in result['warned'][0]

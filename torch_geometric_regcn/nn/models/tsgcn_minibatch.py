@@ -26,7 +26,6 @@ from torch_geometric_regcn.utils.validation import (
     check_tensor,
     solve_dtype,
 )
-from torch_geometric_regcn.utils.warn_once import outside_stacklevel, warn_once
 
 #: How :class:`MiniBatchTSGCN` keeps the summaries :math:`\mathbf{V}^{\top}\mathbf{H}`.
 SUMMARIES = ('refresh', 'history')
@@ -200,13 +199,13 @@ class MiniBatchTSGCN(torch.nn.Module):
         self.dropout = check_real('dropout', dropout, 0.0, 1.0, high_open=True)
         self.summary, self.history_dtype = summary, history_dtype
         self._check_history_dtype()
-        # Derived from the data and the weights: moved by .to() (_apply), not
-        # saved, and not buffers, which DistributedDataParallel would
-        # broadcast from rank 0 at every forward pass (a rank's own history
-        # overwritten, the summaries sent again though every rank has them).
-        self._derived = ('core_lu', 'core_pivots') + tuple(
-            f'summary_{i}' for i in range(num_layers)) + tuple(
-            f'history_{i}' for i in range(1, num_layers))
+        # Derived from the data and the weights: moved by .to(), not saved.
+        self.register_buffer('core_lu', None, persistent=False)
+        self.register_buffer('core_pivots', None, persistent=False)
+        for i in range(num_layers):
+            self.register_buffer(f'summary_{i}', None, persistent=False)
+            if i > 0:
+                self.register_buffer(f'history_{i}', None, persistent=False)
         self._forget(None)
 
     @property
@@ -231,8 +230,8 @@ class MiniBatchTSGCN(torch.nn.Module):
     def _forget(self, reason: Optional[str]) -> None:
         r"""Forgets all derived state; :obj:`reason` names the call that did
         it in the error of a forward pass before the next :meth:`refresh`."""
-        for name in self._derived:
-            setattr(self, name, None)
+        for name in list(self._buffers):
+            self._buffers[name] = None
         self.num_nodes: Optional[int] = None
         self._cache: Optional[_Graph] = None  # of the last refresh() or inference()
         self._refreshed: Optional[Tensor] = None  # checksums of the refreshed graph
@@ -246,12 +245,10 @@ class MiniBatchTSGCN(torch.nn.Module):
         # too: a round trip (float32 -> bfloat16 -> float32) would leave them
         # rounded with parameters of the dtypes of refresh(), so a cast of
         # any of them forgets them all (a move to another device keeps them).
+        before = {name: b.dtype for name, b in self._buffers.items() if b is not None}
         super()._apply(fn, recurse)
-        before = {name: getattr(self, name) for name in self._derived
-                  if getattr(self, name) is not None}
-        for name, t in before.items():
-            setattr(self, name, fn(t))
-        if any(getattr(self, name).dtype != t.dtype for name, t in before.items()):
+        if any(self._buffers[name] is None or self._buffers[name].dtype != dtype
+               for name, dtype in before.items()):
             self._forget('a dtype conversion of the model (.to(dtype), .half(), .double(), '
                          '...)')
         return self
@@ -269,12 +266,6 @@ class MiniBatchTSGCN(torch.nn.Module):
         for name in ('_woodbury', '_first'):  # its caches, keyed by version counters
             state.pop(name, None)
         super().__setstate__(state)
-        if '_derived' not in self.__dict__:  # pickled while the derived state were buffers
-            self._derived = ('core_lu', 'core_pivots') + tuple(
-                f'summary_{i}' for i in range(len(self.convs))) + tuple(
-                f'history_{i}' for i in range(1, len(self.convs)))
-            for name in self._derived:
-                setattr(self, name, self._buffers.pop(name, None))
         if earlier:
             self._forget('unpickling (it was saved by an earlier version)')
 
@@ -667,16 +658,6 @@ class MiniBatchTSGCN(torch.nn.Module):
             raise ValueError("Mode 'history' writes the batch's rows during training, so "
                              "it needs their node indices: pass 'n_id' (e.g. the batch "
                              "of node indices, or a loader's 'batch.n_id')")
-        if write and torch.distributed.is_available() and torch.distributed.is_initialized() \
-                and torch.distributed.get_world_size() > 1:
-            warn_once(self, 'history across processes', (
-                f"MiniBatchTSGCN(summary='history') in one of "
-                f"{torch.distributed.get_world_size()} processes: each keeps its own history "
-                f"and summaries, written from its own batches only, so the processes' "
-                f"summaries differ (under DistributedDataParallel the replicas then run "
-                f"their batches through different summaries); use summary='refresh', with "
-                f"refresh() on every process, for summaries that agree"),
-                stacklevel=outside_stacklevel())
         if n_id is not None:
             n_id = check_index('n_id', n_id, self.num_nodes, x.size(0), _REFRESHED)
             self._check_rows(n_id, 'n_id', x=x, w=w, v=v)
