@@ -12,6 +12,7 @@ from unittest import mock
 import pytest
 import torch
 
+from tests.distributed.launch import requires_gloo, run_ranks
 from torch_geometric_regcn import LowRankInverse, MiniBatchTSGCN
 from torch_geometric_regcn.datasets import contextual_sbm
 from torch_geometric_regcn.nn.models import tsgcn_minibatch as minibatch
@@ -401,3 +402,29 @@ def test_inference_index_out_of_range_is_named_before_any_work(graph):
             model.inference(x, w, v, index=index)
     with pytest.raises(ValueError, match="'x' contains NaN"):
         model.inference(x, w, v, index=torch.tensor([0, N - 1]))
+
+
+def _history_under_ddp(rank, world_size):
+    from torch.nn.parallel import DistributedDataParallel
+    data = make_graph(0)
+    x, w, v = inputs(data)
+    torch.manual_seed(0)
+    model = MiniBatchTSGCN(x.size(1), 16, int(data.y.max()) + 1, summary='history').double()
+    model.refresh(x, w, v)
+    ddp = DistributedDataParallel(model)
+    batch = torch.arange(rank * 20, rank * 20 + 20)  # each rank its own nodes
+    try:
+        ddp(x[batch], w[batch], v[batch], batch)
+    except RuntimeError as error:
+        return str(error)
+    return None
+
+
+@pytest.mark.slow
+@requires_gloo
+def test_mode_b_refuses_to_train_across_processes():
+    # DDP broadcast rank 0's buffers (the history among them) before every
+    # forward pass and undid rank 1's writes without a word; each process's
+    # history can only hold its own batches' rows, so the mode refuses.
+    for message in run_ranks(_history_under_ddp, 2, timeout=120.0):
+        assert message is not None and "summary='history') trains in one process" in message
