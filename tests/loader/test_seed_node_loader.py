@@ -304,6 +304,8 @@ def test_argument_checks_before_any_batch():
 
 
 
-def test_a_node_type_is_refused_naming_it():
+@pytest.mark.parametrize('form', [tuple, list])
+def test_a_node_type_is_refused_naming_it(form):
     with pytest.raises(TypeError, match="homogeneous graphs.*node type 'paper'"):
-        SeedNodeLoader(graph(), input_nodes=('paper', torch.tensor([1, 2])), batch_size=2)
+        SeedNodeLoader(graph(), input_nodes=form(['paper', torch.tensor([1, 2])]),
+                       batch_size=2)

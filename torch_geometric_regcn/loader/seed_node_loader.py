@@ -226,14 +226,13 @@ class SeedNodeLoader(NodeLoader):
                 raise TypeError(f"{type(self).__name__} samples the seed nodes only, without "
                                 f"time or neighbours: it takes no '{key}'; use PyG's "
                                 f"NeighborLoader for neighbourhoods")
-        if isinstance(input_nodes, tuple) and len(input_nodes) == 2 \
-                and (input_nodes[0] is None or isinstance(input_nodes[0], str)):
-            # PyG's (node type, nodes): a homogeneous graph's type is None.
-            if input_nodes[0] is not None:
-                raise TypeError(f"{type(self).__name__} loads homogeneous graphs ('Data'): "
-                                f"'input_nodes' names the node type {input_nodes[0]!r}; pass "
-                                f"the nodes alone, or (None, nodes)")
-            input_nodes = input_nodes[1]
+        if isinstance(input_nodes, (list, tuple)) and len(input_nodes) == 2 \
+                and isinstance(input_nodes[0], str):  # PyG's (node type, nodes)
+            raise TypeError(f"{type(self).__name__} loads homogeneous graphs ('Data'): "
+                            f"'input_nodes' names the node type {input_nodes[0]!r}; pass the "
+                            f"nodes alone, or (None, nodes)")
+        if isinstance(input_nodes, tuple) and len(input_nodes) == 2 and input_nodes[0] is None:
+            input_nodes = input_nodes[1]  # PyG's form for a homogeneous graph
         if isinstance(input_nodes, (list, tuple, range)):
             # A list of booleans stays a mask (a long tensor would read it as nodes 0 and 1).
             input_nodes = torch.as_tensor(list(input_nodes))
