@@ -98,8 +98,10 @@ class MiniBatchTSGCN(torch.nn.Module):
     later summaries depend on the weights and are kept, computed with earlier
     weights (:obj:`summary`): :obj:`"refresh"` recomputes them in :meth:`refresh`
     (once per epoch), :obj:`"history"` also keeps every node's hidden rows
-    and updates the summaries from each training batch. Summaries are
-    constants of a step, so the gradient through the other nodes' rows is
+    and updates the summaries from each training batch (in one process: it
+    refuses to train in a :obj:`torch.distributed` group of more than one,
+    where each process's history would hold its own batches only). Summaries
+    are constants of a step, so the gradient through the other nodes' rows is
     left out; :meth:`inference` gives exact outputs for the current weights.
     ``docs/minibatch.md`` describes both modes and the approximation.
 
