@@ -50,6 +50,16 @@ def size_of(group: Group) -> int:
     return dist.get_world_size(group)
 
 
+def processes() -> int:
+    r"""The number of processes of the default group where
+    :mod:`torch.distributed` is initialised (:obj:`1` where it is not): how
+    many processes may be training one model, e.g. under
+    :class:`~torch.nn.parallel.DistributedDataParallel`."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return 1
+    return dist.get_world_size()
+
+
 def check_group(group: Group, name: str = 'group') -> Group:
     r"""Checks that :obj:`group` is :obj:`None` or a process group of an
     initialised :mod:`torch.distributed`; returns it."""

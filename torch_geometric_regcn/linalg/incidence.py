@@ -62,12 +62,14 @@ class Incidence(NamedTuple):
         return Incidence(self.src, self.dst, self.src_norm, self.dst_norm,
                          self.num_nodes), self.weight
 
-    def _scaled(self, weight: Optional[Tensor]) -> Tuple['Incidence', Optional[Tensor]]:
+    def scaled(self, weight: Optional[Tensor]) -> Tuple['Incidence', Optional[Tensor]]:
         r""":math:`\mathbf{B}_0` and the edge weights :math:`\mathbf{w} \odot
         \mathbf{u}` (:obj:`weight` :math:`\mathbf{u}`, :obj:`[E']` or
         :obj:`[E', F]`; :obj:`None` for ones) of :math:`\mathbf{B}^{\top}
         \mathrm{diag}(\mathbf{u})\mathbf{B} = \mathbf{B}_0^{\top}
-        \mathrm{diag}(\mathbf{w} \odot \mathbf{u})\mathbf{B}_0`."""
+        \mathrm{diag}(\mathbf{w} \odot \mathbf{u})\mathbf{B}_0`: a solver that
+        applies the same form many times takes them once and calls
+        :meth:`weighted_laplacian` of :math:`\mathbf{B}_0`."""
         base, w = self.split()
         if w is None:
             return base, weight
@@ -83,7 +85,7 @@ class Incidence(NamedTuple):
         \mathbf{u})\mathbf{B}_0\mathbf{Y}`, linear in the graph's weights (the
         square root in :math:`\mathbf{B}` has no derivative at zero). Cost:
         :math:`O(E' F)`."""
-        base, scale = self._scaled(weight)
+        base, scale = self.scaled(weight)
         d = base.gradient(y)
         if scale is not None:
             d = (scale if scale.dim() == 2 else scale.unsqueeze(-1)) * d
@@ -94,7 +96,7 @@ class Incidence(NamedTuple):
         \mathbf{B}` for edge weights :obj:`weight` :obj:`[E']` or
         :obj:`[E', F]` (one diagonal per column), :obj:`[N]` or :obj:`[N, F]`,
         linear in the graph's weights as :meth:`weighted_laplacian`."""
-        base, scale = self._scaled(weight)
+        base, scale = self.scaled(weight)
         shape = (-1,) + (1,) * (weight.dim() - 1)
         out = weight.new_zeros((self.num_nodes,) + tuple(weight.shape[1:]))
         out = out.index_add(0, self.src, base.src_coef.square().view(shape) * scale)

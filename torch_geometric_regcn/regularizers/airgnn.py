@@ -111,10 +111,14 @@ class AdaptiveResidualRegularizer(IterativeRegularizer):
         u = self.lam * L1Penalty(self.eps).weight((h - x).norm(dim=-1)).unsqueeze(-1)
         smooth = 2.0 * (1.0 - self.lam)
 
-        def product(y: Tensor) -> Tensor:
-            return smooth * inc.weighted_laplacian(y) + u * y
+        base, scale = inc.scaled(None)  # the graph's weights, once for every product
 
-        diag = smooth * inc.weighted_diagonal(u.new_ones(inc.num_edges)) + u.detach().squeeze(-1)
+        def product(y: Tensor) -> Tensor:
+            return smooth * base.weighted_laplacian(y, scale) + u * y
+
+        ones = u.new_ones(inc.num_edges)
+        diag = smooth * base.weighted_diagonal(ones if scale is None else scale) \
+            + u.detach().squeeze(-1)
         return product, diag, u * x
 
     def step(self, solver: str, h: Tensor, x: Tensor, graph: GraphOperators,

@@ -177,10 +177,12 @@ def smoothing_system(inc: Incidence, weight: Tensor, rhs: Tensor) -> System:
     edge and feature (an elementwise penalty). Its diagonal (exact for one
     weight per edge, the preconditioner of :obj:`"irls"`, a Jacobi sweep's
     divisor) uses the mean weight of each edge over the features."""
-    def product(y: Tensor) -> Tensor:
-        return y + inc.weighted_laplacian(y, weight)
+    base, scale = inc.scaled(weight)  # the weights w * u, once for every product
 
-    diag = 1.0 + inc.weighted_diagonal(weight.mean(dim=-1) if weight.dim() == 2 else weight)
+    def product(y: Tensor) -> Tensor:
+        return y + base.weighted_laplacian(y, scale)
+
+    diag = 1.0 + base.weighted_diagonal(scale.mean(dim=-1) if scale.dim() == 2 else scale)
     return product, diag, rhs
 
 

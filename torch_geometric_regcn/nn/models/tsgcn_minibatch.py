@@ -5,6 +5,7 @@ import torch
 from torch import Tensor
 from torch.nn.parameter import is_lazy
 
+from torch_geometric_regcn.distributed.collectives import processes
 from torch_geometric_regcn.linalg.woodbury import WoodburyCore, woodbury_core
 from torch_geometric_regcn.nn.conv import TSGCNConv
 from torch_geometric_regcn.nn.dropout import dropout
@@ -660,15 +661,14 @@ class MiniBatchTSGCN(torch.nn.Module):
             raise ValueError("Mode 'history' writes the batch's rows during training, so "
                              "it needs their node indices: pass 'n_id' (e.g. the batch "
                              "of node indices, or a loader's 'batch.n_id')")
-        if write and torch.distributed.is_available() and torch.distributed.is_initialized() \
-                and torch.distributed.get_world_size() > 1:
+        if write and processes() > 1:
             # Each process would write its own batches' rows; under
             # DistributedDataParallel, which broadcasts rank 0's buffers before
             # every forward pass, the other ranks' writes would be undone and
             # their summaries no longer those of their history.
             raise RuntimeError(
                 f"MiniBatchTSGCN(summary='history') trains in one process: in one of "
-                f"{torch.distributed.get_world_size()} processes its history would hold its "
+                f"{processes()} processes its history would hold its "
                 f"own batches' rows only (under DistributedDataParallel, rank 0's); use "
                 f"summary='refresh', with refresh() on every process")
         if n_id is not None:
