@@ -70,3 +70,10 @@ def test_amgcn_missing_member(tmp_path):
 def test_missing_zip_says_where_to_get_it(tmp_path, cls, zip_name):
     with pytest.raises(FileNotFoundError, match=f'{zip_name}.*zhumeiqiBUPT/AM-GCN'):
         cls(str(tmp_path))
+
+
+def test_a_file_that_is_no_zip_says_where_to_get_it(tmp_path):
+    os.makedirs(tmp_path / 'Toy' / 'raw')
+    (tmp_path / 'Toy' / 'raw' / 'toy.zip').write_text('<html>Not Found</html>')
+    with pytest.raises(ValueError, match=r"toy\.zip' is not a zip archive.*zhumeiqiBUPT/AM-GCN"):
+        Toy(str(tmp_path))

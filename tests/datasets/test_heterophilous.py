@@ -273,3 +273,34 @@ def test_constants():
                for name in HETEROPHILOUS_OFFLINE)
     assert set(HETEROPHILOUS_OFFLINE) <= set(HETEROPHILOUS)
     assert OFFLINE == ['Cora', 'CiteSeer', 'PubMed', 'ACM', 'BlogCatalog', 'Flickr', 'UAI']
+
+
+def test_a_file_that_is_no_npz_says_where_to_get_it(tmp_path):
+    # A Git LFS pointer in the raw file's place: np.load would advise unpickling it.
+    os.makedirs(tmp_path / 'actor' / 'raw')
+    (tmp_path / 'actor' / 'raw' / 'actor.npz').write_text(
+        'version https://git-lfs.github.com/spec/v1\noid sha256:0\nsize 1\n')
+    with pytest.raises(ValueError, match=r"actor\.npz' is not an \.npz archive.*"
+                       r"yandex-research/heterophilous-graphs"):
+        load_dataset('actor', str(tmp_path))
+
+
+def test_force_reload_applies_a_changed_pre_transform(tmp_path):
+    # PyG compares pre_transforms by repr, in which every plain function reads '<function>':
+    # only force_reload processes the raw file again.
+    arrays = write_npz(tmp_path, 'actor')
+
+    def double(data):
+        data.x = 2 * data.x
+        return data
+
+    def triple(data):
+        data.x = 3 * data.x
+        return data
+
+    x = torch.from_numpy(arrays['node_features'])
+    assert torch.equal(load_dataset('actor', str(tmp_path), pre_transform=double)[0].x, 2 * x)
+    assert torch.equal(load_dataset('actor', str(tmp_path), pre_transform=triple,
+                                    force_reload=True)[0].x, 3 * x)
+    with pytest.raises(TypeError, match="'force_reload' must be True or False"):
+        load_dataset('actor', str(tmp_path), force_reload='yes')

@@ -118,3 +118,18 @@ def test_corafull_code_path_on_a_synthetic_npz(tmp_path):
 def test_paper_settings_cover_the_eight_datasets():
     assert sorted(PAPER_SETTINGS) == sorted(DATASETS)
     assert PAPER_SETTINGS['PubMed'].p == 2048
+
+
+@pytest.mark.parametrize('name', ['ACM', 'Cora'])
+def test_force_reload_reaches_every_loader(load, name):
+    # A pre_transform whose repr equals the processed one's (PyG's only check) is applied
+    # again with force_reload=True, through our loaders (ACM) and PyG's (Cora).
+    _, root = load(name)
+
+    def mark(data):
+        data.mark = torch.tensor([5])
+        return data
+
+    data = load_dataset(name, root, pre_transform=mark, force_reload=True)[0]
+    assert data.mark.tolist() == [5]
+    assert 'mark' not in load_dataset(name, root, force_reload=True)[0]

@@ -303,6 +303,34 @@ def test_argument_checks_before_any_batch():
             SeedNodeLoader(data)
 
 
+@pytest.mark.parametrize('key', ['batch', 'seed_time', 'num_sampled_nodes',
+                                 'num_sampled_edges'])
+def test_names_pyg_deletes_from_a_batch_are_refused(key):
+    # PyG's NodeLoader sets these on each batch from the sampler's output, None here, which
+    # deleted them: a Batch's graph-membership vector vanished from every mini-batch.
+    data = graph()
+    data[key] = torch.arange(N) // 10
+    with pytest.raises(ValueError, match=f"'data' holds an attribute '{key}'.*rename it"):
+        SeedNodeLoader(data, batch_size=4)
+
+
+def test_per_node_values_pyg_would_not_slice_are_refused():
+    # A per-node list failed at the first batch naming no attribute; an [N, k] tensor named
+    # like an index (concatenated along its last dimension) reached every batch whole.
+    data = graph()
+    data.names = [f'node {i}' for i in range(N)]
+    with pytest.raises(TypeError, match="'data.names' is a list with one entry per node"):
+        SeedNodeLoader(data, batch_size=4)
+    data = graph()
+    data.knn_index = torch.arange(3 * N).view(N, 3)
+    with pytest.raises(ValueError, match=r"'data.knn_index' has one row per node "
+                                         r"\(shape \[50, 3\]\).*rename it"):
+        SeedNodeLoader(data, batch_size=4)
+    data.knn_neighbours = data.pop('knn_index')  # renamed: its rows are sliced
+    batch = next(iter(SeedNodeLoader(data, input_nodes=torch.tensor([4, 1]), batch_size=2)))
+    assert torch.equal(batch.knn_neighbours, data.knn_neighbours[[4, 1]])
+
+
 
 @pytest.mark.parametrize('form', [tuple, list])
 def test_a_node_type_is_refused_naming_it(form):

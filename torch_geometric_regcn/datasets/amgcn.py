@@ -56,6 +56,10 @@ def read_amgcn_zip(path: str, prefix: str, edge_file: str) -> Data:
         edge_file (str): The name of the edge list inside :obj:`prefix`,
             *e.g.*, :obj:`"acm_PAP.edge"`.
     """
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"'{path}' is not a zip archive (a Git LFS pointer, or a page saved "
+                         f"by a failed download?); get the file of that name from "
+                         f"{AMGCN_URL} and put it, unchanged, there")
     with zipfile.ZipFile(path) as archive:
         x = _read_table(archive, f'{prefix}/{prefix}.feature', np.float32)
         y = _read_table(archive, f'{prefix}/{prefix}.label', np.int64)

@@ -3,6 +3,7 @@ official splits: PyG's :class:`~torch_geometric.datasets.HeterophilousGraphDatas
 for the five it covers, :class:`HeterophilousNpzDataset` for the others."""
 import os
 import os.path as osp
+import zipfile
 from typing import Callable, Dict, NamedTuple, Optional, Union
 
 import numpy as np
@@ -90,6 +91,10 @@ def read_heterophilous_npz(path: str, directed: bool) -> Data:
         path (str): The :obj:`.npz` file.
         directed (bool): Whether the stored edges are directed.
     """
+    if not zipfile.is_zipfile(path):  # np.load would suggest unpickling it
+        raise ValueError(f"'{path}' is not an .npz archive (a Git LFS pointer, or a page saved "
+                         f"by a failed download?); get the file of that name from "
+                         f"{HETEROPHILOUS_URL} (folder data/) and put it, unchanged, there")
     with np.load(path, allow_pickle=False) as raw:
         missing = [key for key in _ARRAYS if key not in raw.files]
         if missing:

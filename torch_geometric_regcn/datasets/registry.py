@@ -23,7 +23,7 @@ from torch_geometric_regcn.datasets.heterophilous import (
     normalize_name,
 )
 from torch_geometric_regcn.datasets.processed_files import vet_processed
-from torch_geometric_regcn.utils.validation import as_root, check_callable
+from torch_geometric_regcn.utils.validation import as_root, check_callable, check_flag
 
 #: The names :func:`load_dataset` knows, in the order of the paper's Table 2.
 DATASETS = ('Cora', 'CiteSeer', 'PubMed', 'ACM', 'BlogCatalog', 'CoraFull', 'Flickr', 'UAI')
@@ -41,7 +41,8 @@ _PYG_PROCESSED = {
 
 
 def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[Callable] = None,
-                 pre_transform: Optional[Callable] = None) -> InMemoryDataset:
+                 pre_transform: Optional[Callable] = None,
+                 force_reload: bool = False) -> InMemoryDataset:
     r"""Returns one of the datasets of the tsGCN paper (Table 2), or one of
     the heterophilous graphs of :obj:`HETEROPHILOUS`, by name
     (case-insensitive, :obj:`"-"` read as :obj:`"_"`, so :obj:`"Citeseer"`,
@@ -117,7 +118,14 @@ def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[C
             :class:`~torch_geometric.data.Data` object on every access.
             (default: :obj:`None`)
         pre_transform (callable, optional): A function/transform applied once
-            before the processed data is saved to disk. (default: :obj:`None`)
+            before the processed data is saved to disk. PyG tells a changed
+            :obj:`pre_transform` from the one the processed file was made with
+            by its :obj:`repr` only, in which every plain function reads
+            :obj:`<function>` and many transforms omit their arguments: pass
+            :obj:`force_reload=True` whenever it changes. (default: :obj:`None`)
+        force_reload (bool, optional): Whether to process the dataset again
+            from its raw files, overwriting the processed ones.
+            (default: :obj:`False`)
     """
     known = (*DATASETS, *HETEROPHILOUS)
     if not isinstance(name, str):
@@ -133,17 +141,19 @@ def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[C
     root = as_root(root)
     check_callable('transform', transform)
     check_callable('pre_transform', pre_transform)
+    force_reload = check_flag('force_reload', force_reload)
     if canonical in NPZ_NAMES:  # ours, like ACM and UAI, check their processed files
         return HeterophilousNpzDataset(root, canonical, transform=transform,
-                                       pre_transform=pre_transform)
+                                       pre_transform=pre_transform, force_reload=force_reload)
     if canonical in ('ACM', 'UAI'):
         cls = ACM if canonical == 'ACM' else UAI
-        return cls(root, transform=transform, pre_transform=pre_transform)
+        return cls(root, transform=transform, pre_transform=pre_transform,
+                   force_reload=force_reload)
 
     # PyG's loaders: check their processed folder before they open it.
     folder, file = _PYG_PROCESSED.get(canonical, (canonical, 'data.pt'))
     processed_dir = osp.join(osp.expanduser(fs.normpath(root)), folder, 'processed')
-    force_reload = vet_processed(processed_dir, [file], force_reload=False)
+    force_reload = vet_processed(processed_dir, [file], force_reload=force_reload)
     if canonical in ('Cora', 'CiteSeer', 'PubMed'):
         # Planetoid names its folder after the string as given: pass the exact spelling.
         return Planetoid(root, canonical, transform=transform, pre_transform=pre_transform,

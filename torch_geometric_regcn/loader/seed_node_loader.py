@@ -14,6 +14,10 @@ from torch_geometric_regcn.utils.validation import check_callable, check_index, 
 
 #: Sparse layouts whose rows :func:`torch.index_select` cannot take.
 _COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+# What PyG's NodeLoader sets on each mini-batch (PyG 2.8.1); a sampler without neighbours
+# or time leaves the last four None, which deletes an attribute of that name.
+_RESERVED = ('n_id', 'batch_size', 'input_id', 'batch', 'seed_time', 'num_sampled_nodes',
+             'num_sampled_edges')
 
 
 class SeedNodeSampler(BaseSampler):
@@ -146,10 +150,16 @@ class SeedNodeLoader(NodeLoader):
 
     Args:
         data (torch_geometric.data.Data): The whole graph. It must not hold
-            an :obj:`n_id`, :obj:`batch_size` or :obj:`input_id` of its own
-            (PyG would slice the first into the mini-batches' :obj:`n_id`,
-            which would then not index :obj:`data`, and overwrite the
-            others).
+            an :obj:`n_id`, :obj:`batch_size`, :obj:`input_id`,
+            :obj:`batch`, :obj:`seed_time`, :obj:`num_sampled_nodes` or
+            :obj:`num_sampled_edges` of its own (PyG would slice the first
+            into the mini-batches' :obj:`n_id`, which would then not index
+            :obj:`data`, and overwrite or delete the others: a
+            :class:`~torch_geometric.data.Batch`'s :obj:`batch` vector must
+            be renamed), nor per-node values that PyG does not slice by
+            row: a list with one entry per node, or an :obj:`[N, *]` tensor
+            under a key containing :obj:`index` or :obj:`face`, which PyG
+            concatenates along its last dimension.
         input_nodes (torch.Tensor, optional): The seed nodes: a
             :obj:`torch.BoolTensor` mask over the nodes (e.g.
             :obj:`data.train_mask`) or a :obj:`torch.LongTensor` (or list)
@@ -207,20 +217,36 @@ class SeedNodeLoader(NodeLoader):
                             f"torch_geometric.data.Data (got {type_name(data)}); for "
                             f"HeteroData or remote stores use PyG's NodeLoader with a sampler "
                             f"of their own")
-        for key in ('n_id', 'batch_size', 'input_id'):
+        for key in _RESERVED:
             if key in data:
                 raise ValueError(f"'data' holds an attribute '{key}' ({type_name(data[key])}), "
-                                 f"a name PyG gives each mini-batch ('n_id': the seed nodes' "
-                                 f"indices in 'data', 'batch_size', 'input_id'), which it "
-                                 f"would slice or overwrite: rename or delete it (e.g. "
-                                 f"'del data.{key}') before building the loader")
+                                 f"a name PyG sets on each mini-batch ('n_id': the seed nodes' "
+                                 f"indices in 'data'; {', '.join(_RESERVED[1:])}), which it "
+                                 f"would slice, overwrite or delete: rename it (e.g. "
+                                 f"'data.graph_id = data.{key}; del data.{key}') before "
+                                 f"building the loader")
         check_callable('transform', transform)
+        num_nodes = data.num_nodes
         for key, value in data.items():
             if isinstance(value, Tensor) and value.layout in _COMPRESSED \
                     and data.is_node_attr(key):
                 raise TypeError(f"'data.{key}' is a {value.layout} tensor, whose rows PyG "
                                 f"cannot select for a batch; convert it with "
                                 f"'data.{key} = data.{key}.to_sparse_coo()' (or '.to_dense()')")
+            if isinstance(value, (list, tuple)) and len(value) == num_nodes:
+                raise TypeError(f"'data.{key}' is a {type(value).__name__} with one entry per "
+                                f"node, which PyG cannot slice for a batch; make it a tensor, "
+                                f"or delete it before building the loader")
+            if isinstance(value, Tensor) and value.dim() >= 2 \
+                    and value.size(0) == num_nodes and not key.endswith('edge_index') \
+                    and not data.is_node_attr(key) and not data.is_edge_attr(key):
+                # PyG concatenates keys holding 'index' or 'face' along their last dimension.
+                raise ValueError(f"'data.{key}' has one row per node (shape "
+                                 f"{list(value.shape)}), "
+                                 f"but PyG reads a key named like '{key}' as indexed along its "
+                                 f"last dimension and would pass it to every mini-batch whole; "
+                                 f"rename it (without 'index' or 'face') to have its rows "
+                                 f"sliced, or delete it before building the loader")
         for key in ('input_time', 'node_sampler', 'neighbor_sampler', 'num_neighbors'):
             if key in kwargs:
                 raise TypeError(f"{type(self).__name__} samples the seed nodes only, without "
