@@ -448,3 +448,39 @@ def test_a_state_loads_into_its_class_moved_elsewhere_or_a_subclass():
     state = appnp.state_dict()
     state['regularizer._extra_state']['_regularizer'] = 'APPNPRegularizer'
     RegularizerConv(8, 4, 'appnp').load_state_dict(state)
+
+
+@pytest.mark.parametrize('name, coefficients', [('jknet', {}), ('gnn_lf', {'mu': 0.0})])
+def test_a_singular_numerator_has_no_regulariser_matrix(name, coefficients):
+    # det(A + I) = 0 on this graph, so B (Â for JKNet, (1 - mu) Â for GNN-LF at mu = 0) is
+    # singular: R = B^-1 M was rounding noise of 1e16 and so was the energy.
+    pairs = torch.tensor([[0, 0, 0, 1, 1, 3, 3, 4, 5], [2, 6, 7, 3, 6, 5, 6, 7, 6]])
+    a = torch.zeros(8, 8, dtype=torch.float64)
+    a[pairs[0], pairs[1]] = a[pairs[1], pairs[0]] = 1.0
+    assert abs(float(torch.linalg.det(a + torch.eye(8, dtype=torch.float64)))) < 1e-9
+    reg = R.get(name, **coefficients)
+    graph = build_graph(reg, torch.cat([pairs, pairs.flip(0)], 1), 8, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"no regulariser matrix on this graph: B .*singular"):
+        reg.regularizer_matrix(graph)
+    with pytest.raises(ValueError, match=r"no regulariser matrix"):
+        reg.energy(torch.ones(8, 2, dtype=torch.float64), torch.ones(8, 2, dtype=torch.float64),
+                   graph)
+
+
+def test_energy_refuses_inputs_of_different_shapes():
+    # -(h * h_in).sum() broadcast an [N, 1] or [F] h_in silently.
+    reg = R.get('appnp')
+    edge_index = undirected_graph(N)
+    h = torch.ones(N, 3, dtype=torch.float64)
+    for bad in (torch.ones(N, 1), torch.ones(1, 3), torch.ones(3)):
+        with pytest.raises(ValueError, match=r"'h' and 'h_in' must be \[N, F\] matrices of one "
+                                             rf"shape \(got \[{N}, 3\] and"):
+            reg.energy(h, bad.double(), edge_index)
+
+
+@pytest.mark.parametrize('name', ['appnp', 'gnn_lf', 'gnn_hf'])
+def test_a_subnormal_teleport_alpha_is_refused_by_name(name):
+    # 1 / alpha = inf: the series returned NaN, CG named 'coefficients[0]'.
+    with pytest.raises(ValueError, match=r"'alpha' = 1e-310 is so small that 1 / alpha"):
+        R.get(name, alpha=1e-310)
+    R.get(name, alpha=1e-300)

@@ -293,7 +293,7 @@ def test_optimizers_that_mix_the_two_levels_are_refused():
                           learn=('alpha', 'beta'))
     with pytest.raises(ValueError, match=r"not initialised yet \(in_channels=-1\).*run one "
                                          r"forward pass"):
-        BilevelStep(lazy, torch.optim.SGD(weight_parameters(lazy)[-1:], lr=0.1),
+        BilevelStep(lazy, torch.optim.SGD(weight_parameters(lazy), lr=0.1),
                     torch.optim.Adam(coefficient_parameters(lazy)), patience=5)
 
 
@@ -364,3 +364,42 @@ def test_an_empty_validation_set_is_refused():
     # would silently never move.
     with pytest.raises(ValueError, match='no rows'):
         calibrated_cross_entropy(torch.empty(0, 3), torch.empty(0, dtype=torch.long))
+
+
+def test_the_weight_step_trains_what_the_weight_optimizer_holds():
+    # A head outside the model was never trained, a weight frozen when the step was built
+    # and unfrozen later never moved, and one frozen later made autograd fail; each now
+    # matches a hand-written step of torch.autograd.grad and Adam, and restarts reset the head.
+    x, edge_index, semantic, y, train, val = problem(4)
+    runs = []
+    for by_hand in (False, True):
+        model = tsgcn(4)
+        torch.manual_seed(5)
+        head = torch.nn.Linear(C, C).double()
+        first, second = (conv.lin.weight for conv in model.convs)
+        weights = weight_parameters(model) + list(head.parameters())
+        initial = [p.detach().clone() for p in weights]
+        opt_w = torch.optim.Adam(weights, lr=0.05)
+        first.requires_grad_(False)
+        step = None if by_hand else BilevelStep(model, opt_w, torch.optim.Adam(
+            coefficient_parameters(model), lr=0.05), patience=1)
+        for epoch in range(3):
+            first.requires_grad_(epoch > 0)  # unfrozen after the step was built
+            second.requires_grad_(epoch != 2)  # frozen after it
+            out = head(model(x, edge_index, semantic_edge_index=semantic))
+            loss = F.cross_entropy(out[train], y[train])
+            if by_hand:
+                trained = [p for p in weights if p.requires_grad]
+                opt_w.zero_grad(set_to_none=True)
+                for p, g in zip(trained, torch.autograd.grad(loss, trained)):
+                    p.grad = g
+                opt_w.step()
+            else:
+                step.weight_step(loss)
+        runs.append([p.detach().clone() for p in weights])
+        if not by_hand:
+            step.rewind()
+            assert all(torch.equal(p, q) for p, q in zip(weights, initial))
+    assert not torch.equal(runs[0][-1], initial[-1])  # the head was trained
+    for got, want in zip(*runs):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

@@ -368,6 +368,20 @@ def test_reset_parameters_returns_learned_coefficients_to_their_start():
             assert torch.equal(old, new.detach())
 
 
+
+def test_a_layer_keeps_the_learned_coefficient_it_is_handed():
+    # RegularizerConv's constructor reset the caller's coefficient to where learning began
+    # (-0.2); the value set afterwards (-0.4) is the one the layer must start from.
+    reg = R.SignedLaplacianRegularizer(alpha=-0.2).learn('alpha')
+    reg.alpha = -0.4
+    conv = RegularizerConv(F, 2, reg)
+    assert float(conv.regularizer.alpha.detach()) == pytest.approx(-0.4, rel=1e-6)
+    model = RegularizerGNN(F, 8, 2, regularizer=reg)
+    assert [float(c.regularizer.alpha.detach()) for c in model.convs] == \
+        pytest.approx([-0.4, -0.4], rel=1e-6)
+    conv.reset_parameters()  # an explicit reset returns to the start, as documented
+    assert float(conv.regularizer.alpha.detach()) == pytest.approx(-0.2, rel=1e-6)
+
 class _SharedCoefficient(R.Regularizer):
     r"""M = (1 + a) I + a I - 0.3 a Â, its terms built from one tensor (a
     user's operator_terms may reuse one)."""

@@ -233,3 +233,11 @@ def test_regularizer_gnn_learns_gamma_in_one_step():
     torch.testing.assert_close((reg.gamma.detach() - start).abs(),
                                torch.full_like(start, 0.01), rtol=1e-3, atol=0)
     assert bool(model(data.x, data.edge_index).isfinite().all())
+
+
+def test_frequency_response_of_integer_eigenvalues():
+    # gamma was cast to the eigenvalues' dtype: int64 made every coefficient 0.
+    reg = get((0.1, 0.2, 0.7))
+    lam = torch.tensor([-1, 0, 1])
+    want = polynomial(reg.gamma, lam.double())
+    torch.testing.assert_close(reg.frequency_response(lam).double(), want, rtol=1e-6, atol=0)

@@ -64,3 +64,14 @@ def test_unknown_coefficient_is_a_type_error():
         R.get('gcn', alpha=0.1)
     with pytest.raises(TypeError):
         R.get('appnp', beta=0.1)
+
+
+def test_register_takes_regularizer_subclasses_only():
+    # A class with a 'name' was registered and failed in the layer with an AttributeError.
+    class NotARegularizer:
+        name = 'not_a_regularizer'
+
+    for cls in (NotARegularizer, int, R.APPNPRegularizer()):
+        with pytest.raises(TypeError, match='register\\(\\) takes a subclass of .*Regularizer'):
+            R.register(cls)
+    assert 'not_a_regularizer' not in R.REGISTRY

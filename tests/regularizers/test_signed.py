@@ -279,3 +279,13 @@ def test_series_warns_once_when_its_bound_exceeds_the_tolerance():
     with warnings.catch_warnings():
         warnings.simplefilter('error')  # once per regulariser
         loud.propagate(x, GraphOperators(3, edge_index, dtype=torch.float64), 'series')
+
+
+def test_the_series_warning_at_a_huge_alpha_advises_cg():
+    # q = alpha / (1 + alpha) rounds to 1 at alpha = 1e17: the advice was 'keep alpha above
+    # -1/2', which it is.
+    edge_index = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    reg = R.SignedLaplacianRegularizer(alpha=1e17, K=10)
+    with pytest.warns(UserWarning, match=r"use solver='cg' \(q rounds to 1"):
+        reg.propagate(torch.ones(3, 1, dtype=torch.float64),
+                      GraphOperators(3, edge_index, dtype=torch.float64), 'series')

@@ -14,7 +14,9 @@ import pytest
 import torch
 
 from torch_geometric_regcn import RegularizerConv, RegularizerGNN
+from torch_geometric_regcn import regularizers as R
 from torch_geometric_regcn.knn import knn_graph_cosine
+from torch_geometric_regcn.regularizers.graph import build_graph
 
 N, F_IN, F_OUT = 40, 6, 3
 EXACT = {'rtol': 0, 'atol': 0}
@@ -230,11 +232,38 @@ def test_closed_solver_on_a_singular_system_names_the_condition_and_the_fix(
     # rounding. The issue: LAPACK's 'singular' (or a result of rounding noise).
     x, edge_index, _, semantic = graph()
     conv = make(regularizer, dtype, solver='closed', learn=learn, **coefficients)
-    with pytest.raises(ValueError, match=r"solver='closed' cannot solve with .*singular to "
-                                         rf"{dtype} precision.*smaller coefficients.*"
-                                         r"solver='cg'") as error:
+    with pytest.raises(ValueError, match=r"solver='closed' cannot solve with .*singular "
+                                         rf"to {dtype} precision.*smaller "
+                                         r"coefficients.*solver='cg'") as error:
         conv(x.to(dtype), edge_index, semantic_edge_index=semantic)
     assert 'LAPACK' not in str(error.value) and 'linalg' not in str(error.value)
+
+
+def test_closed_solver_judges_the_error_not_the_pivots():
+    # At 3,000 nodes the LU pivots misled both ways: the smallest of the singular I - Â
+    # (APPNP at alpha = 1e-20) lay about 4,000 machine epsilons from zero in float64, so
+    # its rounding noise came back without a word, while a well-posed float32 system whose
+    # isolated nodes put rows of 1 beside rows of 6,000 (signed alpha = 3000, error 2e-5)
+    # was refused as singular. Reference: the dense float64 solve.
+    n, gen = 3000, torch.Generator().manual_seed(0)
+    ring = torch.arange(n)
+    cycle = torch.cat([torch.stack([ring, (ring + 1) % n]), torch.stack([(ring + 1) % n, ring])],
+                      dim=1)
+    appnp = R.get('appnp', alpha=1e-20)
+    with pytest.raises(ValueError, match=r"singular to torch.float64 precision"):
+        appnp.propagate(torch.eye(n, 2, dtype=torch.float64),
+                        build_graph(appnp, cycle, n, dtype=torch.float64), solver='closed')
+    pairs = torch.randint(0, n, (2, 8000), generator=gen)
+    edge_index = torch.cat([pairs, pairs.flip(0)], dim=1)
+    x = torch.randn(n, 2, generator=gen)
+    signed = R.get('signed', alpha=3000.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # accurate to 1e-3: no warning either
+        got = signed.propagate(x, build_graph(signed, edge_index, n), solver='closed')
+    m = signed.operator(build_graph(signed, edge_index, n, dtype=torch.float64)).to_dense()
+    want = torch.linalg.solve(m, x.double())
+    # The condition number of M is about 4e3: float32's error about 4e3 * 1.2e-7 = 5e-4.
+    assert float((got.double() - want).norm() / want.norm()) < 2e-3
 
 
 def dense_tsgcn(x, edge_index, alpha):
@@ -252,7 +281,7 @@ def test_closed_solver_warns_where_float32_loses_accuracy_and_float64_holds():
     x, edge_index, _, _ = graph()
     conv = make('tsgcn', torch.float32, solver='closed', alpha=1e6, beta=0.0, bias=False)
     with pytest.warns(UserWarning, match=r"solver='closed'.*ill-conditioned in torch.float32.*"
-                                         r"accurate to about .*float64"):
+                                         r"off by up to about .*float64"):
         conv(x.float(), edge_index)
     conv.double()
     with warnings.catch_warnings():

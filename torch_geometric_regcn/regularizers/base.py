@@ -28,12 +28,20 @@ from torch_geometric_regcn.regularizers import weight_decay
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.utils.compat import compiler_disable
 from torch_geometric_regcn.utils.sparse import absolute_row_sums, diagonal, spectral_bound
+from torch_geometric_regcn.utils.validation import check_tensor
 
 #: Every solver name: the quadratic regularisers' (:obj:`"closed"`, :obj:`"series"`,
 #: :obj:`"cg"`, :obj:`"lowrank"`), then the non-quadratic ones' (:obj:`"irls"`
 #: and the papers' rules :obj:`"emp"`, :obj:`"amp"`, :obj:`"fixed_point"`; see
 #: :class:`~torch_geometric_regcn.regularizers.IterativeRegularizer`).
 SOLVERS = ('closed', 'series', 'cg', 'lowrank', 'irls', 'emp', 'amp', 'fixed_point')
+
+#: The bound on the relative error of the closed solve's result (machine epsilon times
+#: the estimated condition number) at which :func:`closed_solve` calls its matrix singular.
+CLOSED_SINGULAR = 0.5
+#: The steps of inverse iteration that estimate :math:`\|\mathbf{M}^{-1}\|` in
+#: :func:`closed_solve`.
+CONDITION_STEPS = 3
 
 #: The range of a learnable coefficient (:attr:`Regularizer.learnable`): an
 #: open interval :obj:`(low, high)`, either end possibly infinite, or one of
@@ -191,7 +199,8 @@ class Regularizer(torch.nn.Module):
     learnable: ClassVar[Dict[str, Range]] = {}
     #: the ends of their interval, :obj:`"low"` or :obj:`"high"`, that
     #: learnable coefficients cannot take (the system is singular or undefined
-    #: there, as the signed regulariser's at :math:`\alpha = -1/2`): a learned
+    #: there, as APPNP's at :math:`\alpha = 0`, or has no bound above 0 over
+    #: graphs, as the signed regulariser's at :math:`\alpha = -1/2`): a learned
     #: value that rounding puts on such an end is refused before any solve
     open_ends: ClassVar[Dict[str, FrozenSet[str]]] = {}
     #: coefficients fixed at construction, as they decide the regulariser's
@@ -490,11 +499,12 @@ class Regularizer(torch.nn.Module):
         raise NotImplementedError(f'{type(self).__name__} does not define its frequency '
                                   f'response')
 
-    def reset_parameters(self) -> None:
+    def reset_parameters(self, coefficients: bool = True) -> None:
         r"""Resets the trainable parts, if any: the learned coefficients to the
-        values they were learned from, the submodules by their own
-        :meth:`reset_parameters`."""
-        starts = self.__dict__.get('_learned_start', {})
+        values they were learned from (unless :obj:`coefficients` is
+        :obj:`False`, as when a layer takes the regulariser), the submodules
+        by their own :meth:`reset_parameters`."""
+        starts = self.__dict__.get('_learned_start', {}) if coefficients else {}
         with torch.no_grad():
             for name in self.learned:
                 if name in starts:
@@ -575,9 +585,24 @@ class Regularizer(torch.nn.Module):
 
     def regularizer_matrix(self, graph: GraphOperators) -> Tensor:
         r"""The dense :math:`\mathbf{R} = \mathbf{B}^{-1}\mathbf{M}` (for
-        analysis and tests on small graphs: :math:`O(N^3)`)."""
+        analysis and tests on small graphs: :math:`O(N^3)`). Raises
+        :class:`ValueError` where :math:`\mathbf{B}` is singular to working
+        precision (its smallest singular value at most :math:`N\epsilon`
+        times the largest, as :math:`\hat{\mathbf{A}}` of JKNet is on some
+        graphs): :math:`\mathbf{R}` does not exist there."""
         m = self.operator(graph).to_dense()
+        if type(self).numerator is Regularizer.numerator:  # B = I
+            return m
         b = self.numerator(torch.eye(graph.num_nodes, dtype=m.dtype, device=m.device), graph)
+        values = torch.linalg.svdvals(b.detach())
+        n, eps = graph.num_nodes, torch.finfo(b.dtype).eps
+        if n and not float(values.min()) > n * eps * float(values.max()):
+            raise ValueError(
+                f"{self!r} has no regulariser matrix on this graph: B (its propagation is "
+                f"M^-1 B X) is singular to {b.dtype} precision (its smallest singular value "
+                f"is {float(values.min()):.2g}, the largest {float(values.max()):.2g}), so "
+                f"R = B^-1 M does not exist; the propagation is still defined, but it "
+                f"minimises no energy")
         return torch.linalg.solve(b, m)
 
     def energy(self, h: Tensor, h_in: Tensor, edge_index: Any = None, **graph: Any) -> Tensor:
@@ -588,6 +613,10 @@ class Regularizer(torch.nn.Module):
         keyword arguments are those of
         :meth:`~torch_geometric_regcn.RegularizerConv.forward`. Dense in
         :math:`\mathbf{R}`: meant for analysis on small graphs."""
+        h, h_in = check_tensor('h', h), check_tensor('h_in', h_in)
+        if h.dim() != 2 or h_in.shape != h.shape:
+            raise ValueError(f"'h' and 'h_in' must be [N, F] matrices of one shape (got "
+                             f"{list(h.shape)} and {list(h_in.shape)})")
         ops = edge_index if isinstance(edge_index, GraphOperators) else build_graph(
             self, edge_index, h.size(0), dtype=h.dtype, **graph)
         return -(h * h_in).sum() + 0.5 * (h * (self.regularizer_matrix(ops) @ h)).sum()
@@ -736,51 +765,62 @@ def closed_solve(matrix: Tensor, rhs: Tensor, regularizer: Regularizer) -> Tenso
     r"""The solver :obj:`"closed"`: :math:`\mathbf{M}^{-1}\mathbf{Y}` for the
     dense :obj:`matrix` of :obj:`regularizer` by the LU factorisation with
     partial pivoting of :func:`torch.linalg.solve` (the same result and
-    gradients, to the bit), whose pivots are then checked (their smallest
-    and largest magnitude, one synchronisation): where the smallest is at
-    most :math:`N\epsilon` times the largest (:math:`\epsilon` the machine
-    epsilon of the dtype), the matrix is singular to working precision, as
+    gradients, to the bit), whose accuracy is then bounded by
+    :math:`\epsilon\,\kappa`, :math:`\epsilon` the machine epsilon of the
+    dtype and :math:`\kappa = \|\mathbf{M}\|_\infty \|\mathbf{M}^{-1}\|_2`
+    the condition number, :math:`\|\mathbf{M}^{-1}\|_2` estimated (from
+    below) by :obj:`CONDITION_STEPS` steps of inverse iteration with the same
+    factors from a fixed random vector. The pivots alone do not tell: at a
+    few thousand nodes a singular matrix's smallest pivot lies thousands of
+    machine epsilons from zero, while a well-posed float32 system whose rows
+    differ in scale has one closer. Where :math:`\epsilon\kappa` reaches
+    :obj:`CLOSED_SINGULAR`, the matrix is singular to working precision, as
     coefficients such as :obj:`alpha=1e20` make it, and :class:`ValueError`
     says so and how to fix it, instead of LAPACK's message or a result of
-    rounding noise; where :math:`\epsilon` times the largest over the
-    smallest, the estimated relative error of the result, exceeds 0.1 %, a
-    :class:`UserWarning` reports it. A matrix with NaN or infinite entries
-    (non-finite learned coefficients) raises :class:`ValueError` as well.
-    Cost: :math:`O(N^3)` time, :math:`O(N^2)` memory."""
+    rounding noise; where it exceeds 0.1 %, a :class:`UserWarning` reports
+    it. A matrix with NaN or infinite entries (non-finite learned
+    coefficients) raises :class:`ValueError` as well. Cost: :math:`O(N^3)`
+    time for the factorisation and :math:`O(N^2)` for the estimate,
+    :math:`O(N^2)` memory; one synchronisation."""
     if hasattr(torch, '_linalg_solve_ex'):  # what torch.linalg.solve runs, with its factors
-        result, lu, _, info = torch._linalg_solve_ex(matrix, rhs)
+        result, lu, pivots, info = torch._linalg_solve_ex(matrix, rhs)
     else:  # the same factorisation, by its public parts
         lu, pivots, info = torch.linalg.lu_factor_ex(matrix)
         result = torch.linalg.lu_solve(lu, pivots, rhs)
     n = matrix.size(0)
     if n == 0:
         return result
-    magnitude = lu.detach().diagonal().abs()
-    smallest, largest, failed, finite = torch.stack(
-        [magnitude.min(), magnitude.max(), info.to(magnitude.dtype),
-         torch.isfinite(matrix.detach()).all().to(magnitude.dtype)]).tolist()
+    with torch.no_grad():
+        m, lu = matrix.detach(), lu.detach()
+        z = torch.randn(n, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        z = (z / z.norm()).to(m)
+        for _ in range(CONDITION_STEPS):  # ||M^-1 z|| for unit z: a lower bound of ||M^-1||
+            w = torch.linalg.lu_solve(lu, pivots, z)
+            inverse_norm = w.norm()
+            z = w / inverse_norm
+        eps = torch.finfo(m.dtype).eps
+        error, failed, finite = torch.stack(
+            [eps * m.abs().sum(1).max() * inverse_norm, info.to(m.dtype),
+             torch.isfinite(m).all().to(m.dtype)]).tolist()
     if not finite:
         raise ValueError(f"solver='closed' cannot solve with {regularizer!r}: its system matrix "
                          f"M holds NaN or infinite values; check its coefficients (a diverged "
                          f"training step leaves learned ones non-finite)")
-    eps = torch.finfo(matrix.dtype).eps
-    ratio = smallest / largest if largest > 0 else 0.0
-    if failed or not ratio > n * eps:  # NaN included
+    if failed or not error < CLOSED_SINGULAR:  # NaN and inf included
         raise ValueError(
             f"solver='closed' cannot solve with {regularizer!r}: its system matrix M is "
-            f"singular to {matrix.dtype} precision (the smallest pivot of its LU "
-            f"factorisation is {ratio:.2g} times the largest, at most N * eps = "
-            f"{n * eps:.2g}), so M^-1 does not exist in this precision. Use smaller "
-            f"coefficients (e.g. a smaller alpha), float64 ('.double()' on the layer and "
-            f"its input) or solver='cg', which reports the residual it reaches")
-    error = eps / ratio
+            f"singular to {matrix.dtype} precision (eps times its condition number, the bound "
+            f"on the relative error of the result, is {error:.2g}), so M^-1 does not exist "
+            f"in this precision. Use smaller coefficients (e.g. a smaller alpha), float64 "
+            f"('.double()' on the layer and its input) or solver='cg', which reports the "
+            f"residual it reaches")
     if error > GAIN_ACCURACY:
         warnings.warn(
             f"solver='closed' with {regularizer!r}: the system matrix M is ill-conditioned in "
-            f"{matrix.dtype} (the smallest pivot of its LU factorisation is {ratio:.2g} "
-            f"times the largest), so the result is accurate to about {error:.1%} only; use "
-            f"float64 ('.double()' on the layer and its input), smaller coefficients, or "
-            f"solver='cg'", UserWarning, stacklevel=2)
+            f"{matrix.dtype} (eps times its condition number is {error:.2g}), so the result "
+            f"may be off by up to about {error:.1%}; use float64 ('.double()' on the layer "
+            f"and its input), smaller coefficients, or solver='cg'", UserWarning,
+            stacklevel=2)
     return result
 
 

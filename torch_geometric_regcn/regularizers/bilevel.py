@@ -213,8 +213,10 @@ class BilevelStep:
         model (torch.nn.Module): The model, with learned coefficients (see
             :func:`coefficient_parameters`).
         weight_optimizer (torch.optim.Optimizer): The optimizer of the
-            weights, built from :func:`weight_parameters`: it must hold no
-            coefficient.
+            weights, built from :func:`weight_parameters` (and the
+            parameters of any module outside :obj:`model` that the training
+            loss trains, such as a head): it must hold no coefficient. The
+            weight step trains what it holds, and a restart resets that.
         coefficient_optimizer (torch.optim.Optimizer): The optimizer of the
             coefficients, built from :func:`coefficient_parameters`: it must
             hold all of them and nothing else.
@@ -306,15 +308,16 @@ class BilevelStep:
         self.patience = patience
         #: the training cycles begun: 1, plus one per :meth:`rewind`
         self.cycles = 1
-        weights = weight_parameters(model)
+        # What the weight optimizer steps (a head outside 'model' included), and what
+        # requires grad is read at each step: a weight frozen or unfrozen later is followed.
+        weights = list(_held(weight_optimizer).values())
         if patience is not None and any(is_lazy(p) for p in weights):
-            raise ValueError("'model' has parameters that are not initialised yet "
-                             "(in_channels=-1), so its initial weights cannot be kept for the "
-                             "restarts of 'patience': run one forward pass before building "
-                             "BilevelStep")
-        self._all_weights = weights
-        self._weights = [p for p in weights if p.requires_grad]
-        self._coefficients = [p for p in coefficients if p.requires_grad]
+            raise ValueError("'weight_optimizer' holds parameters that are not initialised "
+                             "yet (in_channels=-1), so their initial values cannot be kept for "
+                             "the restarts of 'patience': run one forward pass before building "
+                             "the optimizer and BilevelStep")
+        self._weights = weights
+        self._coefficients = coefficients
         self._initial = ([p.detach().clone() for p in weights] if patience is not None
                          else None)
         self._best, self._since = math.inf, 0
@@ -335,11 +338,12 @@ class BilevelStep:
 
     def weight_step(self, loss: Tensor) -> Tensor:
         r"""One step of the weights on :obj:`loss`, the training loss (a
-        scalar computed by :obj:`model` with autograd on): zeroes their
-        gradients, backpropagates into them alone and steps
+        scalar computed by :obj:`model` with autograd on): zeroes the
+        gradients of what :obj:`weight_optimizer` holds, backpropagates into
+        those of them that require gradients now, alone, and steps
         :obj:`weight_optimizer`. Returns :obj:`loss`, detached."""
         self._check_split()
-        _backward(loss, self._weights, self.weight_optimizer)
+        _backward(loss, [p for p in self._weights if p.requires_grad], self.weight_optimizer)
         self.weight_optimizer.step()
         return loss.detach()
 
@@ -353,7 +357,8 @@ class BilevelStep:
         cycle's lowest for :obj:`patience` steps. Returns :obj:`loss`,
         detached."""
         self._check_split()
-        _backward(loss, self._coefficients, self.coefficient_optimizer)
+        _backward(loss, [p for p in self._coefficients if p.requires_grad],
+                  self.coefficient_optimizer)
         self.coefficient_optimizer.step()
         loss = loss.detach()
         if self.patience is not None:
@@ -370,8 +375,9 @@ class BilevelStep:
         return loss
 
     def rewind(self) -> None:
-        r"""Restarts the weights: sets them to their values when this object
-        was made and clears the state of :obj:`weight_optimizer` (Adam's
+        r"""Restarts the weights: sets the parameters of
+        :obj:`weight_optimizer` to their values when this object was made
+        and clears the state of :obj:`weight_optimizer` (Adam's
         moments and step count), so that training goes on as a fresh run
         from the same initialisation, at the coefficients learned so far,
         which are left as they are. Buffers (e.g. BatchNorm's running
@@ -381,7 +387,7 @@ class BilevelStep:
             raise RuntimeError("BilevelStep.rewind() needs the initial weights, which are kept "
                                "only with 'patience': pass patience=<steps> to BilevelStep")
         with torch.no_grad():
-            for param, value in zip(self._all_weights, self._initial):
+            for param, value in zip(self._weights, self._initial):
                 param.copy_(value)
         self.weight_optimizer.state.clear()
         self.cycles += 1

@@ -186,6 +186,8 @@ class PolynomialRegularizer(Regularizer):
 
     def frequency_response(self, lam: Tensor) -> Tensor:
         r""":math:`g(\lambda) = \sum_{k=0}^{K}\gamma_k\lambda^k`."""
+        if not lam.is_floating_point():  # gamma would be cast to an integer dtype
+            lam = lam.to(torch.get_default_dtype())
         powers = lam.unsqueeze(-1) ** torch.arange(self.K + 1, dtype=lam.dtype,
                                                    device=lam.device)
         return powers @ self.coefficients_tensor(lam)

@@ -16,6 +16,9 @@ def register(cls: Type[Regularizer]) -> Type[Regularizer]:
     built-in one included) raises a :class:`ValueError`; the same class
     defined again (its module and qualified name unchanged, e.g. a module
     reloaded) replaces its earlier definition."""
+    if not (isinstance(cls, type) and issubclass(cls, Regularizer)):
+        raise TypeError(f"register() takes a subclass of torch_geometric_regcn.regularizers."
+                        f"Regularizer (got {cls!r})")
     if not cls.name:
         raise ValueError(f"{cls.__name__} needs a class attribute 'name' to be registered")
     taken = REGISTRY.get(cls.name)

@@ -62,11 +62,14 @@ class SignedLaplacianRegularizer(AffineRegularizer):
     :math:`1 + \alpha\mu` for the eigenvalues :math:`\mu \in [0, 2)` of
     :math:`\tilde{\mathbf{L}}` (:math:`\mu = 0` on every graph, :math:`\mu`
     close to 2 on near-bipartite ones), so :math:`\mathbf{M} \succ 0` on every
-    graph, with smallest eigenvalue at least :math:`\min(1, 1 + 2\alpha) > 0`,
-    iff :math:`\alpha > -1/2`. The constructor refuses :math:`\alpha \leq -1/2`
-    (:class:`ValueError` stating the rule), and a learned :math:`\alpha` lives
-    in :math:`(-1/2, \infty)` (:math:`-1/2 + \mathrm{softplus}`; a value that
-    float32 rounding puts on :math:`-1/2` is refused before any solve).
+    graph iff :math:`\alpha \geq -1/2`, with smallest eigenvalue at least
+    :math:`\min(1, 1 + 2\alpha)`, a bound above 0 for every graph alike only
+    for :math:`\alpha > -1/2` (at :math:`-1/2` the smallest eigenvalue tends
+    to 0 on ever larger near-bipartite graphs). The constructor refuses
+    :math:`\alpha \leq -1/2` (:class:`ValueError` stating the rule), and a
+    learned :math:`\alpha` lives in :math:`(-1/2, \infty)` (:math:`-1/2 +
+    \mathrm{softplus}`; a value that float32 rounding puts on :math:`-1/2` is
+    refused before any solve).
 
     **Conditioning.** :math:`\mathrm{cond}(\mathbf{M}) = \max_\mu (1 +
     \alpha\mu) / \min_\mu (1 + \alpha\mu) = 1 + \alpha\mu_{\max}` for
@@ -114,7 +117,7 @@ class SignedLaplacianRegularizer(AffineRegularizer):
     default_solver = 'cg'
     decoupled = False
     learnable = {'alpha': (ALPHA_MIN, math.inf)}
-    open_ends = {'alpha': frozenset({'low'})}  # M is singular at alpha = -1/2
+    open_ends = {'alpha': frozenset({'low'})}  # at -1/2, M has no bound above 0 over graphs
 
     def __init__(self, alpha: float = -0.25, K: int = 10) -> None:
         self.alpha = check_signed_alpha(alpha)
@@ -134,7 +137,9 @@ class SignedLaplacianRegularizer(AffineRegularizer):
         bound = q ** self.K
         if bound > SERIES_TOLERANCE:
             fix = (f"raise K to at least {math.ceil(math.log(SERIES_TOLERANCE) / math.log(q))} "
-                   f"or use solver='cg'" if q < 1 else "keep alpha above -1/2")
+                   f"or use solver='cg'" if q < 1 else
+                   "keep alpha above -1/2" if alpha <= -0.5 else
+                   "use solver='cg' (q rounds to 1 at so large an alpha)")
             warn_once(self, 'series_bound', (
                 f"{type(self).__name__} with alpha={alpha:.4g}: its K={self.K}-term series "
                 f"has a relative error of up to {bound:.2g} (q^K, q = |alpha| / (1 + alpha) "

@@ -89,6 +89,16 @@ class AffineRegularizer(Regularizer):
         return (b0 + b1 * lam) / (m0 + m1 * lam)
 
 
+def check_reciprocal_alpha(alpha: float) -> float:
+    r"""Returns :obj:`alpha` of APPNP, GNN-LF or GNN-HF, in :math:`(0, 1]`
+    with :math:`1/\alpha` finite: their :math:`\mathbf{M}` holds
+    :math:`1/\alpha`, which overflows for a subnormal :obj:`alpha`."""
+    alpha = check_real('alpha', alpha, 0.0, 1.0, low_open=True)
+    if math.isinf(1.0 / alpha):
+        raise ValueError(f"'alpha' = {alpha!r} is so small that 1 / alpha, a coefficient of "
+                         f"the system matrix M, overflows; use alpha >= 1e-300")
+    return alpha
+
 @register
 class GCNRegularizer(AffineRegularizer):
     r"""The regulariser of GCN from the `"Semi-supervised Classification with
@@ -176,7 +186,7 @@ class APPNPRegularizer(AffineRegularizer):
 
     def __init__(self, K: int = 10, alpha: float = 0.1) -> None:
         self.K = check_int('K', K)
-        self.alpha = check_real('alpha', alpha, 0.0, 1.0, low_open=True)
+        self.alpha = check_reciprocal_alpha(alpha)
 
     @property
     def m(self) -> Tuple[float, float]:
@@ -317,7 +327,7 @@ class GNNLFRegularizer(AffineRegularizer):
     default_solver = 'cg'
 
     def __init__(self, alpha: float = 0.1, mu: float = 0.9, K: int = 10) -> None:
-        alpha = check_real('alpha', alpha, 0.0, 1.0, low_open=True)
+        alpha = check_reciprocal_alpha(alpha)
         mu = check_real('mu', mu, 0.0, 1.0)
         if not 2 * mu + 2 / alpha > 3:
             raise ValueError(f"GNN-LF needs 2 * mu + 2 / alpha > 3 for a positive definite "
@@ -359,7 +369,7 @@ class GNNHFRegularizer(AffineRegularizer):
     default_solver = 'cg'
 
     def __init__(self, alpha: float = 0.1, beta: float = 1.0, K: int = 10) -> None:
-        self.alpha = check_real('alpha', alpha, 0.0, 1.0, low_open=True)
+        self.alpha = check_reciprocal_alpha(alpha)
         self.beta = check_real('beta', beta, 0.0, math.inf)
         self.K = check_int('K', K)
 
