@@ -379,3 +379,54 @@ def test_float32_solve_deflates_the_trivial_vector(float32_from_300_nodes):
     assert float32_from_300_nodes == [True]
     # gaps >= 1e-5: eigenvalue error <= 1e-12 / 1e-5 = 1e-7.
     check_against_dense(pairs, ei, w, n, k, gap=1e-5, value_error=1e-7)
+
+
+@pytest.mark.parametrize('bridge', [1e-10, 1e-13, 1e-16])
+def test_a_weakly_bridged_component_keeps_the_columns_orthonormal(bridge):
+    # A triangle, then two 10-cliques joined by one edge of weight `bridge`: lambda_1 of the
+    # second component is about bridge / 5, and the dense eigh's first kept vector mixed with
+    # its own kernel vector, not the exact one the encoding puts beside it (two columns with
+    # inner product 0.70 at 1e-16). Reference: orthonormality and the dense Laplacian.
+    clique = torch.combinations(torch.arange(10)).t()
+    pairs = torch.cat([torch.tensor([[0, 1, 0], [1, 2, 2]]), clique + 3, clique + 13,
+                       torch.tensor([[12], [13]])], dim=1)
+    weight = torch.ones(pairs.size(1), dtype=torch.float64)
+    weight[-1] = bridge
+    edge_index, weight = to_undirected(pairs, weight, num_nodes=23)
+    ei, w, degree = normalized_adjacency(edge_index, 23, weight, torch.float64,
+                                         self_loops=False, return_degree=True)
+    pairs_ = laplacian_eigenpairs(ei, w, degree, 3)
+    v = pairs_.eigenvectors
+    # Orthonormal columns from float64 solves of 23 nodes: to a few hundred eps.
+    torch.testing.assert_close(v.T @ v, torch.eye(3, dtype=torch.float64), rtol=0, atol=1e-13)
+    lap = dense_laplacian(ei, w, 23)
+    residual = lap @ v - v * pairs_.eigenvalues
+    assert float(residual.abs().max()) < 1e-13
+
+
+def test_entries_that_are_not_a_symmetric_a_hat_without_self_loops_are_refused():
+    # The dense path read one triangle: a one-directional path gave the edgeless spectrum.
+    ring = torch.arange(9)
+    path = torch.stack([ring, ring + 1])
+    weight = torch.full((9,), 0.5, dtype=torch.float64)
+    degree = torch.ones(10, dtype=torch.float64)
+    with pytest.raises(ValueError, match="'edge_index' and 'edge_weight' are not symmetric"):
+        laplacian_eigenpairs(path, weight, degree, 3)
+    both = torch.cat([path, path.flip(0)], dim=1)
+    with pytest.raises(ValueError, match="'edge_index' and 'edge_weight' are not symmetric"):
+        laplacian_eigenpairs(both, torch.cat([weight, 2 * weight]), degree, 3)
+    looped = torch.cat([both, torch.tensor([[4], [4]])], dim=1)
+    with pytest.raises(ValueError, match="'edge_index' holds self loops"):
+        laplacian_eigenpairs(looped, torch.cat([weight, weight, weight[:1]]), degree, 3)
+    # Duplicates that sum to a symmetric matrix are entries of one: accepted.
+    split = torch.cat([both, path], dim=1)
+    laplacian_eigenpairs(split, torch.cat([weight / 2, weight, weight / 2]), degree, 3)
+
+
+def test_weights_whose_sums_overflow_are_refused_on_the_dense_path():
+    # An infinite degree made A_hat zero: the edgeless graph's encoding for a cycle.
+    ring = torch.arange(20)
+    edge_index = to_undirected(torch.stack([ring, (ring + 1) % 20]))
+    weight = torch.full((edge_index.size(1),), 1e308, dtype=torch.float64)
+    with pytest.raises(ValueError, match="'edge_weight' overflows torch.float64"):
+        connected_dense_eigenpairs(edge_index, weight, 20, 3)

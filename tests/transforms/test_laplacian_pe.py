@@ -255,6 +255,29 @@ def test_attr_name_none_concatenates_to_x():
     assert torch.equal(named.pe, pe)
 
 
+
+def test_an_x_the_encoding_cannot_join_is_refused_before_the_solve():
+    # An integer x (atom types) truncated the encoding to zeros; an x of other rows failed
+    # after the solve with a raw torch error.
+    data = contextual_sbm(num_nodes=300, num_features=5, seed=1)
+    for x, error, match in [
+            (torch.randint(0, 9, (300,)), TypeError, r"'data.x' is torch.int64.*attr_name="),
+            (torch.randn(300, 2, 3), ValueError, r"'data.x' must be a dense \[num_nodes\]"),
+            (torch.randn(299, 5), ValueError, r"'data.x' must be a dense.*num_nodes=300")]:
+        graph = Data(x=x, edge_index=data.edge_index, num_nodes=300)
+        with pytest.raises(error, match=match):
+            LaplacianEigenPE(4, attr_name=None)(graph)
+
+
+@pytest.mark.parametrize('name', ['pe_index', 'pe_batch', 'edge_index_pe'])
+def test_names_that_pyg_batching_offsets_are_refused(name):
+    # Batch.from_data_list concatenated 'pe_index' along its last dimension and added 1 to
+    # the second graph's 'pe_batch'.
+    with pytest.raises(ValueError, match=rf"'attr_name' would make LaplacianEigenPE write "
+                                         rf"'data.{name}', which PyG's batching reads as an "
+                                         rf"index"):
+        LaplacianEigenPE(2, attr_name=name)
+
 def test_deterministic_across_calls_and_seeds():
     data = contextual_sbm(num_nodes=1500, avg_degree=6, seed=2)
     k = 10

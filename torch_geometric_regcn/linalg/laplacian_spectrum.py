@@ -9,6 +9,7 @@ import scipy.sparse as sp
 import torch
 from scipy.sparse.csgraph import connected_components
 from torch import Tensor
+from torch_geometric.utils import coalesce
 
 from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
@@ -122,6 +123,9 @@ def connected_dense_eigenpairs(edge_index: Tensor, edge_weight: Optional[Tensor]
     adjacency = torch.maximum(adjacency, adjacency.T)
     # A sequential row sum in column order, as a scatter_add over sorted edges sums.
     degree = adjacency.cumsum(1)[:, -1]
+    if not bool(torch.isfinite(degree).all()):
+        raise ValueError("'edge_weight' overflows torch.float64: a node's sum of weights is "
+                         "infinite there; rescale the weights")
     if not bool((degree > 0).all()):
         return None
     root = degree.sqrt()
@@ -130,7 +134,8 @@ def connected_dense_eigenpairs(edge_index: Tensor, edge_weight: Optional[Tensor]
     values, vectors = torch.linalg.eigh(laplacian)
     if not float(values[1]) > CONNECTED_GAP:
         return None
-    return EigenPairs(values[1:k + 1], fix_signs(vectors[:, 1:k + 1]), 0.0, 0, True)
+    vectors = without_kernel(vectors[:, 1:k + 1], root / root.norm())
+    return EigenPairs(values[1:k + 1], fix_signs(vectors), 0.0, 0, True)
 
 
 def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor, k: int, *,
@@ -225,6 +230,7 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
         raise ValueError("'degree' must be non-negative (the degrees of the weighted graph)")
     edge_weight, degree = edge_weight.double(), degree.double()  # no-ops for float64
     num_nodes = degree.numel()
+    check_symmetric_entries(edge_index, edge_weight, num_nodes)
     k = check_int('k', k)
     if k >= num_nodes:
         raise ValueError(f"'k' must be smaller than the number of nodes {num_nodes} (got {k})")
@@ -239,6 +245,35 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
     # _Solver._lanczos_component).
     return _Solver(k, seed, tol, max_iter, dense_threshold, dense_fallback,
                    stacklevel + 2).solve(graph)
+
+
+#: The overlap of a dense eigensolve's vector with its component's exact kernel
+#: vector above which :func:`without_kernel` projects it out (float64 eigh keeps
+#: it near :math:`n\epsilon < 10^{-12}` for :math:`n \leq 4096`).
+KERNEL_OVERLAP = 1e-12
+
+
+def check_symmetric_entries(edge_index: Tensor, edge_weight: Tensor, num_nodes: int) -> None:
+    r"""Raises :class:`ValueError` where the entries :obj:`edge_index` with
+    values :obj:`edge_weight` (float64) hold a self loop or are not
+    symmetric (duplicates summed, every :math:`(i, j, w)` matched by a
+    :math:`(j, i, w')` with :math:`|w - w'|` at most :math:`10^{-12}` of the
+    largest value): a dense solve reads one triangle and would silently
+    solve another matrix. Cost: two sorts of the :math:`E` entries."""
+    row, col = edge_index.long()
+    if bool((row == col).any()):
+        raise ValueError("'edge_index' holds self loops; laplacian_eigenpairs reads A_hat "
+                         "without them: build it with normalized_adjacency(..., "
+                         "self_loops=False, return_degree=True)")
+    forward = coalesce(torch.stack([row, col]), edge_weight, num_nodes)  # duplicates summed
+    reverse = coalesce(torch.stack([col, row]), edge_weight, num_nodes)
+    scale = float(forward[1].abs().max()) if edge_weight.numel() else 0.0
+    if not (torch.equal(forward[0], reverse[0])
+            and bool(((forward[1] - reverse[1]).abs() <= 1e-12 * scale).all())):
+        raise ValueError("'edge_index' and 'edge_weight' are not symmetric (an entry (i, j) "
+                         "without an equal (j, i)); laplacian_eigenpairs reads the undirected "
+                         "A_hat: build it with normalized_adjacency(..., self_loops=False, "
+                         "return_degree=True), which symmetrises it")
 
 
 class _Components(NamedTuple):
@@ -386,6 +421,8 @@ class _Solver(NamedTuple):
                 values, vectors = torch.linalg.eigh(lap)
                 width = min(needed, pad - 1)
                 values, vectors = values[:, 1:width + 1], vectors[:, :, 1:width + 1]
+                kernel = torch.cat([graph.sqrt_degree, graph.sqrt_degree.new_zeros(1)])[nodes]
+                vectors = without_kernel(vectors, kernel / kernel.norm(dim=1, keepdim=True))
                 valid = torch.arange(width, device=device)[None] < m[:, None]
                 candidates.add(values, batch, nodes, vectors, valid, stride)
                 slot[batch] = -1
@@ -431,7 +468,8 @@ class _Solver(NamedTuple):
             values, vectors = torch.linalg.eigh(torch.eye(size, dtype=torch.float64,
                                                           device=trivial.device)
                                                 - adjacency.to_dense())
-            return EigenPairs(values[1:m + 1], vectors[:, 1:m + 1], 0.0, iterations, True)
+            return EigenPairs(values[1:m + 1], without_kernel(vectors[:, 1:m + 1], trivial),
+                              0.0, iterations, True)
         drop = pairs.eigenvalues.numel() - m  # the trivial pair, unless deflated (float32)
         vectors = pairs.eigenvectors[:, drop:]
         vectors = vectors - trivial[:, None] * (trivial @ vectors)[None]
@@ -581,6 +619,28 @@ def tie_groups(values: Tensor) -> Tensor:
     result = torch.empty_like(by_value)
     result[by_value] = torch.tensor(numbers, dtype=torch.long, device=values.device)
     return result
+
+
+def without_kernel(vectors: Tensor, kernel: Tensor) -> Tensor:
+    r""":obj:`vectors` (:obj:`[..., n, j]`, orthonormal columns of a dense
+    eigensolve past its first) orthogonal to the exact kernel vector
+    :obj:`kernel` (:obj:`[..., n]`, unit) of their component. Where
+    :math:`\lambda_1` of the component is tiny (a bridge of weight 1e-10),
+    the dense solver's first kept vector mixes with its own kernel vector,
+    which is not :obj:`kernel`, and the encoding, which puts :obj:`kernel`
+    beside them, would hold two nearly equal columns: where some column's
+    overlap with :obj:`kernel` exceeds :data:`KERNEL_OVERLAP`, the columns
+    are projected and made orthonormal again (the Q of their QR
+    factorisation, signed to keep each column's direction); elsewhere they
+    are returned unchanged, to the bit. Cost: :math:`O(n j)` per
+    component, :math:`O(n j^2)` where corrected; one synchronisation."""
+    overlap = kernel.unsqueeze(-2) @ vectors
+    needed = overlap.abs().amax(dim=(-2, -1)) > KERNEL_OVERLAP
+    if not bool(needed.any()):
+        return vectors
+    q, r = torch.linalg.qr(vectors - kernel.unsqueeze(-1) * overlap)
+    sign = torch.where(r.diagonal(dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(q.dtype)
+    return torch.where(needed[..., None, None], q * sign.unsqueeze(-2), vectors)
 
 
 def fix_signs(vectors: Tensor) -> Tensor:

@@ -91,9 +91,12 @@ def form_of(value: Any) -> str:
 def check_attr_name(name: Any, arg: str, owner: str, hint: str = '') -> str:
     r"""Returns the attribute name :obj:`name` that the argument :obj:`arg`
     of :obj:`owner` chose, if it may be written: a non-empty :obj:`str`, not
-    a standard attribute (:data:`STANDARD`) and not one that another part of
-    the package owns (:data:`OWNERS`). :obj:`hint` ends the error (another
-    way to reach what was meant)."""
+    a standard attribute (:data:`STANDARD`), not one that another part of
+    the package owns (:data:`OWNERS`), and not one that PyG's batching
+    treats as an index (a name holding :obj:`index` or :obj:`batch`, or
+    :obj:`face`: concatenated along the last dimension or offset per graph,
+    which would scramble a node-level matrix). :obj:`hint` ends the error
+    (another way to reach what was meant)."""
     if not isinstance(name, str):
         raise TypeError(f"'{arg}' must be a str, the name of the attribute {owner} writes "
                         f"(got {type(name).__name__} {name!r})")
@@ -105,6 +108,12 @@ def check_attr_name(name: Any, arg: str, owner: str, hint: str = '') -> str:
         raise ValueError(f"'{arg}' would make {owner} write 'data.{name}', one of PyG's "
                          f"standard attributes, which the transforms of this package never "
                          f"overwrite; choose another name{hint}")
+    probe, value = Data(num_nodes=2), torch.zeros(2, 1)
+    if probe.__cat_dim__(name, value) != 0 or probe.__inc__(name, value) != 0:
+        raise ValueError(f"'{arg}' would make {owner} write 'data.{name}', which PyG's "
+                         f"batching reads as an index (names holding 'index' or 'batch', and "
+                         f"'face', are concatenated along their last dimension or offset per "
+                         f"graph), scrambling the node-level matrix; choose another name{hint}")
     other = owner_of(name)
     if other is not None and other[0] != owner:
         raise ValueError(f"'{arg}' would make {owner} write 'data.{name}', where "

@@ -22,6 +22,7 @@ from torch_geometric_regcn.transforms.attributes import (
     SPARSE_ADJACENCIES,
     check_attr_name,
     check_outputs,
+    form_of,
 )
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.validation import (
@@ -103,9 +104,13 @@ class LaplacianEigenPE(BaseTransform):
         attr_name (str, optional): The attribute of the data object to store
             the encoding in. If set to :obj:`None`, it is concatenated to
             :obj:`data.x` (cast to its dtype, on every application, as PyG
-            does), or becomes :obj:`data.x` when there is none. PyG's
-            standard attributes (:obj:`"x"`, :obj:`"pos"`, ...) and the
-            names other transforms of this package write are refused. Under
+            does; a non-floating :obj:`data.x`, which would truncate it, and
+            one of another number of rows raise an error before the solve),
+            or becomes :obj:`data.x` when there is none. Names that PyG's
+            batching reads as indices (holding :obj:`index` or
+            :obj:`batch`), PyG's standard attributes (:obj:`"x"`,
+            :obj:`"pos"`, ...) and the names other transforms of this
+            package write are refused. Under
             the default name an earlier encoding (a floating-point matrix) is
             replaced; under a name you choose, an existing attribute raises
             a :class:`ValueError` before any work (delete it first, or
@@ -175,6 +180,19 @@ class LaplacianEigenPE(BaseTransform):
     def forward(self, data: Data) -> Data:
         if self.attr_name is not None:
             check_outputs(data, [self.attr_name], 'LaplacianEigenPE', NODE_MATRIX, 'attr_name')
+        elif data.x is not None:  # checked before the solve that the concatenation follows
+            x = data.x
+            if not isinstance(x, Tensor) or x.layout != torch.strided or x.dim() not in (1, 2) \
+                    or x.size(0) != data.num_nodes:
+                raise ValueError(f"'data.x' must be a dense [num_nodes] or [num_nodes, F] "
+                                 f"tensor for the encoding to be appended to it (got "
+                                 f"{form_of(x)}, num_nodes={data.num_nodes}); pass attr_name= "
+                                 f"to store the encoding apart")
+            if not x.is_floating_point():
+                raise TypeError(f"'data.x' is {x.dtype} (e.g. atom types): the encoding, "
+                                f"appended to it in its dtype, would be truncated to integers; "
+                                f"pass attr_name= to store it apart, or convert x first "
+                                f"(data.x = data.x.float())")
         pairs = self.eigenpairs(data, stacklevel=4)  # forward, BaseTransform.__call__, caller
         dtype = self.dtype
         if dtype is None:
