@@ -40,5 +40,17 @@ def test_finite_operators_near_the_dtype_limit_are_solved(method):
 def test_an_integer_operator_is_named():
     # It failed in torch's random start ("normal_kernel_cpu" not implemented for 'Long').
     s = torch.eye(5, dtype=torch.long).to_sparse_csr()
-    with pytest.raises(TypeError, match="'operator' must be a real floating-point matrix"):
+    with pytest.raises(TypeError, match="'operator' must be a float32 or float64 matrix"):
         extreme_eigenpairs(s, 2)
+
+
+@pytest.mark.parametrize('method', ['lanczos', 'chebyshev', 'power'])
+def test_half_precision_and_scalar_operators_are_named(method):
+    # float16 failed naming an internal 'block' or in torch's QR ("geqrf_cpu" not
+    # implemented for 'Half'); a 0-d operator with an IndexError.
+    for dtype in (torch.float16, torch.bfloat16):
+        with pytest.raises(TypeError, match=r"'operator' must be a float32 or float64 matrix "
+                                            r"\(got torch\.b?float16\); use 'operator.float"):
+            extreme_eigenpairs(torch.eye(6, dtype=dtype), 2, method=method)
+    with pytest.raises(ValueError, match=r"'operator' must be a square matrix \(got \[\]\)"):
+        extreme_eigenpairs(torch.tensor(1.0), 1, method=method)

@@ -239,7 +239,10 @@ def test_block_lanczos_row_chunks_change_nothing(monkeypatch, which):
     pairs = block_lanczos(s, 10, which, tol=1e-8, generator=torch.Generator().manual_seed(1))
     assert pairs.iterations == whole.iterations
     torch.testing.assert_close(pairs.eigenvalues, whole.eigenvalues, atol=1e-12, rtol=0)
-    torch.testing.assert_close(pairs.eigenvectors, whole.eigenvectors, atol=1e-9, rtol=0)
+    # Each vector up to its sign, which the Rayleigh-Ritz eigh may pick either way when
+    # the chunks round differently (they do on AMD EPYC).
+    sign = (pairs.eigenvectors * whole.eigenvectors).sum(0).sign()
+    torch.testing.assert_close(pairs.eigenvectors * sign, whole.eigenvectors, atol=1e-9, rtol=0)
     x, theta, dense = pairs.eigenvectors, pairs.eigenvalues, s.to_dense()
     true = (dense @ x - x * theta).norm(dim=0).max() / torch.linalg.eigvalsh(dense).abs().max()
     assert float(true) * (1 - 1e-6) <= pairs.residual <= 1e-8

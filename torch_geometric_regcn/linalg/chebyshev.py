@@ -26,7 +26,11 @@ def chebyshev_filter(operator: Tensor, lower: float, upper: float, degree: int,
     nothing (the returned block is then one of them, overwritten by the next
     call), else three new ones per call. :obj:`lower=-1`, :obj:`upper=1`,
     :obj:`degree=1`, :obj:`top=1` is the plain product
-    :math:`\mathbf{S}x`."""
+    :math:`\mathbf{S}x`. The scale is :math:`T_d(\ell(\text{top}))` for
+    :obj:`top` at or above :obj:`upper`, where every caller puts it; for
+    another :obj:`top` it is :math:`\cosh(d\,\mathrm{arcosh}(\max(1,
+    |\ell(\text{top})|)))`, positive, so the map is :math:`T_d(\ell(\mathbf{S}))`
+    up to a positive factor."""
     center, half = (upper + lower) / 2, (upper - lower) / 2
     reach = math.acosh(max(1.0, abs(top - center) / half))
     sigma = [math.cosh(j * reach) for j in range(degree + 1)]

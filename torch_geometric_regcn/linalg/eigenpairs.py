@@ -32,14 +32,14 @@ def select(theta: Tensor, vectors: Tensor, count: int, which: str) -> tuple[Tens
 def check_problem(operator: Tensor, k: int, which: str, max_iter: int, degree: int,
                   tol: float = 1e-4) -> int:
     r"""Validates the arguments shared by the eigensolvers (a finite square
-    real floating-point operator, :math:`1 \leq k \leq N`, positive integer
+    float32 or float64 operator, :math:`1 \leq k \leq N`, positive integer
     counts); returns :math:`N`."""
-    n = operator.size(0)
-    if operator.dim() != 2 or operator.size(1) != n:
+    if operator.dim() != 2 or operator.size(0) != operator.size(1):
         raise ValueError(f"'operator' must be a square matrix (got {list(operator.shape)})")
-    if not operator.dtype.is_floating_point:  # a ShardedMatrix too
-        raise TypeError(f"'operator' must be a real floating-point matrix (got "
-                        f"{operator.dtype}); use 'operator.double()'")
+    n = operator.size(0)
+    if operator.dtype not in (torch.float32, torch.float64):  # a ShardedMatrix too
+        raise TypeError(f"'operator' must be a float32 or float64 matrix (got "
+                        f"{operator.dtype}); use 'operator.float()' or 'operator.double()'")
     k = check_int('k', k, minimum=0)
     if not 0 < k <= n:
         raise ValueError(f"'k' must lie in [1, {n}] (got {k})")
@@ -66,7 +66,7 @@ def check_symmetric(operator: Tensor) -> None:
     a dense matrix): it finds an operator that is far from symmetric (a
     directed graph's, or a dense matrix that was never symmetrised), not an
     asymmetry as small as rounding. Operators in other dtypes than float32
-    and float64 are left to the solvers, which refuse them."""
+    and float64 are left to :func:`check_problem`, which refuses them."""
     n = operator.size(0)
     if n == 0 or operator.dtype not in (torch.float32, torch.float64):
         return

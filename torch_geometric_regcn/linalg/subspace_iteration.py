@@ -156,7 +156,9 @@ def subspace_iteration(
     converged = residual <= tol
     if not converged:
         fix = (f"its residual no longer falls: the rounding of {operator.dtype} limits it; "
-               f"solve in float64 or raise 'tol'" if floor else
+               + ("solve in float64 or raise 'tol'" if operator.dtype != torch.float64
+                  else "raise 'tol' (float64 rounding bounds it near 1e3 * eps)")
+               if floor else
                "raise 'max_iter', raise 'tol', or use method='chebyshev' with a higher 'degree'")
         warnings.warn(
             f"Subspace iteration stopped after {iteration} iterations with relative residual "

@@ -81,7 +81,9 @@ class LaplacianEigenPE(BaseTransform):
     :math:`\mathbf{D}^{1/2}\mathbf{1}_C / \|\mathbf{D}^{1/2}\mathbf{1}_C\|`,
     each isolated node :math:`i` an eigenvalue :math:`1` with
     :math:`\mathbf{e}_i`; equal eigenvalues are ordered by the lowest node of
-    their component (``docs/positional_encoding.md``).
+    their component (``docs/positional_encoding.md``). Inside one component,
+    a repeated eigenvalue's basis is the solver's: the same on every call in
+    one process, but it may differ across thread counts and machines.
 
     The Laplacian comes from
     :func:`~torch_geometric_regcn.linalg.normalized_adjacency` with PyG's
