@@ -2,7 +2,9 @@ import warnings
 
 import pytest
 import torch
+from torch_geometric.data import Data
 
+from torch_geometric_regcn import SemanticGraph
 from torch_geometric_regcn.distributed.row_partition import RowPartition
 from torch_geometric_regcn.knn import (
     exact_knn_cosine,
@@ -109,3 +111,14 @@ def test_a_graph_too_small_for_any_neighbour_says_so(n):
     # It read "'k' must lie in [1, -1]" for an empty graph.
     with pytest.raises(ValueError, match=f"at least 2 nodes.*got {n}"):
         knn_graph_cosine(torch.randn(n, 3), 1)
+
+
+@pytest.mark.parametrize('dtype', [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_float8_features_are_searched_in_float32(dtype):
+    # They failed inside the finiteness check ("aminmax_cpu" not implemented).
+    x = torch.randn(30, 6, generator=torch.Generator().manual_seed(0)).to(dtype)
+    assert torch.equal(exact_knn_cosine(x, 3, progress=False),
+                       exact_knn_cosine(x.float(), 3, progress=False))
+    graph = SemanticGraph(3, progress=False)
+    assert torch.equal(graph(Data(x=x, num_nodes=30)).semantic_edge_index,
+                       graph(Data(x=x.float(), num_nodes=30)).semantic_edge_index)

@@ -83,3 +83,25 @@ def test_normalize_rows_of_finite_rows_whose_norm_overflows_or_underflows(scale,
         # One rounding of the scaled entries, a division and a norm in dtype.
         tol = 4 * torch.finfo(dtype).eps
         torch.testing.assert_close(got.double(), expected, atol=tol, rtol=0)
+
+
+def test_sparse_features_are_scored_in_blocks_bounded_by_their_width(monkeypatch):
+    # The default block_size ignored F: a sparse x of 2,000 rows and 100,000 columns took
+    # 1.5 GB of dense query rows. Now rows x (N + F) stay within BLOCK per block.
+    import torch_geometric_regcn.knn.exact as exact
+    gen = torch.Generator().manual_seed(0)
+    n, f = 60, 500
+    dense = torch.rand(n, f, generator=gen) * (torch.rand(n, f, generator=gen) < 0.05)
+    dense[:, 0] += 0.1  # no zero row
+    seen = []
+    original = exact.dense_rows
+
+    def recording(x, start, end):
+        seen.append(end - start)
+        return original(x, start, end)
+
+    monkeypatch.setattr(exact, 'BLOCK', 5 * (n + f))
+    monkeypatch.setattr(exact, 'dense_rows', recording)
+    got = exact_knn_cosine(dense.to_sparse_csr(), 4, progress=False)
+    assert max(seen) == 5  # BLOCK / (widest + F) rows per block
+    assert torch.equal(got, brute_force_neighbours(dense, 4))

@@ -36,6 +36,18 @@ def test_faiss_probing_every_cell_is_the_brute_force():
 
 
 @needs_faiss
+def test_faiss_on_float64_features_ranks_in_float64():
+    # Five near-copies of each of 40 rows, 1e-6 apart: float32 cannot order them, and faiss
+    # (which scores in float32) returned float32 neighbours. The 2k + 1 = 7 candidates of a
+    # query hold its 4 copies, which the float64 re-scoring orders.
+    gen = torch.Generator().manual_seed(0)
+    base = torch.randn(40, 16, dtype=torch.float64, generator=gen)
+    x = base.repeat_interleave(5, 0) + 1e-6 * torch.randn(200, 16, dtype=torch.float64,
+                                                          generator=gen)
+    got = faiss_knn_cosine(x, 3, cells=4, probes=4, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(got, _exact(x, 3))
+
+@needs_faiss
 @pytest.mark.parametrize('features', ['clustered', 'noise'])
 def test_faiss_recall_reaches_the_target_and_no_node_is_its_own_neighbour(features):
     # The tuned probes of the pure-torch search, with cells ranked per query:

@@ -99,9 +99,9 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
     error, fields, same = None, [], {}
     try:
         x = real_features(x)
-        if isinstance(x, Tensor) and x.dtype in (torch.float16, torch.bfloat16):
-            # Half precision, whose 3 significant digits would decide the
-            # neighbours: float32, as LowRankInverse searches.
+        if isinstance(x, Tensor) and x.is_floating_point() and x.element_size() < 4:
+            # Half precision or float8, whose few significant digits would decide
+            # the neighbours: float32, as LowRankInverse searches.
             x = x.float()
         check_generator(generator)
         check_node_features(x, 'x')

@@ -72,7 +72,10 @@ def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
         \mathcal{N}_k(i) = \operatorname{top-}k_{j \neq i}\;
         \frac{\mathbf{x}_i^{\top}\mathbf{x}_j}{\|\mathbf{x}_i\|\,\|\mathbf{x}_j\|},
 
-    ties to the lower node index; a zero row has similarity 0 to every node.
+    ties (similarities equal as computed) to the lower node index; a zero
+    row has similarity 0 to every node. Duplicate rows may get similarities
+    one rounding error apart from the BLAS (``docs/reliability.md``,
+    *Determinism*).
 
     The similarities of :obj:`block_size` query rows at a time are scored
     against each block of nodes and merged into a running top-:math:`k` in
@@ -86,7 +89,8 @@ def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
     :math:`k`-th place (see ``docs/reliability.md``, *Determinism*).
 
     With :math:`n = N / P` rows per rank, time is :math:`O(n N F)` per rank,
-    memory :math:`O(n F + n k + \text{block\_size} \cdot n)`, and each rank
+    memory :math:`O(n F + n k + \text{block\_size} \cdot (n + F))` (a block
+    of sparse features is scored dense), and each rank
     sends :math:`(P - 1) / P \cdot N F` values (non-zeros with their indices
     for sparse features).
 
@@ -96,8 +100,8 @@ def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
             or sparse COO or CSR.
         k (int): Neighbours per node, less than :math:`N`.
         block_size (int, optional): Query rows per block. (default:
-            :obj:`None`, about :math:`2^{24}` similarities per block, 8x more
-            on CUDA)
+            :obj:`None`, about :math:`2^{24}` similarities per block, and as
+            many dense feature values for sparse features, 8x more on CUDA)
         progress (bool, optional): Show a progress bar (on rank 0) when the
             search takes longer than a second. (default: :obj:`True`)
         partition (RowPartition, optional): The row blocks, as on this rank's
@@ -122,7 +126,9 @@ def exact_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
     n_local, bounds = partition.num_local, partition.bounds
     widest = max(max(b - a for a, b in zip(bounds, bounds[1:])), 1)
     if block_size is None:
-        block_size = max(1, min(n_local, (BLOCK * 8 if xn.is_cuda else BLOCK) // widest))
+        # A block holds its scores [b, widest] and, for sparse features, its dense rows [b, F].
+        per_row = widest + (xn.size(1) if xn.layout != torch.strided else 0)
+        block_size = max(1, min(n_local, (BLOCK * 8 if xn.is_cuda else BLOCK) // per_row))
     own_keys = xn if xn.layout == torch.strided else to_csr(xn)
     top = RunningTopK(n_local, k, partition.num_nodes, xn, merges=partition.num_parts > 1)
     bar = progress_bar(n_local * partition.num_parts, 'semantic kNN (exact)', 'node',

@@ -17,6 +17,8 @@ from torch_geometric_regcn.knn.top_k import top_k_lowest_index
 
 #: Queries per faiss search call (bounds its distance and label buffers).
 QUERY_BLOCK = 65536
+#: Queries whose float64 candidates are re-scored together (a [block, 2k + 1, F] gather).
+RESCORE_BLOCK = 1024
 
 
 def faiss_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
@@ -30,9 +32,16 @@ def faiss_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
     :func:`~torch_geometric_regcn.knn.ivf_knn_cosine` with the same options
     and generator state; faiss then ranks the cells by each query's own
     similarity to the centroids (not by its cell's), so at the same probes
-    the recall is at least about that of the pure-torch search. Unlike it,
-    ties at the :obj:`k`-th place are broken by faiss (not always towards
-    the lower node index), and it runs in one process only. Queries whose
+    the recall is at least about that of the pure-torch search. faiss
+    scores in float32: float64 features get :math:`2k + 1` candidates per
+    query, re-scored in float64 (ties among them to the lower node index),
+    so that the neighbours are those of float64 similarities among the
+    candidates (where more than :math:`2k` neighbours of a query lie closer
+    together than float32 rounding, about :math:`10^{-7}`, the candidates
+    may still miss the best of them: use the pure-torch search there).
+    Unlike the pure-torch search, ties at the :obj:`k`-th place of float32
+    features are broken by faiss (not always towards the lower node index),
+    and it runs in one process only. Queries whose
     probed cells hold fewer than :obj:`k` other nodes are searched exactly.
     Measured against the pure-torch search in
     ``benchmarks/results/knn_scale.md``.
@@ -79,10 +88,15 @@ def faiss_search(xn: Tensor, k: int, partition: RowPartition,
         index.add_core(n, faiss.swig_ptr(data), None, faiss.swig_ptr(assign))
         index.nprobe = probes
         out = torch.empty(n, k, dtype=torch.long)
+        # faiss scores in float32: float64 rows get 2k + 1 candidates, re-scored in float64.
+        wanted = k + 1 if xn.dtype == torch.float32 else 2 * k + 1
         for start in range(0, n, QUERY_BLOCK):
-            _, found = index.search(data[start:start + QUERY_BLOCK], k + 1)
+            _, found = index.search(data[start:start + QUERY_BLOCK], min(wanted, n))
             found = torch.from_numpy(found)
             rows = torch.arange(start, start + found.size(0))[:, None]
+            if wanted > k + 1:
+                out[start:start + found.size(0)] = rescored(xn, rows, found, k)
+                continue
             keep = found != rows  # the node itself, found first unless a duplicate ties
             keep &= keep.cumsum(dim=1) <= k
             out[start:start + found.size(0)] = found[keep].view(-1, k)
@@ -94,3 +108,26 @@ def faiss_search(xn: Tensor, k: int, partition: RowPartition,
         scores[torch.arange(part.numel(), device=xn.device), part.to(xn.device)] = -math.inf
         out[part] = top_k_lowest_index(scores, k).cpu()
     return out.sort(dim=1).values.to(xn.device)
+
+
+def rescored(xn: Tensor, rows: Tensor, found: Tensor, k: int) -> Tensor:
+    r"""The :obj:`k` best of the candidates :obj:`found` (:obj:`[B, c]` node
+    indices of the queries :obj:`rows`, :obj:`-1` where faiss found none) by
+    their similarities recomputed in the dtype of :obj:`xn`, ties to the
+    lower node index; :obj:`-1` where fewer than :obj:`k` remain. Rows of
+    :data:`RESCORE_BLOCK` at a time: :math:`O(B c F)` time."""
+    out = torch.empty(found.size(0), k, dtype=torch.long)
+    for lo in range(0, found.size(0), RESCORE_BLOCK):
+        cand = found[lo:lo + RESCORE_BLOCK].to(xn.device)
+        query = rows[lo:lo + RESCORE_BLOCK].to(xn.device)
+        valid = (cand >= 0) & (cand != query)
+        safe = cand.clamp(min=0)
+        scores = (xn[query] * xn[safe]).sum(-1)  # [b, c], one pair per entry
+        scores = scores.masked_fill(~valid, -math.inf)
+        # Lower node index first among equal scores: order the candidates by index.
+        order = torch.where(valid, safe, xn.size(0)).argsort(dim=1)
+        best = top_k_lowest_index(scores.gather(1, order), k)
+        picked = safe.gather(1, order).gather(1, best)
+        missing = ~valid.gather(1, order).gather(1, best)
+        out[lo:lo + RESCORE_BLOCK] = picked.masked_fill(missing, -1).cpu()
+    return out

@@ -108,7 +108,10 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
     so noisy or high-dimensional features get more probes (up to the exact
     search). Time is about :math:`\text{probes} / \text{cells}` of the exact
     search, memory :math:`O(N k + \text{probes} \cdot N / \text{cells}
-    \cdot F)` beyond the unit rows: a cell's queries are scored against its
+    \cdot F + \text{cells}^2)` beyond the unit rows (the cells' ranking
+    by centroid similarity, about 20 bytes per pair of cells: 80 MB at
+    2,000 cells, so keep :obj:`cells` near its default :math:`\sqrt{N}`
+    rather than at faiss-style :math:`16\sqrt{N}`): a cell's queries are scored against its
     candidates in blocks of :data:`SEARCH_BLOCK` similarities, and the best
     :obj:`k` of each block taken through group maxima
     (:func:`~torch_geometric_regcn.knn.top_k.top_k_lowest_index`).

@@ -38,8 +38,9 @@ class SemanticGraph(SharesGroup, BaseTransform):
 
     The search is :func:`~torch_geometric_regcn.knn.knn_graph_cosine`:
     exact, in row blocks (memory :math:`O(N \cdot \text{block\_size} + N
-    k)`, no :math:`N \times N` matrix, time :math:`O(N^2 d)`), for dense or
-    sparse :obj:`data.x`; or, for large graphs on CPU, approximate
+    k)`, plus :math:`\text{block\_size} \cdot d` for sparse features, no
+    :math:`N \times N` matrix, time :math:`O(N^2 d)`), for dense or sparse
+    :obj:`data.x`; or, for large graphs on CPU, approximate
     (:func:`~torch_geometric_regcn.knn.ivf_knn_cosine`, an inverted file
     index whose number of probed cells is tuned to a recall of 0.95), which
     cuts the time by the number of cells over the number of probes; its

@@ -305,10 +305,13 @@ def check_node_features(x: Tensor, name: str = 'x', finite: bool = True) -> None
 
 def real_features(x: Tensor) -> Tensor:
     r"""Integer or boolean node features (counts, 0/1 bags of words) in the
-    default floating-point dtype; any other tensor, complex included, as it
-    is, for :func:`check_node_features` to judge."""
+    default floating-point dtype, float8 ones (which torch computes little
+    with) in float32; any other tensor, complex included, as it is, for
+    :func:`check_node_features` to judge."""
     if isinstance(x, Tensor) and not (x.is_floating_point() or x.is_complex()):
         return x.to(torch.get_default_dtype())
+    if isinstance(x, Tensor) and x.is_floating_point() and x.element_size() == 1:
+        return x.float()
     return x
 
 
