@@ -108,16 +108,16 @@ def check_attr_name(name: Any, arg: str, owner: str, hint: str = '') -> str:
         raise ValueError(f"'{arg}' would make {owner} write 'data.{name}', one of PyG's "
                          f"standard attributes, which the transforms of this package never "
                          f"overwrite; choose another name{hint}")
+    other = owner_of(name)
+    if other is not None and other[0] != owner:
+        raise ValueError(f"'{arg}' would make {owner} write 'data.{name}', where "
+                         f"{other[0]} stores {other[1]}; choose another name{hint}")
     probe, value = Data(num_nodes=2), torch.zeros(2, 1)
     if probe.__cat_dim__(name, value) != 0 or probe.__inc__(name, value) != 0:
         raise ValueError(f"'{arg}' would make {owner} write 'data.{name}', which PyG's "
                          f"batching reads as an index (names holding 'index' or 'batch', and "
                          f"'face', are concatenated along their last dimension or offset per "
                          f"graph), scrambling the node-level matrix; choose another name{hint}")
-    other = owner_of(name)
-    if other is not None and other[0] != owner:
-        raise ValueError(f"'{arg}' would make {owner} write 'data.{name}', where "
-                         f"{other[0]} stores {other[1]}; choose another name{hint}")
     return name
 
 
