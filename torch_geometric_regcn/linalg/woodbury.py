@@ -13,6 +13,7 @@ from torch_geometric_regcn.distributed.collectives import (
     agree_arguments,
     differentiable_all_reduce,
 )
+from torch_geometric_regcn.linalg.blocks import local_gram
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.fingerprint import fingerprint
 from torch_geometric_regcn.utils.validation import (
@@ -27,7 +28,9 @@ def factors_from_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> Tuple[
     r"""Turns eigenpairs :math:`(\mathbf{\Lambda}, \mathbf{U})` of a symmetric
     :math:`\mathbf{S}` into factors with :math:`\mathbf{W}\mathbf{V}^{\top} =
     -\mathbf{U} \mathbf{\Lambda} \mathbf{U}^{\top}`, the rank-:math:`r`
-    truncated SVD of :math:`-\mathbf{S}` in the form of the tsGCN authors' code:
+    eigen-truncation of :math:`-\mathbf{S}` on the pairs given (its truncated
+    SVD for the pairs of largest magnitude, :obj:`which="LM"`) in the form
+    of the tsGCN authors' code:
     :math:`\mathbf{W} = \mathbf{U} |\mathbf{\Lambda}|^{1/2}`,
     :math:`\mathbf{V} = -\mathbf{U}\,\mathrm{sign}(\mathbf{\Lambda})
     |\mathbf{\Lambda}|^{1/2}`. Then :math:`\mathbf{I} - \mathbf{W}(\mathbf{I}_r +
@@ -133,7 +136,7 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
             error = failure
         agree_arguments(group, 'woodbury_core', same, error)
     with torch.autocast(w.device.type, enabled=False):
-        vtw = differentiable_all_reduce(v.T @ w, group)
+        vtw = differentiable_all_reduce(local_gram(v, w), group)
     lu, pivots, _ = torch.linalg.lu_factor_ex(
         torch.eye(w.size(1), dtype=w.dtype, device=w.device) + vtw)
     if not is_compiling() and lu.numel() > 0:
@@ -461,7 +464,7 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
     with torch.autocast(x.device.type, enabled=False):
         y = x.to(w.dtype)
         if summary is None:
-            summary = differentiable_all_reduce(v.T @ y, group)
+            summary = differentiable_all_reduce(local_gram(v, y), group)
         return (y - w @ torch.linalg.lu_solve(core.lu, core.pivots, summary.to(w.dtype))
                 ).to(x.dtype)
 
