@@ -23,7 +23,12 @@ from torch_geometric_regcn.distributed.row_partition import (
 )
 from torch_geometric_regcn.linalg.eigenpairs import WHICH
 from torch_geometric_regcn.linalg.eigensolver import EIGENSOLVER_METHODS, extreme_eigenpairs
-from torch_geometric_regcn.linalg.woodbury import factors_from_eigenpairs, woodbury_core
+from torch_geometric_regcn.linalg.woodbury import (
+    ROUNDING_UNITS,
+    SINGULAR_ERROR,
+    factors_from_eigenpairs,
+    woodbury_core,
+)
 from torch_geometric_regcn.regularizers.graph import GraphOperators, Operator
 from torch_geometric_regcn.regularizers.tsgcn import check_tsgcn_coefficients, tsgcn_adjacency
 from torch_geometric_regcn.transforms import factor_cache
@@ -209,6 +214,28 @@ def _compute_dtype(data: Data) -> torch.dtype:
     return solve_dtype(_target(data)[0])
 
 
+def check_solvable(alpha: float, beta: float, dtype: torch.dtype) -> None:
+    r"""Raises, before any search or eigensolve, where :obj:`alpha` and
+    :obj:`beta` alone make the factors' core numerically singular in
+    :obj:`dtype` (the verdict :func:`~torch_geometric_regcn.linalg.woodbury_core`
+    would give after the eigensolve): the core's smallest pivot
+    :math:`1 - \lambda_{\max}(\mathbf{S})` is at most :math:`(1 +
+    2\min(\alpha, \beta)) / (1 + \alpha + \beta)` on every graph, since
+    :math:`\lambda_{\max}(\mathbf{S}) \geq |\alpha - \beta| / (1 + \alpha +
+    \beta)` (each normalised adjacency has the eigenvalue 1 and none below
+    -1), and its rounding level is at least :obj:`ROUNDING_UNITS`
+    :math:`\epsilon` times one plus that bound. :math:`O(1)`."""
+    total = 1.0 + alpha + beta
+    pivot = (1.0 + 2.0 * min(alpha, beta)) / total
+    rounding = ROUNDING_UNITS * torch.finfo(dtype).eps * (1.0 + abs(alpha - beta) / total)
+    if not rounding / pivot < SINGULAR_ERROR:
+        raise ValueError(
+            f"LowRankInverse(alpha={alpha:g}, beta={beta:g}) has factors whose core I + V^T W "
+            f"is numerically singular in {dtype} on every graph: its smallest pivot, "
+            f"1 - lambda_max(S), is at most {pivot:.2g}, not above the rounding level "
+            f"{rounding:.2g}; use float64 (data.x.double()) or a smaller alpha + beta")
+
+
 class LowRankInverse(SharesGroup, BaseTransform):
     r"""Precomputes the low-rank factors of the tsGCN propagation matrix from
     the `"Beyond Graph Convolutional Network: An Interpretable
@@ -354,6 +381,7 @@ class LowRankInverse(SharesGroup, BaseTransform):
         part = _check_graph(data, self.beta, group, self.rank, 'LowRankInverse',
                             self._arguments(), outputs=('lowrank_w', 'lowrank_v'))
         dtype, device = _compute_dtype(data), _target(data)[1]
+        check_solvable(self.alpha, self.beta, dtype)
         path = None
         if self.cache_dir is not None:
             key = factor_cache.shard_key(self._cache_key(data, part), part, group)
