@@ -192,26 +192,6 @@ class PolynomialRegularizer(Regularizer):
                                                    device=lam.device)
         return powers @ self.coefficients_tensor(lam)
 
-    def regularizer_matrix(self, graph: GraphOperators) -> Tensor:
-        r"""The dense :math:`\mathbf{R} = g(\hat{\mathbf{A}})^{-1}`
-        (:math:`O(N^3)`, for analysis and tests). Raises :class:`ValueError`
-        where :math:`g(\hat{\mathbf{A}})` is singular to working precision
-        (its smallest eigenvalue magnitude at most :math:`N\epsilon` times the
-        largest): :math:`g` vanishes on an eigenvalue of :math:`\hat{\mathbf{A}}`,
-        and :math:`\mathbf{R}` does not exist."""
-        eye = torch.eye(graph.num_nodes, dtype=graph.dtype, device=graph.device)
-        response = self.numerator(eye, graph)  # the dense g(Â), symmetric
-        magnitude = torch.linalg.eigvalsh(response.detach()).abs()
-        n, eps = graph.num_nodes, torch.finfo(response.dtype).eps
-        if n and not float(magnitude.min()) > n * eps * float(magnitude.max()):
-            raise ValueError(
-                f"{self!r} has no regulariser matrix on this graph: g(A_hat) is singular "
-                f"(its smallest eigenvalue magnitude is {float(magnitude.min()):.2g}, the "
-                f"largest {float(magnitude.max()):.2g}), so g vanishes on an eigenvalue of "
-                f"A_hat and R = g(A_hat)^-1 does not exist; the propagation g(A_hat) X is "
-                f"still defined, but it minimises no energy")
-        return torch.linalg.solve(response, eye)
-
     def __repr__(self) -> str:
         if 'gamma' in self.learned:
             return super().__repr__()
