@@ -47,6 +47,30 @@ def test_gram_of_tall_float32_blocks_sums_its_chunks_in_float64():
     assert got.dtype == torch.float32
     assert float(((got.double() - exact).abs() / exact).max()) < 16 * EPS32
 
+def test_gram_of_tall_float32_blocks_differentiates_in_one_pass():
+    # A loop over chunks put one slice per chunk in the autograd graph, each of whose
+    # backward passes allocated the whole input: quadratic in N (a 400,000-row TSGCNConv's
+    # backward 11x slower). Now a handful of nodes, and the gradient is the float64 one to
+    # float32 rounding of sums of a few thousand terms.
+    gen = torch.Generator().manual_seed(1)
+    n = 10 * blocks.GRAM_CHUNK + 123
+    a = torch.randn(n, 5, generator=gen)
+    b = torch.randn(n, 3, generator=gen, requires_grad=True)
+    out = gram(a, b, None)
+
+    def nodes(fn, seen):
+        if fn is not None and fn not in seen:
+            seen.add(fn)
+            for child, _ in fn.next_functions:
+                nodes(child, seen)
+        return seen
+
+    assert len(nodes(out.grad_fn, set())) < 20  # a loop: three or more per chunk, 30+ here
+    (grad,) = torch.autograd.grad(out.square().sum(), b)
+    b64 = b.detach().double().requires_grad_()
+    (want,) = torch.autograd.grad((a.double().T @ b64).square().sum(), b64)
+    torch.testing.assert_close(grad.double(), want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))
+
 def test_gram_of_float64_blocks_against_a_sum_of_outer_products():
     a, b = block(120, 5, 2), block(120, 2, 3)
     reference = (a[:, :, None] * b[:, None, :]).sum(dim=0)  # another summation order

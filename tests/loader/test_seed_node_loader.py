@@ -326,6 +326,11 @@ def test_per_node_values_pyg_would_not_slice_are_refused():
     with pytest.raises(ValueError, match=r"'data.knn_index' has one row per node "
                                          r"\(shape \[50, 3\]\).*rename it"):
         SeedNodeLoader(data, batch_size=4)
+    # A sparse adjacency 'adj' is not read as an index: accepted, passed to batches whole.
+    adjacency = graph()
+    adjacency.adj = torch.sparse_coo_tensor(adjacency.edge_index,
+                                            torch.ones(adjacency.num_edges), (N, N))
+    assert next(iter(SeedNodeLoader(adjacency, batch_size=4))).adj.shape == (N, N)
     data.knn_neighbours = data.pop('knn_index')  # renamed: its rows are sliced
     batch = next(iter(SeedNodeLoader(data, input_nodes=torch.tensor([4, 1]), batch_size=2)))
     assert torch.equal(batch.knn_neighbours, data.knn_neighbours[[4, 1]])

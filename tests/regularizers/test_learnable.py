@@ -382,6 +382,22 @@ def test_a_layer_keeps_the_learned_coefficient_it_is_handed():
     conv.reset_parameters()  # an explicit reset returns to the start, as documented
     assert float(conv.regularizer.alpha.detach()) == pytest.approx(-0.2, rel=1e-6)
 
+    class Gated(R.SignedLaplacianRegularizer):  # a user's override of the plain signature
+        name = ''
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.gate = torch.nn.Linear(2, 2)
+
+        def reset_parameters(self):
+            super().reset_parameters()
+            self.gate.reset_parameters()
+
+    gated = Gated(alpha=-0.2).learn('alpha')
+    gated.alpha = -0.3
+    conv = RegularizerConv(F, 2, gated)
+    assert float(conv.regularizer.alpha.detach()) == pytest.approx(-0.3, rel=1e-6)
+
 class _SharedCoefficient(R.Regularizer):
     r"""M = (1 + a) I + a I - 0.3 a Â, its terms built from one tensor (a
     user's operator_terms may reuse one)."""

@@ -266,6 +266,36 @@ def test_closed_solver_judges_the_error_not_the_pivots():
     assert float((got.double() - want).norm() / want.norm()) < 2e-3
 
 
+def test_closed_solver_refuses_singular_systems_of_more_nodes_and_spares_hubs():
+    # A first condition estimate (inf-norm, unscaled) accepted the singular APPNP system of
+    # a 4,000-node path with random chords (eps * kappa estimated at 0.45, rounding noise
+    # returned with a warning), and warned on a well-posed float32 system with a hub
+    # joined to every node (inf-norm sqrt(2000) times the 2-norm; true error 3e-6).
+    n, gen = 4000, torch.Generator().manual_seed(3)
+    path = torch.arange(n - 1)
+    pairs = torch.cat([torch.stack([path, path + 1]),
+                       torch.randint(0, n, (2, 2 * n), generator=gen)], dim=1)
+    pairs = pairs[:, pairs[0] != pairs[1]]
+    appnp = R.get('appnp', alpha=1e-20)
+    graph = build_graph(appnp, torch.cat([pairs, pairs.flip(0)], dim=1), n, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"singular to torch.float64 precision"):
+        appnp.propagate(torch.ones(n, 1, dtype=torch.float64), graph, solver='closed')
+    n = 2000
+    hub = torch.stack([torch.zeros(n - 1, dtype=torch.long), torch.arange(1, n)])
+    chords = torch.randint(1, n, (2, 2000), generator=torch.Generator().manual_seed(0))
+    pairs = torch.cat([hub, chords[:, chords[0] != chords[1]]], dim=1)
+    edge_index = torch.cat([pairs, pairs.flip(0)], dim=1)
+    signed = R.get('signed', alpha=1000.0)
+    x = torch.randn(n, 2, generator=torch.Generator().manual_seed(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        got = signed.propagate(x, build_graph(signed, edge_index, n), solver='closed')
+    want = signed.propagate(x.double(), build_graph(signed, edge_index, n, dtype=torch.float64),
+                            solver='closed')
+    # cond(M) about 2e3 (1 + 1000 * lambda_max(L) over 1): float32 error near 2e3 eps.
+    assert float((got.double() - want).norm() / want.norm()) < 1e-3
+
+
 def dense_tsgcn(x, edge_index, alpha):
     a = torch.zeros(N, N, dtype=torch.float64)
     a[edge_index[0], edge_index[1]] = 1.0

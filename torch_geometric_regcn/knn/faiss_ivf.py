@@ -17,8 +17,8 @@ from torch_geometric_regcn.knn.top_k import top_k_lowest_index
 
 #: Queries per faiss search call (bounds its distance and label buffers).
 QUERY_BLOCK = 65536
-#: Queries whose float64 candidates are re-scored together (a [block, 2k + 1, F] gather).
-RESCORE_BLOCK = 1024
+#: The most float64 numbers of the [queries, 2k + 1, F] gather that re-scores candidates.
+RESCORE_NUMBERS = 2**23
 
 
 def faiss_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
@@ -114,12 +114,14 @@ def rescored(xn: Tensor, rows: Tensor, found: Tensor, k: int) -> Tensor:
     r"""The :obj:`k` best of the candidates :obj:`found` (:obj:`[B, c]` node
     indices of the queries :obj:`rows`, :obj:`-1` where faiss found none) by
     their similarities recomputed in the dtype of :obj:`xn`, ties to the
-    lower node index; :obj:`-1` where fewer than :obj:`k` remain. Rows of
-    :data:`RESCORE_BLOCK` at a time: :math:`O(B c F)` time."""
+    lower node index; :obj:`-1` where fewer than :obj:`k` remain. As many
+    queries at a time as keep the gather within :data:`RESCORE_NUMBERS`
+    numbers: :math:`O(B c F)` time."""
     out = torch.empty(found.size(0), k, dtype=torch.long)
-    for lo in range(0, found.size(0), RESCORE_BLOCK):
-        cand = found[lo:lo + RESCORE_BLOCK].to(xn.device)
-        query = rows[lo:lo + RESCORE_BLOCK].to(xn.device)
+    block = max(1, RESCORE_NUMBERS // (found.size(1) * xn.size(1)))
+    for lo in range(0, found.size(0), block):
+        cand = found[lo:lo + block].to(xn.device)
+        query = rows[lo:lo + block].to(xn.device)
         valid = (cand >= 0) & (cand != query)
         safe = cand.clamp(min=0)
         scores = (xn[query] * xn[safe]).sum(-1)  # [b, c], one pair per entry
@@ -129,5 +131,5 @@ def rescored(xn: Tensor, rows: Tensor, found: Tensor, k: int) -> Tensor:
         best = top_k_lowest_index(scores.gather(1, order), k)
         picked = safe.gather(1, order).gather(1, best)
         missing = ~valid.gather(1, order).gather(1, best)
-        out[lo:lo + RESCORE_BLOCK] = picked.masked_fill(missing, -1).cpu()
+        out[lo:lo + block] = picked.masked_fill(missing, -1).cpu()
     return out

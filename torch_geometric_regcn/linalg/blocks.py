@@ -8,32 +8,42 @@ from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import Group, all_gather, all_reduce, rank_of
 from torch_geometric_regcn.linalg.eigenpairs import ieee_float32_matmul, tf32_forced
+from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.validation import check_matrix
 
 #: Rows per partial product of :func:`local_gram` for float32 (and narrower) blocks on
 #: the CPU, whose partial products are then summed in float64.
 GRAM_CHUNK = 4096
+#: The most float32 numbers :func:`local_gram` holds in partial products at once; wide
+#: blocks take chunks of more rows.
+GRAM_PARTIALS = 2**22
 
 
 def local_gram(a: Tensor, b: Tensor) -> Tensor:
     r""":math:`\mathbf{A}^{\top}\mathbf{B}` of two blocks of the same
     :math:`n` rows, in their dtype. On the CPU, float32 (and narrower)
-    blocks of more than :data:`GRAM_CHUNK` rows are multiplied a chunk of
-    rows at a time and the chunks' products summed in float64: torch's
-    float32 product of narrow blocks sums over the rows with an error that
-    grows with :math:`n` (about :math:`10^4\epsilon` at :math:`n = 2 \cdot
-    10^6`), which the Rayleigh quotients of the eigensolvers and the core
-    of the Woodbury identity would inherit; chunked, it stays that of
-    :data:`GRAM_CHUNK` rows. The same float32 products, so about the same
-    time; differentiable."""
-    n = a.size(0)
+    blocks of more than :data:`GRAM_CHUNK` rows are multiplied in chunks of
+    rows by one batched product and the chunks' products summed in
+    float64: torch's float32 product of narrow blocks sums over the rows
+    with an error that grows with :math:`n` (about :math:`10^4\epsilon` at
+    :math:`n = 2 \cdot 10^6`), which the Rayleigh quotients of the
+    eigensolvers and the core of the Woodbury identity would inherit;
+    chunked, it stays that of a chunk. A chunk holds :data:`GRAM_CHUNK` rows,
+    more where the :math:`k \times m` partial products would exceed
+    :data:`GRAM_PARTIALS` numbers. Cost: the same float32 products, plus a
+    float64 sum of the chunks' :math:`k \times m` products; one batched
+    product in the autograd graph (no loop), so the backward pass stays
+    linear in :math:`n`. Under :func:`torch.compile`, the plain product."""
+    n, k, m = a.size(0), a.size(-1), b.size(-1)
     if n <= GRAM_CHUNK or a.device.type != 'cpu' or a.dtype == torch.float64 \
-            or not a.is_floating_point():
+            or not a.is_floating_point() or is_compiling():
         return a.T @ b
-    total = None
-    for start in range(0, n, GRAM_CHUNK):
-        part = (a[start:start + GRAM_CHUNK].T @ b[start:start + GRAM_CHUNK]).double()
-        total = part if total is None else total + part
+    rows = max(GRAM_CHUNK, -(-n * k * m // GRAM_PARTIALS))
+    whole = n // rows * rows
+    head_a, tail_a = a.split([whole, n - whole])
+    head_b, tail_b = b.split([whole, n - whole])
+    parts = head_a.reshape(-1, rows, k).transpose(1, 2) @ head_b.reshape(-1, rows, m)
+    total = parts.double().sum(0) + (tail_a.T @ tail_b).double()
     return total.to(torch.promote_types(a.dtype, b.dtype))
 
 

@@ -237,8 +237,9 @@ class SeedNodeLoader(NodeLoader):
                 raise TypeError(f"'data.{key}' is a {type(value).__name__} with one entry per "
                                 f"node, which PyG cannot slice for a batch; make it a tensor, "
                                 f"or delete it before building the loader")
-            if isinstance(value, Tensor) and value.dim() >= 2 \
-                    and value.size(0) == num_nodes and not key.endswith('edge_index') \
+            if isinstance(value, Tensor) and value.layout == torch.strided \
+                    and value.dim() >= 2 and value.size(0) == num_nodes \
+                    and not key.endswith('edge_index') and data.__cat_dim__(key, value) == -1 \
                     and not data.is_node_attr(key) and not data.is_edge_attr(key):
                 # PyG concatenates keys holding 'index' or 'face' along their last dimension.
                 raise ValueError(f"'data.{key}' has one row per node (shape "

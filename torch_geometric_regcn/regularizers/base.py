@@ -36,11 +36,12 @@ from torch_geometric_regcn.utils.validation import check_tensor
 #: :class:`~torch_geometric_regcn.regularizers.IterativeRegularizer`).
 SOLVERS = ('closed', 'series', 'cg', 'lowrank', 'irls', 'emp', 'amp', 'fixed_point')
 
-#: The bound on the relative error of the closed solve's result (machine epsilon times
-#: the estimated condition number) at which :func:`closed_solve` calls its matrix singular.
+#: Where the bound on the relative error of the closed solve's result (machine epsilon
+#: times the estimated condition number) times max(1, sqrt(N) / 8) reaches this,
+#: :func:`closed_solve` calls its matrix singular.
 CLOSED_SINGULAR = 0.5
-#: The steps of inverse iteration that estimate :math:`\|\mathbf{M}^{-1}\|` in
-#: :func:`closed_solve`.
+#: The steps of power and inverse iteration that estimate :math:`\|\mathbf{M}\|` and
+#: :math:`\|\mathbf{M}^{-1}\|` in :func:`closed_solve`.
 CONDITION_STEPS = 3
 
 #: The range of a learnable coefficient (:attr:`Regularizer.learnable`): an
@@ -499,12 +500,11 @@ class Regularizer(torch.nn.Module):
         raise NotImplementedError(f'{type(self).__name__} does not define its frequency '
                                   f'response')
 
-    def reset_parameters(self, coefficients: bool = True) -> None:
+    def reset_parameters(self) -> None:
         r"""Resets the trainable parts, if any: the learned coefficients to the
-        values they were learned from (unless :obj:`coefficients` is
-        :obj:`False`, as when a layer takes the regulariser), the submodules
-        by their own :meth:`reset_parameters`."""
-        starts = self.__dict__.get('_learned_start', {}) if coefficients else {}
+        values they were learned from, the submodules by their own
+        :meth:`reset_parameters`."""
+        starts = self.__dict__.get('_learned_start', {})
         with torch.no_grad():
             for name in self.learned:
                 if name in starts:
@@ -767,17 +767,20 @@ def closed_solve(matrix: Tensor, rhs: Tensor, regularizer: Regularizer) -> Tenso
     partial pivoting of :func:`torch.linalg.solve` (the same result and
     gradients, to the bit), whose accuracy is then bounded by
     :math:`\epsilon\,\kappa`, :math:`\epsilon` the machine epsilon of the
-    dtype and :math:`\kappa = \|\mathbf{M}\|_\infty \|\mathbf{M}^{-1}\|_2`
-    the condition number, :math:`\|\mathbf{M}^{-1}\|_2` estimated (from
-    below) by :obj:`CONDITION_STEPS` steps of inverse iteration with the same
-    factors from a fixed random vector. The pivots alone do not tell: at a
-    few thousand nodes a singular matrix's smallest pivot lies thousands of
-    machine epsilons from zero, while a well-posed float32 system whose rows
-    differ in scale has one closer. Where :math:`\epsilon\kappa` reaches
-    :obj:`CLOSED_SINGULAR`, the matrix is singular to working precision, as
-    coefficients such as :obj:`alpha=1e20` make it, and :class:`ValueError`
-    says so and how to fix it, instead of LAPACK's message or a result of
-    rounding noise; where it exceeds 0.1 %, a :class:`UserWarning` reports
+    dtype and :math:`\kappa = \|\mathbf{M}\|_2 \|\mathbf{M}^{-1}\|_2` the
+    condition number, both norms estimated (from below) by
+    :obj:`CONDITION_STEPS` steps of power iteration on :math:`\mathbf{M}`
+    and of inverse iteration with the same factors, from a fixed random
+    vector. The pivots alone do not tell: at a few thousand nodes a
+    singular matrix's smallest pivot lies thousands of machine epsilons
+    from zero, while a well-posed float32 system whose rows differ in scale
+    has one closer. Where :math:`\epsilon\kappa \max(1, \sqrt{N}/8)`
+    reaches :obj:`CLOSED_SINGULAR` (the estimate undershoots a singular matrix's
+    condition, whose rounding grows with :math:`N`), the matrix is singular
+    to working precision, as coefficients such as :obj:`alpha=1e20` make
+    it, and :class:`ValueError` says so and how to fix it, instead of
+    LAPACK's message or a result of rounding noise; where
+    :math:`\epsilon\kappa` exceeds 0.1 %, a :class:`UserWarning` reports
     it. A matrix with NaN or infinite entries (non-finite learned
     coefficients) raises :class:`ValueError` as well. Cost: :math:`O(N^3)`
     time for the factorisation and :math:`O(N^2)` for the estimate,
@@ -792,28 +795,35 @@ def closed_solve(matrix: Tensor, rhs: Tensor, regularizer: Regularizer) -> Tenso
         return result
     with torch.no_grad():
         m, lu = matrix.detach(), lu.detach()
-        z = torch.randn(n, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-        z = (z / z.norm()).to(m)
-        for _ in range(CONDITION_STEPS):  # ||M^-1 z|| for unit z: a lower bound of ||M^-1||
+        start = torch.randn(n, 1, generator=torch.Generator().manual_seed(0),
+                            dtype=torch.float64)
+        z = y = (start / start.norm()).to(m)
+        norm, inverse_norm = m.new_zeros(()), m.new_zeros(())
+        for _ in range(CONDITION_STEPS):  # both lower bounds, the largest step's kept
             w = torch.linalg.lu_solve(lu, pivots, z)
-            inverse_norm = w.norm()
-            z = w / inverse_norm
+            inverse_norm = torch.maximum(inverse_norm, w.norm())
+            z = w / w.norm()
+            image = m @ y
+            norm = torch.maximum(norm, image.norm())
+            y = image / image.norm()
         eps = torch.finfo(m.dtype).eps
         error, failed, finite = torch.stack(
-            [eps * m.abs().sum(1).max() * inverse_norm, info.to(m.dtype),
+            [eps * norm * inverse_norm, info.to(m.dtype),
              torch.isfinite(m).all().to(m.dtype)]).tolist()
     if not finite:
         raise ValueError(f"solver='closed' cannot solve with {regularizer!r}: its system matrix "
                          f"M holds NaN or infinite values; check its coefficients (a diverged "
                          f"training step leaves learned ones non-finite)")
-    if failed or not error < CLOSED_SINGULAR:  # NaN and inf included
+    # The estimate undershoots a singular matrix's condition, whose rounding grows with N.
+    if failed or not error * max(1.0, math.sqrt(n) / 8) < CLOSED_SINGULAR:  # NaN, inf too
         raise ValueError(
             f"solver='closed' cannot solve with {regularizer!r}: its system matrix M is "
             f"singular to {matrix.dtype} precision (eps times its condition number, the bound "
-            f"on the relative error of the result, is {error:.2g}), so M^-1 does not exist "
-            f"in this precision. Use smaller coefficients (e.g. a smaller alpha), float64 "
-            f"('.double()' on the layer and its input) or solver='cg', which reports the "
-            f"residual it reaches")
+            f"on the relative error of the result, is {error:.2g}, at least "
+            f"{CLOSED_SINGULAR} / max(1, sqrt(N) / 8)), so M^-1 does not exist in this "
+            f"precision. Use smaller coefficients (e.g. a smaller alpha), float64 ('.double()' "
+            f"on the layer and its input) or solver='cg', which reports the residual it "
+            f"reaches")
     if error > GAIN_ACCURACY:
         warnings.warn(
             f"solver='closed' with {regularizer!r}: the system matrix M is ill-conditioned in "

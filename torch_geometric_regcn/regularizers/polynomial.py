@@ -186,7 +186,7 @@ class PolynomialRegularizer(Regularizer):
 
     def frequency_response(self, lam: Tensor) -> Tensor:
         r""":math:`g(\lambda) = \sum_{k=0}^{K}\gamma_k\lambda^k`."""
-        if not lam.is_floating_point():  # gamma would be cast to an integer dtype
+        if not (lam.is_floating_point() or lam.is_complex()):  # gamma cast to integers
             lam = lam.to(torch.get_default_dtype())
         powers = lam.unsqueeze(-1) ** torch.arange(self.K + 1, dtype=lam.dtype,
                                                    device=lam.device)

@@ -273,21 +273,24 @@ class RegularizerConv(MessagePassing):
             self.register_parameter('bias', None)
         self._register_load_state_dict_pre_hook(upgrade_0_1_state_dict, with_module=True)
         self.register_load_state_dict_post_hook(_clear_cache_after_loading)
-        # A learned coefficient the caller set stays where it was set.
-        self._reset_parameters(coefficients=False)
+        # A learned coefficient the caller set stays where it was set (the regulariser's
+        # own reset_parameters, a user's override included, returns it to its start).
+        learned = self.regularizer.learned_parameters()
+        kept = [p.detach().clone() for p in learned]
+        self.reset_parameters()
+        with torch.no_grad():
+            for param, value in zip(learned, kept):
+                param.copy_(value)
 
     def reset_parameters(self) -> None:
         r"""Resets all learnable parameters of the module, the regulariser's
         included (learned coefficients return to the values they were
         learned from), and the cache."""
-        self._reset_parameters(coefficients=True)
-
-    def _reset_parameters(self, coefficients: bool) -> None:
         super().reset_parameters()
         for lin in (self.lin, self.lin_out, self.lin_root):
             if lin is not None:
                 lin.reset_parameters()
-        self.regularizer.reset_parameters(coefficients=coefficients)
+        self.regularizer.reset_parameters()
         zeros(self.bias)
         self._clear_cache()
 
