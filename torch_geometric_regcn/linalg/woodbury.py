@@ -284,13 +284,21 @@ def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool,
     # and rounding moves one below it by less than that level.
     stats = [torch.isfinite(lu).all(), lu.diagonal().abs().min(), vtw.abs().max()]
     if from_eigenpairs:
-        stats.append(_relative_off_diagonal(vtw))
+        stats += [_relative_off_diagonal(vtw), vtw.diagonal().min()]
     finite, pivot, largest, *off = torch.stack(
         [t.detach().to(vtw.dtype) for t in stats]).tolist()
     if not finite:
         raise ValueError("the factors 'w' and 'v' contain NaN or infinite values; "
                          'recompute them (e.g. with LowRankInverse)')
     tolerance = eigenpair_tolerance(computed)
+    if off and vtw.size(0) and off[1] > 0:
+        # V^T W = -Lambda: every eigenvalue negative, which the top pairs of tsGCN's S,
+        # whose largest eigenvalue is its non-negative Perron root, never are.
+        raise ValueError(
+            "the factors 'w' and 'v' give V^T W with a positive diagonal, i.e. eigenvalues "
+            "of S that are all negative, which no tsGCN operator's top pairs have: was "
+            "'w' passed for 'v'? Pass v=data.lowrank_v (the layers take (x, lowrank_w, "
+            "lowrank_v) in that order)")
     if off and not off[0] <= tolerance:
         raise ValueError(
             f"the factors 'w' and 'v' (data.lowrank_w and data.lowrank_v) are not those of "

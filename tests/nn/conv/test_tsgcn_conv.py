@@ -13,6 +13,7 @@ from tests.conftest import CUDA
 from tests.distributed.launch import requires_gloo, run_ranks
 from tests.nn.helpers import eigen_factors
 from torch_geometric_regcn import TSGCN, TSGCNConv
+from torch_geometric_regcn.linalg import factors_from_eigenpairs
 
 
 def dense_reference(conv, x, w, v):
@@ -107,6 +108,18 @@ def test_rejects_a_singular_core():
     with pytest.raises(ValueError, match='singular'):
         TSGCNConv(6, 4).double()(torch.randn(30, 6, dtype=torch.float64), w, v)
 
+
+def test_rejects_w_passed_for_v():
+    # conv(x, w, w) ran silently with gains 1 / (1 + |lambda|): W^T W = |Lambda| is diagonal,
+    # so the whole-graph check passed. Eigenvalues all negative are no tsGCN operator's top.
+    u, _ = torch.linalg.qr(torch.randn(30, 4, dtype=torch.float64,
+                                       generator=torch.Generator().manual_seed(0)))
+    w, v = factors_from_eigenpairs(torch.tensor([0.7, 0.3, -0.2, 0.1], dtype=torch.float64), u)
+    conv = TSGCNConv(7, 4).double()
+    x = torch.randn(30, 7, dtype=torch.float64)
+    conv(x, w, v)
+    with pytest.raises(ValueError, match=r"was 'w' passed for 'v'\? Pass v=data.lowrank_v"):
+        conv(x, w, w)
 
 def test_rejects_non_finite_factors():
     w, v = eigen_factors()
