@@ -456,8 +456,9 @@ def test_float32_factors_of_many_rows_keep_the_largest_gain():
     # 300,000 rows, exact eigenpairs rounded to float32, the top gain 1 / (1 - 0.99) = 100:
     # V^T W and V^T X summed over the rows in float32 erred by about 300 eps, which the gain
     # multiplied into 0.12 % of the output, without a warning. Reference: the float64
-    # Woodbury solve of the same float32 factors. Chunked sums leave a few eps, times the
-    # gain of 100: 1e-4 holds on any CPU.
+    # Woodbury solve of the same float32 factors. Chunked sums of positive terms (the
+    # diagonal, -lambda u_i^2) err by at most about 30 eps even one term after another,
+    # times the gain of 100: 3.6e-4, so 5e-4 holds on any CPU.
     n, r = 300_000, 9
     gen = torch.Generator().manual_seed(0)
     u, _ = torch.linalg.qr(torch.randn(n, r, dtype=torch.float64, generator=gen))
@@ -470,4 +471,4 @@ def test_float32_factors_of_many_rows_keep_the_largest_gain():
         got = woodbury_apply(x, w, v).double()
     wd, vd, xd = w.double(), v.double(), x.double()
     want = xd - wd @ torch.linalg.solve(torch.eye(r, dtype=torch.float64) + vd.T @ wd, vd.T @ xd)
-    assert float(((got - want).norm(dim=0) / want.norm(dim=0)).max()) < 1e-4
+    assert float(((got - want).norm(dim=0) / want.norm(dim=0)).max()) < 5e-4
