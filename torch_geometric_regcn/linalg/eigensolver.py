@@ -5,6 +5,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import agree_arguments
+from torch_geometric_regcn.linalg.componentwise import componentwise_eigenpairs
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
 from torch_geometric_regcn.linalg.lanczos import ResidualsCallback, block_lanczos
 from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
@@ -34,8 +35,16 @@ def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float =
     locating the spectrum); :obj:`step_callback` and
     :obj:`residuals_callback` (the residual of each pair) go to
     :func:`block_lanczos` (see there) and are not called by the other
-    methods. A row-sharded :obj:`operator` (a :class:`ShardedMatrix`) needs
-    :obj:`"lanczos"`, the same on every rank."""
+    methods.
+
+    An operator whose graph of non-zero entries is disconnected is solved one
+    connected component at a time (:func:`~torch_geometric_regcn.linalg.
+    componentwise.componentwise_eigenpairs`: small components densely, each
+    large one by the chosen method, the callbacks reporting the largest's
+    solve): a block method misses copies of an eigenvalue that more components
+    share than its block holds. A row-sharded :obj:`operator` (a
+    :class:`ShardedMatrix`) is solved as one, and needs :obj:`"lanczos"`, the
+    same on every rank."""
     if isinstance(operator, ShardedMatrix):  # agreed: a rank must not raise alone
         error = None
         try:
@@ -47,13 +56,22 @@ def extreme_eigenpairs(operator: Tensor, k: int, which: str = 'LA', tol: float =
         except ValueError as failure:
             error = failure
         agree_arguments(operator.group, 'extreme_eigenpairs', {"'method'": method}, error)
-    check_choice('method', method, EIGENSOLVER_METHODS)
-    if method == 'lanczos':
         return block_lanczos(operator, k, which, tol, max_iter, generator=generator,
                              callback=callback, step_callback=step_callback,
                              residuals_callback=residuals_callback)
-    return subspace_iteration(operator, k, which, tol, max_iter, method,
-                              generator=generator, callback=callback)
+    check_choice('method', method, EIGENSOLVER_METHODS)
+
+    def solve(component: Tensor, count: int, main: bool) -> EigenPairs:
+        # The largest component reports progress; the generator runs on through the others.
+        if method == 'lanczos':
+            return block_lanczos(component, count, which, tol, max_iter, generator=generator,
+                                 callback=callback if main else None,
+                                 step_callback=step_callback if main else None,
+                                 residuals_callback=residuals_callback if main else None)
+        return subspace_iteration(component, count, which, tol, max_iter, method,
+                                  generator=generator, callback=callback if main else None)
+
+    return componentwise_eigenpairs(operator, k, which, tol, max_iter, solve)
 
 
 __getattr__ = moved(__name__, {'METHODS': f'{__name__}:EIGENSOLVER_METHODS'})

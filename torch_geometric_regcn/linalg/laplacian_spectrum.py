@@ -597,13 +597,14 @@ def _assemble(graph: _Components, chosen: Tensor, known_comps: Tensor,
     return out[:n]
 
 
-def tie_groups(values: Tensor) -> Tensor:
+def tie_groups(values: Tensor, tolerance: float = TIE_TOLERANCE) -> Tensor:
     r"""The rank of each of :obj:`values` after eigenvalues closer than
-    :data:`TIE_TOLERANCE` are merged: sorted, a group starts at its first
+    :obj:`tolerance` are merged: sorted, a group starts at its first
     (smallest) value and takes every following value within the tolerance
     of that first one; the next value starts the next group. Every value
-    gets its group's number, so equal numbers mark values that float64
-    cannot tell apart, and a group spans at most the tolerance (values
+    gets its group's number, so equal numbers mark values that cannot be
+    told apart (by default, in float64 after a dense solve of at most 256
+    nodes: :data:`TIE_TOLERANCE`), and a group spans at most the tolerance (values
     spaced just below it are not chained into one wide group). Cost: one
     sort, :math:`O(n \log n)`, and one pass over the sorted values in
     Python, :math:`O(n)`."""
@@ -613,7 +614,7 @@ def tie_groups(values: Tensor) -> Tensor:
     ordered = values[by_value].tolist()
     numbers, group, first = [], 0, ordered[0]
     for value in ordered:
-        if value - first > TIE_TOLERANCE:  # beyond the group's first value: a new group
+        if value - first > tolerance:  # beyond the group's first value: a new group
             group, first = group + 1, value
         numbers.append(group)
     result = torch.empty_like(by_value)

@@ -338,7 +338,11 @@ class LowRankInverse(SharesGroup, BaseTransform):
     :func:`~torch_geometric_regcn.linalg.block_lanczos`; how many cycles
     reach :obj:`tol` depends on the spectrum, see
     ``benchmarks/results/eigensolver.md``), and :math:`O(N r^2 + r^3)` for
-    the core of the verdict.
+    the core of the verdict. A disconnected :math:`\mathbf{S}` (at
+    :obj:`beta=0`, one component per component of the graph, each with the
+    top eigenvalue :math:`\alpha / (1 + \alpha)`) is solved one connected
+    component at a time, the small ones densely
+    (:func:`~torch_geometric_regcn.linalg.extreme_eigenpairs`).
 
     Example:
         .. code-block:: python
