@@ -430,3 +430,71 @@ def test_weights_whose_sums_overflow_are_refused_on_the_dense_path():
     weight = torch.full((edge_index.size(1),), 1e308, dtype=torch.float64)
     with pytest.raises(ValueError, match="'edge_weight' overflows torch.float64"):
         connected_dense_eigenpairs(edge_index, weight, 20, 3)
+
+
+def grid_graph(rows=16, cols=16):
+    r"""The normalised adjacency of a rows x cols grid (PyG's ``grid``, its
+    eight neighbours, self loops dropped): its symmetries repeat eigenvalues."""
+    from torch_geometric.utils import grid
+    edge_index = grid(rows, cols)[0]
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    return normalized_adjacency(edge_index, rows * cols, dtype=torch.float64,
+                                self_loops=False, return_degree=True)
+
+
+def test_canonical_eigenbasis_depends_on_the_span_alone():
+    # Reference: the same span given in a rotated basis. Values 0.3 (twice) and
+    # 1.0 (three times) form runs; the others are distinct and must come back
+    # to the bit. The result is orthonormal, spans the same eigenspaces, and is
+    # positive at each pivot. Tolerance: a few float64 eps on unit vectors.
+    gen = torch.Generator().manual_seed(0)
+    values = torch.tensor([0.0, 0.1, 0.3, 0.3, 0.5, 1.0, 1.0, 1.0, 1.4, 1.9],
+                          dtype=torch.float64)
+    basis = torch.linalg.qr(torch.randn(12, 10, generator=gen, dtype=torch.float64)).Q
+    rotated = basis.clone()
+    for first, g in [(2, 2), (5, 3)]:
+        q = torch.linalg.qr(torch.randn(g, g, generator=gen, dtype=torch.float64)).Q
+        rotated[:, first:first + g] = basis[:, first:first + g] @ q
+    one = spectrum.canonical_eigenbasis(values, basis)
+    other = spectrum.canonical_eigenbasis(values, rotated)
+    torch.testing.assert_close(one, other, atol=1e-13, rtol=0)
+    for column in (0, 1, 4, 8, 9):
+        assert torch.equal(one[:, column], basis[:, column])
+    torch.testing.assert_close(one.T @ one, torch.eye(10, dtype=torch.float64),
+                               atol=1e-13, rtol=0)
+    for first, g in [(2, 2), (5, 3)]:
+        span = basis[:, first:first + g]
+        new = one[:, first:first + g]
+        torch.testing.assert_close(new - span @ (span.T @ new), torch.zeros_like(new),
+                                   atol=1e-13, rtol=0)
+    # Batched, with a run cut by 'count' and runs beginning at or past 'used' kept.
+    stacked = spectrum.canonical_eigenbasis(values.expand(2, 10), torch.stack([basis, rotated]),
+                                            count=torch.tensor([10, 6]), used=6)
+    torch.testing.assert_close(stacked[0, :, :5], one[:, :5], atol=1e-13, rtol=0)
+    assert torch.equal(stacked[0, :, 5:], basis[:, 5:])  # the run at column 5 begins past used=5
+    torch.testing.assert_close(stacked[1, :, 2:4], one[:, 2:4], atol=1e-13, rtol=0)
+    assert torch.equal(stacked[1, :, 5], rotated[:, 5])  # count=6 cut the run to one column
+
+
+def test_a_repeated_eigenvalue_has_the_same_basis_from_every_solver_and_thread_count():
+    # A 16 x 16 grid repeats eigenvalues (0.0160 and 0.0786 twice among the first
+    # 12). The basis of such an eigenspace was the solver's: the dense eigh with two
+    # threads and block Lanczos returned other vectors than the dense eigh with
+    # one (differences up to 0.18 and 0.21 on the machine this was found on).
+    # Reference: the dense path at one thread. Tolerance: the dense solves agree
+    # to float64 rounding (1e-12); Lanczos pairs carry tol = 1e-10, whose vectors
+    # err by at most tol over the gap to the next eigenvalue (> 1e-2): 1e-7.
+    ei, w, degree = grid_graph()
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        reference = laplacian_eigenpairs(ei, w, degree, 12)
+        torch.set_num_threads(2)
+        two = laplacian_eigenpairs(ei, w, degree, 12)
+        lanczos = laplacian_eigenpairs(ei, w, degree, 12, dense_threshold=0, tol=1e-10)
+    finally:
+        torch.set_num_threads(threads)
+    values = reference.eigenvalues
+    assert float((values[1] - values[0]).abs()) < TIE_TOLERANCE  # a repeated pair
+    torch.testing.assert_close(two.eigenvectors, reference.eigenvectors, atol=1e-12, rtol=0)
+    torch.testing.assert_close(lanczos.eigenvectors, reference.eigenvectors, atol=1e-7, rtol=0)

@@ -134,6 +134,7 @@ def connected_dense_eigenpairs(edge_index: Tensor, edge_weight: Optional[Tensor]
     values, vectors = torch.linalg.eigh(laplacian)
     if not float(values[1]) > CONNECTED_GAP:
         return None
+    vectors = canonical_eigenbasis(values, vectors, used=k + 1)
     vectors = without_kernel(vectors[:, 1:k + 1], root / root.norm())
     return EigenPairs(values[1:k + 1], fix_signs(vectors), 0.0, 0, True)
 
@@ -173,7 +174,9 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
     (:math:`512\epsilon`, the float64 rounding of a dense solve of a spectrum
     within :math:`[0, 2]`; see :func:`tie_groups`) count as equal and are
     ordered by the lowest node of their component, then as their
-    component's solve returned them; distinct eigenvalues follow their
+    component's solve returned them, in the canonical basis of
+    :func:`canonical_eigenbasis` (within a dense solve's rounding, or a
+    converged Lanczos solve's residual); distinct eigenvalues follow their
     values. Each eigenvector is multiplied by
     :math:`\pm 1` so that its first entry whose magnitude reaches
     :data:`SIGN_TIE` of the largest is positive. A Lanczos solve that does
@@ -420,6 +423,8 @@ class _Solver(NamedTuple):
                                -graph.weight[mask], accumulate=True)
                 values, vectors = torch.linalg.eigh(lap)
                 width = min(needed, pad - 1)
+                vectors = canonical_eigenbasis(values, vectors, graph.size[batch],
+                                               used=width + 1)
                 values, vectors = values[:, 1:width + 1], vectors[:, :, 1:width + 1]
                 kernel = torch.cat([graph.sqrt_degree, graph.sqrt_degree.new_zeros(1)])[nodes]
                 vectors = without_kernel(vectors, kernel / kernel.norm(dim=1, keepdim=True))
@@ -468,25 +473,33 @@ class _Solver(NamedTuple):
             values, vectors = torch.linalg.eigh(torch.eye(size, dtype=torch.float64,
                                                           device=trivial.device)
                                                 - adjacency.to_dense())
+            vectors = canonical_eigenbasis(values, vectors, used=m + 1)
             return EigenPairs(values[1:m + 1], without_kernel(vectors[:, 1:m + 1], trivial),
                               0.0, iterations, True)
         drop = pairs.eigenvalues.numel() - m  # the trivial pair, unless deflated (float32)
         vectors = pairs.eigenvectors[:, drop:]
         vectors = vectors - trivial[:, None] * (trivial @ vectors)[None]
         vectors = vectors / vectors.norm(dim=0, keepdim=True)
-        residual = pairs.residual
-        if not pairs.converged:
+        values, residual, measure = 1.0 - pairs.eigenvalues[drop:], pairs.residual, False
+        if pairs.converged:
+            # Eigenvalues closer than the residual have no eigenvectors of their own
+            # at that accuracy: their span is what the solve determines. A rotated
+            # run's residual is measured again (it can grow by the run's spread).
+            canonical = canonical_eigenbasis(values, vectors,
+                                             tolerance=max(TIE_TOLERANCE, residual))
+            measure, vectors = canonical is not vectors, canonical
+        if measure or not pairs.converged:
             # The residual of the pairs returned, after the trivial vector was
             # projected out (the operator's norm is one): the one to report.
             theta = pairs.eigenvalues[drop:]
             residual = float((adjacency @ vectors - vectors * theta).norm(dim=0).max())
+        if residual > self.tol:
             warnings.warn(f"laplacian_eigenpairs: block Lanczos stopped on a connected "
                           f"component of {size} nodes with relative residual "
                           f"{residual:.2e} > tol={self.tol:.0e}; the best pairs found "
                           f"are returned. Raise 'max_iter' or 'tol'", UserWarning,
                           stacklevel=self.stacklevel)
-        return EigenPairs(1.0 - pairs.eigenvalues[drop:], vectors, residual, iterations,
-                          pairs.converged)
+        return EigenPairs(values, vectors, residual, iterations, residual <= self.tol)
 
 
 class _Stalled(Exception):
@@ -642,6 +655,92 @@ def without_kernel(vectors: Tensor, kernel: Tensor) -> Tensor:
     q, r = torch.linalg.qr(vectors - kernel.unsqueeze(-1) * overlap)
     sign = torch.where(r.diagonal(dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(q.dtype)
     return torch.where(needed[..., None, None], q * sign.unsqueeze(-2), vectors)
+
+
+#: Rows whose squared norm in a remaining eigenspace reaches this fraction
+#: below the largest count as tied when :func:`canonical_eigenbasis` picks
+#: its next pivot (the lowest node among them is taken): far above the
+#: rounding of the squared norms (a few eps), far below any difference
+#: that a graph's structure makes.
+PIVOT_TIE = 1e-9
+
+
+def canonical_eigenbasis(values: Tensor, vectors: Tensor, count: Optional[Tensor] = None,
+                         tolerance: float = TIE_TOLERANCE, used: Optional[int] = None) -> Tensor:
+    r""":obj:`vectors` (:obj:`[..., n, w]`, orthonormal columns, eigenvectors
+    of the ascending :obj:`values` :obj:`[..., w]`) with the columns of each
+    run of consecutive values within :obj:`tolerance` of each other
+    replaced by a basis of their span that depends on the span alone, not on
+    the basis the solver returned (which changes with the thread count, the
+    BLAS library or the solver): the projector
+    :math:`\mathbf{P} = \mathbf{U}\mathbf{U}^{\top}` is decomposed by
+    Gram--Schmidt with diagonal pivoting, each step taking the node
+    :math:`i` whose row of the remaining projector has the largest norm
+    (ties, to :data:`PIVOT_TIE`, to the lowest node) and the unit vector
+    :math:`\mathbf{P}\mathbf{e}_i / \|\mathbf{P}\mathbf{e}_i\|`, positive
+    at :math:`i`, then removing it. Only the first :obj:`count` columns of
+    each matrix (:obj:`[...]`, default all) are grouped, and only runs that
+    begin among the first :obj:`used` columns (default all; those the
+    caller keeps) are replaced. Columns outside such runs are returned to
+    the bit. Cost: :math:`O(n g^2)` per run of
+    :math:`g` values, batched over the runs of each length."""
+    batch_shape, (n, w) = vectors.shape[:-2], vectors.shape[-2:]
+    used = w if used is None else min(used, w)
+    flat = values.reshape(-1, w)
+    limits = ([w] * flat.size(0) if count is None
+              else count.reshape(-1).clamp(max=w).tolist())
+    runs: dict = {}  # run length -> ([matrix], [first column])
+    # One transfer of the values, then plain floats: a batch of small graphs
+    # mostly has no run, and per-graph tensor operations would cost more than
+    # the solve.
+    for row, (line, limit) in enumerate(zip(flat.tolist(), limits)):
+        column = 0
+        while column < min(used, limit) - 1:
+            end = column
+            while end + 1 < limit and line[end + 1] - line[end] <= tolerance:
+                end += 1
+            if end > column:
+                matrices, firsts = runs.setdefault(end - column + 1, ([], []))
+                matrices.append(row)
+                firsts.append(column)
+            column = end + 1
+    if not runs:
+        return vectors
+    # On the host in float64 (a view of a CPU tensor, copied once): the runs are
+    # narrow, and a tensor operation's overhead would exceed their arithmetic.
+    host = vectors.detach().reshape(-1, n, w).to('cpu', torch.float64).numpy().copy()
+    for g, (matrices, firsts) in runs.items():
+        rows = np.asarray(matrices)[:, None]
+        cols = np.asarray(firsts)[:, None] + np.arange(g)[None]  # [G, g]
+        host[rows, :, cols] = _pivoted_basis(host[rows, :, cols].transpose(0, 2, 1)
+                                             ).transpose(0, 2, 1)
+    return torch.from_numpy(host).to(vectors.device, vectors.dtype).reshape(*batch_shape, n, w)
+
+
+def _pivoted_basis(block: np.ndarray) -> np.ndarray:
+    r"""The pivoted Gram--Schmidt basis of :func:`canonical_eigenbasis` for
+    each orthonormal :obj:`[n, g]` matrix of :obj:`block` :obj:`[G, n, g]`
+    (float64). The remaining projector is
+    :math:`\mathbf{R}\mathbf{R}^{\top}`: with :math:`\mathbf{q}` the unit
+    pivot row of :math:`\mathbf{R}`, the new vector is :math:`\mathbf{v} =
+    \mathbf{R}\mathbf{q}` (of unit norm, since
+    :math:`\mathbf{R}^{\top}\mathbf{R}` is a projector that keeps
+    :math:`\mathbf{q}`), :math:`\mathbf{R}` becomes
+    :math:`\mathbf{R}(\mathbf{I} - \mathbf{q}\mathbf{q}^{\top})` and each
+    row's squared norm loses :math:`v_i^2`."""
+    remaining = block.copy()
+    out = np.empty_like(remaining)
+    norms = np.square(remaining).sum(axis=-1)  # [G, n]: the remaining projector's diagonal
+    every = np.arange(remaining.shape[0])
+    for j in range(remaining.shape[-1]):
+        tied = norms >= norms.max(axis=-1, keepdims=True) * (1 - PIVOT_TIE)
+        pivot = tied.argmax(axis=-1)  # the lowest tied node
+        q = remaining[every, pivot] / np.sqrt(norms[every, pivot])[:, None]
+        vector = np.matmul(remaining, q[..., None])[..., 0]
+        out[..., j] = vector
+        remaining -= vector[..., None] * q[:, None, :]
+        norms -= np.square(vector)
+    return out
 
 
 def fix_signs(vectors: Tensor) -> Tensor:

@@ -82,8 +82,10 @@ class LaplacianEigenPE(BaseTransform):
     each isolated node :math:`i` an eigenvalue :math:`1` with
     :math:`\mathbf{e}_i`; equal eigenvalues are ordered by the lowest node of
     their component (``docs/positional_encoding.md``). Inside one component,
-    a repeated eigenvalue's basis is the solver's: the same on every call in
-    one process, but it may differ across thread counts and machines.
+    a repeated eigenvalue's basis is canonical (pivoted Gram--Schmidt on its
+    projector, :func:`~torch_geometric_regcn.linalg.laplacian_spectrum.
+    canonical_eigenbasis`): the same across thread counts, solvers and
+    machines, to rounding, unless :obj:`k` cuts the eigenvalue's copies.
 
     The Laplacian comes from
     :func:`~torch_geometric_regcn.linalg.normalized_adjacency` with PyG's
