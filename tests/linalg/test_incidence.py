@@ -53,3 +53,23 @@ def test_bad_entries_are_named():
     nan[0] = float('nan')
     with pytest.raises(ValueError, match="'edge_weight' contains NaN"):
         normalized_incidence(edge_index, nan, 3)
+
+
+def test_entries_that_are_not_symmetric_are_refused_and_duplicates_summed():
+    # It read the upper triangle and the last of repeated diagonal entries: a
+    # lone entry (1, 0) gave B^T B = 0 where I - A^ is not, a diagonal entry
+    # split in two read 1/d~ as its last part (0.25 for 0.5). Reference: B^T B
+    # = I - A^ of the summed entries, dense, to float64 rounding.
+    directed = torch.tensor([[0, 1, 1], [0, 1, 0]])
+    half = torch.full((3,), 0.5, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"needs the symmetric entries .*\(an entry \(i, j\) "
+                                         r"without an equal \(j, i\)"):
+        normalized_incidence(directed, half, 2)
+    split = torch.tensor([[0, 0, 1, 1, 0], [0, 1, 0, 1, 0]])
+    weight = torch.tensor([0.25, 0.5, 0.5, 0.5, 0.25], dtype=torch.float64)
+    inc = normalized_incidence(split, weight, 2)
+    b = torch.zeros(inc.num_edges, 2, dtype=torch.float64)
+    b[torch.arange(inc.num_edges), inc.src] += inc.src_coef
+    b[torch.arange(inc.num_edges), inc.dst] -= inc.dst_coef
+    expected = torch.tensor([[0.5, -0.5], [-0.5, 0.5]], dtype=torch.float64)
+    torch.testing.assert_close(b.T @ b, expected, atol=1e-15, rtol=0)

@@ -4,6 +4,7 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch_geometric.utils import coalesce
 
 from torch_geometric_regcn.utils.validation import check_edge_index
 
@@ -113,6 +114,25 @@ def weight_sqrt(weight: Tensor) -> Tensor:
                        torch.zeros_like(weight))
 
 
+def _symmetric_entries(edge_index: Tensor, edge_weight: Tensor,
+                       num_nodes: int) -> Tuple[Tensor, Tensor]:
+    r"""The entries with duplicates summed, after checking that they are
+    symmetric (every :math:`(i, j, a)` matched by a :math:`(j, i, a')`, with
+    :math:`|a - a'|` at most 8 units of rounding of the largest value):
+    :func:`normalized_incidence` reads the upper triangle and the diagonal,
+    and would silently build another matrix. Two sorts of the entries."""
+    forward_index, forward = coalesce(edge_index, edge_weight, num_nodes)
+    reverse_index, reverse = coalesce(edge_index.flip(0), edge_weight.detach(), num_nodes)
+    largest = float(forward.detach().abs().max()) if forward.numel() else 0.0
+    bound = 8 * torch.finfo(forward.dtype).eps * largest
+    if not (torch.equal(forward_index, reverse_index)
+            and bool(((forward.detach() - reverse).abs() <= bound).all())):
+        raise ValueError("normalized_incidence needs the symmetric entries of a renormalised "
+                         "adjacency (an entry (i, j) without an equal (j, i)); build them with "
+                         "normalized_adjacency, which symmetrises the graph")
+    return forward_index, forward
+
+
 def normalized_incidence(edge_index: Tensor, edge_weight: Tensor, num_nodes: int,
                          self_loops: bool = True) -> Incidence:
     r"""The normalised incidence matrix of the graph whose renormalised
@@ -151,10 +171,12 @@ def normalized_incidence(edge_index: Tensor, edge_weight: Tensor, num_nodes: int
     (the input is then not a renormalised adjacency), and for the inputs
     :func:`~torch_geometric_regcn.utils.validation.check_edge_index` refuses
     (indices out of range or not integers, weights that are negative or not
-    finite). Cost:
-    :math:`O(\mathrm{nnz})`, one synchronisation.
+    finite), and where the entries are not symmetric; duplicate entries are
+    summed. Cost: :math:`O(\mathrm{nnz} \log \mathrm{nnz})` (two sorts), a
+    few synchronisations.
     """
     check_edge_index(edge_index, num_nodes, edge_weight)
+    edge_index, edge_weight = _symmetric_entries(edge_index, edge_weight, num_nodes)
     row, col = edge_index[0], edge_index[1]
     loop = row == col
     inv_degree = torch.zeros(num_nodes, dtype=edge_weight.dtype, device=edge_weight.device)

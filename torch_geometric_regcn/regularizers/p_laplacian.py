@@ -30,7 +30,10 @@ class PLaplacianRegularizer(IterativeRegularizer):
 
     (the paper's :math:`\mu\|\mathbf{H} - \mathbf{X}\|^2 + \mathcal{S}_p(\mathbf{H})`
     divided by :math:`2\mu`), with the degrees :math:`d_i = \sum_j w_{ij}`
-    of the graph without self loops, :math:`1 \leq p \leq 2`. :math:`p = 2`
+    of the graph without self loops (as the paper's; so a node whose only
+    edge has weight :math:`w` reads :math:`\sqrt{w / d_i} = 1` for every
+    :math:`w > 0`: the output is discontinuous at :math:`w = 0`, where
+    autograd's derivative is zero), :math:`1 \leq p \leq 2`. :math:`p = 2`
     is Laplacian smoothing (a linear filter); as :math:`p` falls towards 1
     (total variation) large differences between neighbours cost less, so
     heterophilous edges are smoothed less.
@@ -74,8 +77,9 @@ class PLaplacianRegularizer(IterativeRegularizer):
         K (int, optional): Steps of :obj:`"fixed_point"`; the most
             reweightings of :obj:`"irls"`. (default: :obj:`4`)
         eps (float, optional): The smoothing width. (default: :obj:`1e-4`)
-        irls_tol (float, optional): The relative change at which
-            :obj:`"irls"` stops. (default: :obj:`1e-3`)
+        irls_tol (float, optional): The relative change (the last step
+            over the distance travelled) at which :obj:`"irls"` stops.
+            (default: :obj:`1e-3`)
     """
     name = 'pgnn'
     projection = 'identity'
