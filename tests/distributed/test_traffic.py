@@ -3,6 +3,7 @@ import importlib
 
 import torch
 
+from tests.distributed.launch import requires_gloo, run_ranks
 from torch_geometric_regcn.distributed.collectives import all_gather, all_reduce, broadcast
 
 # The module itself: the package's name 'traffic' is the function of the same name.
@@ -35,3 +36,19 @@ def test_the_stage_is_restored_when_the_block_raises(monkeypatch):
         pass
     T.count('all_reduce', 4)
     assert dict(T.TRAFFIC) == {('other', 'all_reduce'): 4}
+
+
+def _one_process_group(rank, world_size):
+    import torch.distributed as dist
+    T.TRAFFIC.clear()
+    x = torch.ones(4, 3, dtype=torch.float64)
+    all_reduce(x, dist.group.WORLD), all_gather(x, dist.group.WORLD)
+    broadcast(x, dist.group.WORLD)
+    return T.traffic()
+
+
+@requires_gloo
+def test_a_group_of_one_process_sends_nothing():
+    # all_reduce counted its tensor's bytes in a group of one (the distributed
+    # example printed "0.8 MiB sent per rank" on one rank).
+    assert run_ranks(_one_process_group, 1, timeout=60.0) == [0]

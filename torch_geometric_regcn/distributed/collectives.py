@@ -153,7 +153,7 @@ def all_reduce(tensor: Tensor, group: Group) -> Tensor:
     if group is None:
         return tensor
     out = tensor.detach().clone().contiguous()
-    _count('all_reduce', _nbytes(out))
+    _count('all_reduce', _nbytes(out) if size_of(group) > 1 else 0)  # one process sends nothing
     with _named_failure('all_reduce', group):
         dist.all_reduce(out, group=group)
     return out

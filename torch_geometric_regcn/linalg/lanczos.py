@@ -517,6 +517,44 @@ def _check_invariant(operator: Tensor, deflate: Tensor, group: Group) -> None:
                          f"||S u|| = {worst:.1e} > {floor:.1e})")
 
 
+def _warn_missing_copies(values: Tensor, which: str, b: int, tol: float,
+                         window: FilterWindow) -> None:
+    r"""Warns where :math:`\max(b, 2)` or more of the returned eigenvalues
+    are equal (to :math:`\max(\text{tol}^2, 100\epsilon)` times the
+    spectrum's extent: copies converge far closer than the residual, within
+    a few units of rounding, and a cluster of distinct eigenvalues that
+    tight is no spectrum's) and a lower one (by :obj:`which`) is returned
+    too: a block method started from :math:`b` vectors finds about
+    :math:`b` copies of an eigenvalue, so more may exist and lower pairs
+    may stand in their place (a disconnected operator gives one copy of its
+    top eigenvalue per component). Copies that fill the returned pairs to
+    the end are a valid choice and pass; :math:`\lambda` and
+    :math:`-\lambda` are not copies. The values are the same on every
+    rank."""
+    key = values if which == 'LA' else values.abs()
+    extent = max(abs(window.top), abs(window.bottom), torch.finfo(values.dtype).tiny)
+    tolerance = max(tol * tol, 100 * torch.finfo(values.dtype).eps) * extent
+    lowest = float(key.min())
+    ordered = sorted(values.tolist())  # copies are equal values ('LM': +l and -l are not)
+    first = 0
+    for index in range(1, len(ordered) + 1):
+        if index < len(ordered) and ordered[index] - ordered[first] <= tolerance:
+            continue
+        count, value = index - first, ordered[first]
+        if count >= max(b, 2) and lowest < (value if which == 'LA' else abs(value)) - tolerance:
+            warnings.warn(
+                f"Block Lanczos returned {count} copies of the eigenvalue {value:.6g} (equal "
+                f"to {tolerance:.1e}), at least its block size {b}, and lower eigenvalues "
+                f"after them: a block method finds about as many copies of an eigenvalue as "
+                f"its block holds, so more copies may exist in place of those lower pairs (a "
+                f"disconnected operator has one copy of its top eigenvalue per connected "
+                f"component). Solve it in one process with extreme_eigenpairs, which splits "
+                f"it by component, raise 'block_size' above the multiplicity, or deflate "
+                f"known eigenvectors ('deflate')", UserWarning, stacklevel=4)
+            return
+        first = index
+
+
 def _group_of(operator: Tensor) -> Group:
     r"""The process group of a row-sharded operator; :obj:`None` for a matrix."""
     return operator.group if isinstance(operator, ShardedMatrix) else None
@@ -733,6 +771,7 @@ def block_lanczos(
 
     if best is None:  # no cycle had a finite residual
         raise overflow_error(dtype, 'no finite residual in any cycle')
+    _warn_missing_copies(best.values, which, b, tol, window)
     converged = best.residual <= tol
     if not converged:
         fix = (f"restarts at the lowest filter degree no longer halve it: the rounding of "

@@ -168,6 +168,23 @@ def test_tsgcn_lowrank_cached_layer_keeps_the_core_until_the_factors_change():
     torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
 
 
+def test_a_cached_layer_compares_only_the_inputs_its_solver_reads():
+    # The low-rank solver reads no edges: a cached layer refused a second call
+    # without 'edge_index' ("called on another graph"), which the uncached one
+    # runs. Reference: the first call's output. A graph it does read still counts.
+    x, ei = setup()
+    sei, _ = undirected_graph(seed=5)
+    data = LowRankInverse(1.0, 0.4, rank=10)(Data(x=x, edge_index=ei, semantic_edge_index=sei))
+    w, v = data.lowrank_w, data.lowrank_v
+    layer = conv('tsgcn', alpha=1.0, beta=0.4, solver='lowrank', cached=True)
+    first = layer(x, ei, lowrank_w=w, lowrank_v=v)
+    assert torch.equal(layer(x, None, lowrank_w=w, lowrank_v=v), first)
+    cg = conv('gcn', cached=True)
+    cg(x, ei)
+    with pytest.raises(ValueError, match=r"'edge_index' differs from the cached one"):
+        cg(x, ei.flip(0)[:, :-2])
+
+
 def test_cg_layer_gradcheck():
     x, ei = setup()
     x = x[:, :2].clone().requires_grad_()

@@ -430,6 +430,27 @@ def test_weights_replaced_through_a_layer_are_not_summarised_by_old_ones(replace
     torch.testing.assert_close(model(x, w, v), ref(x, w, v), rtol=0, atol=1e-10)
 
 
+def test_a_scale_changed_after_refresh_is_not_summarised_by_the_old_one():
+    # The hidden summaries hold the earlier layers' scale: after conv.scale was
+    # set, the forward pass used them, 0.29 away from TSGCN's output (of size
+    # 0.48), silently. Reference: TSGCN with the new scale, after a refresh.
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, ref = pair()
+    model.refresh(x, w, v)
+    model.eval()
+    for conv in model.convs:
+        conv.scale = 1 / 2.3
+    with pytest.raises(RuntimeError, match=r"'convs\[0\]\.scale' was 1 and is now 0\.434783: "
+                                           r"call 'model\.refresh"):
+        model(x, w, v)
+    model.refresh(x, w, v)
+    ref = TSGCN(F_IN, HIDDEN, CLASSES, scale=1 / 2.3).double()
+    ref.load_state_dict(model.state_dict())
+    ref.eval()
+    torch.testing.assert_close(model(x, w, v), ref(x, w, v), rtol=0, atol=1e-10)
+
+
 def test_an_edit_below_the_rounding_of_the_row_checksums_is_not_reused():
     # Two feature scales in float32: rewriting the small column changes no
     # row's weighted sum (1e-6 next to 1e4), but V^T x does change in that

@@ -61,9 +61,11 @@ class GraphCache:
 
     def check(self, owner: str, num_nodes: int, inputs: Dict[str, Any]) -> None:
         r"""Raises :class:`ValueError` unless :obj:`inputs` are the graph kept
-        (see the class); :obj:`owner` names the layer in the error."""
-        for name, value in {'num_nodes': num_nodes, **inputs}.items():
-            cached, printed = self._inputs[name], self._prints[name]
+        (see the class); :obj:`owner` names the layer in the error. Only the
+        inputs that were stored are compared (those the regulariser read)."""
+        given = {'num_nodes': num_nodes, **inputs}
+        for name, cached in self._inputs.items():
+            value, printed = given.get(name), self._prints[name]
             if (value is None and cached is None) or fingerprint(value) == printed:
                 continue
             if value is cached:

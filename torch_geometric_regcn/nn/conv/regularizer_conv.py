@@ -367,8 +367,11 @@ class RegularizerConv(MessagePassing):
                 f"features on every call (O(N^2 d), and from hidden features after the "
                 f"first layer); pass 'semantic_edge_index=' (see SemanticGraph), or set "
                 f"cached=True to keep the first call's (each layer warns once)"))
-        if self.cached:
-            self._graph_cache.store(ops, x.size(0), inputs, needs)
+        if self.cached:  # the inputs it read: a later call may leave out the others
+            read = {name: value for name, value in inputs.items()
+                    if ('adj' in needs or name not in ('edge_index', 'edge_weight'))
+                    and ('semantic' in needs or not name.startswith('semantic'))}
+            self._graph_cache.store(ops, x.size(0), read, needs)
         return ops
 
     def forward(self, x: Tensor, edge_index: Any, edge_weight: Optional[Tensor] = None,

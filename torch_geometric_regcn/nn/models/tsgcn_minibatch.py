@@ -240,6 +240,7 @@ class MiniBatchTSGCN(torch.nn.Module):
         self._refreshed: Optional[Tensor] = None  # checksums of the refreshed graph
         self._parameters_at_refresh: Optional[Tuple[Any, ...]] = None
         self._replaced_at_refresh: Optional[Tuple[int, ...]] = None
+        self._scales_at_refresh: Optional[Tuple[float, ...]] = None
         self._summary_at_refresh: Optional[str] = None
         self._forgotten_by = reason
 
@@ -291,6 +292,10 @@ class MiniBatchTSGCN(torch.nn.Module):
         if replaced is not None and replaced != self._replacements():
             return ("a layer's weights were replaced (by its own reset_parameters() or "
                     "load_state_dict())")
+        scales = getattr(self, '_scales_at_refresh', None)  # None: pickled before it was kept
+        for i, (a, conv) in enumerate(zip(scales or (), self.convs)):
+            if a != conv.scale:  # the hidden summaries hold the earlier layers' scale
+                return f"'convs[{i}].scale' was {a:g} and is now {conv.scale:g}"
 
         def shape(entry: Tuple[Any, ...]) -> str:
             return 'uninitialised' if entry[3] is None else f'of shape {list(entry[3])}'
@@ -517,6 +522,7 @@ class MiniBatchTSGCN(torch.nn.Module):
                 setattr(self, f'history_{i}', kept)
             self._parameters_at_refresh, self._forgotten_by = self._parameter_signature(), None
             self._replaced_at_refresh = self._replacements()
+            self._scales_at_refresh = tuple(conv.scale for conv in self.convs)
             self._summary_at_refresh = self.summary
             return self
         if self.summary != 'history':
