@@ -62,3 +62,16 @@ def test_dtype_and_errors():
     with pytest.raises(ValueError, match="'edge_weight' overflows torch.float32"):
         directed_adjacency(EDGES, 7, weight, torch.float32)
     assert directed_adjacency(EDGES, 7, weight, torch.float64).values().isfinite().all()
+
+
+def test_an_edge_of_weight_zero_keeps_its_gradient():
+    # Entries of weight 0 were dropped before the matrix was built, so autograd saw
+    # only the degrees' part of their gradient: d P_in[2, 0] / d w = 0 for an edge
+    # 0 -> 2 of weight 0 whose ends have other edges. Reference: the formula
+    # P_in[2, 0] = w / sqrt(d_in(2) d_out(0)), whose derivative at w = 0 is
+    # 1 / sqrt(d_in(2) d_out(0)) = 1 here (every other degree is one).
+    edge_index = torch.tensor([[0, 1, 2, 3, 0], [1, 2, 3, 0, 2]])
+    weight = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0], dtype=torch.float64, requires_grad=True)
+    p_in = directed_adjacency(edge_index, 4, weight, dtype=torch.float64, direction='in')
+    grad, = torch.autograd.grad(p_in.to_dense()[2, 0], weight)
+    assert float(grad[4]) == pytest.approx(1.0, abs=1e-15)

@@ -6,12 +6,13 @@ import math
 import pytest
 import torch
 
+from tests.conftest import undirected_graph
 from tests.regularizers.helpers import N, h_in, operators
 from torch_geometric_regcn import RegularizerConv, RegularizerGNN
 from torch_geometric_regcn import regularizers as R
 from torch_geometric_regcn.datasets import contextual_sbm
 from torch_geometric_regcn.regularizers.base import constrain
-from torch_geometric_regcn.regularizers.graph import GraphOperators
+from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 
 # High-pass near the guard, high-pass, low-pass, strongly low-pass. cond(M) <= 10
 # for all four (max(1 + 2α, 1 / (1 + 2α))).
@@ -289,3 +290,26 @@ def test_the_series_warning_at_a_huge_alpha_advises_cg():
     with pytest.warns(UserWarning, match=r"use solver='cg' \(q rounds to 1"):
         reg.propagate(torch.ones(3, 1, dtype=torch.float64),
                       GraphOperators(3, edge_index, dtype=torch.float64), 'series')
+
+
+@pytest.mark.parametrize('solver', ['cg', 'series', 'closed'])
+def test_an_alpha_beyond_the_dtype_is_named(solver):
+    # alpha = 1e39 is finite in float64, not in a float32 layer: 'cg' blamed its
+    # matrix ("clean or impute them"), 'series' returned exact zeros.
+    reg = R.SignedLaplacianRegularizer(alpha=1e39)
+    ei, _ = undirected_graph(0)
+    graph = build_graph(reg, ei, N, None, torch.float32)
+    with pytest.raises(ValueError, match=r"coefficients \(1e\+39, -1e\+39\), beyond the range "
+                                         r"of torch\.float32"):
+        reg.propagate(h_in(2).float(), graph, solver)
+
+
+def test_energy_refuses_a_directed_graph():
+    # A directed layer's operators are not symmetric: energy() returned a number
+    # (-9.27) whose gradient at the layer's output was not zero.
+    reg = R.SignedLaplacianRegularizer(alpha=0.5)
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    graph = GraphOperators(3, edge_index, dtype=torch.float64, direction='in')
+    h = torch.ones(3, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"energy\(\) needs an undirected graph"):
+        reg.energy(h, h, graph)

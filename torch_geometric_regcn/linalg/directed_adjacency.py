@@ -75,7 +75,10 @@ def directed_adjacency(edge_index: Tensor, num_nodes: int, edge_weight: Optional
         raise ValueError(f"'edge_weight' overflows {dtype}: a weight or a node's sum of weights "
                          f"is infinite there; rescale the weights")
     root_out, root_in = out_degree.sqrt(), in_degree.sqrt()
-    keep = edge_weight > 0  # the degrees at both ends are then positive
+    # Entries of weight zero are kept where both degrees are positive: their value
+    # is zero, but their gradient in the weight is not (dropped, an edge weight of
+    # exactly 0 got the degrees' part of its gradient alone).
+    keep = (root_in[target] > 0) & (root_out[source] > 0)
     source, target, weight = source[keep], target[keep], edge_weight[keep]
     weight = weight / (root_in[target] * root_out[source])
     rows, cols = (target, source) if direction == 'in' else (source, target)

@@ -619,6 +619,10 @@ class Regularizer(torch.nn.Module):
                              f"{list(h.shape)} and {list(h_in.shape)})")
         ops = edge_index if isinstance(edge_index, GraphOperators) else build_graph(
             self, edge_index, h.size(0), dtype=h.dtype, **graph)
+        if ops.direction is not None:  # R is not symmetric: no energy has it as its Hessian
+            raise ValueError(f"energy() needs an undirected graph (got GraphOperators with "
+                             f"direction={ops.direction!r}): a directed layer's operators are "
+                             f"not symmetric, so it minimises no energy")
         return -(h * h_in).sum() + 0.5 * (h * (self.regularizer_matrix(ops) @ h)).sum()
 
     def __repr__(self) -> str:

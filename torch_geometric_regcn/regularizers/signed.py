@@ -7,7 +7,7 @@ from torch import Tensor
 
 from torch_geometric_regcn.regularizers.graph import GraphOperators
 from torch_geometric_regcn.regularizers.registry import register
-from torch_geometric_regcn.regularizers.spectral import AffineRegularizer
+from torch_geometric_regcn.regularizers.spectral import AffineRegularizer, check_system_range
 from torch_geometric_regcn.utils.validation import check_int, check_real
 from torch_geometric_regcn.utils.warn_once import warn_once
 
@@ -131,6 +131,7 @@ class SignedLaplacianRegularizer(AffineRegularizer):
         r"""The :obj:`K`-term Neumann series; warns (once per regulariser)
         when its error bound :math:`q^K` exceeds :obj:`SERIES_TOLERANCE`, as
         an :math:`\alpha` near :math:`-1/2` (fixed or learned) makes it."""
+        check_system_range(self, graph.dtype)
         alpha = self.alpha  # one synchronisation where alpha is learned:
         alpha = float(alpha.detach() if isinstance(alpha, Tensor) else alpha)
         q = abs(alpha) / (1.0 + alpha) if alpha > -0.5 else 1.0  # 1: the series diverges

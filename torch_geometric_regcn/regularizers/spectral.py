@@ -24,6 +24,22 @@ from torch_geometric_regcn.regularizers.registry import register
 from torch_geometric_regcn.utils.validation import check_flag, check_int, check_real
 
 
+def check_system_range(regularizer: 'AffineRegularizer', dtype: torch.dtype) -> None:
+    r"""Raises :class:`ValueError` where a fixed coefficient of
+    :math:`\mathbf{M} = m_0\mathbf{I} + m_1\hat{\mathbf{A}}` lies beyond
+    the range of :obj:`dtype` (e.g. the signed regulariser's :math:`1 +
+    \alpha` at :math:`\alpha = 10^{39}` in float32), where the solvers would
+    turn it into an infinity: conjugate gradient then blames its matrix,
+    and the series returns zeros."""
+    largest = torch.finfo(dtype).max
+    beyond = [value for value in regularizer.m
+              if not isinstance(value, Tensor) and abs(value) > largest]
+    if beyond:
+        raise ValueError(f"{regularizer!r}: its system M = m0 I + m1 A^ has the coefficients "
+                         f"{tuple(regularizer.m)}, beyond the range of {dtype} (largest "
+                         f"{largest:.3g}); choose smaller coefficients or solve in float64")
+
+
 class AffineRegularizer(Regularizer):
     r"""Base class of a regulariser affine in :math:`\hat{\mathbf{A}}` on both
     sides,
@@ -52,6 +68,7 @@ class AffineRegularizer(Regularizer):
         return (1.0, 0.0)
 
     def operator(self, graph: GraphOperators) -> Tensor:
+        check_system_range(self, graph.dtype)
         return linear_combination([graph.identity(), graph.adj], self.m)
 
     def operator_terms(self, graph: GraphOperators) -> List[Tuple[Any, Optional[Tensor]]]:

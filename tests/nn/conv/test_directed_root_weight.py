@@ -127,3 +127,17 @@ def test_directed_errors():
         RegularizerConv(3, 2, 'tsgcn', directed=True)
     with pytest.raises(ValueError, match='adjacency only'):
         RegularizerConv(3, 2, 'tsgcn', directed=True, solver='series')
+
+
+def test_a_coefficient_set_after_construction_is_checked_again():
+    # The guard ran at construction only: tsGCN with beta = 0 was accepted, and
+    # beta = 0.5 set later raised "beta > 0 needs node features ..." (the
+    # directed operators carry no semantic graph), naming the wrong argument.
+    conv = RegularizerConv(4, 2, 'tsgcn', alpha=1.0, beta=0.0, solver='series', directed=True)
+    x = torch.randn(6, 4)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+    conv(x, edge_index)
+    conv.regularizer.beta = 0.5
+    with pytest.raises(ValueError, match=r"directed=True needs a regulariser that reads the "
+                                         r"adjacency only"):
+        conv(x, edge_index, semantic_edge_index=edge_index)

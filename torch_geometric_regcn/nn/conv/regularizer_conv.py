@@ -57,8 +57,9 @@ class RegularizerConv(MessagePassing):
     :class:`~torch_geometric.nn.conv.SAGEConv`),
     :math:`\mathbf{X}^{\prime} = \mathbf{R}^{-1}\mathbf{X}\mathbf{\Theta} +
     \mathbf{X}\mathbf{\Theta}_{\mathrm{root}} + \mathbf{b}`; with
-    :obj:`directed=True` the graph is read as stored, one regulariser per
-    direction with weights of its own, as Dir-GNN
+    :obj:`directed=True` the graph is read as stored, the regulariser (its
+    coefficients shared) applied in each direction with weights of its own,
+    as Dir-GNN
     (`Rossi et al., LoG 2023 <https://arxiv.org/abs/2305.10498>`_) does with
     message passing,
 
@@ -174,8 +175,9 @@ class RegularizerConv(MessagePassing):
             the transformed ego features :math:`\mathbf{X}\mathbf{\Theta}_{\mathrm{root}}`
             (ego/neighbour separation). (default: :obj:`False`)
         directed (bool, optional): If set to :obj:`True`, the graph is read
-            as directed (:obj:`edge_index[0]` the source), with one
-            regulariser and weight per direction (see above); solvers
+            as directed (:obj:`edge_index[0]` the source), with one weight
+            per direction and the regulariser's coefficients shared (see
+            above); solvers
             :obj:`"series"` and :obj:`"closed"`, regularisers that read the
             adjacency only, no explainer masks. (default: :obj:`False`)
         **coefficients (optional): The regulariser's coefficients, e.g.
@@ -242,16 +244,7 @@ class RegularizerConv(MessagePassing):
                              "coefficients)")
         self.root_weight = check_flag('root_weight', root_weight)
         self.directed = check_flag('directed', directed)
-        if self.directed:
-            if self.solver not in ('series', 'closed'):
-                raise ValueError(f"directed=True needs solver='series' or 'closed' (got "
-                                 f"solver={self.solver!r}): the directed operators are not "
-                                 f"symmetric, and conjugate gradient needs a symmetric "
-                                 f"positive definite system")
-            if self.regularizer.requires(self.solver) != {'adj'}:
-                raise ValueError(f"directed=True needs a regulariser that reads the adjacency "
-                                 f"only ({self.regularizer!r} with solver={self.solver!r} "
-                                 f"reads {sorted(self.regularizer.requires(self.solver))})")
+        self._check_directed()
         self.cached = check_flag('cached', cached)
         # Last of the checks: it changes the regulariser, which may be the caller's.
         self.regularizer.learn(*learn)
@@ -312,6 +305,22 @@ class RegularizerConv(MessagePassing):
         for name in ('lin_out', 'lin_root'):  # a module pickled before these options
             if name not in self._modules and name not in self.__dict__:
                 self.__dict__[name] = None
+
+    def _check_directed(self) -> None:
+        r"""With :obj:`directed=True`, the solver and what the regulariser
+        reads: checked when built and again before each forward pass, as
+        either may be changed since (a coefficient set, a checkpoint loaded)."""
+        if not self.directed:
+            return
+        if self.solver not in ('series', 'closed'):
+            raise ValueError(f"directed=True needs solver='series' or 'closed' (got "
+                             f"solver={self.solver!r}): the directed operators are not "
+                             f"symmetric, and conjugate gradient needs a symmetric "
+                             f"positive definite system")
+        if self.regularizer.requires(self.solver) != {'adj'}:
+            raise ValueError(f"directed=True needs a regulariser that reads the adjacency "
+                             f"only ({self.regularizer!r} with solver={self.solver!r} "
+                             f"reads {sorted(self.regularizer.requires(self.solver))})")
 
     def reset_cache(self) -> None:
         r"""Forgets the graph cached by :obj:`cached=True`, so the next call
@@ -416,6 +425,7 @@ class RegularizerConv(MessagePassing):
                                lowrank_v=lowrank_v)
             check_module_materialized(self)
             check_layer_dtype('x', x, self.lin.weight.dtype, self.__class__.__name__)
+            self._check_directed()
             if self.directed and not (isinstance(edge_index, Tensor)
                                       and edge_index.layout == torch.strided):
                 raise ValueError(f"directed=True reads the direction of each edge from "

@@ -66,8 +66,8 @@ class RegularizerGNN(torch.nn.Module):
             regulariser layer: each adds its transformed input
             :math:`\mathbf{H}^{(l-1)}\mathbf{\Theta}_{\mathrm{root}}` (see
             :class:`~torch_geometric_regcn.RegularizerConv`). (default: :obj:`False`)
-        directed (bool, optional): Read the graph as directed, one
-            regulariser per direction in every regulariser layer (see
+        directed (bool, optional): Read the graph as directed, one weight
+            per direction in every regulariser layer (see
             :class:`~torch_geometric_regcn.RegularizerConv`). (default: :obj:`False`)
         **coefficients (optional): The regulariser's coefficients.
 
