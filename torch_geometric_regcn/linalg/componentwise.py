@@ -3,7 +3,7 @@ component at a time: the spectrum of a block-diagonal matrix is the union of
 its blocks' spectra, and a Krylov method started from :math:`b` vectors finds
 at most :math:`b` copies of an eigenvalue that many components share."""
 import warnings
-from typing import Callable, List, NamedTuple, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional
 
 import numpy as np
 import scipy.sparse as sp
@@ -12,7 +12,7 @@ from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs, check_problem
-from torch_geometric_regcn.linalg.laplacian_spectrum import DENSE_BATCH_ENTRIES, tie_groups
+from torch_geometric_regcn.linalg.laplacian_spectrum import DENSE_BATCH_ENTRIES
 from torch_geometric_regcn.utils.sparse import compact_csr
 
 #: Components of at most this many nodes are solved by batched dense
@@ -44,6 +44,17 @@ class _Split(NamedTuple):
     start: Tensor  #: offset of each component in :obj:`order`
     order: Tensor  #: the nodes sorted by (component, index)
     local: Tensor  #: position of each node within its component
+    entries: Tensor  #: the entries sorted by component
+    entry_start: Tensor  #: offset of each component's entries in :obj:`entries`
+    entry_count: Tensor  #: entries of each component
+
+    def entries_of(self, comps: Tensor) -> Tensor:
+        r"""The entries of the components :obj:`comps`, component after
+        component: :math:`O(\text{their entries})`, not :math:`O(\mathrm{nnz})`."""
+        counts = self.entry_count[comps]
+        offsets = torch.repeat_interleave(self.entry_start[comps] - (counts.cumsum(0) - counts),
+                                          counts)
+        return self.entries[offsets + torch.arange(offsets.numel(), device=offsets.device)]
 
 
 class _Candidates(NamedTuple):
@@ -95,28 +106,27 @@ def _split(operator: Tensor) -> Optional[_Split]:
     start = size.cumsum(0) - size
     local = torch.empty_like(order)
     local[order] = torch.arange(n, device=device) - start[label[order]]
-    return _Split(row, col, value, label, size, start, order, local)
+    entry_label = label[row]
+    entry_count = torch.bincount(entry_label, minlength=count)
+    return _Split(row, col, value, label, size, start, order, local,
+                  entry_label.argsort(stable=True), entry_count.cumsum(0) - entry_count,
+                  entry_count)
 
 
-def _dense_batches(split: _Split, comps: Tensor) -> List[Tuple[Tensor, Tensor, Tensor]]:
-    r"""The components :obj:`comps` (each of at most :data:`DENSE_NODES`
-    nodes) as batches of dense float64 matrices, grouped by size up to the
-    next power of two: a list of :obj:`(batch, nodes, matrices)`, the
-    components :obj:`[B]`, their nodes :obj:`[B, P]` (the node count marks
-    padding) and their matrices :obj:`[B, P, P]`, padded below the spectrum
-    (every diagonal entry of the padding is minus one more than the largest
-    absolute row sum), so that a component's eigenvalues are the last
-    :obj:`size` of its matrix's, in ascending order."""
+class _Batch(NamedTuple):
+    r"""Components of at most :data:`DENSE_NODES` nodes solved together."""
+    comps: Tensor  #: the components, :obj:`[B]`
+    nodes: Tensor  #: their nodes :obj:`[B, P]`, the node count marking padding
+    pad: int  #: :math:`P`, the largest of their sizes
+
+
+def _dense_batches(split: _Split, comps: Tensor) -> List[_Batch]:
+    r"""The components :obj:`comps` grouped by size up to the next power of
+    two, at most :data:`DENSE_BATCH_ENTRIES` matrix entries per batch."""
     if comps.numel() == 0:
         return []
     n, device = split.label.numel(), comps.device
-    sizes = split.size[comps]
-    bound = torch.zeros(n, dtype=torch.float64, device=device)
-    bound.index_add_(0, split.row, split.value.double().abs())
-    pad_value = -1.0 - float(bound.max()) if n else -1.0
-    bucket = torch.ceil(torch.log2(sizes.double())).long()
-    slot = torch.full((split.size.numel(),), -1, dtype=torch.long, device=device)
-    entry_comp = split.label[split.row]
+    bucket = torch.ceil(torch.log2(split.size[comps].double())).long()
     batches = []
     for b in torch.unique(bucket).tolist():
         members = comps[bucket == b]
@@ -124,28 +134,39 @@ def _dense_batches(split: _Split, comps: Tensor) -> List[Tuple[Tensor, Tensor, T
         per_batch = max(1, DENSE_BATCH_ENTRIES // (pad * pad))
         for lo in range(0, members.numel(), per_batch):
             batch = members[lo:lo + per_batch]
-            slot[batch] = torch.arange(batch.numel(), device=device)
             pos = torch.arange(pad, device=device)
             real = pos[None] < split.size[batch][:, None]
             nodes = split.order[(split.start[batch][:, None] + pos[None]).clamp(max=n - 1)]
-            nodes = torch.where(real, nodes, n)
-            matrices = torch.diag_embed(torch.where(real, 0.0, pad_value).double())
-            mask = slot[entry_comp] >= 0
-            row, col = split.row[mask], split.col[mask]
-            matrices.index_put_((slot[split.label[row]], split.local[row], split.local[col]),
-                                split.value[mask].double(), accumulate=True)
-            batches.append((batch, nodes, matrices))
-            slot[batch] = -1
+            batches.append(_Batch(batch, torch.where(real, nodes, n), pad))
     return batches
+
+
+def _dense_matrices(split: _Split, comps: Tensor, pad: int, pad_value: float) -> Tensor:
+    r"""The float64 matrices :obj:`[B, P, P]` of the components :obj:`comps`
+    (each of at most :obj:`pad` nodes), padded with :obj:`pad_value` on the
+    diagonal (below the spectrum), so that a component's eigenvalues are the
+    last :obj:`size` of its matrix's, in ascending order. Built for a batch
+    when needed, not kept: :math:`O(B P^2)` memory."""
+    device = comps.device
+    real = torch.arange(pad, device=device)[None] < split.size[comps][:, None]
+    diagonal = torch.full(real.shape, pad_value, dtype=torch.float64, device=device)
+    matrices = torch.diag_embed(diagonal.masked_fill_(real, 0.0))
+    slot = torch.full((split.size.numel(),), -1, dtype=torch.long, device=device)
+    slot[comps] = torch.arange(comps.numel(), device=device)
+    entries = split.entries_of(comps)
+    row, col = split.row[entries], split.col[entries]
+    matrices.index_put_((slot[split.label[row]], split.local[row], split.local[col]),
+                        split.value[entries].double(), accumulate=True)
+    return matrices
 
 
 def _component_operator(split: _Split, comp: int, layout: torch.layout) -> Tensor:
     r"""The submatrix of component :obj:`comp` on its nodes in ascending
     order, sparse CSR (dense for a dense :obj:`layout`)."""
     size = int(split.size[comp])
-    mask = split.label[split.row] == comp
-    indices = torch.stack([split.local[split.row[mask]], split.local[split.col[mask]]])
-    matrix = torch.sparse_coo_tensor(indices, split.value[mask], (size, size),
+    entries = split.entries_of(torch.tensor([comp], device=split.label.device))
+    indices = torch.stack([split.local[split.row[entries]], split.local[split.col[entries]]])
+    matrix = torch.sparse_coo_tensor(indices, split.value[entries], (size, size),
                                      check_invariants=False).coalesce()
     return matrix.to_dense() if layout == torch.strided else compact_csr(matrix)
 
@@ -162,48 +183,60 @@ def componentwise_eigenpairs(operator: Tensor, k: int, which: str, tol: float, m
     every component of at most :data:`DENSE_NODES` nodes is solved exactly
     by batched dense :func:`torch.linalg.eigh` in float64 (all its pairs are
     candidates) and every larger one by :obj:`solve` for
-    :math:`\min(k, n_C)` pairs; the :obj:`k` candidates first under
-    :obj:`which` are returned in that order, values closer than
-    :data:`TIE_UNITS` units of rounding counting as equal and then ordered by
-    their component's lowest node, then by their order within it. A block
-    method started from :math:`b` vectors finds at most :math:`b` copies of
-    an eigenvalue; one normalised adjacency gives each of its components the
-    same top eigenvalue (tsGCN-t, :math:`\beta = 0`: CiteSeer has 438
-    components), so only this split finds them all.
+    :math:`\min(k, n_C)` pairs (the largest last, the one that reports
+    progress); the :obj:`k` candidates first under :obj:`which` are returned
+    in that order, values closer than :data:`TIE_UNITS` units of rounding of
+    the larger of their components' scales counting as equal and then
+    ordered by their component's lowest node, then by their order within
+    it. A block method started from :math:`b` vectors finds about :math:`b`
+    copies of an eigenvalue; one normalised adjacency gives each of its
+    components the same top eigenvalue (tsGCN-t, :math:`\beta = 0`:
+    CiteSeer has 438 components), so only this split finds them all.
 
-    :obj:`residual` is the largest of the iterative solves' residuals (each
-    relative to its component's spectral norm, at most the whole one's) and
-    of the dense pairs' residuals in the operator's dtype relative to the
-    largest eigenvalue magnitude found; :obj:`iterations` sums the iterative
-    solves'. Cost: :math:`O(\mathrm{nnz} + N)` for the components (scipy,
-    on the CPU), :math:`O(n_C^3)` per dense component (computed twice where
-    a pair is chosen: values first, vectors for the chosen), and the
-    iterative solves."""
+    :obj:`residual` is the largest relative residual
+    :math:`\|\mathbf{S}\mathbf{x} - \theta\mathbf{x}\| / \|\mathbf{S}_C\|_\infty`
+    of the returned pairs, :math:`\|\mathbf{S}_C\|_\infty` the largest
+    absolute row sum of the pair's component (measured in the operator's
+    dtype: one product per component with chosen pairs); :obj:`iterations` sums the iterative
+    solves'; their warnings are repeated only for components with chosen
+    pairs. Cost: :math:`O(\mathrm{nnz} + N)` for the components (scipy, on
+    the CPU; on a connected graph of a million nodes about three sparse
+    products with 16 columns), :math:`O(P^3)` per dense component, :math:`P`
+    its size rounded up to a power of two (twice where a pair is chosen:
+    values first, vectors for the chosen), one iterative solve per larger
+    component, and :math:`O(N)` Python steps to order the candidates."""
     n = check_problem(operator, k, which, max_iter, 1, tol)
     split = _split(operator)
     if split is None:
         return solve(operator, k, True)
     dtype, device = operator.dtype, split.label.device
+    eps = torch.finfo(dtype).eps
     dense = split.size <= DENSE_NODES
-    large = (~dense).nonzero().view(-1).tolist()
-    main = max(large, key=lambda comp: int(split.size[comp])) if large else None
+    large = sorted((~dense).nonzero().view(-1).tolist(), key=lambda c: int(split.size[c]))
+    bound = torch.zeros(n, dtype=torch.float64, device=device)
+    bound.index_add_(0, split.row, split.value.double().abs())
+    pad_value = -2.0 * float(bound.max()) - 1.0  # below the spectrum, in float64
+    # Each component's largest absolute row sum, a bound of its spectral norm that
+    # the residuals are relative to (subspace iteration's measure).
+    norm = torch.zeros(split.size.numel(), dtype=torch.float64, device=device)
+    norm.scatter_reduce_(0, split.label, bound, reduce='amax')
+    norm = norm.clamp_min(torch.finfo(torch.float64).tiny)
     batches = _dense_batches(split, dense.nonzero().view(-1))
     found: List[_Candidates] = []
-    for batch, _, matrices in batches:
-        values = torch.linalg.eigvalsh(matrices)
-        sizes = split.size[batch]
-        pad = matrices.size(-1)
-        column = torch.arange(pad, device=device)[None].expand(batch.numel(), pad)
-        real = column >= (pad - sizes)[:, None]
-        found.append(_Candidates(values[real], batch[:, None].expand_as(column)[real],
+    for batch in batches:
+        values = torch.linalg.eigvalsh(_dense_matrices(split, batch.comps, batch.pad, pad_value))
+        pad = batch.pad
+        column = torch.arange(pad, device=device)[None].expand(batch.comps.numel(), pad)
+        real = column >= (pad - split.size[batch.comps])[:, None]
+        found.append(_Candidates(values[real], batch.comps[:, None].expand_as(column)[real],
                                  column[real]))
-    solved, residual, iterations, converged = {}, 0.0, 0, True
-    for comp in large:
-        pairs = solve(_component_operator(split, comp, operator.layout),
-                      min(k, int(split.size[comp])), comp == main)
-        solved[comp] = pairs
-        residual, iterations = max(residual, pairs.residual), iterations + pairs.iterations
-        converged = converged and pairs.converged
+    solved, caught, iterations = {}, {}, 0
+    for comp in large:  # ascending size: the largest, which reports progress, last
+        with warnings.catch_warnings(record=True) as caught[comp]:
+            warnings.simplefilter('always')
+            pairs = solve(_component_operator(split, comp, operator.layout),
+                          min(k, int(split.size[comp])), comp == large[-1])
+        solved[comp], iterations = pairs, iterations + pairs.iterations
         count = pairs.eigenvalues.numel()
         found.append(_Candidates(pairs.eigenvalues.double(),
                                  torch.full((count,), comp, device=device),
@@ -212,43 +245,75 @@ def componentwise_eigenpairs(operator: Tensor, k: int, which: str, tol: float, m
     component = torch.cat([c.component for c in found])
     column = torch.cat([c.column for c in found])
     key = values if which == 'LA' else values.abs()
-    scale = max(float(values.abs().max()), torch.finfo(torch.float64).tiny)
-    units = TIE_UNITS * torch.finfo(dtype).eps * scale
+    scale = torch.zeros(split.size.numel(), dtype=torch.float64, device=device)
+    scale.scatter_reduce_(0, component, values.abs(), reduce='amax')
+    scale = scale.clamp_min(torch.finfo(torch.float64).tiny)
     # Descending key; ties to the lower component, then the column: the dense
     # solves' ascending columns are reversed so that both run in their solve's order.
-    position = torch.where(split.size[component] <= DENSE_NODES, -column, column)
-    by_place = torch.from_numpy(np.lexsort((position.cpu().numpy(),
-                                            component.cpu().numpy()))).to(device)
-    groups = tie_groups(-key / units, tolerance=1.0)
-    chosen = by_place[groups[by_place].argsort(stable=True)][:k]
+    position = torch.where(dense[component], -column, column)
+    chosen = _select(key, TIE_UNITS * eps * scale[component], component, position, k)
     out = torch.zeros(n + 1, k, dtype=dtype, device=device)
+    residual = 0.0
     for comp, pairs in solved.items():
         take = (component[chosen] == comp).nonzero().view(-1)
-        nodes = split.order[int(split.start[comp]):int(split.start[comp] + split.size[comp])]
-        out[nodes[:, None], take[None]] = pairs.eigenvectors[:, column[chosen[take]]]
-    dense_residual = 0.0
-    for batch, nodes, matrices in batches:
-        slot = torch.full((split.size.numel(),), -1, dtype=torch.long, device=device)
-        slot[batch] = torch.arange(batch.numel(), device=device)
-        take = (slot[component[chosen]] >= 0).nonzero().view(-1)
         if take.numel() == 0:
             continue
-        rows = slot[component[chosen[take]]]
-        used = torch.unique(rows)
-        _, vectors = torch.linalg.eigh(matrices[used])
-        where = torch.searchsorted(used, rows)
-        picked = vectors[where, :, column[chosen[take]]].to(dtype)  # [t, P]
+        for warning in caught[comp]:  # of a solve whose pairs are returned
+            warnings.warn(warning.message, warning.category, stacklevel=3)
+        nodes = split.order[int(split.start[comp]):int(split.start[comp] + split.size[comp])]
+        vectors = pairs.eigenvectors[:, column[chosen[take]]]
         theta = values[chosen[take]].to(dtype)
-        image = (matrices[used].to(dtype)[where] @ picked[:, :, None])[:, :, 0]
-        real = nodes[used][where] < n
-        error = ((image - theta[:, None] * picked) * real).norm(dim=1).max()
-        dense_residual = max(dense_residual, float(error) / scale)
-        out[nodes[used][where], take[:, None].expand_as(picked)] = picked
+        image = _component_operator(split, comp, operator.layout) @ vectors
+        error = float((image - vectors * theta).norm(dim=0).max()) / float(norm[comp])
+        residual = max(residual, error)
+        out[nodes[:, None], take[None]] = vectors
+    dense_residual = 0.0
+    slot = torch.full((split.size.numel(),), -1, dtype=torch.long, device=device)
+    for batch in batches:
+        slot[batch.comps] = torch.arange(batch.comps.numel(), device=device)
+        take = (slot[component[chosen]] >= 0).nonzero().view(-1)
+        rows = slot[component[chosen[take]]]
+        slot[batch.comps] = -1
+        if take.numel() == 0:
+            continue
+        used, where = torch.unique(rows, return_inverse=True)
+        matrices = _dense_matrices(split, batch.comps[used], batch.pad, pad_value)
+        _, vectors = torch.linalg.eigh(matrices)
+        vectors = vectors.to(dtype)
+        picked = vectors[where, :, column[chosen[take]]]  # [t, P]
+        image = torch.bmm(matrices.to(dtype), vectors)[where, :, column[chosen[take]]]
+        theta = values[chosen[take]].to(dtype)
+        real = batch.nodes[used][where] < n
+        error = ((image - theta[:, None] * picked) * real).norm(dim=1)
+        comp_norm = norm[batch.comps[used]][where].to(error.dtype)
+        dense_residual = max(dense_residual, float((error / comp_norm).max()))
+        out[batch.nodes[used][where], take[:, None].expand_as(picked)] = picked
     if dense_residual > tol:
-        converged = False
         warnings.warn(
             f"The connected components of at most {DENSE_NODES} nodes were solved densely "
             f"to relative residual {dense_residual:.2e} > tol={tol:.0e}: the rounding of "
             f"{dtype} limits it; raise 'tol' or solve in float64", UserWarning, stacklevel=3)
     residual = max(residual, dense_residual)
-    return EigenPairs(values[chosen].to(dtype), out[:n], residual, iterations, converged)
+    return EigenPairs(values[chosen].to(dtype), out[:n], residual, iterations, residual <= tol)
+
+
+def _select(key: Tensor, tolerance: Tensor, component: Tensor, position: Tensor,
+            k: int) -> Tensor:
+    r"""The indices of the :obj:`k` candidates first by descending
+    :obj:`key`, a value joining the group of the first value above it while
+    within the larger of their two :obj:`tolerance`; within a group by
+    :obj:`component`, then :obj:`position`. Cost: one sort and one pass in
+    Python over the candidates."""
+    by_key = key.argsort(descending=True, stable=True)
+    ordered, tolerances = key[by_key].tolist(), tolerance[by_key].tolist()
+    group, numbers = 0, []
+    first = 0
+    for index, value in enumerate(ordered):
+        if ordered[first] - value > max(tolerances[first], tolerances[index]):
+            group, first = group + 1, index
+        numbers.append(group)
+    groups = torch.empty_like(by_key)
+    groups[by_key] = torch.tensor(numbers, dtype=torch.long, device=key.device)
+    place = np.lexsort((position.cpu().numpy(), component.cpu().numpy(),
+                        groups.cpu().numpy()))
+    return torch.from_numpy(place[:k]).to(key.device)

@@ -107,7 +107,7 @@ def weight_parameters(module: torch.nn.Module) -> List[torch.nn.Parameter]:
     return [p for p in module.parameters() if id(p) not in found]
 
 
-def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 10) -> Tensor:
+def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 30) -> Tensor:
     r"""The cross-entropy of the logits :obj:`input` at the temperature that
     minimises it,
 
@@ -124,9 +124,11 @@ def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 10
     :math:`\tau^{*} \partial \mathrm{CE} / \partial \mathbf{Z}` at
     :math:`\tau^{*} \mathbf{Z}`, which is the gradient of the minimum itself
     (the derivative in :math:`\tau` vanishes there) once the steps have
-    converged: Newton approaches a far minimum slowly from below, so logits
-    of a tiny scale, whose :math:`\tau^{*}` lies beyond about :math:`10^3`,
-    need more :obj:`iterations` (or logits scaled up first). Where every node is
+    converged: Newton approaches a far minimum slowly from below (and from
+    above, after a step clamped at a tenth), so nearly separable logits
+    (:math:`\tau^{*}` between about 10 and :math:`10^3`) need more than 10
+    steps, which the default covers, and logits of a tiny scale need more
+    :obj:`iterations` still (or logits scaled up first). Where every node is
     classified correctly the infimum lies at :math:`\tau \to \infty`
     (:math:`\tau` grows with every step, the loss and its gradient shrink
     towards 0), and where the logits predict no better than chance, at
@@ -136,7 +138,7 @@ def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 10
     Args:
         input (torch.Tensor): The logits :math:`\mathbf{Z}`, floating point.
         target (torch.Tensor): The class of each row, integer.
-        iterations (int, optional): Newton steps. (default: :obj:`10`)
+        iterations (int, optional): Newton steps. (default: :obj:`30`)
 
     Shapes:
         - **input:** :math:`(N, C)`
@@ -149,7 +151,8 @@ def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 10
     if input.dim() != 2 or not input.is_floating_point():
         raise ValueError(f"'input' must be floating-point logits of shape [N, C] (got "
                          f"{input.dtype} of shape {tuple(input.shape)})")
-    if target.shape != input.shape[:1] or target.is_floating_point() or target.is_complex():
+    if (target.shape != input.shape[:1] or target.is_floating_point() or target.is_complex()
+            or target.dtype == torch.bool):  # a mask passed for the labels
         raise ValueError(f"'target' must hold one integer class per row of 'input', shape "
                          f"[{input.size(0)}] (got {target.dtype} of shape "
                          f"{tuple(target.shape)})")
@@ -157,7 +160,8 @@ def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 10
         raise ValueError("'input' has no rows: the validation mask selects no node, so there "
                          "is no loss to learn the coefficients on")
     z = input.detach().double()
-    zy = z.gather(1, target.view(-1, 1).long()).squeeze(1)
+    # (clamped here: an out-of-range class is named by the cross-entropy below)
+    zy = z.gather(1, target.view(-1, 1).long().clamp(0, z.size(1) - 1)).squeeze(1)
     tau = torch.ones((), dtype=z.dtype, device=z.device)
     for _ in range(iterations):
         p = torch.softmax(tau * z, dim=1)
