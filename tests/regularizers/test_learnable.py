@@ -450,3 +450,27 @@ def test_appnp_alpha_rounded_to_zero_is_refused_and_one_is_not():
         conv.regularizer.raw_alpha.fill_(40.0)  # sigmoid rounds to 1: M = I, allowed
     assert float(conv.regularizer.alpha.detach()) == 1.0
     torch.testing.assert_close(conv(x.float(), edge_index) - conv.bias, conv.lin(x.float()))
+
+
+def test_a_float64_layer_starts_from_the_exact_coefficient():
+    # The raw parameter was created in float32 and cast by .double(): alpha
+    # started (and reset_parameters() returned) at 0.30000000275, the output
+    # 6e-9 away from the fixed-alpha layer's. Reference: the fixed layer, to
+    # float64 rounding of the softplus round trip (a few eps) and CG's tol.
+    x = torch.randn(6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    ei = torch.tensor([[0, 1, 1, 2, 2, 3, 3, 4, 4, 5], [1, 0, 2, 1, 3, 2, 4, 3, 5, 4]])
+    fixed = RegularizerConv(3, 2, 'appnp', alpha=0.3, K=5, solver='cg', tol=1e-13).double()
+    learned = RegularizerConv(3, 2, 'appnp', alpha=0.3, K=5, solver='cg', tol=1e-13,
+                              learn=('alpha',)).double()
+    learned.lin.load_state_dict(fixed.lin.state_dict())
+    assert float(learned.regularizer.alpha) == pytest.approx(0.3, abs=1e-15)
+    torch.testing.assert_close(learned(x, ei), fixed(x, ei), rtol=0, atol=1e-12)
+    with torch.no_grad():
+        learned.regularizer.raw_alpha.add_(1.0)  # trained: a cast keeps it as it is
+    learned.reset_parameters()
+    assert float(learned.regularizer.alpha) == pytest.approx(0.3, abs=1e-15)
+    trained = RegularizerConv(3, 2, 'appnp', alpha=0.3, learn=('alpha',))
+    with torch.no_grad():
+        trained.regularizer.raw_alpha.add_(0.5)
+    value = float(trained.regularizer.alpha)
+    assert float(trained.double().regularizer.alpha) == pytest.approx(value, abs=1e-7)

@@ -336,13 +336,16 @@ class Regularizer(torch.nn.Module):
         for name in dict.fromkeys(names):
             if name not in learned:
                 low, high = interval(self.learnable[name], name)
-                raws[name] = (self._raw_value(name, getattr(self, name), low, high,
-                                              torch.get_default_dtype()), low, high)
-        for name, (raw, low, high) in raws.items():
+                value = getattr(self, name)
+                raws[name] = (self._raw_value(name, value, low, high, torch.get_default_dtype()),
+                              self._raw_value(name, value, low, high, torch.float64), low, high)
+        for name, (raw, exact, low, high) in raws.items():
             delattr(self, name)
             self.register_parameter(f'raw_{name}', torch.nn.Parameter(raw))
             learned[name] = (low, high)
-            self.__dict__.setdefault('_learned_start', {})[name] = raw.detach().clone()
+            # In float64: a layer cast to float64 before training starts from the
+            # exact value (see _apply), and reset_parameters() returns to it.
+            self.__dict__.setdefault('_learned_start', {})[name] = exact.detach().clone()
         weight_decay.watch(self)
         return self
 
@@ -499,6 +502,22 @@ class Regularizer(torch.nn.Module):
         :math:`\lambda`."""
         raise NotImplementedError(f'{type(self).__name__} does not define its frequency '
                                   f'response')
+
+    def _apply(self, fn: Any, recurse: bool = True) -> 'Regularizer':
+        # A learned coefficient not trained yet is cast from its exact start, not
+        # from its value rounded in the dtype it was created in: a float64 layer
+        # learning alpha = 0.3 would start at 0.30000000275 (float32's raw value).
+        before = {name: self._parameters[f'raw_{name}'].detach().clone()
+                  for name in self.learned}
+        super()._apply(fn, recurse)
+        starts = self.__dict__.get('_learned_start', {})
+        with torch.no_grad():
+            for name, old in before.items():
+                raw, start = self._parameters[f'raw_{name}'], starts.get(name)
+                if (start is not None and raw.dtype != old.dtype and raw.is_floating_point()
+                        and torch.equal(old, start.to(old.device, old.dtype))):
+                    raw.copy_(start.to(raw.device, raw.dtype))
+        return self
 
     def reset_parameters(self) -> None:
         r"""Resets the trainable parts, if any: the learned coefficients to the
