@@ -463,14 +463,14 @@ def test_a_float64_layer_starts_from_the_exact_coefficient():
     learned = RegularizerConv(3, 2, 'appnp', alpha=0.3, K=5, solver='cg', tol=1e-13,
                               learn=('alpha',)).double()
     learned.lin.load_state_dict(fixed.lin.state_dict())
-    assert float(learned.regularizer.alpha) == pytest.approx(0.3, abs=1e-15)
+    assert float(learned.regularizer.alpha.detach()) == pytest.approx(0.3, abs=1e-15)
     torch.testing.assert_close(learned(x, ei), fixed(x, ei), rtol=0, atol=1e-12)
     with torch.no_grad():
         learned.regularizer.raw_alpha.add_(1.0)  # trained: a cast keeps it as it is
     learned.reset_parameters()
-    assert float(learned.regularizer.alpha) == pytest.approx(0.3, abs=1e-15)
+    assert float(learned.regularizer.alpha.detach()) == pytest.approx(0.3, abs=1e-15)
     trained = RegularizerConv(3, 2, 'appnp', alpha=0.3, learn=('alpha',))
     with torch.no_grad():
         trained.regularizer.raw_alpha.add_(0.5)
-    value = float(trained.regularizer.alpha)
-    assert float(trained.double().regularizer.alpha) == pytest.approx(value, abs=1e-7)
+    value = float(trained.regularizer.alpha.detach())
+    assert float(trained.double().regularizer.alpha.detach()) == pytest.approx(value, abs=1e-7)
