@@ -474,3 +474,15 @@ def test_a_float64_layer_starts_from_the_exact_coefficient():
         trained.regularizer.raw_alpha.add_(0.5)
     value = float(trained.regularizer.alpha.detach())
     assert float(trained.double().regularizer.alpha.detach()) == pytest.approx(value, abs=1e-7)
+
+
+def test_a_fixed_coefficient_checkpoint_seeds_a_learning_module():
+    # A checkpoint of a fixed alpha (extra state 'alpha': 0.05) loaded with
+    # strict=False into a module that learns alpha kept the new module's 0.3,
+    # silently (only 'raw_alpha' was reported missing): learning now continues
+    # from the checkpoint's value, to float32 rounding of its raw parameter.
+    fixed = RegularizerConv(3, 2, 'appnp', alpha=0.05, K=5)
+    learning = RegularizerConv(3, 2, 'appnp', alpha=0.3, K=5, learn=('alpha',))
+    missing = learning.load_state_dict(fixed.state_dict(), strict=False).missing_keys
+    assert missing == ['regularizer.raw_alpha']
+    assert float(learning.regularizer.alpha.detach()) == pytest.approx(0.05, rel=1e-6)

@@ -556,6 +556,12 @@ class Regularizer(torch.nn.Module):
         self._set_coefficients({key: value for key, value in state.items()
                                 if key not in self.learned}, at_start=True)  # learned: their
         # parameters, kept in their intervals by their reparametrisation
+        # A value for a coefficient this module learns comes from a module that
+        # kept it fixed (which has no raw parameter to load, so strict=False
+        # dropped it silently): learning continues from it.
+        for name in self.learned:
+            if name in state:
+                setattr(self, name, state[name])
 
     # -- shared machinery ---------------------------------------------------------
     def check_solver(self, solver: Optional[str]) -> str:
