@@ -141,3 +141,17 @@ def test_a_coefficient_set_after_construction_is_checked_again():
     with pytest.raises(ValueError, match=r"directed=True needs a regulariser that reads the "
                                          r"adjacency only"):
         conv(x, edge_index, semantic_edge_index=edge_index)
+
+
+@pytest.mark.parametrize('weights', ['lin_out', 'lin_root'])
+def test_diverged_out_and_root_weights_are_named(weights):
+    # Only the projection by 'lin' was checked: NaN weights of the out-neighbours
+    # or of the ego path gave a NaN output without the "weights diverged" error.
+    conv = RegularizerConv(4, 2, 'appnp', K=3, solver='series', directed=True,
+                           root_weight=True)
+    with torch.no_grad():
+        getattr(conv, weights).weight.fill_(float('nan'))
+    x = torch.randn(6, 4)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+    with pytest.raises(ValueError, match=r"the weights diverged"):
+        conv(x, edge_index)

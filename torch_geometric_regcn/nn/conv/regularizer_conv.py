@@ -451,12 +451,18 @@ class RegularizerConv(MessagePassing):
         if not is_compiling():
             check_projection(h, x)
         if self.directed:  # (R_in^-1 X Θ_in + R_out^-1 X Θ_out) / 2
+            h_out = self.lin_out(x)
+            if not is_compiling():  # its own weights may diverge too
+                check_projection(h_out, x)
             out = 0.5 * (self._solve(h, graph.directed('in'))
-                         + self._solve(self.lin_out(x), graph.directed('out')))
+                         + self._solve(h_out, graph.directed('out')))
         else:
             out = self._solve(h, graph)
         if self.lin_root is not None:
-            out = out + self.lin_root(x)
+            root = self.lin_root(x)
+            if not is_compiling():
+                check_projection(root, x)
+            out = out + root
         if self.bias is not None:
             out = out + self.bias
         return out
