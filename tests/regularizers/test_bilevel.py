@@ -437,3 +437,12 @@ def test_a_mask_passed_for_the_labels_is_refused():
     z = torch.randn(4, 3)
     with pytest.raises(ValueError, match="'target' must hold one integer class per row"):
         calibrated_cross_entropy(z, torch.tensor([True, False, True, False]))
+
+
+def test_an_ignored_label_is_refused():
+    # A target of -100 (cross_entropy's ignore_index) was clamped to class 0 for
+    # the temperature and then ignored by the loss: 0.871 where the labelled
+    # rows' calibrated loss is 0.
+    z = torch.tensor([[5.0, 0.0], [0.0, 5.0], [5.0, 0.0]])
+    with pytest.raises(ValueError, match=r"'target' must hold classes in \[0, 2\)"):
+        calibrated_cross_entropy(z, torch.tensor([0, 1, -100]))

@@ -133,7 +133,8 @@ def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 30
     (:math:`\tau` grows with every step, the loss and its gradient shrink
     towards 0), and where the logits predict no better than chance, at
     :math:`\tau \to 0` (the loss tends to :math:`\log C`, its gradient to
-    0). Cost: :math:`O(\text{iterations} \cdot N C)`, no synchronisation.
+    0). Cost: :math:`O(\text{iterations} \cdot N C)`, one synchronisation
+    (the check of the targets' range).
 
     Args:
         input (torch.Tensor): The logits :math:`\mathbf{Z}`, floating point.
@@ -159,9 +160,11 @@ def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 30
     if input.size(0) == 0:
         raise ValueError("'input' has no rows: the validation mask selects no node, so there "
                          "is no loss to learn the coefficients on")
+    if not bool(((target >= 0) & (target < input.size(1))).all()):  # one synchronisation
+        raise ValueError(f"'target' must hold classes in [0, {input.size(1)}) (an ignored "
+                         f"label such as -100 included): select the labelled rows first")
     z = input.detach().double()
-    # (clamped here: an out-of-range class is named by the cross-entropy below)
-    zy = z.gather(1, target.view(-1, 1).long().clamp(0, z.size(1) - 1)).squeeze(1)
+    zy = z.gather(1, target.view(-1, 1).long()).squeeze(1)
     tau = torch.ones((), dtype=z.dtype, device=z.device)
     for _ in range(iterations):
         p = torch.softmax(tau * z, dim=1)

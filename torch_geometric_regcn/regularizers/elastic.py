@@ -92,8 +92,8 @@ class ElasticRegularizer(IterativeRegularizer):
             :obj:`"irls"`. (default: :obj:`10`)
         eps (float, optional): The smoothing width of :obj:`"irls"`.
             (default: :obj:`1e-4`)
-        irls_tol (float, optional): The relative change (the last step
-            over the distance travelled) at which :obj:`"irls"` stops.
+        irls_tol (float, optional): The relative change (the largest
+            over the graph's connected components) at which :obj:`"irls"` stops.
             (default: :obj:`1e-3`)
     """
     name = 'elastic'

@@ -77,8 +77,8 @@ class PLaplacianRegularizer(IterativeRegularizer):
         K (int, optional): Steps of :obj:`"fixed_point"`; the most
             reweightings of :obj:`"irls"`. (default: :obj:`4`)
         eps (float, optional): The smoothing width. (default: :obj:`1e-4`)
-        irls_tol (float, optional): The relative change (the last step
-            over the distance travelled) at which :obj:`"irls"` stops.
+        irls_tol (float, optional): The relative change (the largest
+            over the graph's connected components) at which :obj:`"irls"` stops.
             (default: :obj:`1e-3`)
     """
     name = 'pgnn'

@@ -76,8 +76,8 @@ class RobustRegularizer(IterativeRegularizer):
             and so the condition number of each solve at :math:`1 +
             2\lambda/\epsilon`: a smaller one is closer to the unsmoothed
             penalty and slower to solve. (default: :obj:`0.1`)
-        irls_tol (float, optional): The relative change (the last step
-            over the distance travelled) at which the iteration stops.
+        irls_tol (float, optional): The relative change (the largest
+            over the graph's connected components) at which the iteration stops.
             (default: :obj:`1e-3`)
     """
     name = 'robust'
