@@ -69,6 +69,7 @@ row-normalised sparse CSR matrix.
 """
 import argparse
 import datetime
+import inspect
 import itertools
 import math
 import os.path as osp
@@ -322,7 +323,11 @@ def train(data, job: Run, device: torch.device) -> dict:
         record.update(search_acc=100 * search.accuracy, search_val=100 * search.val_accuracy,
                       search_epoch=search.best_epoch, search_seconds=search.seconds)
     if on_validation:
+        # Newton steps of the calibrated loss (its default; runs stored before the
+        # field existed used 10).
+        steps = inspect.signature(calibrated_cross_entropy).parameters['iterations'].default
         record.update(cycles=cycles, coefficient_lr=COEFFICIENT_LR, calibrated=calibrated,
+                      newton_steps=steps if calibrated else None,
                       patience=PATIENCE if restarts else None)
     return record
 
