@@ -11,6 +11,7 @@ import torch
 from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
+from torch_geometric_regcn.linalg.components import graph_components
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs, check_problem
 from torch_geometric_regcn.linalg.laplacian_spectrum import DENSE_BATCH_ENTRIES
 from torch_geometric_regcn.utils.sparse import compact_csr
@@ -81,31 +82,18 @@ def _split(operator: Tensor) -> Optional[_Split]:
         col, value = col[stored], value[stored]
     pattern = sp.csr_matrix((np.ones(col.numel(), dtype=np.int8), col.cpu().numpy(),
                              crow.cpu().numpy()), shape=(n, n))
-    # Strongly connected components are found faster, and on a symmetric
-    # pattern they are the connected ones; one strong component is a
-    # connected graph whatever the pattern.
-    count, found = connected_components(pattern, directed=True, connection='strong')
-    if count == 1:
+    # A quick test first (strongly connected components are found faster than
+    # connected ones): one strong component is a connected graph whatever the
+    # pattern, and most operators are connected.
+    if connected_components(pattern, directed=True, connection='strong')[0] == 1:
         return None
     row = torch.repeat_interleave(torch.arange(n, device=crow.device), crow.diff())
     col = col.long()
-    host_row, host_col = row.cpu().numpy(), col.cpu().numpy()
-    if not (found[host_row] == found[host_col]).all():  # an entry without its mirror
-        count, found = connected_components(pattern, directed=False)
-        if count == 1:
-            return None
-    device = row.device
-    found = torch.from_numpy(found.astype(np.int64)).to(device)
-    lowest = torch.full((count,), n, dtype=torch.long, device=device)
-    lowest.scatter_reduce_(0, found, torch.arange(n, device=device), reduce='amin')
-    rank = torch.empty_like(lowest)
-    rank[lowest.argsort()] = torch.arange(count, device=device)
-    label = rank[found]
-    order = label.argsort(stable=True)
-    size = torch.bincount(label, minlength=count)
-    start = size.cumsum(0) - size
-    local = torch.empty_like(order)
-    local[order] = torch.arange(n, device=device) - start[label[order]]
+    parts = graph_components(row, col, n)
+    count = parts.size.numel()
+    if count == 1:
+        return None
+    label, size, start, order, local = parts
     entry_label = label[row]
     entry_count = torch.bincount(entry_label, minlength=count)
     return _Split(row, col, value, label, size, start, order, local,
@@ -168,6 +156,7 @@ def _component_operator(split: _Split, comp: int, layout: torch.layout) -> Tenso
     indices = torch.stack([split.local[split.row[entries]], split.local[split.col[entries]]])
     matrix = torch.sparse_coo_tensor(indices, split.value[entries], (size, size),
                                      check_invariants=False).coalesce()
+    # A dense input stays dense (its component is at most its own size).
     return matrix.to_dense() if layout == torch.strided else compact_csr(matrix)
 
 

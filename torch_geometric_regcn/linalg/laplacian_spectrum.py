@@ -5,13 +5,12 @@ import warnings
 from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
-import scipy.sparse as sp
 import torch
-from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 from torch_geometric.utils import coalesce
 
 from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
+from torch_geometric_regcn.linalg.components import graph_components
 from torch_geometric_regcn.linalg.eigenpairs import EigenPairs
 from torch_geometric_regcn.linalg.lanczos import block_lanczos
 from torch_geometric_regcn.utils.sparse import compact_csr
@@ -297,23 +296,8 @@ class _Components(NamedTuple):
 def _components(edge_index: Tensor, weight: Tensor, sqrt_degree: Tensor,
                 num_nodes: int) -> _Components:
     r"""The connected components of the graph, numbered by their lowest node."""
-    device = edge_index.device
     row, col = edge_index
-    cpu = edge_index.cpu().numpy()
-    adjacency = sp.csr_matrix((np.ones(cpu.shape[1], dtype=np.int8), (cpu[0], cpu[1])),
-                              shape=(num_nodes, num_nodes))
-    _, found = connected_components(adjacency, directed=False)
-    found = torch.from_numpy(found.astype(np.int64)).to(device)
-    lowest = torch.full((int(found.max()) + 1,), num_nodes, dtype=torch.long, device=device)
-    lowest.scatter_reduce_(0, found, torch.arange(num_nodes, device=device), reduce='amin')
-    rank = torch.empty_like(lowest)
-    rank[lowest.argsort()] = torch.arange(lowest.numel(), device=device)
-    label = rank[found]
-    order = label.argsort(stable=True)
-    size = torch.bincount(label, minlength=lowest.numel())
-    start = size.cumsum(0) - size
-    local = torch.empty_like(order)
-    local[order] = torch.arange(num_nodes, device=device) - start[label[order]]
+    label, size, start, order, local = graph_components(row, col, num_nodes)
     return _Components(num_nodes, row, col, weight, sqrt_degree, label, size, start, order,
                        local)
 

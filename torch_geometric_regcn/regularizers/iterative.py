@@ -3,13 +3,11 @@ minimised by an outer iteration around the shared solvers."""
 import math
 from typing import Any, Callable, ClassVar, List, NamedTuple, Optional, Tuple
 
-import numpy as np
-import scipy.sparse as sp
 import torch
-from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
 from torch_geometric_regcn.linalg.cg import cg_solve, first_order
+from torch_geometric_regcn.linalg.components import graph_components
 from torch_geometric_regcn.linalg.incidence import Incidence, normalized_incidence
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
@@ -241,11 +239,7 @@ def _components(regularizer: 'IterativeRegularizer', graph: GraphOperators) -> T
     (scipy, on the CPU; kept with the graph's other operators)."""
     def build() -> Tensor:
         inc = regularizer.incidence(graph)
-        edges = torch.stack([inc.src, inc.dst]).cpu().numpy()
-        pattern = sp.coo_matrix((np.ones(edges.shape[1], dtype=np.int8), (edges[0], edges[1])),
-                                shape=(graph.num_nodes, graph.num_nodes))
-        _, found = connected_components(pattern, directed=False)
-        return torch.from_numpy(found.astype(np.int64)).to(inc.src.device)
+        return graph_components(inc.src, inc.dst, graph.num_nodes).label
     return graph.memo(('components', regularizer.self_loops), build)
 
 
