@@ -93,7 +93,8 @@ def test_ties_go_to_the_lowest_components_whatever_the_seed():
     # lowest nodes (the giant one, then the first four small ones), each a
     # multiple of D^(1/2) 1 on its component.
     s = tsgcn_t()
-    found = [extreme_eigenpairs(s, 5, generator=torch.Generator().manual_seed(seed))
+    found = [extreme_eigenpairs(s, 5, tol=1e-10, max_iter=5000,
+                                generator=torch.Generator().manual_seed(seed))
              for seed in (0, 1)]
     support = [sorted(set(torch.nonzero(p.eigenvectors.abs() > 1e-12)[:, 1].tolist()))
                for p in found]
@@ -103,8 +104,10 @@ def test_ties_go_to_the_lowest_components_whatever_the_seed():
     assert bool(columns[:GIANT, 0].all()) and not bool(columns[GIANT:, 0].any())
     for column, node in enumerate(first_small, start=1):
         assert bool(columns[node, column])
+    # The giant component's Perron vector from two seeds: residual 1e-10 (norm 1/2)
+    # over its gap (above 1e-2) bounds the difference by 1e-8; the others are exact.
     torch.testing.assert_close(found[0].eigenvectors.abs(), found[1].eigenvectors.abs(),
-                               rtol=0, atol=1e-8)
+                               rtol=0, atol=1e-7)
 
 
 def test_largest_magnitude_takes_both_ends():
