@@ -29,7 +29,8 @@ def main() -> None:
     for name, cls in R.REGISTRY.items():
         if issubclass(cls, R.IterativeRegularizer):  # not linear filters: no response
             continue
-        reg = cls()
+        # DAGNN's learned gate has no response: its Neumann weights are drawn.
+        reg = cls(adaptive=False) if issubclass(cls, R.DAGNNRegularizer) else cls()
         label = f'{name}: {reg!r}'
         label = label if len(label) <= 60 else label[:57] + '...'  # a long coefficient vector
         # Every other curve dashed, above the solid ones: equal responses (the

@@ -120,6 +120,15 @@ def test_the_default_series_is_its_documented_sum_at_every_k(K):
     torch.testing.assert_close(reg.propagate(x, graph, 'series'), expected, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize('solver', ['closed', 'series', 'cg'])
+def test_a_users_regularizer_propagates_a_graph_of_no_nodes(solver):
+    # The default series divided by ||M||_inf = 0: ZeroDivisionError (review s45/quad).
+    reg = _Shifted()
+    graph = build_graph(reg, torch.empty(2, 0, dtype=torch.long), 0, None, torch.float64)
+    out = reg.propagate(torch.empty(0, 3, dtype=torch.float64), graph, solver)
+    assert out.shape == (0, 3)
+
+
 def test_solver_a_regularizer_cannot_use():
     with pytest.raises(ValueError, match="'gcn' cannot use solver='cg'.*'series'"):
         R.get('gcn').check_solver('cg')

@@ -242,3 +242,18 @@ def test_frequency_response_of_integer_eigenvalues():
     lam = torch.tensor([-1, 0, 1])
     want = polynomial(reg.gamma, lam.double())
     torch.testing.assert_close(reg.frequency_response(lam).double(), want, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize('solver', ['series', 'closed'])
+def test_a_coefficient_beyond_the_dtype_is_refused(solver):
+    # 1e39 is finite in float64 but infinite in float32: the layer returned inf
+    # and NaN (review s45/quad), where the affine regularisers name the coefficient.
+    layer = RegularizerConv(4, 2, 'polynomial', gamma=[1.0, 1e39, -1e39], solver=solver)
+    x = torch.randn(N, 4, generator=torch.Generator().manual_seed(0))
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    with pytest.raises(ValueError, match=r'gamma\[1, 2\] lie beyond the range of torch.float32'):
+        layer(x, ei)
+    with pytest.raises(ValueError, match='beyond the range'):
+        layer.regularizer.frequency_response(torch.zeros(3))
+    out = layer.double()(x.double(), ei)  # float64 holds them
+    assert bool(out.isfinite().all())

@@ -63,6 +63,18 @@ def test_dagnn_adaptive_is_a_flag_fixed_at_construction():
     assert gated.adaptive is True and gated.gate is not None
 
 
+def test_adaptive_dagnn_reports_no_frequency_response():
+    # Its gated propagation is not a function of A^ alone (per-node scores of
+    # the input): the Neumann response it reported was 1.0 at lam = 1 where the
+    # propagation's gain was 6.8 (review s45/quad). adaptive=False reports it.
+    lam = torch.linspace(-1, 1, 5, dtype=torch.float64)
+    with pytest.raises(ValueError, match='no frequency response.*adaptive=False'):
+        R.get('dagnn').frequency_response(lam)
+    plain = R.get('dagnn', K=3, beta=0.5, adaptive=False)
+    expected = sum(0.5**k / 1.5**(k + 1) * lam**k for k in range(4))
+    torch.testing.assert_close(plain.frequency_response(lam), expected, rtol=0, atol=1e-15)
+
+
 def test_a_fresh_dagnn_layer_saves_a_state_that_torch_load_reads(tmp_path):
     # The gate was lazy until the first call: a fresh layer's state_dict held
     # an UninitializedParameter, which torch.load(weights_only=True) refuses.

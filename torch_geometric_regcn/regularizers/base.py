@@ -596,6 +596,8 @@ class Regularizer(torch.nn.Module):
         definite :math:`\mathbf{M}`; its gradient includes that of
         :math:`\omega` where :math:`\mathbf{M}` depends on parameters."""
         matrix = self.cached_operator(graph)
+        if matrix.size(0) == 0:  # no nodes: nothing to sum (and no bound to divide by)
+            return self.numerator(x, graph)
         omega: Union[float, Tensor] = 1.0 / spectral_bound(matrix)
         if matrix.requires_grad and torch.is_grad_enabled():
             # omega depends on M (its learned coefficients, edge weights): the

@@ -160,7 +160,23 @@ class PolynomialRegularizer(Regularizer):
         gamma = self.gamma
         if isinstance(gamma, Tensor):
             return gamma.to(dtype=like.dtype, device=like.device)
+        self.check_range(like.dtype)
         return torch.tensor(gamma, dtype=like.dtype, device=like.device)
+
+    def check_range(self, dtype: torch.dtype) -> None:
+        r"""Raises :class:`ValueError` where a fixed coefficient lies beyond
+        the range of the floating-point :obj:`dtype` (e.g. :math:`10^{39}` in
+        float32), where the propagation would turn it into an infinity and
+        return infinities or NaN."""
+        gamma = self.gamma
+        if isinstance(gamma, Tensor) or not dtype.is_floating_point:
+            return
+        largest = torch.finfo(dtype).max
+        beyond = [k for k, g in enumerate(gamma) if abs(g) > largest]
+        if beyond:
+            raise ValueError(f"{self!r}: the coefficients gamma{beyond} lie beyond the range of "
+                             f"{dtype} (largest {largest:.3g}); choose smaller coefficients or "
+                             f"solve in float64")
 
     def operator(self, graph: GraphOperators) -> Tensor:
         r""":math:`\mathbf{M} = \mathbf{I}`."""
@@ -173,6 +189,7 @@ class PolynomialRegularizer(Regularizer):
         r""":math:`\mathbf{B}\mathbf{X} = g(\hat{\mathbf{A}})\mathbf{X} =
         \sum_{k=0}^{K}\gamma_k\hat{\mathbf{A}}^k\mathbf{X}`: :math:`K` sparse
         products."""
+        self.check_range(graph.dtype)
         gamma = self.gamma
         out, term = gamma[0] * x, x
         for k in range(1, self.K + 1):

@@ -314,6 +314,16 @@ class DAGNNRegularizer(AffineRegularizer):
             self.register_module('gate', Linear(channels, 1))
 
     def frequency_response(self, lam: Tensor) -> Tensor:
+        r"""The Neumann weights' response, :math:`\sum_{k=0}^{K}\beta^k
+        \lambda^k/(1+\beta)^{k+1}`, the propagation of :obj:`adaptive=False`.
+        With the learned gate (:obj:`adaptive=True`) the scores differ per node
+        and per input, so the propagation has no frequency response:
+        :class:`ValueError`."""
+        if self.gate is not None:
+            raise ValueError(f"{self!r} propagates with per-node scores learned by its gate, "
+                             f"which depend on the input: it has no frequency response. "
+                             f"DAGNNRegularizer(adaptive=False) propagates with the Neumann "
+                             f"weights, whose response this reports")
         return self.neumann_response(lam, self.K + 1)
 
 

@@ -116,7 +116,9 @@ class RegularizerConv(MessagePassing):
     :class:`~torch_geometric.nn.conv.APPNP` read it, each repeat adding its
     :obj:`edge_weight` (one without), so :obj:`"gcn"`, :obj:`"sgc"` and
     :obj:`"appnp"` equal those layers on undirected multigraphs too (PyG
-    does not symmetrise a directed graph, this layer does); a
+    does not symmetrise a directed graph, this layer does; PyG keeps the
+    weight of a self loop in :obj:`edge_weight`, this layer replaces it by
+    one, so the layers differ on graphs with self loops of other weights); a
     :obj:`torch.sparse` adjacency is the matrix torch means, its duplicates
     summed as :meth:`~torch.Tensor.coalesce` sums them, coalesced or not.
     The summed matrix is made symmetric by the maximum and its self loops
