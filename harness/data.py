@@ -66,7 +66,13 @@ def offline_root(name: str, root: str, shared: str = SHARED_DATA) -> str:
         if osp.exists(dst):
             continue
         if osp.isdir(src):
-            shutil.copytree(src, dst)
+            # Not shutil.copytree: it copies the mode bits, and shared/ is read-only, so a
+            # non-root user could not write processed/ into the copy.
+            for folder, _, files in os.walk(src):
+                target = osp.join(dst, osp.relpath(folder, src))
+                os.makedirs(target, exist_ok=True)
+                for file in files:
+                    shutil.copyfile(osp.join(folder, file), osp.join(target, file))
         else:
             os.makedirs(osp.dirname(dst), exist_ok=True)
             shutil.copyfile(src, dst)

@@ -68,6 +68,28 @@ def test_offline_root(tmp_path):
     assert osp.isfile(tmp_path / 'UAI' / 'raw' / 'uai.zip')
 
 
+def test_offline_root_copies_a_read_only_tree_writable(tmp_path):
+    # ../shared/data is read-only (dr-xr-xr-x): a copy that kept its mode bits left the
+    # dataset folder read-only, and Planetoid could not make processed/ there unless root.
+    import os
+    import os.path as osp
+    import stat
+    shared = tmp_path / 'shared'
+    (shared / 'Cora' / 'raw').mkdir(parents=True)
+    (shared / 'Cora' / 'raw' / 'ind.cora.x').write_bytes(b'x')
+    for path in (shared / 'Cora' / 'raw' / 'ind.cora.x', shared / 'Cora' / 'raw',
+                 shared / 'Cora'):
+        os.chmod(path, 0o444 if path.is_file() else 0o555)
+    try:
+        root = offline_root('Cora', str(tmp_path / 'root'), str(shared))
+    finally:
+        for path in (shared / 'Cora', shared / 'Cora' / 'raw'):
+            os.chmod(path, 0o755)
+    for folder in ('Cora', osp.join('Cora', 'raw')):
+        assert os.stat(osp.join(root, folder)).st_mode & stat.S_IWUSR, folder
+    assert (tmp_path / 'root' / 'Cora' / 'raw' / 'ind.cora.x').read_bytes() == b'x'
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(platform.libc_ver()[0] != 'glibc', reason='glibc allocator settings')
 def test_keep_freed_memory_keeps_large_freed_blocks_mapped():
