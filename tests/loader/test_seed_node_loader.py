@@ -342,3 +342,22 @@ def test_a_node_type_is_refused_naming_it(form):
     with pytest.raises(TypeError, match="homogeneous graphs.*node type 'paper'"):
         SeedNodeLoader(graph(), input_nodes=form(['paper', torch.tensor([1, 2])]),
                        batch_size=2)
+
+
+def test_sparse_coo_features_with_worker_processes():
+    # PyG's workers move each sliced attribute into shared memory, which a
+    # sparse tensor has none of: the default crashed in the first batch
+    # ("Cannot access storage of SparseTensorImpl"). They are sliced in the
+    # main process now, and filter_per_worker=True is refused up front.
+    data = graph()
+    dense = data.x.clone()
+    dense[dense.abs() < 0.7] = 0.0
+    data.x = dense.to_sparse()
+    loader = SeedNodeLoader(data, batch_size=9, num_workers=2)
+    assert loader.filter_per_worker is False
+    batches = list(loader)
+    assert torch.equal(torch.cat([b.n_id for b in batches]), torch.arange(data.num_nodes))
+    for batch in batches:
+        assert torch.equal(batch.x.to_dense(), dense[batch.n_id])
+    with pytest.raises(ValueError, match=r"'data.x' is a sparse COO.*filter_per_worker=False"):
+        SeedNodeLoader(data, batch_size=9, num_workers=2, filter_per_worker=True)

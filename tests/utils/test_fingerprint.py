@@ -213,3 +213,17 @@ def test_the_weighted_word_sums_are_exact_modulo_two_to_the_64():
     exact = sum(a * b for a, b in zip(x.tolist(), m)) \
         * fingerprint_module._chunk_multiplier(index) % 2 ** 64
     assert got % 2 ** 64 == exact
+
+
+@pytest.mark.parametrize('dtype', [torch.complex64, torch.complex128])
+def test_complex_tensors_are_fingerprinted(dtype):
+    # 16-byte complex128 numbers had no word type: KeyError 16 (also from a
+    # cached layer given complex edge weights, before their check).
+    from torch_geometric_regcn.utils.fingerprint import fingerprint
+    a = torch.randn(7, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    assert fingerprint(a) == fingerprint(a.clone())
+    b = a.clone()
+    b[3] = b[3] + 0.5j
+    assert fingerprint(a) != fingerprint(b)
+    assert fingerprint(a.conj()) == fingerprint(a.conj().resolve_conj())
+    assert fingerprint(a.conj()) != fingerprint(a)

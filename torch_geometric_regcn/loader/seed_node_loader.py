@@ -137,10 +137,11 @@ class SeedNodeLoader(NodeLoader):
     shuffled. A mini-batch costs :math:`O(B \cdot D)` time and memory for
     the :math:`D` numbers per node of the node-level attributes (one
     :func:`torch.index_select` each) and nothing per edge: no edge is read
-    or copied. With :obj:`num_workers > 0` and :obj:`data` on the CPU, the
-    slicing runs by default in the worker processes (PyG's
-    :obj:`filter_per_worker=True`), which pass each mini-batch to the main
-    process through shared memory (workers started with :obj:`spawn` or
+    or copied. With :obj:`num_workers > 0` and :obj:`data` on the CPU
+    (without sparse COO node attributes), the slicing runs by default in
+    the worker processes (PyG's :obj:`filter_per_worker=True`), which
+    pass each mini-batch to the main process through shared memory
+    (workers started with :obj:`spawn` or
     :obj:`forkserver` also get :obj:`data`'s tensors through it, a file
     handle each); with :obj:`data` on a GPU it runs in the main process.
     Attributes in a compressed sparse layout (CSR, CSC) are refused:
@@ -173,8 +174,10 @@ class SeedNodeLoader(NodeLoader):
             (:obj:`False`); :obj:`None` infers it as
             :class:`~torch_geometric.loader.NodeLoader` does: :obj:`True`
             when :obj:`data` lies on the CPU, :obj:`False` when it lies on a
-            GPU. Without :obj:`num_workers` the slicing runs in the main
-            process either way. (default: :obj:`None`)
+            GPU or holds a sparse COO node attribute (PyG's workers cannot
+            pass one through shared memory; :obj:`True` then raises).
+            Without :obj:`num_workers` the slicing runs in the main process
+            either way. (default: :obj:`None`)
         **kwargs (optional): Additional arguments of
             :class:`torch.utils.data.DataLoader`, such as :obj:`batch_size`,
             :obj:`shuffle`, :obj:`drop_last`, :obj:`generator` or
@@ -227,6 +230,18 @@ class SeedNodeLoader(NodeLoader):
                                  f"building the loader")
         check_callable('transform', transform)
         num_nodes = data.num_nodes
+        sparse_keys = [key for key, value in data.items()
+                       if isinstance(value, Tensor) and value.layout == torch.sparse_coo
+                       and data.is_node_attr(key)]
+        if sparse_keys and kwargs.get('num_workers', 0) and filter_per_worker is not False:
+            # PyG's workers put each sliced attribute into shared memory, which a
+            # sparse tensor has no storage for: slice those batches in the main process.
+            if filter_per_worker:
+                raise ValueError(f"'data.{sparse_keys[0]}' is a sparse COO tensor, whose rows "
+                                 f"PyG's worker processes cannot pass on (shared memory): pass "
+                                 f"filter_per_worker=False (or None) with num_workers > 0, or "
+                                 f"make it dense ('.to_dense()')")
+            filter_per_worker = False
         for key, value in data.items():
             if isinstance(value, Tensor) and value.layout in _COMPRESSED \
                     and data.is_node_attr(key):

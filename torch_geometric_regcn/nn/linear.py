@@ -20,7 +20,12 @@ class Linear(PyGLinear):
     (which they do under :func:`~torch_geometric_regcn.nn.dropout.dropout`, which
     only rescales the stored values), so each backward pass only gathers the
     values: the transpose's pattern is sorted once instead of in every
-    backward pass.
+    backward pass. "The same" means the same storage and version counter,
+    the check that costs nothing per call: an edit of the index tensors that
+    bypasses the counter (through :obj:`.data` or a NumPy view) is not
+    seen, and would take the old pattern's weight gradient; build a new
+    tensor instead (a fingerprint of the indices would cost an
+    :math:`O(\mathrm{nnz})` pass per call).
 
     Args:
         in_channels (int): Size of each input sample, or :obj:`-1` to infer it.

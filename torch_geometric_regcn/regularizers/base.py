@@ -12,6 +12,7 @@ from typing import (
     ClassVar,
     Dict,
     FrozenSet,
+    Hashable,
     Iterator,
     List,
     Optional,
@@ -21,12 +22,14 @@ from typing import (
 
 import torch
 from torch import Tensor
+from torch.nn.parameter import is_lazy
 
 from torch_geometric_regcn.linalg.cg import cg_solve
 from torch_geometric_regcn.linalg.woodbury import GAIN_ACCURACY
 from torch_geometric_regcn.regularizers import weight_decay
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.utils.compat import compiler_disable
+from torch_geometric_regcn.utils.fingerprint import fingerprint
 from torch_geometric_regcn.utils.sparse import absolute_row_sums, diagonal, spectral_bound
 from torch_geometric_regcn.utils.validation import check_tensor
 
@@ -237,20 +240,28 @@ class Regularizer(torch.nn.Module):
     def cached_operator(self, graph: GraphOperators) -> Tensor:
         r""":meth:`operator`, built once per graph (on every call while
         coefficients are learned), and again when a coefficient is assigned or
-        a parameter of :meth:`trainable_parameters` changes (an optimizer
-        step); while those want a gradient and the operator reads them, on
-        every call, so that it carries their gradient."""
+        a parameter of :meth:`trainable_parameters` that the operator may read
+        changes (an optimizer step, or a write through :obj:`.data` or NumPy:
+        they are compared by their
+        :func:`~torch_geometric_regcn.utils.fingerprint.fingerprint`, one pass
+        over them per call, until a call with gradients shows that the
+        operator does not read them); while those want a gradient and the
+        operator reads them, on every call, so that it carries their
+        gradient."""
         if self.learned:
             return self.operator(graph)
         key, trainable = (self, 'operator'), self.trainable_parameters()
-        version = (self.assignments, *(p._version for p in trainable))
         reads = (self, 'reads trainable parameters')
         if trainable and torch.is_grad_enabled() and graph.derived.get(reads, True):
             matrix = self.operator(graph)
             graph.derived[reads] = matrix.requires_grad
             if matrix.requires_grad:
                 return matrix
-            return graph.memo(key, lambda: matrix, version=version)
+            return graph.memo(key, lambda: matrix, version=self.assignments)
+        version: Hashable = self.assignments
+        if trainable and graph.derived.get(reads, True):  # a lazy parameter has no numbers yet
+            version = (version, *(('lazy', id(p)) if is_lazy(p) else fingerprint(p)
+                                  for p in trainable))
         return graph.memo(key, lambda: self.operator(graph), version=version)
 
     def initialize_channels(self, channels: int) -> None:
@@ -730,7 +741,7 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
         return _learned_solve(regularizer, rhs, graph, solver, tol, max_iter)
     matrix = regularizer.cached_operator(graph)
     if solver == 'closed':  # dense O(N^3): small graphs and tests only
-        return closed_solve(matrix.to_dense(), rhs, regularizer)
+        return closed_solve(graph.dense(matrix), rhs, regularizer)
     params = graph.propagate_params + graph.differentiable_inputs() + (
         regularizer.trainable_parameters() if matrix.requires_grad else ())
     return cg_solve(matrix, rhs, tol, max_iter, graph.matmul if params else graph.propagate,
@@ -895,7 +906,7 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
 
     if solver == 'closed':
         eye = torch.eye(graph.num_nodes, dtype=rhs.dtype, device=rhs.device)
-        dense = sum(c * (eye if m is None else m.to_dense()) for c, m in terms)
+        dense = sum(c * (eye if m is None else graph.dense(m)) for c, m in terms)
         return closed_solve(dense, rhs, regularizer)
     with torch.no_grad():  # diag(M) now, for the preconditioner (CG's products are product())
         diag = torch.zeros(graph.num_nodes, dtype=rhs.dtype, device=rhs.device)

@@ -332,6 +332,21 @@ class GraphOperators:
         #: Tensors on which :attr:`propagate` depends and that want gradients
         #: through implicit solves (an explainer's edge mask).
         self.propagate_params: Tuple[Tensor, ...] = ()
+        #: Whether :attr:`propagate` applies an explainer's edge mask: the
+        #: dense operators of :obj:`"closed"` are then formed through it
+        #: (:meth:`dense`), so that the mask enters the whole system.
+        self.masked = False
+
+    def dense(self, matrix: Tensor) -> Tensor:
+        r"""The sparse operator :obj:`matrix` as a dense matrix: under an
+        explainer's edge mask (:attr:`masked`) its product with the identity
+        through :attr:`propagate`, which scales its entries by the mask
+        (:math:`O(\mathrm{nnz} \cdot N)`, next to the :math:`O(N^3)` dense
+        solve), else :meth:`~torch.Tensor.to_dense`."""
+        if not getattr(self, 'masked', False):
+            return matrix.to_dense()
+        eye = torch.eye(matrix.size(1), dtype=matrix.dtype, device=matrix.device)
+        return self.matmul(matrix, eye)
 
     def differentiable_inputs(self) -> Tuple[Tensor, ...]:
         r"""The graph inputs that want a gradient (:obj:`edge_weight`, or the

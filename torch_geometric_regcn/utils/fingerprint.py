@@ -168,7 +168,10 @@ def fingerprint(tensor: Any) -> Any:
     graph for another."""
     if not isinstance(tensor, Tensor):
         return tensor
-    content = tuple(x for part in _parts(tensor) for x in _content(part))
+    # Complex numbers as their real and imaginary parts, a lazy conjugate resolved.
+    parts = [torch.view_as_real(p.resolve_conj()) if p.is_complex() else p
+             for p in _parts(tensor)]
+    content = tuple(x for part in parts for x in _content(part))
     return Fingerprint(tensor.layout, tuple(tensor.shape), tensor.dtype, tensor.device, content)
 
 

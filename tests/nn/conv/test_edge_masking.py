@@ -249,3 +249,46 @@ def test_a_mask_of_the_wrong_length_is_named():
             layer(x, ei)
     finally:
         clear_masks(layer)
+
+
+@pytest.mark.parametrize('regularizer, learn', [('appnp', ()), ('gnn_hf', ()), ('jknet', ()),
+                                                ('tsgcn', ()), ('appnp', ('alpha',))])
+def test_closed_applies_the_mask_to_the_whole_system_as_cg_does(regularizer, learn):
+    # "closed" solved with the unmasked dense M while the numerator B X of
+    # GNN-LF/HF and JKNet went through the masked products: the explained
+    # function was neither the masked model nor the unmasked one (and for the
+    # others the mask was unused). Reference: CG to 1e-13 under the same mask
+    # (well conditioned, cond(M) <= 1 + 2 alpha / m0 here: 1e-12 margin).
+    x, edge_index = two_components()
+    mask = torch.rand(edge_index.size(1), dtype=torch.float64,
+                      generator=torch.Generator().manual_seed(1))
+    kwargs = {'semantic_edge_index': edge_index.flip(0)[:, ::3]} \
+        if regularizer == 'tsgcn' else {}
+    results = []
+    for solver in ('closed', 'cg'):
+        conv = layer(regularizer, solver, tol=1e-13, learn=learn)
+        m = mask.clone().requires_grad_()
+        set_masks(conv, m, edge_index, apply_sigmoid=False)
+        try:
+            out = conv(x, edge_index, **kwargs)
+            (grad,) = torch.autograd.grad(out[:3].square().sum(), m)
+        finally:
+            clear_masks(conv)
+        results.append((out.detach(), grad))
+    (out_closed, grad_closed), (out_cg, grad_cg) = results
+    torch.testing.assert_close(out_closed, out_cg, rtol=0, atol=1e-12)
+    torch.testing.assert_close(grad_closed, grad_cg, rtol=0, atol=1e-12)
+
+
+def test_lowrank_refuses_to_be_explained():
+    from tests.nn.helpers import eigen_factors
+    x, edge_index = two_components()
+    w, v = eigen_factors()
+    conv = layer('tsgcn', 'lowrank')
+    set_masks(conv, torch.ones(edge_index.size(1), dtype=torch.float64, requires_grad=True),
+              edge_index, apply_sigmoid=False)
+    try:
+        with pytest.raises(ValueError, match="solver='lowrank' is not supported.*solver='cg'"):
+            conv(x, edge_index, lowrank_w=w, lowrank_v=v)
+    finally:
+        clear_masks(conv)

@@ -199,3 +199,32 @@ def test_swapped_edge_weights_written_past_the_version_counter_are_refused():
     values[[i, j]] = values[[j, i]]
     with pytest.raises(ValueError, match="'edge_weight' was modified in place"):
         layer(x, ei, ew)
+
+
+def test_a_cached_operator_sees_a_write_through_data_into_a_parameter_it_reads():
+    # The operator of a user's regulariser that reads a submodule's parameter
+    # was keyed by the parameter's version counter, which a write through
+    # .data (or NumPy) leaves as it was: a cached layer kept the old operator.
+    # Reference: an uncached layer with the same state.
+    from torch_geometric_regcn.linalg.graph_operator import linear_combination
+    from torch_geometric_regcn.regularizers import Regularizer
+
+    class Scaled(Regularizer):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.tensor(0.5, dtype=torch.float64))
+
+        def operator(self, graph):
+            return linear_combination([graph.identity(), graph.adj],
+                                      [1 + float(self.scale), -float(self.scale)])
+
+    x, ei = setup()
+    cached = RegularizerConv(5, 4, Scaled(), solver='closed', bias=False, cached=True).double()
+    fresh = RegularizerConv(5, 4, Scaled(), solver='closed', bias=False).double()
+    with torch.no_grad():
+        first = cached(x, ei)
+        cached.regularizer.scale.data.fill_(3.0)
+        fresh.load_state_dict(cached.state_dict())
+        out = cached(x, ei)
+        assert not torch.equal(out, first)
+        torch.testing.assert_close(out, fresh(x, ei), rtol=0, atol=0)

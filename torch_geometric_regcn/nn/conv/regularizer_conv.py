@@ -97,14 +97,16 @@ class RegularizerConv(MessagePassing):
     matrix product, :meth:`message_and_aggregate`), so PyG's propagate and
     message hooks fire and :class:`~torch_geometric.explain.Explainer`
     algorithms such as :class:`~torch_geometric.explain.algorithm.GNNExplainer`
-    apply their edge masks with the :obj:`"series"` and :obj:`"cg"` solvers
-    (through the implicit backward pass of conjugate gradient too). An edge's
+    apply their edge masks with the :obj:`"series"`, :obj:`"cg"` and
+    :obj:`"closed"` solvers (through the implicit backward pass of conjugate
+    gradient too; :obj:`"closed"` forms its dense operators through the
+    mask). An edge's
     mask scales the operator's entries between its two nodes; as the
     operators are symmetric, the two directions of an edge share the mean of
     their masks, and self loops keep weight one (see
     :class:`~torch_geometric_regcn.nn.conv.edge_masking.EdgeMasking`).
-    :obj:`"closed"` (dense) and :obj:`"lowrank"` (factors) have no edges to
-    mask. The non-quadratic regularisers, which read the graph's weights
+    :obj:`"lowrank"` (factors) has no edges to mask and refuses to be
+    explained. The non-quadratic regularisers, which read the graph's weights
     into their incidence matrix, take an edge of mask :math:`m` as an edge
     of weight :math:`m w_{ij}` (the graph renormalised for the call), with
     every solver.
@@ -507,7 +509,12 @@ class RegularizerConv(MessagePassing):
         # passing), on a shallow copy that shares the graph's operators. The
         # solvers' backward passes, which may run after the explainer has
         # cleared its masks, keep the masking of this call.
+        if self.solver == 'lowrank':  # reads the factors only: the mask would change nothing
+            raise ValueError("Explaining a RegularizerConv with solver='lowrank' is not "
+                             "supported: its factors hold no edges to mask; explain the layer "
+                             "with solver='cg' (or 'series', 'closed')")
         masked = copy.copy(graph)
+        masked.masked = True  # "closed" forms its dense operators through the mask too
         masked.propagate = functools.partial(self._propagate_matrix, masking=masking)
         if self._edge_mask.requires_grad:
             masked.propagate_params = (self._edge_mask,)
