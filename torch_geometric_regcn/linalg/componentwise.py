@@ -17,16 +17,27 @@ from torch_geometric_regcn.linalg.laplacian_spectrum import DENSE_BATCH_ENTRIES
 from torch_geometric_regcn.utils.sparse import compact_csr
 
 #: Components of at most this many nodes are solved by batched dense
-#: :func:`torch.linalg.eigh` in float64, the others by the iterative solver.
+#: :func:`torch.linalg.eigh` in float64, the others by the iterative solver
+#: unless :data:`DENSE_PER_PAIR` says otherwise.
 DENSE_NODES = 256
+
+#: A component of up to :data:`DENSE_NODES_MAX` nodes is solved densely too
+#: when it has at most this many nodes per pair wanted: a Krylov solve for
+#: :math:`k` pairs keeps a basis of a few :math:`k` vectors, and for a good
+#: share of a component's spectrum costs more than one dense solve
+#: (:math:`O(n_C^3)`).
+DENSE_PER_PAIR = 5
+
+#: The largest component solved densely (one float64 matrix of 32 MiB).
+DENSE_NODES_MAX = 2048
 
 #: Eigenvalues closer than this many units of the operator dtype's rounding,
 #: relative to the largest magnitude among them, count as equal and are then
 #: ordered by their component's lowest node. One normalised adjacency gives
 #: every component the same top eigenvalue, each computed from its own
 #: rounded entries: a few units apart in float32, where a dense solve of a
-#: component of at most :data:`DENSE_NODES` nodes adds at most about
-#: :math:`256\epsilon_{64}`.
+#: component of :math:`n_C` nodes adds at most about :math:`n_C\epsilon_{64}`
+#: (backward stability; a few units seen).
 TIE_UNITS = 64
 
 #: :obj:`solve(operator, k, main)`: the :obj:`k` eigenpairs of one
@@ -102,7 +113,7 @@ def _split(operator: Tensor) -> Optional[_Split]:
 
 
 class _Batch(NamedTuple):
-    r"""Components of at most :data:`DENSE_NODES` nodes solved together."""
+    r"""Components solved together by one dense batched solve."""
     comps: Tensor  #: the components, :obj:`[B]`
     nodes: Tensor  #: their nodes :obj:`[B, P]`, the node count marking padding
     pad: int  #: :math:`P`, the largest of their sizes
@@ -169,9 +180,10 @@ def componentwise_eigenpairs(operator: Tensor, k: int, which: str, tol: float, m
     :math:`\mathbf{S}` is block diagonal over those components, so its
     eigenpairs are those of the blocks, each vector zero off its component.
     A connected :math:`\mathbf{S}` goes to :obj:`solve` unchanged. Otherwise
-    every component of at most :data:`DENSE_NODES` nodes is solved exactly
-    by batched dense :func:`torch.linalg.eigh` in float64 (all its pairs are
-    candidates) and every larger one by :obj:`solve` for
+    every component of at most :data:`DENSE_NODES` nodes, or of at most
+    :data:`DENSE_NODES_MAX` and at most :data:`DENSE_PER_PAIR` :math:`\cdot k`
+    nodes, is solved exactly by batched dense :func:`torch.linalg.eigh` in
+    float64 (all its pairs are candidates) and every other one by :obj:`solve` for
     :math:`\min(k, n_C)` pairs (the largest last, the one that reports
     progress); the :obj:`k` candidates first under :obj:`which` are returned
     in that order, values closer than :data:`TIE_UNITS` units of rounding of
@@ -200,7 +212,8 @@ def componentwise_eigenpairs(operator: Tensor, k: int, which: str, tol: float, m
         return solve(operator, k, True)
     dtype, device = operator.dtype, split.label.device
     eps = torch.finfo(dtype).eps
-    dense = split.size <= DENSE_NODES
+    dense = (split.size <= DENSE_NODES) | ((split.size <= DENSE_NODES_MAX)
+                                           & (split.size <= DENSE_PER_PAIR * k))
     large = sorted((~dense).nonzero().view(-1).tolist(), key=lambda c: int(split.size[c]))
     bound = torch.zeros(n, dtype=torch.float64, device=device)
     bound.index_add_(0, split.row, split.value.double().abs())
@@ -279,8 +292,8 @@ def componentwise_eigenpairs(operator: Tensor, k: int, which: str, tol: float, m
         out[batch.nodes[used][where], take[:, None].expand_as(picked)] = picked
     if dense_residual > tol:
         warnings.warn(
-            f"The connected components of at most {DENSE_NODES} nodes were solved densely "
-            f"to relative residual {dense_residual:.2e} > tol={tol:.0e}: the rounding of "
+            f"The connected components solved densely (float64 eigh) reached relative "
+            f"residual {dense_residual:.2e} > tol={tol:.0e}: the rounding of "
             f"{dtype} limits it; raise 'tol' or solve in float64", UserWarning, stacklevel=3)
     residual = max(residual, dense_residual)
     return EigenPairs(values[chosen].to(dtype), out[:n], residual, iterations, residual <= tol)
