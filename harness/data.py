@@ -9,7 +9,7 @@ from typing import Optional
 import torch
 from torch_geometric.data import Data
 
-from torch_geometric_regcn.datasets import load_dataset, paper_split
+from torch_geometric_regcn.datasets import HETEROPHILOUS, load_dataset, paper_split
 from torch_geometric_regcn.knn import normalize_rows
 from torch_geometric_regcn.utils import to_csr
 
@@ -44,17 +44,43 @@ OFFLINE = [name for name in ('Cora', 'CiteSeer', 'PubMed', 'ACM', 'BlogCatalog',
                              'UAI') if name in SHARED_LAYOUT]
 
 
+def _layout_name(name: str) -> str:
+    r"""The spelling of :obj:`name` in :data:`SHARED_LAYOUT` (the loaders
+    take names case-insensitively), or :obj:`name` itself."""
+    spelled = {known.lower(): known for known in SHARED_LAYOUT}
+    return spelled.get(name.lower(), name) if isinstance(name, str) else name
+
+
 def has_offline_copy(name: str, shared: str = SHARED_DATA) -> bool:
     r"""Whether the raw files of dataset :obj:`name` lie in :obj:`shared`."""
+    name = _layout_name(name)
     return name in SHARED_LAYOUT and all(osp.exists(osp.join(shared, src))
                                          for src, _ in SHARED_LAYOUT[name])
+
+
+def _copy_file(src: str, dst: str) -> None:
+    r"""Copies :obj:`src` to :obj:`dst` unless :obj:`dst` has its size and
+    modification time already (a copy made here before). The copy keeps the
+    modification time but not the mode bits (not :func:`shutil.copy2`):
+    shared/ is read-only, and the loaders write ``processed/`` beside it."""
+    info = os.stat(src)
+    if osp.isfile(dst):
+        have = os.stat(dst)
+        if (have.st_size, have.st_mtime_ns) == (info.st_size, info.st_mtime_ns):
+            return
+    os.makedirs(osp.dirname(dst), exist_ok=True)
+    shutil.copyfile(src, dst)
+    os.utime(dst, ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
 def offline_root(name: str, root: str, shared: str = SHARED_DATA) -> str:
     r"""Copies the raw files of dataset :obj:`name` from the read-only folder
     :obj:`shared` into the writable :obj:`root`, where the loaders write
-    ``processed/``, and returns :obj:`root`. Raises
-    :class:`FileNotFoundError` when they are absent."""
+    ``processed/``, and returns :obj:`root`; a file already copied is copied
+    again when the shared one changed (size or modification time), and the
+    loaders then process it again. Raises :class:`FileNotFoundError` when
+    they are absent."""
+    name = _layout_name(name)
     if name not in SHARED_LAYOUT:
         raise FileNotFoundError(f"{name} has no offline copy: its raw feature files are not "
                                 f"in {shared} (offline: "
@@ -63,19 +89,13 @@ def offline_root(name: str, root: str, shared: str = SHARED_DATA) -> str:
         src, dst = osp.join(shared, src), osp.join(root, dst)
         if not osp.exists(src):
             raise FileNotFoundError(f'{src} is absent: the {name} raw files are not staged')
-        if osp.exists(dst):
+        if not osp.isdir(src):
+            _copy_file(src, dst)
             continue
-        if osp.isdir(src):
-            # Not shutil.copytree: it copies the mode bits, and shared/ is read-only, so a
-            # non-root user could not write processed/ into the copy.
-            for folder, _, files in os.walk(src):
-                target = osp.join(dst, osp.relpath(folder, src))
-                os.makedirs(target, exist_ok=True)
-                for file in files:
-                    shutil.copyfile(osp.join(folder, file), osp.join(target, file))
-        else:
-            os.makedirs(osp.dirname(dst), exist_ok=True)
-            shutil.copyfile(src, dst)
+        for folder, _, files in os.walk(src):
+            for file in files:
+                _copy_file(osp.join(folder, file),
+                           osp.join(dst, osp.relpath(folder, src), file))
     return root
 
 
@@ -83,7 +103,9 @@ def load_paper_dataset(name: str, root: Optional[str] = None, sparse_features: b
                        shared: str = SHARED_DATA) -> Data:
     r"""Loads dataset :obj:`name` for the paper's protocol: features with
     L2-normalised rows, dense, or sparse CSR with :obj:`sparse_features`
-    (the same matrix; bag-of-words features are 0.2-14 % non-zeros, and sparse
+    (the same matrix up to rounding: the two sum a row's squares in different
+    orders, one float32 unit apart in some entries; bag-of-words features are
+    0.2-14 % non-zeros, and sparse
     dropout and products make CPU epochs several times faster). The authors
     normalise the citation graphs' rows; we normalise every dataset's, because
     on UAI (binary rows with about 685 ones of 4,973) the unnormalised tsGCN
@@ -92,7 +114,12 @@ def load_paper_dataset(name: str, root: Optional[str] = None, sparse_features: b
     into a temporary root that is removed once the graph is in memory, or
     when copying or loading fails or is interrupted, so nothing downloads and
     nothing is left behind (``tests/reliability/test_datasets.py`` checks
-    it)."""
+    it). The heterophilous graphs, whose protocol is their ten official
+    splits, are refused: :func:`harness.heterophily.load_heterophilous`."""
+    if isinstance(name, str) and name.lower().replace('-', '_') in HETEROPHILOUS:
+        raise ValueError(f"{name!r} is a heterophilous graph, evaluated on its ten official "
+                         f"splits rather than the paper's random split: load it with "
+                         f"harness.heterophily.load_heterophilous")
     if root is None:
         with tempfile.TemporaryDirectory(prefix='regcn-data-') as tmp:
             return load_paper_dataset(name, offline_root(name, tmp, shared), sparse_features)
@@ -117,6 +144,11 @@ def run_split(data: Data, seed: int, split: str = 'random') -> Data:
         return paper_split(data.clone(), seed=seed)
     if split != 'public':
         raise ValueError(f"'split' must be 'random' or 'public' (got {split!r})")
+    if any(data[f'{part}_mask'].dim() != 1 for part in ('train', 'val', 'test')
+           if f'{part}_mask' in data):
+        raise ValueError("The graph holds several splits ([N, K] masks, e.g. the official "
+                         "splits of a heterophilous graph): choose one with "
+                         "harness.heterophily.official_split")
     if not all(f'{part}_mask' in data for part in ('train', 'val', 'test')):
         raise ValueError("The graph has no fixed public split (train/val/test masks; "
                          "Planetoid's Cora, CiteSeer and PubMed have one): use "

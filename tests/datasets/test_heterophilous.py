@@ -304,3 +304,27 @@ def test_force_reload_applies_a_changed_pre_transform(tmp_path):
                                     force_reload=True)[0].x, 3 * x)
     with pytest.raises(TypeError, match="'force_reload' must be True or False"):
         load_dataset('actor', str(tmp_path), force_reload='yes')
+
+
+@pytest.mark.parametrize('name', ['actor', 'tolokers'])  # our reader, and PyG's class
+def test_a_changed_raw_file_is_processed_again(tmp_path, name):
+    # processed/ was reused whatever raw/ held since it was made: a replaced
+    # file loaded as the old graph, silently. Reference: the new file's arrays.
+    write_npz(tmp_path, name, num_nodes=6)
+    assert load_dataset(name, str(tmp_path))[0].num_nodes == 6
+    arrays = write_npz(tmp_path, name, num_nodes=8, seed=1)
+    with pytest.warns(UserWarning, match=rf"raw files changed since: {name}\.npz\): the "
+                                         r"dataset is processed again"):
+        data = load_dataset(name, str(tmp_path))[0]
+    assert_matches(data, arrays, directed=False)
+    processed = tmp_path / name / 'processed' / 'data.pt'
+    stamp = os.stat(processed).st_mtime_ns
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # unchanged: read, not processed again
+        assert_matches(load_dataset(name, str(tmp_path))[0], arrays, directed=False)
+    assert os.stat(processed).st_mtime_ns == stamp
+    # A folder processed without a record (an older version) is processed once more.
+    os.remove(tmp_path / name / 'processed' / 'raw_files.json')
+    assert_matches(load_dataset(name, str(tmp_path))[0], arrays, directed=False)
+    assert os.stat(processed).st_mtime_ns != stamp
+    assert (tmp_path / name / 'processed' / 'raw_files.json').is_file()

@@ -90,6 +90,40 @@ def test_offline_root_copies_a_read_only_tree_writable(tmp_path):
     assert (tmp_path / 'root' / 'Cora' / 'raw' / 'ind.cora.x').read_bytes() == b'x'
 
 
+def test_heterophilous_graphs_are_refused_by_the_paper_protocol(tmp_path):
+    # load_paper_dataset('actor') loaded, and run_split then replaced the ten
+    # official splits by one random split, or took the [N, 10] masks for one.
+    from torch_geometric.data import Data
+    with pytest.raises(ValueError, match="'Actor' is a heterophilous graph.*load_heterophilous"):
+        load_paper_dataset('Actor', root=str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+    masks = torch.zeros(4, 10, dtype=torch.bool)
+    data = Data(x=torch.ones(4, 2), train_mask=masks, val_mask=masks, test_mask=masks)
+    with pytest.raises(ValueError, match=r'several splits \(\[N, K\] masks.*official_split'):
+        run_split(data, 0, 'public')
+
+
+def test_offline_root_copies_a_changed_shared_file_again(tmp_path):
+    # A file already in the root was never copied again, so a replaced shared
+    # file kept loading as the old one. Names are case-insensitive, as the
+    # loaders': 'citeseer' was said to have no offline copy.
+    import os
+    shared = tmp_path / 'shared' / 'Cora' / 'raw'
+    shared.mkdir(parents=True)
+    (shared / 'ind.cora.x').write_bytes(b'old')
+    root = str(tmp_path / 'root')
+    copy = tmp_path / 'root' / 'Cora' / 'raw' / 'ind.cora.x'
+    offline_root('cora', root, str(tmp_path / 'shared'))
+    assert copy.read_bytes() == b'old'
+    (shared / 'ind.cora.x').write_bytes(b'newer')
+    offline_root('Cora', root, str(tmp_path / 'shared'))
+    assert copy.read_bytes() == b'newer'
+    stamp = os.stat(copy).st_mtime_ns
+    assert stamp == os.stat(shared / 'ind.cora.x').st_mtime_ns
+    offline_root('Cora', root, str(tmp_path / 'shared'))  # unchanged: not copied again
+    assert os.stat(copy).st_mtime_ns == stamp
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(platform.libc_ver()[0] != 'glibc', reason='glibc allocator settings')
 def test_keep_freed_memory_keeps_large_freed_blocks_mapped():

@@ -1,11 +1,12 @@
 r"""The safe reading of a dataset's processed files: only what
 :obj:`torch.load(weights_only=True)` accepts is ever opened."""
+import json
 import os
 import os.path as osp
 import re
 import warnings
 import zipfile
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 import torch
 from torch_geometric.data import Data, InMemoryDataset
@@ -54,14 +55,80 @@ def unsafe_files(folder: str, names: Sequence[str]) -> List[Tuple[str, str]]:
     return found
 
 
-def vet_processed(folder: str, processed_names: Sequence[str], force_reload: bool) -> bool:
+#: The record, kept in processed/, of the raw files the processed ones were
+#: made from.
+RAW_RECORD = 'raw_files.json'
+
+
+def raw_files(raw_dir: str) -> Dict[str, List[int]]:
+    r"""Every file under :obj:`raw_dir`, by its path relative to it, with
+    its size and modification time in nanoseconds: what tells a replaced or
+    edited raw file (:math:`O(\text{files})` :func:`os.stat` calls)."""
+    found = {}
+    for folder, _, files in os.walk(raw_dir):
+        for name in files:
+            path = osp.join(folder, name)
+            info = os.stat(path)
+            found[osp.relpath(path, raw_dir)] = [info.st_size, info.st_mtime_ns]
+    return dict(sorted(found.items()))
+
+
+def record_raw_files(folder: str, raw_dir: str) -> None:
+    r"""Writes :data:`RAW_RECORD` into the processed :obj:`folder`: the raw
+    files (:func:`raw_files`) that its processed files were just made from
+    or checked against. Nothing when the folder is missing or read-only."""
+    if not (osp.isdir(folder) and os.access(folder, os.W_OK)):
+        return
+    path = osp.join(folder, RAW_RECORD)
+    partial = f'{path}.{os.getpid()}.tmp'
+    with open(partial, 'w') as f:
+        json.dump(raw_files(raw_dir), f)
+    os.replace(partial, path)  # atomic: a concurrent reader sees one record or the other
+
+
+def _raw_changed(folder: str, processed_names: Sequence[str], raw_dir: str) -> Optional[str]:
+    r"""Why the processed files in :obj:`folder` may not hold what the raw
+    files in :obj:`raw_dir` hold now, or :obj:`None`: no processed file yet
+    (the loader makes them), or a record that matches."""
+    if not any(osp.isfile(osp.join(folder, name)) for name in processed_names):
+        return None
+    try:
+        with open(osp.join(folder, RAW_RECORD)) as f:
+            recorded = json.load(f)
+    except (OSError, ValueError):
+        recorded = None
+    now = raw_files(raw_dir)
+    if recorded == now:
+        return None
+    if not os.access(folder, os.W_OK):
+        warnings.warn(f"'{folder}' holds processed files that cannot be checked against the "
+                      f"raw files in '{raw_dir}' (no matching record of them, "
+                      f"{RAW_RECORD}) and cannot be processed again there (read-only): "
+                      f"they are used as they are", UserWarning, stacklevel=4)
+        return None
+    if recorded is None:
+        return 'no record of the raw files they were made from'
+    changed = sorted(set(recorded) ^ set(now)
+                     | {name for name in set(recorded) & set(now) if recorded[name] != now[name]})
+    return f"the raw files changed since: {', '.join(changed[:5])}"
+
+
+def vet_processed(folder: str, processed_names: Sequence[str], force_reload: bool,
+                  raw_dir: Optional[str] = None) -> bool:
     r"""Returns the :obj:`force_reload` to pass to a dataset whose processed
     files :obj:`processed_names` lie in :obj:`folder`: :obj:`True` (with a
     warning per file) when one of them, or PyG's :obj:`pre_transform.pt` or
     :obj:`pre_filter.pt` there, does not load with
     :obj:`torch.load(weights_only=True)`. The dataset is then processed again
     from its raw files, which overwrites the file before PyG, which unpickles
-    some of these files with :obj:`weights_only=False`, opens it."""
+    some of these files with :obj:`weights_only=False`, opens it.
+
+    Given :obj:`raw_dir`, also :obj:`True` when the raw files there differ
+    (in name, size or modification time) from the record of those the
+    processed files were made from (:func:`record_raw_files`, which the
+    caller writes after loading), with a warning where a record existed, or
+    when there is no record: a replaced raw file is read again, never
+    answered with the old processed data."""
     if force_reload:
         return True
     bad = unsafe_files(folder, [*processed_names, *PYG_RECORDS])
@@ -73,7 +140,14 @@ def vet_processed(folder: str, processed_names: Sequence[str], force_reload: boo
             f"stores objects of your own classes, allowlist them with "
             f"torch.serialization.add_safe_globals([...]) so this is not repeated",
             UserWarning, stacklevel=3)
-    return bool(bad)
+    if bad or raw_dir is None:
+        return bool(bad)
+    reason = _raw_changed(folder, processed_names, raw_dir)
+    if reason is not None and reason.startswith('the raw files changed'):
+        warnings.warn(f"The processed files in '{folder}' are not those of the raw files in "
+                      f"'{raw_dir}' ({reason}): the dataset is processed again",
+                      UserWarning, stacklevel=3)
+    return reason is not None
 
 
 class SafeInMemoryDataset(InMemoryDataset):
@@ -96,9 +170,10 @@ class SafeInMemoryDataset(InMemoryDataset):
         names = self.processed_file_names
         names = [names] if isinstance(names, str) else list(names)
         force_reload = vet_processed(osp.join(root, self.name, 'processed'), names,
-                                     bool(force_reload))
+                                     bool(force_reload), osp.join(root, self.name, 'raw'))
         super().__init__(root, transform, pre_transform, force_reload=force_reload)
         self.load(self.processed_paths[0])
+        record_raw_files(self.processed_dir, self.raw_dir)
 
     def check_raw(self, root: str) -> None:
         r"""Raises before any folder is made when the raw files under

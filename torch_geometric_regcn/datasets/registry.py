@@ -22,7 +22,7 @@ from torch_geometric_regcn.datasets.heterophilous import (
     HeterophilousNpzDataset,
     normalize_name,
 )
-from torch_geometric_regcn.datasets.processed_files import vet_processed
+from torch_geometric_regcn.datasets.processed_files import record_raw_files, vet_processed
 from torch_geometric_regcn.utils.validation import as_root, check_callable, check_flag
 
 #: The names :func:`load_dataset` knows, in the order of the paper's Table 2.
@@ -152,8 +152,17 @@ def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[C
 
     # PyG's loaders: check their processed folder before they open it.
     folder, file = _PYG_PROCESSED.get(canonical, (canonical, 'data.pt'))
-    processed_dir = osp.join(osp.expanduser(fs.normpath(root)), folder, 'processed')
-    force_reload = vet_processed(processed_dir, [file], force_reload=force_reload)
+    folder = osp.join(osp.expanduser(fs.normpath(root)), folder)
+    processed_dir, raw_dir = osp.join(folder, 'processed'), osp.join(folder, 'raw')
+    force_reload = vet_processed(processed_dir, [file], force_reload, raw_dir)
+    dataset = _pyg_dataset(canonical, root, transform, pre_transform, force_reload)
+    record_raw_files(processed_dir, raw_dir)
+    return dataset
+
+
+def _pyg_dataset(canonical: str, root: str, transform: Optional[Callable],
+                 pre_transform: Optional[Callable], force_reload: bool) -> InMemoryDataset:
+    r"""The dataset :obj:`canonical` through PyG's loader of it."""
     if canonical in ('Cora', 'CiteSeer', 'PubMed'):
         # Planetoid names its folder after the string as given: pass the exact spelling.
         return Planetoid(root, canonical, transform=transform, pre_transform=pre_transform,
