@@ -91,6 +91,13 @@ def test_rejects_features_a_search_would_misread():
         exact_knn_cosine(x.to('meta'), 3)
     with pytest.raises(TypeError, match="'generator' must be a torch.Generator"):
         spherical_kmeans(normalize_rows(x), 2, generator=0)
+    # Rows that are not unit were clustered by dot product, into centroids of
+    # norm up to 270 with iterations=0; zero rows (normalize_rows keeps them) pass.
+    raw = x.clone()
+    raw[1] = 0.0
+    with pytest.raises(ValueError, match=r"row 0 of 'x' has norm .*normalize_rows"):
+        spherical_kmeans(raw, 2)
+    assert spherical_kmeans(normalize_rows(raw), 2).shape == (2, x.size(1))
     # The error for sparse 'x' names the entry points that search it.
     with pytest.raises(ValueError, match='exact_knn_cosine'):
         ivf_knn_cosine(x.to_sparse(), 3)

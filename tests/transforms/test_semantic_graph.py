@@ -51,6 +51,8 @@ def test_rejects_bad_input():
         SemanticGraph(1)(Data(x=torch.tensor([[1.0], [float('nan')], [2.0]])))
     with pytest.raises(ValueError, match="needs node features"):
         SemanticGraph(1)(Data(num_nodes=3))
+    with pytest.raises(ValueError, match="'data.x' has 5 rows but the graph has 8 nodes"):
+        SemanticGraph(2)(Data(x=torch.randn(5, 2), num_nodes=8))
     with pytest.raises(ValueError, match="'method' must be one of"):
         SemanticGraph(3, method='hnsw')
     with pytest.raises(ValueError, match='needs dense features'):

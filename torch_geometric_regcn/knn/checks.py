@@ -151,13 +151,22 @@ def check_kmeans(x: Tensor, cells: int, iterations: int, block_size: Optional[in
                  ) -> Tuple[int, int, Optional[int]]:
     r"""The arguments of :func:`~torch_geometric_regcn.knn.spherical_kmeans`:
     a dense floating-point :obj:`x` :obj:`[N, F]` without NaN or infinity
-    (one pass over it), :math:`1 \le \text{cells} \le N`, a non-negative
+    whose rows are of unit norm or zero, within :math:`10^{-3}` (a
+    normalisation's rounding is far below; two passes over it),
+    :math:`1 \le \text{cells} \le N`, a non-negative
     :obj:`iterations`, a positive :obj:`block_size` (or :obj:`None`) and a
     :class:`torch.Generator` (or :obj:`None`); returns the counts as
     :class:`int`."""
     check_node_features(x, 'x')
     if x.layout != torch.strided:
         raise TypeError("'x' must be dense for spherical_kmeans; use 'x.to_dense()'")
+    norms = x.norm(dim=1)
+    off = ((norms - 1).abs() > 1e-3) & (norms != 0)
+    if bool(off.any()):
+        row = int(off.nonzero()[0])
+        raise ValueError(f"spherical_kmeans clusters unit rows, but row {row} of 'x' has norm "
+                         f"{float(norms[row]):.4g}: normalise the rows first "
+                         f"(knn.normalize_rows)")
     check_generator(generator)
     cells = check_int('cells', cells, minimum=None)
     if not 0 < cells <= x.size(0):

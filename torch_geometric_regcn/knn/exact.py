@@ -145,7 +145,7 @@ def exact_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
             if keys.layout == torch.strided:
                 scores = block @ keys.T
             else:
-                scores = (keys @ block.T).T
+                scores = (keys @ block.T).T.contiguous()  # a row-major top-k: several times faster
             if src == partition.rank:
                 own = torch.arange(start, end, device=xn.device)
                 scores[own - start, own] = -math.inf

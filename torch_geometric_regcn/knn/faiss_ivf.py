@@ -12,7 +12,7 @@ from torch import Tensor
 from torch_geometric_regcn.distributed.row_partition import RowPartition
 from torch_geometric_regcn.knn.checks import check_search
 from torch_geometric_regcn.knn.exact import normalize_rows
-from torch_geometric_regcn.knn.ivf import ivf_cells, ivf_options
+from torch_geometric_regcn.knn.ivf import ivf_cells, ivf_options, zero_row_neighbours
 from torch_geometric_regcn.knn.top_k import top_k_lowest_index
 
 #: Queries per faiss search call (bounds its distance and label buffers).
@@ -107,7 +107,9 @@ def faiss_search(xn: Tensor, k: int, partition: RowPartition,
         scores = xn[part.to(xn.device)] @ xn.T
         scores[torch.arange(part.numel(), device=xn.device), part.to(xn.device)] = -math.inf
         out[part] = top_k_lowest_index(scores, k).cpu()
-    return out.sort(dim=1).values.to(xn.device)
+    # Zero rows (similarity 0 to every node) exactly, as the tuned probes assume.
+    out = zero_row_neighbours(out.sort(dim=1).values, xn.ne(0).any(dim=1).cpu(), 0, k)
+    return out.to(xn.device)
 
 
 def rescored(xn: Tensor, rows: Tensor, found: Tensor, k: int) -> Tensor:

@@ -95,7 +95,8 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
                    group: Group = None) -> Tensor:
     r"""Approximate :obj:`k` nearest neighbours of every row of :obj:`x`
     under cosine similarity (a node is never its own neighbour; ties go to
-    the lower node index).
+    the lower node index; a zero row, at similarity 0 to every node, gets the
+    :obj:`k` lowest other indices, as in the exact search).
 
     The unit rows are clustered by :func:`spherical_kmeans` into :obj:`cells`
     cells (trained on :obj:`sample` random rows); the queries of a cell are
@@ -194,6 +195,7 @@ def ivf_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
     order, offsets = cell_order(cell, cells)
 
     merges = partition.num_parts > 1
+    nonzero = xn.ne(0).any(dim=1)  # unit rows: a zero row stays zero
     block = SEARCH_BLOCK * 8 if xn.is_cuda else SEARCH_BLOCK
     top = RunningTopK(partition.num_local, k, n, xn, merges=merges)
     bar = progress_bar(partition.num_local * partition.num_parts, 'semantic kNN (IVF)',
@@ -204,6 +206,9 @@ def ivf_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
         offset = partition.bounds[src]
         for c in range(cells):
             queries = order[offsets[c]:offsets[c + 1]]
+            kept = nonzero[queries]  # zero rows are answered exactly below
+            bar.update(queries.numel() - int(kept.sum()))
+            queries = queries[kept]
             if queries.numel() == 0:
                 continue
             if everywhere[c]:
@@ -227,7 +232,18 @@ def ivf_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
                 top.add(part, scores, offset + candidates)
                 bar.update(part.numel())
     bar.close()
-    return top.result()
+    return zero_row_neighbours(top.result(), nonzero, partition.start, k)
+
+
+def zero_row_neighbours(index: Tensor, nonzero: Tensor, start: int, k: int) -> Tensor:
+    r""":obj:`index` with the rows of zero features (similarity 0 to every
+    node) set to their exact neighbours, the :obj:`k` lowest other node
+    indices (:obj:`start` is the global index of the first row)."""
+    rows = (~nonzero).nonzero().flatten()
+    if rows.numel():
+        first = torch.arange(k, device=index.device).expand(rows.numel(), -1)
+        index[rows] = first + (first >= (start + rows)[:, None]).long()
+    return index
 
 
 def ivf_cells(xn: Tensor, k: int, partition: RowPartition, group: Group,
@@ -305,6 +321,9 @@ def probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target:
     probes = torch.arange(1, cells + 1, device=needed.device).expand(needed.size(0), -1)
     recall = torch.searchsorted(needed.sort(dim=1).values.contiguous(),
                                 probes.contiguous()).double() / k  # [queries, cells]
+    # A zero row's neighbours are answered exactly (the k lowest other indices,
+    # all at similarity 0), whatever the probes: counted as found.
+    recall[~features.ne(0).any(dim=1)] = 1.0
     error = recall.std(dim=0, correction=1) / math.sqrt(recall.size(0)) \
         if recall.size(0) > 1 else torch.zeros_like(recall[0])
     enough = recall.mean(0) >= (target + 2 * error).clamp(max=1.0)

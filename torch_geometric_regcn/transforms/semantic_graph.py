@@ -105,6 +105,10 @@ class SemanticGraph(SharesGroup, BaseTransform):
                 partition = check_partition(partition, self.group)
             else:
                 partition = None
+                if data.num_nodes != x.size(0):  # the graph would miss nodes, or have extra
+                    raise ValueError(f"'data.x' has {x.size(0)} rows but the graph has "
+                                     f"{data.num_nodes} nodes (data.num_nodes); give one row "
+                                     f"per node")
         except (TypeError, ValueError) as exc:
             error = exc
         agree(error, self.group, 'SemanticGraph')
