@@ -493,3 +493,16 @@ def test_a_subnormal_teleport_alpha_is_refused_by_name(name):
     with pytest.raises(ValueError, match=r"'alpha' = 1e-310 is so small that 1 / alpha"):
         R.get(name, alpha=1e-310)
     R.get(name, alpha=1e-300)
+
+
+def test_operators_of_another_graph_are_named():
+    # A prepared GraphOperators of another size surfaced as torch's "mat1 and
+    # mat2 shapes cannot be multiplied (5x5 and 3x2)" (review s45/quad).
+    reg = R.get('appnp')
+    graph = build_graph(reg, torch.tensor([[0, 1], [1, 0]]), 5, None, torch.float64)
+    x = torch.ones(3, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"'x' has 3 rows but the GraphOperators were built "
+                                         r"for 5 nodes"):
+        reg.propagate(x, graph, 'series')
+    with pytest.raises(ValueError, match=r"'h' has 3 rows but the GraphOperators were built"):
+        reg.energy(x, x, graph)

@@ -337,6 +337,17 @@ class GraphOperators:
         #: (:meth:`dense`), so that the mask enters the whole system.
         self.masked = False
 
+    def check_rows(self, name: str, x: Tensor) -> None:
+        r"""Raises :class:`ValueError` unless :obj:`x` has one row per node of
+        the graph (per row of this rank's shard), the rows its operators
+        apply to."""
+        rows = self.num_nodes if self.partition is None else self.partition.num_local
+        if x.dim() == 0 or x.size(0) != rows:
+            raise ValueError(f"'{name}' has {x.size(0) if x.dim() else 0} rows but the "
+                             f"GraphOperators were built for {rows} "
+                             f"{'nodes' if self.partition is None else 'rows of this shard'}: "
+                             f"build them for this graph (build_graph)")
+
     def dense(self, matrix: Tensor) -> Tensor:
         r"""The sparse operator :obj:`matrix` as a dense matrix: under an
         explainer's edge mask (:attr:`masked`) its product with the identity
