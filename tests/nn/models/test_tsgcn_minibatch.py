@@ -538,3 +538,15 @@ def test_summary_mode_assigned_after_refresh_is_checked():
     model.summary = 'history'
     model.refresh(x, w, v)
     model.train()(x[:4], w[:4], v[:4], torch.arange(4))  # rows kept: it writes them
+
+
+def test_to_empty_forgets_the_summaries():
+    # to_empty() keeps the dtype, so the summaries were kept as uninitialised
+    # memory and used by the next forward pass.
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, _ = pair(num_layers=1)
+    model.refresh(x, w, v)
+    model.to_empty(device='cpu')
+    with pytest.raises(RuntimeError, match=r'no summaries since to_empty\(\)'):
+        model(x, w, v)

@@ -257,6 +257,12 @@ class MiniBatchTSGCN(torch.nn.Module):
                          '...)')
         return self
 
+    def to_empty(self, *, device: Any, recurse: bool = True) -> 'MiniBatchTSGCN':
+        # Uninitialised storage of the same dtype: the summaries are garbage now.
+        super().to_empty(device=device, recurse=recurse)
+        self._forget('to_empty()')
+        return self
+
     def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
         # New weights: the summaries of the old ones must not be reused.
         super()._load_from_state_dict(*args, **kwargs)
