@@ -225,3 +225,14 @@ def test_cg_stops_at_the_floor_of_its_products_and_says_so():
     assert 1e-9 < true < 1e-7
     with pytest.warns(UserWarning, match='restarts no longer halve it'):
         cg_solve(m, b, 1e-14, 5000, matmul=noisy)
+
+
+def test_a_solution_beyond_the_dtype_raises():
+    # M = 0.01 I, B = 1e38 in float32: M⁻¹B = 1e40 overflows. The column scaling
+    # solved the scaled system to tol and unscaled it to inf, silently.
+    matrix = (0.01 * torch.eye(4)).to_sparse_csr()
+    rhs = torch.full((4, 2), 1e38)
+    rhs[:, 1] = 1.0
+    with pytest.raises(ValueError, match='overflows torch.float32'):
+        cg_solve(matrix, rhs)
+    torch.testing.assert_close(cg_solve(matrix, rhs[:, 1:]), torch.full((4, 1), 100.0))

@@ -416,3 +416,22 @@ def test_a_non_symmetric_operator_is_refused_before_any_cycle(layout):
     a = (a + a.T) / (2 * 300)
     cubed = a @ a @ a
     block_lanczos(cubed if layout == 'dense' else cubed.to_sparse_csr(), 2, 'LA')
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+@pytest.mark.parametrize('layout', ['dense', 'csr'])
+@pytest.mark.parametrize('which', ['LA', 'LM'])
+def test_a_spectrum_of_one_point_is_solved(dtype, layout, which):
+    # The zero operator (a graph without edges and without self loops), too large
+    # for the dense path: every Ritz value of the first cycle is 0, so the filter's
+    # window had width 'tiny' and its scale 1 / half overflowed (a ValueError
+    # blaming large entries in float64, a RuntimeError in float32). Its exact
+    # pairs: eigenvalue 0, any orthonormal vectors, residual 0.
+    s = torch.zeros(300, 300, dtype=dtype)
+    s = s.to_sparse_csr() if layout == 'csr' else s
+    pairs = block_lanczos(s, 8, which, generator=torch.Generator().manual_seed(0))
+    assert pairs.converged and pairs.residual == 0.0
+    assert torch.equal(pairs.eigenvalues, torch.zeros(8, dtype=dtype))
+    eye = torch.eye(8, dtype=torch.float64)
+    torch.testing.assert_close(pairs.eigenvectors.double().T @ pairs.eigenvectors.double(), eye,
+                               atol=100 * torch.finfo(dtype).eps, rtol=0)

@@ -472,3 +472,19 @@ def test_float32_factors_of_many_rows_keep_the_largest_gain():
     wd, vd, xd = w.double(), v.double(), x.double()
     want = xd - wd @ torch.linalg.solve(torch.eye(r, dtype=torch.float64) + vd.T @ wd, vd.T @ xd)
     assert float(((got - want).norm(dim=0) / want.norm(dim=0)).max()) < 5e-4
+
+
+@pytest.mark.parametrize('dtype,rank', [(torch.float32, 30), (torch.float64, 60)])
+def test_a_nearly_singular_core_with_moderate_pivots_is_refused(dtype, rank):
+    # I + VᵀW = T, unit upper triangular with -1 above the diagonal (Kahan): every
+    # LU pivot is about one, but cond(T) ~ 2^rank (6e9 at 30 in float32, 6e17 at
+    # 60 in float64): numerically singular, and woodbury_apply's result is off by
+    # 15 % (float32) and 500 % (float64) against the dense float64 solve.
+    gen = torch.Generator().manual_seed(0)
+    q, _ = torch.linalg.qr(torch.randn(100, rank, dtype=torch.float64, generator=gen))
+    upper = torch.triu(torch.ones(rank, rank, dtype=torch.float64), 1)
+    w, v = q.to(dtype), (q @ -upper.T).to(dtype)
+    assert float(torch.linalg.lu_factor(torch.eye(rank, dtype=dtype) + v.T @ w)[0]
+                 .diagonal().abs().min()) > 0.5
+    with pytest.raises(ValueError, match='numerically singular'):
+        woodbury_core(w, v)

@@ -9,7 +9,11 @@ from torch import Tensor
 
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.sparse import diagonal
-from torch_geometric_regcn.utils.validation import check_finite, check_stopping_rule
+from torch_geometric_regcn.utils.validation import (
+    all_finite,
+    check_finite,
+    check_stopping_rule,
+)
 
 #: Computes :obj:`matrix @ x` (see :func:`conjugate_gradient`).
 MatMul = Callable[[Tensor, Tensor], Tensor]
@@ -109,6 +113,10 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
         y, iteration = _iterate(product, y, r, b_norm, inv_diag, target, max_iter, iteration)
         r = b - product(y)  # the true residual: the recurrence's drifts in finite precision
     y = y / scale
+    if b.numel() and not all_finite(y):  # the unscaled solution beyond the dtype's range
+        raise ValueError(f"The solution of the system overflows {b.dtype}: M^-1 B has entries "
+                         f"beyond {finfo.max:.2g} ('rhs' too large for the smallest "
+                         f"eigenvalues of 'matrix'); scale 'rhs' down or solve in float64")
     return CGResult(y.squeeze(-1) if squeeze else y, residual, iteration)
 
 

@@ -277,7 +277,12 @@ def _locate_spectrum(operator: Tensor, k: int, which: str, workspace: Workspace,
                                  None if step is None else lambda _, i, n: step(0, i, n),
                                  _group_of(operator), deflate)
     top, bottom = float(theta[0]), float(theta[-1])
-    spread = max(top - bottom, torch.finfo(start.dtype).tiny)
+    # A spectrum of one point (the zero operator: a graph without edges) has no
+    # spread; a window of the point's magnitude (1 for zero) keeps the filter's
+    # affine map finite, where 'tiny' made its scale 1 / half overflow.
+    spread = top - bottom
+    if not spread > torch.finfo(start.dtype).eps * max(abs(top), abs(bottom)):
+        spread = max(abs(top), abs(bottom)) or 1.0
     if which == 'LA':
         lower = bottom - 0.1 * spread
         upper = max(float(theta[k]), lower + 1e-3 * spread)

@@ -144,7 +144,7 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
         error = None
         computed = _computed_dtype(w, v, group) if check else w.dtype  # one for all ranks
         try:
-            _check_core(lu, vtw, check, computed)
+            _check_core(lu, pivots, vtw, check, computed)
         except ValueError as failure:
             if group is None or not check:
                 raise
@@ -274,7 +274,7 @@ def check_core_condition(condition: CoreCondition, stacklevel: Optional[int] = N
             else stacklevel + 1)
 
 
-def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool,
+def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
                 computed: torch.dtype) -> None:
     # The smallest pivot of U against the rounding level of the core's entries
     # bounds the relative accuracy of the largest gain: for tsGCN's factors the
@@ -282,7 +282,17 @@ def _check_core(lu: Tensor, vtw: Tensor, from_eigenpairs: bool,
     # rounding cancels. Its sign does not count: a pivot well above the rounding
     # level is accurate either way (an indefinite core still has an inverse),
     # and rounding moves one below it by less than that level.
-    stats = [torch.isfinite(lu).all(), lu.diagonal().abs().min(), vtw.abs().max()]
+    smallest = lu.diagonal().abs().min()
+    if not from_eigenpairs:
+        # A general core (learned or edited factors) may be nearly singular with
+        # moderate pivots (a Kahan-like triangular one: cond 2^r, every pivot
+        # near 1): 1 / ||core^-1||_F, at most the smallest singular value and at
+        # least it over sqrt(r), from the same LU (O(r^3), about twice the
+        # factorisation). The near-diagonal core of eigenpairs has its pivots.
+        eye = torch.eye(lu.size(0), dtype=lu.dtype, device=lu.device)
+        inverse = torch.linalg.lu_solve(lu, pivots, eye).norm()
+        smallest = torch.minimum(smallest, 1 / inverse)
+    stats = [torch.isfinite(lu).all(), smallest, vtw.abs().max()]
     if from_eigenpairs:
         stats += [_relative_off_diagonal(vtw), vtw.diagonal().min()]
     finite, pivot, largest, *off = torch.stack(
