@@ -236,3 +236,15 @@ def test_a_solution_beyond_the_dtype_raises():
     with pytest.raises(ValueError, match='overflows torch.float32'):
         cg_solve(matrix, rhs)
     torch.testing.assert_close(cg_solve(matrix, rhs[:, 1:]), torch.full((4, 1), 100.0))
+
+
+def test_a_matrix_that_requires_a_gradient_needs_params():
+    # Without 'params' the matrix's gradient was dropped: an edge weight built
+    # into it kept grad None, silently (review s45/numeric).
+    w = torch.tensor([0.5, 2.0], dtype=torch.float64, requires_grad=True)
+    matrix = torch.diag(torch.cat([w, w.new_ones(1)]) + 1.0).to_sparse_csr()
+    with pytest.raises(ValueError, match="'matrix' requires a gradient.*'params'"):
+        cg_solve(matrix, torch.ones(3, 1, dtype=torch.float64))
+    with torch.no_grad():
+        cg_solve(matrix, torch.ones(3, 1, dtype=torch.float64))
+    cg_solve(matrix.detach(), torch.ones(3, 1, dtype=torch.float64))

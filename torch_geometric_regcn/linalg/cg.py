@@ -285,8 +285,10 @@ def cg_solve(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 100
     :math:`\mathbf{B}` is :math:`\mathbf{G} = \mathbf{M}^{-1}` times the
     output gradient, one more solve with the same matrix, so memory does not
     grow with the number of iterations. :obj:`matrix` itself receives no
-    gradient; tensors :obj:`params` on which the product :obj:`matmul(matrix,
-    Y)` depends (learned coefficients, an explainer's edge mask) receive
+    gradient (a :obj:`matrix` that requires one is refused without
+    :obj:`params`, rather than left without it); tensors :obj:`params` on
+    which the product :obj:`matmul(matrix, Y)` depends (learned
+    coefficients, an explainer's edge mask) receive
     :math:`-\mathbf{G}^{\top} (\partial \mathbf{M} / \partial \theta)
     \mathbf{Y}`, by autograd through one more product. Warns with the
     achieved residual (that of the solution returned) when :obj:`max_iter` is
@@ -303,6 +305,12 @@ def cg_solve(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 100
     :class:`RuntimeWarning`, never zeros."""
     if params and matmul is None:
         raise ValueError("'params' need 'matmul': the product through which they act")
+    if not params and isinstance(matrix, Tensor) and matrix.requires_grad \
+            and torch.is_grad_enabled():
+        raise ValueError("'matrix' requires a gradient, which cg_solve passes on only through "
+                         "'params' (the tensors it is built from) and 'matmul' (the product "
+                         "through which they act): pass them, or 'matrix.detach()' to solve "
+                         "without that gradient")
     if rhs.dim() == 1:
         return _CGSolve.apply(matrix, rhs.unsqueeze(-1), tol, max_iter, matmul,
                               *params).squeeze(-1)
