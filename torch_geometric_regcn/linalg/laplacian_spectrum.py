@@ -508,7 +508,8 @@ def _float32_refined(adjacency: Tensor, count: int, tol: float, max_iter: int,
     :math:`\|\hat{\mathbf{A}}\mathbf{x} - \theta\mathbf{x}\|` exceeds
     :obj:`tol` (at most :data:`REFINE_SWEEPS` times), a float64 Chebyshev
     filter of degree :data:`LANCZOS_DEGREE` that damps :math:`[-1, c]`,
-    :math:`c = 2\theta_{\min} - \theta_{\max}` below the wanted values, then
+    :math:`c = \max(2\theta_{\min} - \theta_{\max}, (\theta_{\min} - 1)/2)` below the
+    wanted values, then
     Rayleigh--Ritz again (each Rayleigh--Ritz on the block with
     :obj:`trivial` projected out). The filter removes the float32 rounding spread over
     the spectrum, which is what limits the residual of float32 vectors.
