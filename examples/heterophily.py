@@ -72,7 +72,7 @@ import time
 
 import torch
 
-from harness.cli import check_writable, positive_int
+from harness.cli import check_writable, device_name, positive_int
 from harness.heterophily import (
     HOMOPHILOUS,
     MODELS,
@@ -146,13 +146,16 @@ def main() -> None:
     parser.add_argument('--journal', default=None, metavar='PATH',
                         help='append every finished run to PATH and reuse the runs found '
                         'there (resume an interrupted run)')
-    parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
+    parser.add_argument('--device', type=device_name,
+                        default='cuda' if torch.cuda.is_available() else 'cpu',
                         help='(default: %(default)s)')
     args = parser.parse_args()
     if 'all' in args.models:
         args.models = list(MODELS)
     if args.json is not None:  # fail now, not after hours of training
         check_writable(parser, '--json', args.json)
+    if args.journal is not None:
+        check_writable(parser, '--journal', args.journal)
     if args.merge:
         if args.dataset:
             parser.error('--merge reads the datasets from its files: drop --dataset')

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from harness.cli import positive_int
+from harness.cli import device_name, positive_int
 from harness.data import OFFLINE, load_paper_dataset
 from harness.methods import TABLE3
 from harness.training import fit
@@ -72,7 +72,8 @@ def main() -> None:
     parser.add_argument('--epochs', type=positive_int, default=None, help="default: the method's")
     parser.add_argument('--root', default=None, help='dataset root (default: a copy of '
                         '../shared/data)')
-    parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
+    parser.add_argument('--device', type=device_name,
+                        default='cuda' if torch.cuda.is_available() else 'cpu',
                         help='(default: %(default)s)')
     parser.add_argument('--k', type=positive_int, default=10,
                         help='neighbours of the semantic graph (default: %(default)s)')

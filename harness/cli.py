@@ -53,6 +53,18 @@ def non_negative_float(text: str) -> float:
     return _at_least(float, text, 0.0, 'a finite non-negative number')
 
 
+def device_name(text: str) -> str:
+    r"""A torch device that exists here (``cpu``, ``cuda``, ``cuda:1``, ...)."""
+    import torch
+    try:
+        device = torch.device(text)
+    except RuntimeError as error:
+        raise argparse.ArgumentTypeError(f'not a torch device ({error})') from None
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f'{text}: CUDA is not available here; use cpu')
+    return text
+
+
 def comma_separated(kind: Callable[[str], float]) -> Callable[[str], List[float]]:
     r"""The type of a comma-separated list of :obj:`kind` (``'1e-3,1e-4'``
     with :func:`positive_float`), each item checked by it."""

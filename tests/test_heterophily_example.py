@@ -109,12 +109,15 @@ def test_heterophily_example_resumes_from_its_journal(tmp_path):
     (['--splits', '0'], 'argument --splits: must be a positive integer'),
     (['--json', 'no_such_folder/out.json'], 'no_such_folder does not exist'),
     (['--root', 'no_such_root'], 'actor could not be loaded .*under --root .*no_such_root'),
+    (['--journal', 'no_such_folder/runs.jsonl'], '--journal .*no_such_folder does not exist'),
+    (['--device', 'no_such_device'], 'argument --device: not a torch device'),
 ])
 def test_heterophily_example_refuses_bad_arguments_before_any_training(tmp_path, args,
                                                                        message):
     # Each failed after training (an unwritable --json lost every run), or
     # scored nan as a table (--epochs 0), or ended in a traceback (--root).
-    args = [str(tmp_path / a) if a.startswith('no_such') else a for a in args]
+    args = [str(tmp_path / a) if a.startswith('no_such_f') or a.startswith('no_such_r')
+            else a for a in args]
     out = subprocess.run([sys.executable, '-m', 'examples.heterophily', '--dataset', 'actor',
                           '--models', 'mlp', *args], cwd=REPO, capture_output=True, text=True,
                          timeout=300, env={**os.environ, 'OMP_NUM_THREADS': '1'})

@@ -506,3 +506,15 @@ def test_operators_of_another_graph_are_named():
         reg.propagate(x, graph, 'series')
     with pytest.raises(ValueError, match=r"'h' has 3 rows but the GraphOperators were built"):
         reg.energy(x, x, graph)
+
+
+def test_a_state_does_not_load_into_a_registered_subclass():
+    # SGCRegularizer derives from GCNRegularizer: a GCN layer's state loaded
+    # into an SGC layer with strict=True, which then computed another model.
+    from torch_geometric_regcn import RegularizerGNN
+    gcn = RegularizerGNN(4, 8, 3, regularizer='gcn')
+    sgc = RegularizerGNN(4, 8, 3, regularizer='sgc')
+    with pytest.raises(ValueError, match='holds the coefficients of GCNRegularizer'):
+        sgc.load_state_dict(gcn.state_dict())
+    with pytest.raises(ValueError, match='holds the coefficients of SGCRegularizer'):
+        gcn.load_state_dict(sgc.state_dict())

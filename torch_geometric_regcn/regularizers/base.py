@@ -556,11 +556,16 @@ class Regularizer(torch.nn.Module):
         state = dict(state)
         saved = state.pop(_CLASS_KEY, None)  # absent from the states of 0.1
         # Its class or one it derives from (a class moved to another module,
-        # from a script's __main__, keeps its name).
-        if saved is not None and saved not in {c.__qualname__ for c in type(self).__mro__}:
-            raise ValueError(f"The state holds the coefficients of {saved}, but this module's "
-                             f"regulariser is {type(self).__qualname__}: build the module "
-                             f"with the regulariser of the checkpoint")
+        # from a script's __main__, keeps its name), unless a class between
+        # them is a model of its own (a registered name: SGC derives from GCN,
+        # and a GCN state would load into SGC's layers as another model).
+        if saved is not None:
+            mro = [c.__qualname__ for c in type(self).__mro__]
+            between = type(self).__mro__[:mro.index(saved)] if saved in mro else None
+            if between is None or any(vars(c).get('name') for c in between):
+                raise ValueError(f"The state holds the coefficients of {saved}, but this "
+                                 f"module's regulariser is {type(self).__qualname__}: build "
+                                 f"the module with the regulariser of the checkpoint")
         # The constructor's checks on the state as a whole, before anything
         # changes (not one key at a time, whose mixes of old and new values may
         # fail where the whole passes). A TypeError of a check is raised.
