@@ -150,6 +150,10 @@ def main() -> None:
                         default='cuda' if torch.cuda.is_available() else 'cpu',
                         help='(default: %(default)s)')
     args = parser.parse_args()
+    # What --merge would ignore: the flags of a training run, given values of their own.
+    trained = [f'--{name}' for name in ('dataset', 'root', 'splits', 'epochs', 'models',
+                                        'points', 'journal')
+               if getattr(args, name) != parser.get_default(name)]
     if 'all' in args.models:
         args.models = list(MODELS)
     if args.json is not None:  # fail now, not after hours of training
@@ -157,8 +161,12 @@ def main() -> None:
     if args.journal is not None:
         check_writable(parser, '--journal', args.journal)
     if args.merge:
-        if args.dataset:
-            parser.error('--merge reads the datasets from its files: drop --dataset')
+        if trained:
+            parser.error(f"--merge reads the runs and datasets from its files and trains "
+                         f"nothing: drop {', '.join(trained)}")
+        missing = [path for path in args.merge if not os.path.isfile(path)]
+        if missing:
+            parser.error(f"--merge: no such file {missing[0]!r}")
         merge_files(args.merge, args.json)
         return
     if args.dataset is None:

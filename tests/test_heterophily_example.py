@@ -111,6 +111,7 @@ def test_heterophily_example_resumes_from_its_journal(tmp_path):
     (['--root', 'no_such_root'], 'actor could not be loaded .*under --root .*no_such_root'),
     (['--journal', 'no_such_folder/runs.jsonl'], '--journal .*no_such_folder does not exist'),
     (['--device', 'no_such_device'], 'argument --device: not a torch device'),
+    (['--merge', 'a.json'], '--merge reads .* trains nothing: drop --dataset, --models'),
 ])
 def test_heterophily_example_refuses_bad_arguments_before_any_training(tmp_path, args,
                                                                        message):
