@@ -257,3 +257,15 @@ def test_a_coefficient_beyond_the_dtype_is_refused(solver):
         layer.regularizer.frequency_response(torch.zeros(3))
     out = layer.double()(x.double(), ei)  # float64 holds them
     assert bool(out.isfinite().all())
+
+
+def test_a_checkpoint_of_another_degree_names_both_sides():
+    # The error read as constructor advice ("but K=2; pass K=3") without saying
+    # that K=2 is the checkpoint's and the 4 coefficients this module's.
+    from torch_geometric_regcn import RegularizerGNN
+    src = RegularizerGNN(4, 8, 3, regularizer='polynomial', K=2, learn=('gamma',))
+    dst = RegularizerGNN(4, 8, 3, regularizer='polynomial', K=3, learn=('gamma',))
+    with pytest.raises(ValueError, match=r"The checkpoint's coefficients \(K\) do not fit this "
+                                         r"module's regulariser PolynomialRegularizer\(K=3.*"
+                                         r"but K=2.*Build the module with the checkpoint's"):
+        dst.load_state_dict(src.state_dict())

@@ -569,9 +569,15 @@ class Regularizer(torch.nn.Module):
         # The constructor's checks on the state as a whole, before anything
         # changes (not one key at a time, whose mixes of old and new values may
         # fail where the whole passes). A TypeError of a check is raised.
-        self._set_coefficients({key: value for key, value in state.items()
-                                if key not in self.learned}, at_start=True)  # learned: their
-        # parameters, kept in their intervals by their reparametrisation
+        try:  # learned ones: their parameters, kept in their intervals by their
+            # reparametrisation
+            self._set_coefficients({key: value for key, value in state.items()
+                                    if key not in self.learned}, at_start=True)
+        except ValueError as error:  # say which side is which
+            raise ValueError(f"The checkpoint's coefficients ({', '.join(sorted(state))}) do not "
+                             f"fit this module's regulariser {self!r}, built with other "
+                             f"arguments: {error}. Build the module with the checkpoint's "
+                             f"arguments") from None
         # A value for a coefficient this module learns comes from a module that
         # kept it fixed (which has no raw parameter to load, so strict=False
         # dropped it silently): learning continues from it.
