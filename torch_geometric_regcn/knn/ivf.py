@@ -129,12 +129,14 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
         k (int): Neighbours per node, less than :math:`N`.
         cells (int, optional): Number of cells. (default: :math:`\lceil
             \sqrt{N}\,\rceil`)
-        probes (int, optional): Cells searched per cell. (default: :obj:`None`,
-            tuned for :obj:`target_recall`)
+        probes (int, optional): Cells searched per cell; a value above
+            :obj:`cells` searches every cell, the exact search. (default:
+            :obj:`None`, tuned for :obj:`target_recall`)
         target_recall (float, optional): The recall@k that the tuned
             :obj:`probes` reaches on the sampled queries. (default: :obj:`0.95`)
-        sample (int, optional): Rows used to train the centroids.
-            (default: :obj:`64 * cells`)
+        sample (int, optional): Rows used to train the centroids, taken
+            into :math:`[\text{cells}, N]` (one row per cell at least, every
+            row at most). (default: :obj:`64 * cells`)
         iterations (int, optional): k-means iterations. (default: :obj:`10`)
         generator (torch.Generator, optional): For reproducible centroids;
             the same state on every rank. (default: torch's default generator)
