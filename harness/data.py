@@ -46,9 +46,11 @@ OFFLINE = [name for name in ('Cora', 'CiteSeer', 'PubMed', 'ACM', 'BlogCatalog',
 
 def _layout_name(name: str) -> str:
     r"""The spelling of :obj:`name` in :data:`SHARED_LAYOUT` (the loaders
-    take names case-insensitively), or :obj:`name` itself."""
-    spelled = {known.lower(): known for known in SHARED_LAYOUT}
-    return spelled.get(name.lower(), name) if isinstance(name, str) else name
+    take names case-insensitively, and ``-`` for ``_``), or :obj:`name`
+    itself."""
+    spelled = {known.lower().replace('-', '_'): known for known in SHARED_LAYOUT}
+    return spelled.get(name.lower().replace('-', '_'), name) if isinstance(name, str) \
+        else name
 
 
 def has_offline_copy(name: str, shared: str = SHARED_DATA) -> bool:

@@ -73,16 +73,26 @@ def raw_files(raw_dir: str) -> Dict[str, List[int]]:
     return dict(sorted(found.items()))
 
 
-def record_raw_files(folder: str, raw_dir: str) -> None:
+def record_raw_files(folder: str, raw_dir: str,
+                     before: Optional[Dict[str, List[int]]] = None) -> None:
     r"""Writes :data:`RAW_RECORD` into the processed :obj:`folder`: the raw
     files (:func:`raw_files`) that its processed files were just made from
-    or checked against. Nothing when the folder is missing or read-only."""
+    or checked against. Given :obj:`before`, the raw files when the load
+    began, the record is written only if they did not change meanwhile (a
+    file replaced while the loader read it may not be what it read), and
+    removed otherwise, so that the next load processes them again. Nothing
+    when the folder is missing or read-only."""
     if not (osp.isdir(folder) and os.access(folder, os.W_OK)):
         return
     path = osp.join(folder, RAW_RECORD)
+    now = raw_files(raw_dir)
+    if before is not None and before != now:
+        if osp.isfile(path):
+            os.remove(path)
+        return
     partial = f'{path}.{os.getpid()}.tmp'
     with open(partial, 'w') as f:
-        json.dump(raw_files(raw_dir), f)
+        json.dump(now, f)
     os.replace(partial, path)  # atomic: a concurrent reader sees one record or the other
 
 
@@ -169,11 +179,13 @@ class SafeInMemoryDataset(InMemoryDataset):
         self.check_raw(root)
         names = self.processed_file_names
         names = [names] if isinstance(names, str) else list(names)
+        raw_dir = osp.join(root, self.name, 'raw')
         force_reload = vet_processed(osp.join(root, self.name, 'processed'), names,
-                                     bool(force_reload), osp.join(root, self.name, 'raw'))
+                                     bool(force_reload), raw_dir)
+        before = raw_files(raw_dir)
         super().__init__(root, transform, pre_transform, force_reload=force_reload)
         self.load(self.processed_paths[0])
-        record_raw_files(self.processed_dir, self.raw_dir)
+        record_raw_files(self.processed_dir, self.raw_dir, before)
 
     def check_raw(self, root: str) -> None:
         r"""Raises before any folder is made when the raw files under

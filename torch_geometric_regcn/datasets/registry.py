@@ -22,7 +22,11 @@ from torch_geometric_regcn.datasets.heterophilous import (
     HeterophilousNpzDataset,
     normalize_name,
 )
-from torch_geometric_regcn.datasets.processed_files import record_raw_files, vet_processed
+from torch_geometric_regcn.datasets.processed_files import (
+    raw_files,
+    record_raw_files,
+    vet_processed,
+)
 from torch_geometric_regcn.utils.validation import as_root, check_callable, check_flag
 
 #: The names :func:`load_dataset` knows, in the order of the paper's Table 2.
@@ -155,8 +159,9 @@ def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[C
     folder = osp.join(osp.expanduser(fs.normpath(root)), folder)
     processed_dir, raw_dir = osp.join(folder, 'processed'), osp.join(folder, 'raw')
     force_reload = vet_processed(processed_dir, [file], force_reload, raw_dir)
+    before = raw_files(raw_dir)
     dataset = _pyg_dataset(canonical, root, transform, pre_transform, force_reload)
-    record_raw_files(processed_dir, raw_dir)
+    record_raw_files(processed_dir, raw_dir, before)
     return dataset
 
 

@@ -229,7 +229,7 @@ class CoreCondition(NamedTuple):
     For tsGCN's factors the core is :math:`\mathbf{I} - \mathbf{\Lambda}`
     and the pivot is :math:`1 - \lambda_{\max}`, about :math:`1 / (1 +
     \alpha + \beta)`."""
-    pivot: float  #: the smallest magnitude of a pivot
+    pivot: float  #: the smallest magnitude of a pivot (of a general core: or singular value)
     rounding: float  #: :obj:`ROUNDING_UNITS` :math:`\epsilon (1 + \max|c_{ij}|)`
     dtype: torch.dtype  #: the dtype the factors were computed in (its :math:`\epsilon`)
 
@@ -283,19 +283,21 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
     # level is accurate either way (an indefinite core still has an inverse),
     # and rounding moves one below it by less than that level.
     smallest = lu.diagonal().abs().min()
+    lower = smallest
     if not from_eigenpairs:
         # A general core (learned or edited factors) may be nearly singular with
         # moderate pivots (a Kahan-like triangular one: cond 2^r, every pivot
-        # near 1): 1 / ||core^-1||_F, at most the smallest singular value and at
-        # least it over sqrt(r), from the same LU (O(r^3), about twice the
-        # factorisation). The near-diagonal core of eigenpairs has its pivots.
+        # near 1). 1 / ||core^-1||_F lies in [sigma_min / sqrt(r), sigma_min]:
+        # from the same LU (O(r^3)) it screens the verdict, and only a core it
+        # would warn about gets the exact smallest singular value (an SVD).
+        # The near-diagonal core of eigenpairs has its pivots.
         eye = torch.eye(lu.size(0), dtype=lu.dtype, device=lu.device)
         inverse = torch.linalg.lu_solve(lu, pivots, eye).norm()
-        smallest = torch.minimum(smallest, 1 / inverse)
-    stats = [torch.isfinite(lu).all(), smallest, vtw.abs().max()]
+        lower = torch.minimum(smallest, torch.nan_to_num(1 / inverse, nan=0.0))
+    stats = [torch.isfinite(lu).all(), smallest, vtw.abs().max(), lower]
     if from_eigenpairs:
         stats += [_relative_off_diagonal(vtw), vtw.diagonal().min()]
-    finite, pivot, largest, *off = torch.stack(
+    finite, pivot, largest, lower, *off = torch.stack(
         [t.detach().to(vtw.dtype) for t in stats]).tolist()
     if not finite:
         raise ValueError("the factors 'w' and 'v' contain NaN or infinite values; "
@@ -323,6 +325,10 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
             f"v) with the whole graph, then a batch's rows per step) with "
             f"torch_geometric_regcn.loader.SeedNodeLoader: see docs/minibatch.md")
     rounding = ROUNDING_UNITS * torch.finfo(computed).eps * (1 + largest)
+    if lower < pivot and CoreCondition(lower, rounding, computed).error > GAIN_ACCURACY:
+        core = torch.eye(vtw.size(0), dtype=vtw.dtype, device=vtw.device) + vtw.detach()
+        exact = float(torch.linalg.svdvals(core.nan_to_num(0.0, 0.0, 0.0))[-1])
+        pivot = min(pivot, exact)
     check_core_condition(CoreCondition(pivot, rounding, computed))
 
 

@@ -240,25 +240,29 @@ class Regularizer(torch.nn.Module):
     def cached_operator(self, graph: GraphOperators) -> Tensor:
         r""":meth:`operator`, built once per graph (on every call while
         coefficients are learned), and again when a coefficient is assigned or
-        a parameter of :meth:`trainable_parameters` that the operator may read
-        changes (an optimizer step, or a write through :obj:`.data` or NumPy:
-        they are compared by their
+        a parameter of :meth:`trainable_parameters` changes: by PyTorch (an
+        optimizer step: its version counter), or also through :obj:`.data` or
+        NumPy while the operator may read it (its
         :func:`~torch_geometric_regcn.utils.fingerprint.fingerprint`, one pass
-        over them per call, until a call with gradients shows that the
-        operator does not read them); while those want a gradient and the
-        operator reads them, on every call, so that it carries their
-        gradient."""
+        over it per call, until a call with gradients gives an operator without
+        one, which reads no parameter, or reads one without its gradient, as
+        :obj:`float(p)` does: such a read is then seen through the version
+        counter only). While those want a gradient and the operator carries
+        it, it is built on every call."""
         if self.learned:
             return self.operator(graph)
         key, trainable = (self, 'operator'), self.trainable_parameters()
         reads = (self, 'reads trainable parameters')
+        # The version counters always (free): an operator may read a parameter
+        # without carrying its gradient (float(p), p.detach()), which a call
+        # with gradients cannot tell from not reading it.
+        version: Hashable = (self.assignments, *(p._version for p in trainable))
         if trainable and torch.is_grad_enabled() and graph.derived.get(reads, True):
             matrix = self.operator(graph)
             graph.derived[reads] = matrix.requires_grad
             if matrix.requires_grad:
                 return matrix
-            return graph.memo(key, lambda: matrix, version=self.assignments)
-        version: Hashable = self.assignments
+            return graph.memo(key, lambda: matrix, version=version)
         if trainable and graph.derived.get(reads, True):  # a lazy parameter has no numbers yet
             version = (version, *(('lazy', id(p)) if is_lazy(p) else fingerprint(p)
                                   for p in trainable))

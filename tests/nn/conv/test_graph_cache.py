@@ -228,3 +228,30 @@ def test_a_cached_operator_sees_a_write_through_data_into_a_parameter_it_reads()
         out = cached(x, ei)
         assert not torch.equal(out, first)
         torch.testing.assert_close(out, fresh(x, ei), rtol=0, atol=0)
+
+
+def test_a_cached_operator_sees_an_in_place_step_after_a_call_with_gradients():
+    # An operator that reads a parameter without its gradient (float(p)) looks,
+    # to a call with gradients, like one that does not read it: keyed by the
+    # coefficients alone, an in-place update (an optimizer step, fill_ under
+    # no_grad) kept the old operator. Reference: an uncached layer.
+    from torch_geometric_regcn.linalg.graph_operator import linear_combination
+    from torch_geometric_regcn.regularizers import Regularizer
+
+    class Scaled(Regularizer):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.tensor(0.5, dtype=torch.float64))
+
+        def operator(self, graph):
+            s = float(self.scale.detach())
+            return linear_combination([graph.identity(), graph.adj], [1 + s, -s])
+
+    x, ei = setup()
+    cached = RegularizerConv(5, 4, Scaled(), solver='closed', bias=False, cached=True).double()
+    fresh = RegularizerConv(5, 4, Scaled(), solver='closed', bias=False).double()
+    cached(x, ei)  # with gradients
+    with torch.no_grad():
+        cached.regularizer.scale.fill_(3.0)
+    fresh.load_state_dict(cached.state_dict())
+    torch.testing.assert_close(cached(x, ei), fresh(x, ei), rtol=0, atol=0)
