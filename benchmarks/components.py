@@ -31,13 +31,9 @@ import numpy as np
 import torch
 
 from harness.cli import check_writable, positive_int
+from harness.graphs import connected_pieces
 from harness.report import RESULTS, Report
-from torch_geometric_regcn.linalg import (
-    combine,
-    componentwise,
-    extreme_eigenpairs,
-    normalized_adjacency,
-)
+from torch_geometric_regcn.linalg import componentwise, extreme_eigenpairs
 
 #: (components, nodes each, k): one component per pair wanted (k = 64 of 400
 #: components of 300 nodes), a third of each spectrum, and two where the
@@ -49,16 +45,10 @@ QUICK = [(40, 300, 64), (10, 1000, 128)]
 
 
 def components(count: int, size: int, seed: int = 0):
-    r"""The normalised adjacency (self loops) of :obj:`count` random
-    connected graphs of :obj:`size` nodes, and each one's dense spectrum."""
-    gen = torch.Generator().manual_seed(seed)
-    edges = []
-    for c in range(count):
-        path = torch.arange(c * size, (c + 1) * size)
-        edges += [torch.stack([path[:-1], path[1:]]),
-                  c * size + torch.randint(0, size, (2, 2 * size), generator=gen)]
-    a = normalized_adjacency(torch.cat(edges, dim=1), count * size, dtype=torch.float64)
-    s = combine([a], [1.0], count * size)
+    r"""The operator of :obj:`count` connected pieces of :obj:`size` nodes
+    (:func:`harness.graphs.connected_pieces`) and its spectrum, each piece's
+    dense one."""
+    s = connected_pieces(count, size, seed)
     coo = s.to_sparse_coo().coalesce()
     row, col = coo.indices()
     spectrum = []

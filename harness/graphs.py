@@ -38,6 +38,21 @@ def synthetic_graph(n: int, avg_degree: int = 10, blocks: int = 256, p_in: float
     return Data(x=x, edge_index=torch.stack([src, dst]), y=community % classes, num_nodes=n)
 
 
+def connected_pieces(count: int, size: int, seed: int = 0) -> Tensor:
+    r"""The normalised adjacency with self loops (float64, sparse CSR) of
+    :obj:`count` random connected graphs of :obj:`size` nodes each, a path
+    plus ``2 * size`` random edges: every one has the top eigenvalue 1."""
+    from torch_geometric_regcn.linalg import combine, normalized_adjacency
+    gen = torch.Generator().manual_seed(seed)
+    edges = []
+    for c in range(count):
+        path = torch.arange(c * size, (c + 1) * size)
+        edges += [torch.stack([path[:-1], path[1:]]),
+                  c * size + torch.randint(0, size, (2, 2 * size), generator=gen)]
+    a = normalized_adjacency(torch.cat(edges, dim=1), count * size, dtype=torch.float64)
+    return combine([a], [1.0], count * size)
+
+
 def load_planetoid(name: str, transform: Optional[Callable] = None,
                    shared: str = SHARED_DATA) -> Data:
     r"""Planetoid's :obj:`name` (``'Cora'``, ``'CiteSeer'``, ``'PubMed'``)

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
+from harness.graphs import connected_pieces
 from tests.linalg.helpers import operator as connected_operator
 from torch_geometric_regcn import LowRankInverse
 from torch_geometric_regcn.linalg import (
@@ -175,20 +176,6 @@ def test_dense_components_below_the_rounding_of_tol_warn():
     assert not pairs.converged and pairs.residual > 1e-12
 
 
-def mid_size_components(count=4, size=300, seed=0):
-    r""":obj:`count` connected random graphs of :obj:`size` nodes (above
-    :data:`DENSE_NODES`), each a path plus random edges, normalised with self
-    loops: every one has the top eigenvalue 1."""
-    gen = torch.Generator().manual_seed(seed)
-    edges = []
-    for c in range(count):
-        path = torch.arange(c * size, (c + 1) * size)
-        edges += [torch.stack([path[:-1], path[1:]]),
-                  c * size + torch.randint(0, size, (2, 2 * size), generator=gen)]
-    a = normalized_adjacency(torch.cat(edges, dim=1), count * size, dtype=torch.float64)
-    return combine([a], [1.0], count * size)
-
-
 @pytest.mark.parametrize('k, iterative', [(60, 0), (20, 4)])
 def test_components_with_few_nodes_per_pair_are_solved_densely(k, iterative):
     # A 300-node component is solved densely when at most DENSE_PER_PAIR * k
@@ -198,7 +185,7 @@ def test_components_with_few_nodes_per_pair_are_solved_densely(k, iterative):
     # the first test: the dense float64 spectrum, the solves' residual 1e-10.
     assert componentwise.DENSE_NODES < 300 <= componentwise.DENSE_PER_PAIR * 60
     assert 300 > componentwise.DENSE_PER_PAIR * 20
-    s = mid_size_components()
+    s = connected_pieces(4, 300)  # each of top eigenvalue 1
     sizes = []
 
     def solve(operator, count, main):

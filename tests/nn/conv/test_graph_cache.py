@@ -6,6 +6,8 @@ import torch
 
 from tests.nn.helpers import conv, layer, setup, two_components
 from torch_geometric_regcn import RegularizerConv
+from torch_geometric_regcn.linalg.graph_operator import linear_combination
+from torch_geometric_regcn.regularizers import Regularizer
 
 
 def test_cached_reuses_graph_and_reset_clears_it():
@@ -201,26 +203,32 @@ def test_swapped_edge_weights_written_past_the_version_counter_are_refused():
         layer(x, ei, ew)
 
 
+class _Scaled(Regularizer):
+    r"""A user's regulariser whose operator :math:`(1 + s)\mathbf{I} -
+    s\hat{\mathbf{A}}` reads a submodule's parameter :math:`s` as a number
+    (without its gradient)."""
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(0.5, dtype=torch.float64))
+
+    def operator(self, graph):
+        s = float(self.scale.detach())
+        return linear_combination([graph.identity(), graph.adj], [1 + s, -s])
+
+
+def _scaled_layers():
+    r"""A cached layer on :class:`_Scaled` and an uncached one, the reference."""
+    return (RegularizerConv(5, 4, _Scaled(), solver='closed', bias=False, cached=True).double(),
+            RegularizerConv(5, 4, _Scaled(), solver='closed', bias=False).double())
+
+
 def test_a_cached_operator_sees_a_write_through_data_into_a_parameter_it_reads():
     # The operator of a user's regulariser that reads a submodule's parameter
     # was keyed by the parameter's version counter, which a write through
     # .data (or NumPy) leaves as it was: a cached layer kept the old operator.
     # Reference: an uncached layer with the same state.
-    from torch_geometric_regcn.linalg.graph_operator import linear_combination
-    from torch_geometric_regcn.regularizers import Regularizer
-
-    class Scaled(Regularizer):
-        def __init__(self):
-            super().__init__()
-            self.scale = torch.nn.Parameter(torch.tensor(0.5, dtype=torch.float64))
-
-        def operator(self, graph):
-            return linear_combination([graph.identity(), graph.adj],
-                                      [1 + float(self.scale), -float(self.scale)])
-
     x, ei = setup()
-    cached = RegularizerConv(5, 4, Scaled(), solver='closed', bias=False, cached=True).double()
-    fresh = RegularizerConv(5, 4, Scaled(), solver='closed', bias=False).double()
+    cached, fresh = _scaled_layers()
     with torch.no_grad():
         first = cached(x, ei)
         cached.regularizer.scale.data.fill_(3.0)
@@ -235,21 +243,8 @@ def test_a_cached_operator_sees_an_in_place_step_after_a_call_with_gradients():
     # to a call with gradients, like one that does not read it: keyed by the
     # coefficients alone, an in-place update (an optimizer step, fill_ under
     # no_grad) kept the old operator. Reference: an uncached layer.
-    from torch_geometric_regcn.linalg.graph_operator import linear_combination
-    from torch_geometric_regcn.regularizers import Regularizer
-
-    class Scaled(Regularizer):
-        def __init__(self):
-            super().__init__()
-            self.scale = torch.nn.Parameter(torch.tensor(0.5, dtype=torch.float64))
-
-        def operator(self, graph):
-            s = float(self.scale.detach())
-            return linear_combination([graph.identity(), graph.adj], [1 + s, -s])
-
     x, ei = setup()
-    cached = RegularizerConv(5, 4, Scaled(), solver='closed', bias=False, cached=True).double()
-    fresh = RegularizerConv(5, 4, Scaled(), solver='closed', bias=False).double()
+    cached, fresh = _scaled_layers()
     cached(x, ei)  # with gradients
     with torch.no_grad():
         cached.regularizer.scale.fill_(3.0)
