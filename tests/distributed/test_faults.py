@@ -234,3 +234,28 @@ def test_sharded_factors_that_may_miss_copies_of_the_top_eigenvalue_warn():
         if result['copies'] < 40:
             assert any('copies of the eigenvalue 0.5' in m and 'block size 16' in m
                        for m in result['warnings']), result
+
+
+def _shards_of_two_graphs(rank, world_size):
+    # Shards read from the local disks of two machines, one of which holds an
+    # older graph of the same size: no marker file can tell, the ranks' keys do.
+    from torch_geometric_regcn.datasets import contextual_sbm
+    data = contextual_sbm(num_nodes=200, num_classes=3, num_features=8, seed=rank)
+    shard = partition(data, world_size)[rank]
+    out = {}
+    for name, transform in [('semantic', SemanticGraph(k=4, progress=False,
+                                                       group=dist.group.WORLD)),
+                            ('lowrank', LowRankInverse(1.0, 0.2, 6, progress=False,
+                                                       group=dist.group.WORLD))]:
+        try:
+            transform(shard.clone())
+        except ValueError as error:
+            out[name] = str(error)
+    return out
+
+
+@pytest.mark.slow
+def test_shards_of_different_graphs_raise_on_every_rank():
+    for out in run_ranks(_shards_of_two_graphs, 2, timeout=120.0):
+        for name in ('semantic', 'lowrank'):
+            assert "the graph the shard was cut from ('data.graph_key'" in out[name]

@@ -200,3 +200,32 @@ def test_node_indices_and_whole_graph_objects_are_dropped_with_a_warning(method)
     assert all(f"'{key}'" in message for key in ('train_idx', 'x_t', 'names'))
     for shard in shards:
         assert 'train_idx' not in shard and 'x_t' not in shard and 'names' not in shard
+
+
+def test_saved_shards_keep_the_graph_level_values(tmp_path):
+    # partition() keeps Python scalars and strings in every shard; save_partition
+    # wrote the tensors only, so a loaded shard lost them without a word.
+    data = _graph()
+    data.num_classes, data.name, data.scale = 3, 'csbm', 0.5
+    save_partition(partition(data, 2), tmp_path)
+    for rank in range(2):
+        loaded = load_partition(tmp_path, rank, 2)
+        assert (loaded.num_classes, loaded.name, loaded.scale) == (3, 'csbm', 0.5)
+
+
+def test_shards_of_an_older_graph_are_refused(tmp_path):
+    # A root that held the shards of one graph in 2 parts, then got those of an
+    # updated graph (the same size) in 3 parts, or part 0 only in 2 parts: the
+    # stale files of the first graph loaded as if they were the second's.
+    old, new = _graph(), _graph()
+    new.edge_index = new.edge_index[:, 1:]
+    new.edge_weight = new.edge_weight[1:]
+    save_partition(partition(old, 2), tmp_path)
+    save_partition(partition(new, 3), tmp_path)
+    load_partition(tmp_path, 0, 3)
+    with pytest.raises(ValueError, match='another graph than the one save_partition'):
+        load_partition(tmp_path, 0, 2)
+    save_partition(partition(new, 2)[:1], tmp_path)  # one machine rewrote its shard only
+    load_partition(tmp_path, 0, 2)
+    with pytest.raises(ValueError, match='stale file of an older save'):
+        load_partition(tmp_path, 1, 2)

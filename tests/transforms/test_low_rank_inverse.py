@@ -412,3 +412,15 @@ def test_a_shard_without_its_group_is_refused():
     shard = partition(data, 2)[0]
     with pytest.raises(ValueError, match=r"'data.partition' is part 0 of 2"):
         LowRankInverse(1.0, 0.0, rank=3, progress=False)(shard)
+
+
+@pytest.mark.parametrize('bad', [lambda x: x[0, 0], lambda x: x.numpy(), lambda x: x.tolist()])
+def test_features_that_are_no_matrix_are_named(bad):
+    # data.x.size(0) was read before data.x was checked: an IndexError, "'int'
+    # object is not callable" or an AttributeError that named nothing (and, on
+    # shards, escaped the ranks' agreement, leaving the others waiting).
+    from torch_geometric_regcn.datasets import contextual_sbm
+    data = contextual_sbm(num_nodes=60, num_classes=3, num_features=4, seed=0)
+    data.x = bad(data.x)
+    with pytest.raises((TypeError, ValueError), match="'data.x' must be"):
+        LowRankInverse(1.0, 0.2, 4, progress=False)(data)

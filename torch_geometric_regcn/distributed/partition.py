@@ -1,4 +1,5 @@
 r"""Splitting a graph into row shards, one per process, and keeping them on disk."""
+import hashlib
 import os
 import os.path as osp
 import warnings
@@ -94,8 +95,11 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     scalars and strings, 0-dim tensors, floating-point tensors of no node
     dimension such as class weights) unchanged, :obj:`data.partition` (a
     :class:`~torch_geometric_regcn.distributed.RowPartition`) and
-    :obj:`data.node_id`, the index of each row in :obj:`data`. No shard holds
-    anything of size :math:`N \times F` or :math:`N \times N`.
+    :obj:`data.node_id`, the index of each row in :obj:`data`, and
+    :obj:`data.graph_key`, a digest of the graph's edges and edge weights
+    (:math:`O(E)`), by which :func:`load_partition`, :class:`SemanticGraph`
+    and :class:`LowRankInverse` refuse shards of different graphs. No shard
+    holds anything of size :math:`N \times F` or :math:`N \times N`.
 
     With :obj:`method="contiguous"` the nodes keep their order (a shard is a
     block of rows, :obj:`node_id` is :obj:`arange(start, end)`), which suits
@@ -158,6 +162,7 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
                 raise ValueError(f"'data.{name}' must have one row per edge of "
                                  f"'data.{key}', {data[key].size(1)} (got "
                                  f"{data[name].size(0)})")
+    graph_key = _graph_key(num_nodes, data, present)
     if method == 'metis':  # the pattern of the operators: every edge set the shards hold
         graph = torch.cat([torch.empty(2, 0, dtype=torch.long)] + [
             data[key].cpu() for key in EDGE_KEYS if key in data and data[key] is not None],
@@ -204,6 +209,7 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
             for name, value in attrs.items():
                 shard[name] = value[cuts[p]:cuts[p + 1]]
         shard.node_id = rows
+        shard.graph_key = graph_key  # the graph it was cut from (its edges), see load_partition
         shard.partition = RowPartition(tuple(bounds), p)
         shards.append(shard)
     return shards
@@ -220,6 +226,25 @@ def _graph_level(value: Any, num_nodes: int) -> bool:
     if isinstance(value, Tensor):
         return value.dim() == 0 or (value.is_floating_point() and num_nodes not in value.shape)
     return False
+
+
+def _graph_key(num_nodes: int, data: Data, present: List[str]) -> str:
+    r"""A hex digest of the graph :func:`partition` cuts: its node count and
+    the bytes of every edge set and edge weight (:math:`O(E)`), which every
+    shard carries as :obj:`graph_key` so that shards of different graphs are
+    told apart. The features are not read."""
+    digest = hashlib.blake2b(digest_size=20)
+    digest.update(f'nodes {num_nodes}'.encode())
+    for key in present:
+        for name in (key, *EDGE_KEYS[key]):
+            value = data[name] if name in data else None
+            if not isinstance(value, Tensor):
+                continue
+            value = value.detach().cpu()
+            value = value.double() if value.is_floating_point() else value.long()
+            digest.update(f'|{name} {tuple(value.shape)}|'.encode())
+            digest.update(value.contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _edge_set_of(name: str, rows: int, present: List[str], data: Data) -> Optional[str]:
@@ -250,6 +275,11 @@ def _rows(value: Tensor, rows: Tensor) -> Tensor:
     return value[rows]
 
 
+#: The file of a shard directory that names the graph of the last
+#: :func:`save_partition`, whose shards :func:`load_partition` alone reads.
+GRAPH_KEY_FILE = 'graph-key.txt'
+
+
 def _shard_path(root: str, rank: int, num_parts: int) -> str:
     return osp.join(osp.expanduser(root), f'part-{rank}-of-{num_parts}.pt')
 
@@ -270,12 +300,22 @@ def save_partition(shards: List[Data], root: Union[str, 'os.PathLike[str]']) -> 
         payload = {'bounds': list(part.bounds), 'rank': part.rank,
                    'tensors': {key: value for key, value in shard.items()
                                if isinstance(value, Tensor)},
+                   'values': {key: value for key, value in shard.items()
+                              if isinstance(value, (bool, int, float, str))
+                              and key not in ('num_nodes', 'graph_key')},
+                   'graph_key': shard.get('graph_key'),
                    'num_nodes': part.num_local}
         path = _shard_path(root, part.rank, part.num_parts)
         tmp = f'{path}.tmp-{os.getpid()}'
         torch.save(payload, tmp)
         os.replace(tmp, path)
         paths.append(path)
+    keys = {shard.get('graph_key') for shard in shards}
+    if len(keys) == 1 and None not in keys:  # the graph of the last save: older files are stale
+        marker = osp.join(osp.expanduser(root), GRAPH_KEY_FILE)
+        with open(f'{marker}.tmp-{os.getpid()}', 'w') as file:
+            file.write(keys.pop())
+        os.replace(f'{marker}.tmp-{os.getpid()}', marker)
     return paths
 
 
@@ -297,6 +337,19 @@ def load_partition(root: Union[str, 'os.PathLike[str]'], rank: int,
     if len(bounds) != num_parts + 1 or int(payload['rank']) != rank:
         raise ValueError(f"'{path}' holds part {payload['rank']} of {len(bounds) - 1}, not "
                          f"{rank} of {num_parts}")
-    shard = Data(num_nodes=int(payload['num_nodes']), **payload['tensors'])
+    marker = osp.join(osp.expanduser(root), GRAPH_KEY_FILE)
+    graph_key = payload.get('graph_key')
+    if osp.exists(marker):
+        with open(marker) as file:
+            latest = file.read().strip()
+        if graph_key != latest:
+            raise ValueError(f"'{path}' holds a shard of another graph than the one "
+                             f"save_partition() last wrote to '{root}' (a stale file of an "
+                             f"older save); write the shards of {num_parts} parts again with "
+                             f"save_partition(partition(data, {num_parts}), root)")
+    shard = Data(num_nodes=int(payload['num_nodes']), **payload['tensors'],
+                 **payload.get('values', {}))
+    if graph_key is not None:
+        shard.graph_key = graph_key
     shard.partition = RowPartition(bounds, rank)
     return shard

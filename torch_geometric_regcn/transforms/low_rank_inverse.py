@@ -46,6 +46,7 @@ from torch_geometric_regcn.utils.validation import (
     check_node_features,
     check_real,
     check_seed,
+    check_tensor,
     real_features,
     solve_dtype,
 )
@@ -114,6 +115,11 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
     error = part = None
     values: Dict[str, Any] = {}
     try:
+        if data.x is not None:  # before PyG infers data.num_nodes from it
+            check_tensor('data.x', data.x, 'a tensor of node features [num_nodes, channels]')
+            if data.x.dim() == 0:
+                raise ValueError("'data.x' must be a node feature matrix [num_nodes, "
+                                 "channels] (got a 0-dimensional tensor)")
         if group is not None:
             part = check_partition(data.partition if 'partition' in data else None, group)
         elif isinstance(data.partition if 'partition' in data else None, RowPartition) \
@@ -157,7 +163,9 @@ def _shard_arguments(data: Data, part: RowPartition) -> Dict[str, Any]:
             "whether 'data.edge_weight' is given": _edge_weight(data) is not None,
             "whether 'data.semantic_edge_index' is given": _semantic(data) is not None,
             "whether 'data.x' is given": data.x is not None,
-            "the dtype and device of 'data.x'": (dtype, device.type)}
+            "the dtype and device of 'data.x'": (dtype, device.type),
+            "the graph the shard was cut from ('data.graph_key', see partition())":
+                data.get('graph_key')}
 
 
 def _check_shard_edges(data: Data, part: RowPartition, beta: float) -> None:

@@ -6,7 +6,12 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-from torch_geometric_regcn.distributed.collectives import Group, SharesGroup, agree, check_group
+from torch_geometric_regcn.distributed.collectives import (
+    Group,
+    SharesGroup,
+    agree_arguments,
+    check_group,
+)
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
 from torch_geometric_regcn.knn import KNN_METHODS, knn_graph_cosine
 from torch_geometric_regcn.transforms.attributes import EDGE_INDEX, check_outputs
@@ -95,6 +100,7 @@ class SemanticGraph(SharesGroup, BaseTransform):
 
     def forward(self, data: Data) -> Data:
         error = x = partition = None
+        same = {}
         try:  # with a group, a rank with a bad shard makes every rank raise, none waits
             x = self._features(data)
             check_outputs(data, ['semantic_edge_index'], 'SemanticGraph', EDGE_INDEX)
@@ -109,9 +115,11 @@ class SemanticGraph(SharesGroup, BaseTransform):
                     raise ValueError(f"'data.x' has {x.size(0)} rows but the graph has "
                                      f"{data.num_nodes} nodes (data.num_nodes); give one row "
                                      f"per node")
+            same = {"the graph the shard was cut from ('data.graph_key', see partition())":
+                    data.get('graph_key')}
         except (TypeError, ValueError) as exc:
             error = exc
-        agree(error, self.group, 'SemanticGraph')
+        agree_arguments(self.group, 'SemanticGraph', same, error)
         data.semantic_edge_index = knn_graph_cosine(
             x, self.k, self.block_size, self.method, self.progress, self._generator(),
             partition=partition, group=self.group)
