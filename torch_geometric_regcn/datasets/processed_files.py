@@ -96,10 +96,12 @@ def record_raw_files(folder: str, raw_dir: str,
     os.replace(partial, path)  # atomic: a concurrent reader sees one record or the other
 
 
-def _raw_changed(folder: str, processed_names: Sequence[str], raw_dir: str) -> Optional[str]:
+def _raw_changed(folder: str, processed_names: Sequence[str], raw_dir: str,
+                 now: Dict[str, List[int]]) -> Optional[str]:
     r"""Why the processed files in :obj:`folder` may not hold what the raw
-    files in :obj:`raw_dir` hold now, or :obj:`None`: no processed file yet
-    (the loader makes them), or a record that matches."""
+    files in :obj:`raw_dir` hold now (:obj:`now`, their :func:`raw_files`),
+    or :obj:`None`: no processed file yet (the loader makes them), or a
+    record that matches."""
     if not any(osp.isfile(osp.join(folder, name)) for name in processed_names):
         return None
     try:
@@ -107,7 +109,6 @@ def _raw_changed(folder: str, processed_names: Sequence[str], raw_dir: str) -> O
             recorded = json.load(f)
     except (OSError, ValueError):
         recorded = None
-    now = raw_files(raw_dir)
     if recorded == now:
         return None
     if not os.access(folder, os.W_OK):
@@ -124,7 +125,8 @@ def _raw_changed(folder: str, processed_names: Sequence[str], raw_dir: str) -> O
 
 
 def vet_processed(folder: str, processed_names: Sequence[str], force_reload: bool,
-                  raw_dir: Optional[str] = None) -> bool:
+                  raw_dir: Optional[str] = None,
+                  raw: Optional[Dict[str, List[int]]] = None) -> bool:
     r"""Returns the :obj:`force_reload` to pass to a dataset whose processed
     files :obj:`processed_names` lie in :obj:`folder`: :obj:`True` (with a
     warning per file) when one of them, or PyG's :obj:`pre_transform.pt` or
@@ -136,7 +138,8 @@ def vet_processed(folder: str, processed_names: Sequence[str], force_reload: boo
     Given :obj:`raw_dir`, also :obj:`True` when the raw files there differ
     (in name, size or modification time) from the record of those the
     processed files were made from (:func:`record_raw_files`, which the
-    caller writes after loading), with a warning where a record existed, or
+    caller writes after loading; :obj:`raw`: their :func:`raw_files` if the
+    caller took them already), with a warning where a record existed, or
     when there is no record: a replaced raw file is read again, never
     answered with the old processed data."""
     if force_reload:
@@ -152,7 +155,8 @@ def vet_processed(folder: str, processed_names: Sequence[str], force_reload: boo
             UserWarning, stacklevel=3)
     if bad or raw_dir is None:
         return bool(bad)
-    reason = _raw_changed(folder, processed_names, raw_dir)
+    reason = _raw_changed(folder, processed_names, raw_dir,
+                          raw_files(raw_dir) if raw is None else raw)
     if reason is not None and reason.startswith('the raw files changed'):
         warnings.warn(f"The processed files in '{folder}' are not those of the raw files in "
                       f"'{raw_dir}' ({reason}): the dataset is processed again",
@@ -180,9 +184,9 @@ class SafeInMemoryDataset(InMemoryDataset):
         names = self.processed_file_names
         names = [names] if isinstance(names, str) else list(names)
         raw_dir = osp.join(root, self.name, 'raw')
+        before = raw_files(raw_dir)  # compared with the record, and after the load
         force_reload = vet_processed(osp.join(root, self.name, 'processed'), names,
-                                     bool(force_reload), raw_dir)
-        before = raw_files(raw_dir)
+                                     bool(force_reload), raw_dir, before)
         super().__init__(root, transform, pre_transform, force_reload=force_reload)
         self.load(self.processed_paths[0])
         record_raw_files(self.processed_dir, self.raw_dir, before)

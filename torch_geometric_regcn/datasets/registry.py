@@ -158,8 +158,8 @@ def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[C
     folder, file = _PYG_PROCESSED.get(canonical, (canonical, 'data.pt'))
     folder = osp.join(osp.expanduser(fs.normpath(root)), folder)
     processed_dir, raw_dir = osp.join(folder, 'processed'), osp.join(folder, 'raw')
-    force_reload = vet_processed(processed_dir, [file], force_reload, raw_dir)
-    before = raw_files(raw_dir)
+    before = raw_files(raw_dir)  # compared with the record, and after the load
+    force_reload = vet_processed(processed_dir, [file], force_reload, raw_dir, before)
     dataset = _pyg_dataset(canonical, root, transform, pre_transform, force_reload)
     record_raw_files(processed_dir, raw_dir, before)
     return dataset
