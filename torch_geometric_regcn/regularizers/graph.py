@@ -354,7 +354,7 @@ class GraphOperators:
         through :attr:`propagate`, which scales its entries by the mask
         (:math:`O(\mathrm{nnz} \cdot N)`, next to the :math:`O(N^3)` dense
         solve), else :meth:`~torch.Tensor.to_dense`."""
-        if not getattr(self, 'masked', False):
+        if not self.masked:
             return matrix.to_dense()
         eye = torch.eye(matrix.size(1), dtype=matrix.dtype, device=matrix.device)
         return self.matmul(matrix, eye)
