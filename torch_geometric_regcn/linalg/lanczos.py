@@ -13,7 +13,6 @@ from torch_geometric_regcn.distributed.collectives import (
     all_gather,
     all_reduce,
     consensus,
-    rank_of,
 )
 from torch_geometric_regcn.linalg.blocks import gram, tall_qr
 from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
@@ -26,6 +25,7 @@ from torch_geometric_regcn.linalg.eigenpairs import (
     select,
     small_eigh,
 )
+from torch_geometric_regcn.linalg.random_rows import RandomRows
 from torch_geometric_regcn.linalg.sharded_matrix import (
     ShardedMatrix,
     gather_dense,
@@ -59,12 +59,12 @@ def _orthogonalize(block: Tensor, basis: Tensor, group: Group) -> Tuple[Tensor, 
     return block, coefficients
 
 
-def _orthonormal_block(block: Tensor, basis: Tensor, scale: float,
-                       generator: Optional[torch.Generator],
+def _orthonormal_block(block: Tensor, basis: Tensor, scale: float, random: RandomRows,
                        group: Group, deflate: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     r"""QR of :obj:`block` (already orthogonal to :obj:`basis`). Columns that
     are numerically dependent (the Krylov space became invariant) are replaced
-    by random directions orthogonal to :obj:`basis` and the block, so that the
+    by random directions (drawn from :obj:`random`) orthogonal to
+    :obj:`basis` and the block, so that the
     returned :math:`\mathbf{Q}` always extends :obj:`basis` orthonormally and
     :math:`\text{block} \approx \mathbf{Q}\mathbf{R}` still holds. The
     random directions are also made orthogonal to :obj:`deflate`, if given."""
@@ -87,8 +87,7 @@ def _orthonormal_block(block: Tensor, basis: Tensor, scale: float,
         r = gram(q, block, group)
     if bool(deficient.any()):
         good = q[:, (~deficient).to(q.device)]
-        fresh = torch.randn(block.size(0), int(deficient.sum()), dtype=block.dtype,
-                            device=block.device, generator=generator)
+        fresh = random.draw(int(deficient.sum()))
         if deflate is not None:
             fresh, _ = _orthogonalize(fresh, deflate, group)
         fresh, _ = _orthogonalize(fresh, torch.cat([basis, good], dim=1), group)
@@ -131,7 +130,7 @@ class Workspace(NamedTuple):
 
 def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, basis: Tensor, keep: int,
                    max_cycles: int, done: Callable[[int, Tensor, Tensor, Tensor], bool],
-                   generator: Optional[torch.Generator],
+                   random: RandomRows,
                    step: Optional[StepCallback] = None,
                    group: Group = None,
                    deflate: Optional[Tensor] = None) -> tuple[int, Tensor, Tensor]:
@@ -168,7 +167,7 @@ def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, basis: Tens
             projected[:size, size - b:size] = coefficients
             scale = max(scale, float(coefficients[size - b:].abs().max()))
             basis[:, size:size + b], _ = _orthonormal_block(block, basis[:, :size], scale,
-                                                            generator, group, deflate)
+                                                            random, group, deflate)
             if step is not None:
                 step(cycle, steps - (m - size) // b, steps)
             if size == m:
@@ -262,7 +261,7 @@ def _rounding_floor(dtype: torch.dtype) -> float:
 
 
 def _locate_spectrum(operator: Tensor, k: int, which: str, workspace: Workspace, start: Tensor,
-                     generator: Optional[torch.Generator],
+                     random: RandomRows,
                      step: Optional[StepCallback] = None,
                      deflate: Optional[Tensor] = None) -> FilterWindow:
     r"""Locates the spectrum of :obj:`operator` with one plain Lanczos cycle
@@ -273,7 +272,7 @@ def _locate_spectrum(operator: Tensor, k: int, which: str, workspace: Workspace,
     in :func:`_thick_restart`, with cycle :obj:`0`."""
     plain = chebyshev_filter(operator, -1.0, 1.0, 1, 1.0, workspace.blocks)  # T_1 on [-1, 1]: S
     _, theta, _ = _thick_restart(plain, start, workspace.basis, 0, 1,
-                                 lambda *_: True, generator,
+                                 lambda *_: True, random,
                                  None if step is None else lambda _, i, n: step(0, i, n),
                                  _group_of(operator), deflate)
     top, bottom = float(theta[0]), float(theta[-1])
@@ -329,7 +328,7 @@ class _FilteredCycles:
         self.blocks: Tuple[Tensor, ...] = ()
 
     def run(self, start: Tensor, workspace: Workspace, keep: int, max_cycles: int,
-            generator: Optional[torch.Generator]) -> FilterRun:
+            random: RandomRows) -> FilterRun:
         r"""Runs at most :obj:`max_cycles` cycles from the block :obj:`start`
         in :obj:`workspace`."""
         window, blocks = self.window, workspace.blocks
@@ -343,7 +342,7 @@ class _FilteredCycles:
             self.product = lambda block: _orthogonalize(product(block), deflate, group)[0]
         step = self.step_callback
         cycles = _thick_restart(
-            apply, start, workspace.basis, keep, max_cycles, self, generator,
+            apply, start, workspace.basis, keep, max_cycles, self, random,
             None if step is None else lambda c, i, n: step(self.cycles_before + c, i, n),
             group, deflate)[0]
         return FilterRun(cycles, self.last, self.best)
@@ -628,8 +627,11 @@ def block_lanczos(
     per step), so every rank sees the same projected matrix and takes the
     same decisions (on ranks of one kind of hardware, whose LAPACK gives the
     same bits for the same input). The returned eigenvectors are this rank's
-    rows; each rank draws its rows of the random starting block from its own
-    stream, seeded from :obj:`generator`.
+    rows; every random block (the start, a refilled dependent block) is drawn
+    by global row (:class:`~torch_geometric_regcn.linalg.random_rows.RandomRows`,
+    seeded by one draw from rank 0's :obj:`generator`), so the shards start from
+    the single-process solve's rows and differ from it only by the rounding of
+    their sums.
 
     Args:
         operator (torch.Tensor or ShardedMatrix): The symmetric :math:`N
@@ -742,20 +744,20 @@ def block_lanczos(
                 f"'tol'{precision_hint(operator)}", UserWarning, stacklevel=3)
         return EigenPairs(theta, vectors, residual, 0, converged)
 
-    rows = n if group is None else operator.partition.num_local
-    if group is not None:  # each rank its own stream, drawn from the caller's
-        seed = int(torch.randint(2**62, (1,), generator=generator, device=generator.device
-                                 if generator is not None else 'cpu'))
-        generator = torch.Generator(device).manual_seed(seed + rank_of(group))
+    # every random block by global row: shards draw the single process's rows
+    first, last = (0, n) if group is None else (operator.partition.start,
+                                                operator.partition.end)
+    rows, random = last - first, RandomRows.seeded(generator, n, first, last, dtype, device,
+                                                   group)
 
     with reusing_buffer(operator):  # the products' halo exchanges in one kept buffer
         workspace = Workspace.allocate(rows, m, b, dtype, device)
 
         def start() -> Tensor:  # a random block, in the workspace (free until the first product)
-            return torch.randn(rows, b, generator=generator, out=workspace.blocks[0])
+            return random.draw(b, out=workspace.blocks[0])
 
         window = _locate_spectrum(operator, k, which, workspace, start(),  # plain Lanczos
-                                  generator, step_callback, deflate)
+                                  random, step_callback, deflate)
         if callback is not None:  # no pairs yet: a progress report only
             callback(0, math.inf)
         degree += degree % 2 if which == 'LM' else 0  # an even filter treats both ends alike
@@ -765,7 +767,7 @@ def block_lanczos(
             filtered = _FilteredCycles(operator, k, which, tol, window, degree, best, cycles,
                                        callback, step_callback, residuals_callback, deflate)
             best = None  # held by 'filtered' alone, which drops it for better pairs
-            run = filtered.run(start(), workspace, keep, max_iter - cycles, generator)
+            run = filtered.run(start(), workspace, keep, max_iter - cycles, random)
             del filtered
             cycles, best = cycles + run.cycles, run.best
             last, floor = run.last.pairs, run.last.floor

@@ -1,0 +1,66 @@
+"""block_lanczos on the row shards of 2 and 3 gloo ranks against the same call
+in one process: the shards draw every random block by global row
+(linalg.random_rows) from rank 0's generator and take the same decisions, so
+they run the single-process iteration with sums in another order."""
+import pytest
+import torch
+import torch.distributed as dist
+
+from tests.distributed.launch import requires_gloo, run_ranks
+from tests.linalg.helpers import operator
+from torch_geometric_regcn.distributed.row_partition import RowPartition
+from torch_geometric_regcn.linalg import ShardedMatrix, block_lanczos
+from torch_geometric_regcn.linalg.random_rows import RandomRows
+
+pytestmark = requires_gloo
+
+N, K, TOL = 600, 12, 1e-4
+
+
+def _solve(s, which, seed):
+    return block_lanczos(s, K, which, tol=TOL, generator=torch.Generator().manual_seed(seed))
+
+
+def _sharded(rank, world_size, which):
+    s = operator(N).to_sparse_coo().coalesce()
+    part = RowPartition.even(N, world_size, rank)
+    index, values = s.indices(), s.values()
+    mine = (index[0] >= part.start) & (index[0] < part.end)
+    shard = ShardedMatrix(index[:, mine], values[mine], part, dist.group.WORLD)
+    # each rank's generator differs: rank 0's seeds the one stream
+    return _solve(shard, which, seed=rank), (part.start, part.end)
+
+
+@pytest.mark.parametrize('world_size', [2, 3])
+@pytest.mark.parametrize('which', ['LA', 'LM'])
+def test_sharded_block_lanczos_is_the_single_process_iteration(world_size, which):
+    results = run_ranks(_sharded, world_size, which)
+    single = _solve(operator(N), which, seed=0)
+    vectors = torch.cat([pairs.eigenvectors for pairs, _ in results])
+    assert [bounds for _, bounds in results] == [
+        (p.start, p.end) for p in (RowPartition.even(N, world_size, r)
+                                   for r in range(world_size))]
+    for pairs, _ in results:
+        assert pairs.iterations == single.iterations
+        # the same Ritz values to float64 rounding (|lambda| <= 1)
+        torch.testing.assert_close(pairs.eigenvalues, single.eigenvalues, rtol=0, atol=1e-12)
+    # The same vectors, signs included: sums in another order (~1e-16 relative
+    # each), amplified by ||S|| / gap through the iteration (measured ~1e-13).
+    # A start drawn per rank converges to another basis of the same pairs, which
+    # agrees to the tolerance only (~1e-7 at tol 1e-4), and LAPACK's own signs
+    # flip vectors: 1e-10 fails either.
+    assert float((vectors - single.eigenvectors).abs().max()) < 1e-10
+
+
+def test_random_rows_do_not_depend_on_the_rows_held():
+    whole = RandomRows(7, 70_000, 0, 70_000, torch.float64, torch.device('cpu'))
+    expected = [whole.draw(3), whole.draw(2)]
+    # shards that cut the chunks of ROW_CHUNK rows anywhere, an empty one included
+    for bounds in ([0, 10, 65_536, 65_537, 70_000, 70_000], [0, 35_000, 70_000]):
+        parts = [RandomRows(7, 70_000, a, b, torch.float64, torch.device('cpu'))
+                 for a, b in zip(bounds[:-1], bounds[1:])]
+        for columns, reference in zip((3, 2), expected):
+            assert torch.equal(torch.cat([p.draw(columns) for p in parts]), reference)
+    assert not torch.equal(expected[0][:, :2], expected[1])  # draws differ
+    assert abs(float(expected[0].mean())) < 0.02  # standard normal: 210,000 draws,
+    assert abs(float(expected[0].std()) - 1) < 0.02  # sd of the mean ~0.002
