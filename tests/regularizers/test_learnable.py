@@ -486,3 +486,28 @@ def test_a_fixed_coefficient_checkpoint_seeds_a_learning_module():
     missing = learning.load_state_dict(fixed.state_dict(), strict=False).missing_keys
     assert missing == ['regularizer.raw_alpha']
     assert float(learning.regularizer.alpha.detach()) == pytest.approx(0.05, rel=1e-6)
+
+
+@pytest.mark.parametrize('name, learn, coefficients', [
+    ('appnp', ('alpha',), {}), ('tsgcn', ('alpha', 'beta'), dict(alpha=0.7, beta=0.3)),
+    ('polynomial', ('gamma',), dict(K=3))])
+def test_a_layer_learning_coefficients_builds_on_the_meta_device(name, learn, coefficients):
+    # Built under torch.device('meta') (deferred initialisation), materialised with
+    # to_empty() and reset_parameters(): every parameter on the meta device first,
+    # then the same layer as one built on the CPU, its learned coefficients at
+    # their start values.
+    x, edge_index, semantic = graph()
+    inputs = dict(semantic_edge_index=semantic) if name == 'tsgcn' else {}
+    with torch.device('meta'):
+        layer = RegularizerConv(F, 3, name, solver='closed', learn=learn, **coefficients)
+    assert {p.device.type for p in layer.parameters()} == {'meta'}
+    repr(layer)
+    layer = layer.to_empty(device='cpu').double()
+    layer.reset_parameters()
+    reference = RegularizerConv(F, 3, name, solver='closed', learn=learn,
+                                **coefficients).double()
+    for coefficient in learn:
+        assert torch.equal(torch.as_tensor(getattr(layer.regularizer, coefficient)),
+                           torch.as_tensor(getattr(reference.regularizer, coefficient)))
+    reference.load_state_dict(layer.state_dict())
+    assert torch.equal(layer(x, edge_index, **inputs), reference(x, edge_index, **inputs))

@@ -86,3 +86,25 @@ def test_a_graph_stored_as_adj_t_is_read_or_refused_never_taken_for_no_edges():
     del factors.edge_index
     factors.adj_t = sparse.adj_t
     PropagateFeatures()(factors)
+
+
+def test_heterogeneous_graphs_are_refused_by_name_with_the_conversion():
+    # Each transform read 'data.x' first: AttributeError "'HeteroData' has no attribute 'x'".
+    from torch_geometric.data import HeteroData
+
+    from torch_geometric_regcn import (
+        LaplacianEigenPE,
+        LowRankInverse,
+        PropagateFeatures,
+        SemanticGraph,
+    )
+    data = HeteroData()
+    data['paper'].x = torch.randn(4, 3)
+    data['paper', 'cites', 'paper'].edge_index = torch.tensor([[0, 1], [1, 2]])
+    for name, transform in (('LaplacianEigenPE', LaplacianEigenPE(2)),
+                            ('SemanticGraph', SemanticGraph(2, progress=False)),
+                            ('LowRankInverse', LowRankInverse(1.0, 0.2, 2, progress=False)),
+                            ('PropagateFeatures', PropagateFeatures())):
+        with pytest.raises(TypeError, match=rf"^{name} takes a homogeneous graph.*got "
+                                            rf"HeteroData.*to_homogeneous\(\)"):
+            transform(data)

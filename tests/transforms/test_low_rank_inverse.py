@@ -424,3 +424,27 @@ def test_features_that_are_no_matrix_are_named(bad):
     data.x = bad(data.x)
     with pytest.raises((TypeError, ValueError), match="'data.x' must be"):
         LowRankInverse(1.0, 0.2, 4, progress=False)(data)
+
+
+def test_a_batch_needing_a_semantic_search_is_refused_and_one_with_graphs_of_its_own_is_not():
+    # beta > 0 without 'semantic_edge_index': a kNN search over the Batch's rows
+    # would join its graphs. beta = 0, or each graph's semantic graph collated:
+    # the factors of the block-diagonal operator, valid for the batch.
+    from torch_geometric.data import Batch
+
+    from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
+    gen = torch.Generator().manual_seed(0)
+    graphs = [Data(x=torch.randn(n, 4, dtype=torch.float64, generator=gen),
+                   edge_index=messy_graph(n, num_edges=3 * n, seed=n)) for n in (20, 24)]
+    batch = Batch.from_data_list(graphs)
+    with pytest.raises(ValueError, match=r'^LowRankInverse got a Batch of 2 graphs, whose kNN'):
+        LowRankInverse(1.0, 0.5, 4, progress=False)(batch.clone())
+    with_semantic = Batch.from_data_list([SemanticGraph(3, progress=False)(g.clone())
+                                          for g in graphs])
+    for data, beta in ((batch, 0.0), (with_semantic, 0.5)):
+        out = LowRankInverse(1.0, beta, 44, progress=False, tol=1e-12)(data.clone())
+        s = tsgcn_operator(data, 1.0, beta).to_dense()
+        values = -(out.lowrank_w * out.lowrank_v).sum(dim=0)
+        # every eigenvalue of the union's S, to the solver's 1e-12 of ||S|| <= 1
+        torch.testing.assert_close(values.sort().values, torch.linalg.eigvalsh(s), rtol=0,
+                                   atol=1e-10)

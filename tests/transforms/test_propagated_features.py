@@ -258,3 +258,39 @@ def test_features_that_overflow_the_dtype_of_x_are_refused():
     transform = PropagateFeatures(hops=2, solver='cg', alpha=1.0, beta=0.0)
     with pytest.raises(ValueError, match="exceed the range of 'data.x' \\(torch.float16"):
         transform(data)
+
+
+def test_a_batch_of_graphs_with_their_own_factors_is_refused():
+    # Factors of each graph stacked by rows: V^T W stays diagonal (the layers'
+    # check of sliced factors passes), but W V^T couples the graphs.
+    from torch_geometric.data import Batch
+    graphs = [LowRankInverse(1.0, 0.3, rank=5, progress=False)(graph(seed, n=n))
+              for seed, n in ((0, 20), (1, 24))]
+    batch = Batch.from_data_list(graphs)
+    with pytest.raises(ValueError, match=r'^PropagateFeatures got a Batch of 2 graphs'):
+        PropagateFeatures()(batch)
+    with pytest.raises(ValueError, match=r'^PropagateFeatures got a Batch of 2 graphs'):
+        PropagateFeatures(solver='cg', alpha=1.0, beta=0.3, k=3)(
+            Batch.from_data_list([g.clone() for g in graphs]).clone().update(
+                {'semantic_edge_index': None}))
+    # with each graph's semantic graph, cg propagates the block-diagonal operator
+    out = PropagateFeatures(solver='cg', alpha=1.0, beta=0.3, tol=1e-12)(batch).x1
+    per_graph = torch.cat([PropagateFeatures(solver='cg', alpha=1.0, beta=0.3, tol=1e-12)(g).x1
+                           for g in graphs])
+    torch.testing.assert_close(out, per_graph, rtol=1e-9, atol=1e-10)
+
+
+def test_factors_of_a_batch_as_a_whole_propagate_the_block_diagonal_operator():
+    # LowRankInverse on the Batch (beta = 0: no kNN search) factorises the
+    # block-diagonal operator of the union: the factors are the batch's own, not
+    # collated from the graphs, and propagate it (dense reference, full rank).
+    from torch_geometric.data import Batch
+
+    from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
+    batch = Batch.from_data_list([graph(seed, n=n) for seed, n in ((0, 20), (1, 24))])
+    batch = LowRankInverse(1.0, 0.0, rank=44, progress=False, tol=1e-12)(batch)
+    out = PropagateFeatures()(batch).x1
+    s = tsgcn_operator(batch, 1.0, 0.0).to_dense()
+    expected = torch.linalg.solve(torch.eye(44, dtype=s.dtype) - s, batch.x.to(s.dtype))
+    # eigenpairs to 1e-12 of ||S|| <= 1, gains 1 / (1 - lambda) <= 2: ~1e-11 off
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-9)

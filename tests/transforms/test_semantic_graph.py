@@ -92,3 +92,17 @@ def test_a_shard_without_a_group_is_one_part_or_rejected():
     # A 'partition' attribute of another kind is the user's own data, left alone.
     other = SemanticGraph(3)(Data(x=x, partition=torch.arange(30) % 3))
     assert torch.equal(other.semantic_edge_index, whole)
+
+
+def test_a_batch_of_several_graphs_is_refused_before_the_search():
+    # A kNN search over a Batch's rows links nodes of different graphs; one graph
+    # per Batch is a graph.
+    from torch_geometric.data import Batch
+    gen = torch.Generator().manual_seed(0)
+    graphs = [Data(x=torch.randn(n, 3, generator=gen)) for n in (8, 9)]
+    with pytest.raises(ValueError, match=r'^SemanticGraph got a Batch of 2 graphs.*each graph '
+                                         r'before batching'):
+        SemanticGraph(3, progress=False)(Batch.from_data_list(graphs))
+    one = SemanticGraph(3, progress=False)(Batch.from_data_list(graphs[:1]))
+    assert torch.equal(one.semantic_edge_index,
+                       SemanticGraph(3, progress=False)(graphs[0]).semantic_edge_index)

@@ -106,7 +106,10 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     whereas rows of such factors (a subgraph's, as a loader or
     :meth:`~torch_geometric.data.Data.subgraph` slices them) give
     off-diagonal entries, and an error is raised (see
-    :func:`eigenpair_tolerance`). Every core gets the verdict of
+    :func:`eigenpair_tolerance`), as it is for an eigenvalue of
+    :math:`\mathbf{S}` beyond one (beyond its rounding), which tsGCN's
+    operator never has and factors of several graphs stacked by rows (a
+    :class:`~torch_geometric.data.Batch`'s) often do. Every core gets the verdict of
     :func:`check_core_condition` on its smallest pivot: an error when it is
     numerically singular, a warning when its largest gain is imprecise. The
     rounding level is that of the dtype the factors were computed in (float32
@@ -311,6 +314,18 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
             "of S that are all negative, which no tsGCN operator's top pairs have: was "
             "'w' passed for 'v'? Pass v=data.lowrank_v (the layers take (x, lowrank_w, "
             "lowrank_v) in that order)")
+    rounding = ROUNDING_UNITS * torch.finfo(computed).eps * (1 + largest)
+    if off and vtw.size(0) and -off[1] - 1 > rounding:
+        # An eigenvalue of S beyond 1, which no tsGCN operator has (its spectrum lies
+        # within +-(alpha + beta) / (1 + alpha + beta)): the factors of several graphs
+        # stacked by rows, whose V^T W = -(sum of their Lambdas) stays diagonal.
+        raise ValueError(
+            f"the factors 'w' and 'v' give an eigenvalue {-off[1]:.4g} > 1 of S, which no "
+            f"tsGCN operator has (its eigenvalues lie within +-(alpha + beta) / (1 + alpha "
+            f"+ beta)): are they the factors of several graphs stacked by rows (a Batch of "
+            f"graphs that each carry their own LowRankInverse factors)? Their W V^T couples "
+            f"the graphs. Apply the layer to each graph, or compute the factors of the "
+            f"batch as a whole (LowRankInverse on the Batch)")
     if off and not off[0] <= tolerance:
         raise ValueError(
             f"the factors 'w' and 'v' (data.lowrank_w and data.lowrank_v) are not those of "
@@ -326,7 +341,6 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
             f"To train on mini-batches of a larger graph, use MiniBatchTSGCN (refresh(x, w, "
             f"v) with the whole graph, then a batch's rows per step) with "
             f"torch_geometric_regcn.loader.SeedNodeLoader: see docs/minibatch.md")
-    rounding = ROUNDING_UNITS * torch.finfo(computed).eps * (1 + largest)
     if lower < pivot and CoreCondition(lower, rounding, computed).error > GAIN_ACCURACY:
         core = torch.eye(vtw.size(0), dtype=vtw.dtype, device=vtw.device) + vtw.detach()
         exact = float(torch.linalg.svdvals(core.nan_to_num(0.0, 0.0, 0.0))[-1])

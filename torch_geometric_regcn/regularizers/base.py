@@ -356,7 +356,10 @@ class Regularizer(torch.nn.Module):
                               self._raw_value(name, value, low, high, torch.float64), low, high)
         for name, (raw, exact, low, high) in raws.items():
             delattr(self, name)
-            self.register_parameter(f'raw_{name}', torch.nn.Parameter(raw))
+            # On the default device, as the layer's other parameters (the meta
+            # device under torch.device('meta'); the value was checked on the CPU).
+            self.register_parameter(f'raw_{name}', torch.nn.Parameter(
+                raw.to(torch.empty(0).device)))
             learned[name] = (low, high)
             # In float64: a layer cast to float64 before training starts from the
             # exact value (see _apply), and reset_parameters() returns to it.
@@ -719,10 +722,10 @@ def _start_value(name: str, value: Any) -> Tuple[Tensor, Any]:
     :class:`float`, or a list)."""
     if isinstance(value, Tensor) and value.dim() == 0 or isinstance(value, numbers.Real):
         value = float(value)
-        return torch.tensor(value, dtype=torch.float64), value
-    try:
-        value_t = torch.as_tensor(
-            value.detach() if isinstance(value, Tensor) else value, dtype=torch.float64).cpu()
+        return torch.tensor(value, dtype=torch.float64, device='cpu'), value
+    try:  # on the CPU, also under a torch.device('meta') context: the value is checked
+        value_t = torch.as_tensor(value.detach().cpu() if isinstance(value, Tensor) else value,
+                                  dtype=torch.float64, device='cpu')
     except (TypeError, ValueError, RuntimeError):
         value_t = None
     if value_t is None or value_t.dim() != 1:
@@ -734,6 +737,8 @@ def _start_value(name: str, value: Any) -> Tuple[Tensor, Any]:
 
 def _format_value(value: Tensor) -> str:
     r"""A learned coefficient as :meth:`Regularizer.__repr__` writes it."""
+    if value.is_meta:  # built under torch.device('meta'): no value yet
+        return '?' if value.dim() == 0 else f'[{value.numel()} values]'
     if value.dim() == 0:
         return f'{float(value):.4g}'
     return '[' + ', '.join(f'{v:.4g}' for v in value.tolist()) + ']'

@@ -169,3 +169,42 @@ def check_edge_attribute(data: Data, owner: str) -> None:
                     f"it as 'data.{name}' (as T.ToSparseTensor() leaves it) and has no "
                     f"'edge_index': apply {owner} before T.ToSparseTensor(), or set "
                     f"'data.edge_index' (e.g. from torch_geometric.utils.to_edge_index)")
+
+
+
+def check_single_graph(data: Data, owner: str, what: str,
+                       collated: Sequence[str] = ()) -> None:
+    r"""Raises :class:`ValueError` where :obj:`data` is a
+    :class:`~torch_geometric.data.Batch` of several graphs and :obj:`owner`
+    would compute :obj:`what` over their union (a kNN graph over all rows,
+    whose edges join the graphs), as
+    :class:`~torch_geometric_regcn.LaplacianEigenPE` refuses its encoding.
+    With :obj:`collated`, only where one of those attributes was collated
+    from the graphs (each graph's own low-rank factors, stacked: their
+    :math:`\mathbf{W}\mathbf{V}^{\top}` couples the graphs), not where it
+    was computed for the batch as a whole. :math:`O(1)`."""
+    from torch_geometric.data import Batch
+    graphs = data.num_graphs if isinstance(data, Batch) else 1
+    if graphs <= 1:
+        return
+    if collated:
+        stacked = [key for key in collated if key in getattr(data, '_slice_dict', {})]
+        if not stacked:
+            return
+        what = f"{what} (of 'data.{stacked[0]}', collated from each graph's own)"
+    raise ValueError(f"{owner} got a Batch of {graphs} graphs, whose {what} would join "
+                     f"the graphs; apply it to each graph before batching (e.g. as the "
+                     f"dataset's 'pre_transform' or 'transform')")
+
+
+def check_homogeneous(data: Any, owner: str) -> None:
+    r"""Raises :class:`TypeError` where :obj:`data` is a
+    :class:`~torch_geometric.data.HeteroData`, whose attributes live per
+    node and edge type (:obj:`data.x` does not exist), instead of the
+    :class:`AttributeError` of the first attribute read. :math:`O(1)`."""
+    from torch_geometric.data import HeteroData
+    if isinstance(data, HeteroData):
+        raise TypeError(f"{owner} takes a homogeneous graph (torch_geometric.data.Data), "
+                        f"got HeteroData with node types {data.node_types}: apply it to "
+                        f"'data.to_homogeneous()', or to a Data of the node and edge type "
+                        f"you want it on")

@@ -21,6 +21,7 @@ from torch_geometric_regcn.transforms.attributes import (
     NODE_MATRIX,
     SPARSE_ADJACENCIES,
     check_attr_name,
+    check_homogeneous,
     check_outputs,
     form_of,
 )
@@ -182,6 +183,7 @@ class LaplacianEigenPE(BaseTransform):
         self.kwargs = kwargs
 
     def forward(self, data: Data) -> Data:
+        check_homogeneous(data, 'LaplacianEigenPE')
         if self.attr_name is not None:
             check_outputs(data, [self.attr_name], 'LaplacianEigenPE', NODE_MATRIX, 'attr_name')
         elif data.x is not None:  # checked before the solve that the concatenation follows

@@ -35,7 +35,9 @@ from torch_geometric_regcn.transforms import factor_cache
 from torch_geometric_regcn.transforms.attributes import (
     NODE_MATRIX,
     check_edge_attribute,
+    check_homogeneous,
     check_outputs,
+    check_single_graph,
 )
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.progress import EigensolverProgress
@@ -115,6 +117,7 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
     error = part = None
     values: Dict[str, Any] = {}
     try:
+        check_homogeneous(data, what)
         if data.x is not None:  # before PyG infers data.num_nodes from it
             check_tensor('data.x', data.x, 'a tensor of node features [num_nodes, channels]')
             if data.x.dim() == 0:
@@ -142,6 +145,7 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
                                  f"(data.num_nodes); give one row per node")
             if beta > 0 and _semantic(data) is None:  # searched: a real [N, F] matrix
                 check_node_features(real_features(data.x), 'data.x')
+                check_single_graph(data, what, 'kNN graph over all rows')
             else:  # its dtype and device alone are read
                 check_finite('data.x', data.x)
         check_outputs(data, outputs, what, NODE_MATRIX)

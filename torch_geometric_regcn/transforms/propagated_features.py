@@ -14,7 +14,9 @@ from torch_geometric_regcn.transforms.attributes import (
     NODE_MATRIX,
     check_attr_name,
     check_edge_attribute,
+    check_homogeneous,
     check_outputs,
+    check_single_graph,
 )
 from torch_geometric_regcn.utils.validation import (
     all_finite,
@@ -154,6 +156,7 @@ class PropagateFeatures(BaseTransform):
 
     @torch.no_grad()  # a precomputation: no autograd history on what it writes
     def forward(self, data: Data) -> Data:
+        check_homogeneous(data, 'PropagateFeatures')
         x = data.x if 'x' in data else None
         if x is None:
             raise ValueError("PropagateFeatures needs node features 'data.x'")
@@ -164,8 +167,14 @@ class PropagateFeatures(BaseTransform):
                      x._values() if x.layout == torch.sparse_coo else x.values())
         check_outputs(data, self.attr_names, 'PropagateFeatures', NODE_MATRIX, 'prefix',
                       chosen=self.prefix != 'x')
-        if 'adj' in self.regularizer.requires(self.solver):
+        needs = self.regularizer.requires(self.solver)
+        if 'adj' in needs:
             check_edge_attribute(data, 'PropagateFeatures')
+        if 'lowrank' in needs:
+            check_single_graph(data, 'PropagateFeatures', 'propagation by low-rank factors',
+                               collated=('lowrank_w', 'lowrank_v'))
+        elif 'semantic' in needs and 'semantic_edge_index' not in data:
+            check_single_graph(data, 'PropagateFeatures', 'kNN graph over all rows')
         num_nodes = x.size(0)
         dtype = solve_dtype(x.dtype)
         graph = build_graph(

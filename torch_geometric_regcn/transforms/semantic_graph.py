@@ -14,7 +14,12 @@ from torch_geometric_regcn.distributed.collectives import (
 )
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
 from torch_geometric_regcn.knn import KNN_METHODS, knn_graph_cosine
-from torch_geometric_regcn.transforms.attributes import EDGE_INDEX, check_outputs
+from torch_geometric_regcn.transforms.attributes import (
+    EDGE_INDEX,
+    check_homogeneous,
+    check_outputs,
+    check_single_graph,
+)
 from torch_geometric_regcn.utils.validation import (
     check_choice,
     check_int,
@@ -54,12 +59,15 @@ class SemanticGraph(SharesGroup, BaseTransform):
 
     Applied again, it replaces the :obj:`data.semantic_edge_index` it wrote
     before; an attribute of that name that is not an integer edge index
-    :obj:`[2, E]` raises a :class:`ValueError` before the search.
+    :obj:`[2, E]` raises a :class:`ValueError` before the search, as does a
+    :class:`~torch_geometric.data.Batch` of several graphs (a search over its
+    rows would link them: apply it to each graph before batching).
 
     Args:
         k (int): The number of neighbours of each node.
         block_size (int, optional): Rows per block of the exact search.
-            (default: :obj:`None`, about :math:`2^{24} / N` rows)
+            (default: :obj:`None`, about :math:`2^{24} / N` rows on the CPU,
+            eight times that on CUDA)
         method (str, optional): :obj:`"exact"`, :obj:`"ivf"` (approximate),
             :obj:`"faiss"` (the same cells searched by faiss, one process;
             needs ``faiss-cpu``), or :obj:`"auto"`: exact on CUDA, for sparse
@@ -102,7 +110,9 @@ class SemanticGraph(SharesGroup, BaseTransform):
         error = x = partition = None
         same = {}
         try:  # with a group, a rank with a bad shard makes every rank raise, none waits
+            check_homogeneous(data, 'SemanticGraph')
             x = self._features(data)
+            check_single_graph(data, 'SemanticGraph', 'kNN graph over all rows')
             check_outputs(data, ['semantic_edge_index'], 'SemanticGraph', EDGE_INDEX)
             partition = getattr(data, 'partition', None)
             # A shard of several parts needs its group (else its kNN graph would

@@ -67,10 +67,10 @@ def test_core_is_kept_for_the_same_factors_and_rebuilt_for_changed_ones():
     core = conv._woodbury._core
     torch.testing.assert_close(conv(x, w, v), dense_reference(conv, x, w, v))
     assert conv._woodbury._core is core  # same, unmodified factors: not refactorised
-    w.mul_(2.0)  # in place: the stored core would now be wrong
+    w.mul_(0.5)  # in place: the stored core would now be wrong (eigenvalues halved)
     torch.testing.assert_close(conv(x, w, v), dense_reference(conv, x, w, v))
     assert conv._woodbury._core is not core
-    w.data = 3 * w.data  # same object and version, new storage
+    w.data = 0.5 * w.data  # same object and version, new storage
     torch.testing.assert_close(conv(x, w, v), dense_reference(conv, x, w, v))
     w2, v2 = eigen_factors(seed=1)  # new tensors
     torch.testing.assert_close(conv(x, w2, v2), dense_reference(conv, x, w2, v2))
@@ -120,6 +120,32 @@ def test_rejects_w_passed_for_v():
     conv(x, w, v)
     with pytest.raises(ValueError, match=r"was 'w' passed for 'v'\? Pass v=data.lowrank_v"):
         conv(x, w, w)
+
+def test_rejects_the_factors_of_a_batch_of_graphs_stacked_by_rows():
+    # Each graph's own factors, collated by PyG's Batch: V^T W = -(Lambda_1 +
+    # Lambda_2) stays diagonal, so the whole-graph check passes, but W V^T
+    # couples the graphs (outputs were off by up to 42.6). Two tsGCN operators
+    # with alpha = 1, beta = 0.2 each have a top eigenvalue near 1.2 / 2.2 = 0.545:
+    # stacked, about 1.09 > 1, which no tsGCN operator has.
+    from torch_geometric.data import Batch
+
+    from torch_geometric_regcn import LowRankInverse
+    from torch_geometric_regcn.datasets import contextual_sbm
+    graphs = []
+    for n in (30, 40):
+        g = contextual_sbm(num_nodes=n, num_classes=2, num_features=5, seed=n)
+        g.x = g.x.double()
+        graphs.append(LowRankInverse(1.0, 0.2, 4, progress=False)(g))
+    batch = Batch.from_data_list(graphs)
+    conv = TSGCNConv(5, 3).double()
+    for g in graphs:
+        conv(g.x, g.lowrank_w, g.lowrank_v)  # each graph alone
+    stacked = r'eigenvalue 1\.0[89]\d* > 1 of S'
+    with pytest.raises(ValueError, match=stacked + '.*several graphs stacked'):
+        conv(batch.x, batch.lowrank_w, batch.lowrank_v)
+    with pytest.raises(ValueError, match=stacked):
+        TSGCN(5, 4, 3).double()(batch.x, batch.lowrank_w, batch.lowrank_v)
+
 
 def test_rejects_non_finite_factors():
     w, v = eigen_factors()
@@ -289,3 +315,23 @@ def test_a_deepcopy_on_a_process_group_computes_what_the_original_computes():
     # V^T X summed over two ranks instead of one: float64 rounding of 40-term sums.
     torch.testing.assert_close(torch.cat([r['model'] for r in results]), expected,
                                rtol=1e-12, atol=1e-14)
+
+
+def test_the_scale_travels_with_the_state_dict():
+    # The authors' scale 1 / (1 + alpha + beta) changes the output; a state of
+    # TSGCN(scale=1/2.2) loaded into TSGCN() reported every key matched and gave
+    # outputs 3.73 apart. Now the state holds it; a state saved before it did
+    # (no '_extra_state') loads with strict=True and keeps the layer's own.
+    w, v = eigen_factors()
+    x = torch.randn(30, 7, dtype=torch.float64)
+    saved = TSGCN(7, 8, 3, scale=1 / 2.2).double()
+    loaded = TSGCN(7, 8, 3).double()
+    loaded.load_state_dict(saved.state_dict())
+    assert [conv.scale for conv in loaded.convs] == [1 / 2.2] * 2
+    torch.testing.assert_close(loaded(x, w, v), saved(x, w, v), rtol=0, atol=0)
+    old = {k: t for k, t in saved.state_dict().items() if not k.endswith('_extra_state')}
+    again = TSGCN(7, 8, 3).double()
+    again.load_state_dict(old)
+    assert [conv.scale for conv in again.convs] == [1.0] * 2
+    with pytest.raises(ValueError, match=r"extra state of TSGCNConv must hold its 'scale'"):
+        again.load_state_dict({**old, 'convs.0._extra_state': {'scale': -1.0}})

@@ -1,6 +1,6 @@
 r"""The tsGCN layer."""
 
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -85,7 +85,8 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
             an additive bias. (default: :obj:`True`, as PyG's convolutions;
             the paper's network, :class:`~torch_geometric_regcn.TSGCN`, has
             none)
-        scale (float, optional): The factor :math:`s` of the propagation.
+        scale (float, optional): The factor :math:`s` of the propagation;
+            saved in the state dict, and a state loads its own.
             (default: :obj:`1.0`)
         group (ProcessGroup, optional): A :mod:`torch.distributed` process
             group over which the nodes are split by rows: the inputs and the
@@ -138,8 +139,22 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         zeros(self.bias)
         self._replaced = getattr(self, '_replaced', 0) + 1
 
-    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
-        super()._load_from_state_dict(*args, **kwargs)
+    def get_extra_state(self) -> Dict[str, float]:
+        # The output scale the weights were trained with (it changes the output).
+        return {'scale': self.scale}
+
+    def set_extra_state(self, state: Dict[str, float]) -> None:
+        try:
+            self.scale = float(check_real('scale', state['scale'], 0.0, low_open=True))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"The checkpoint's extra state of TSGCNConv must hold its "
+                             f"'scale', a positive number (got {state!r}: {error})") from None
+
+    def _load_from_state_dict(self, state_dict: Dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        # A checkpoint saved before the scale was (its layer's own scale, as then)
+        state_dict.setdefault(prefix + '_extra_state', self.get_extra_state())
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         # How often the weights were replaced, not updated by a step: what a
         # model holding summaries of them (MiniBatchTSGCN) must not reuse.
         self._replaced = getattr(self, '_replaced', 0) + 1
