@@ -46,7 +46,8 @@ def knn_graph_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
             or sparse COO or CSR (exact search only).
         k (int): Neighbours per node, less than :math:`N`.
         block_size (int, optional): Query rows per block of the exact search.
-            (default: :obj:`None`, about :math:`2^{24}` similarities per block)
+            (default: :obj:`None`, about :math:`2^{24}` similarities per block
+            on the CPU, :math:`2^{27}` on CUDA)
         method (str, optional): :obj:`"auto"`, :obj:`"exact"`, :obj:`"ivf"`
             or :obj:`"faiss"`. (default: :obj:`"auto"`)
         progress (bool, optional): Show a progress bar (on rank 0) when the

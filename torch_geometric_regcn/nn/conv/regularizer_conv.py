@@ -179,7 +179,8 @@ class RegularizerConv(MessagePassing):
             the transformed ego features :math:`\mathbf{X}\mathbf{\Theta}_{\mathrm{root}}`
             (ego/neighbour separation). (default: :obj:`False`)
         directed (bool, optional): If set to :obj:`True`, the graph is read
-            as directed (:obj:`edge_index[0]` the source), with one weight
+            as directed (:obj:`edge_index[0]` the source; an edge index
+            tensor, not a sparse adjacency), with one weight
             per direction and the regulariser's coefficients shared (see
             above); solvers
             :obj:`"series"` and :obj:`"closed"`, regularisers that read the
