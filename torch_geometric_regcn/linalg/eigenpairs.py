@@ -1,5 +1,6 @@
 r"""The result type, the selection rule and the numerical setting shared by
 the eigensolvers."""
+import math
 import os
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple, Tuple
@@ -7,6 +8,7 @@ from typing import Iterator, NamedTuple, Tuple
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.distributed.collectives import Group, broadcast, rank_of
 from torch_geometric_regcn.utils.validation import check_choice, check_finite, check_int, check_real
 
 WHICH = ('LA', 'LM')
@@ -96,7 +98,7 @@ def overflow_error(dtype: torch.dtype, symptom: str) -> ValueError:
                       f"operator down or solve in float64")
 
 
-def small_eigh(matrix: Tensor) -> Tuple[Tensor, Tensor]:
+def small_eigh(matrix: Tensor, group: Group = None) -> Tuple[Tensor, Tensor]:
     r""":func:`torch.linalg.eigh` of a small projected matrix of an
     eigensolver, which must be finite: products with an operator whose
     entries overflow its dtype raise a :class:`ValueError` that says so,
@@ -106,14 +108,35 @@ def small_eigh(matrix: Tensor) -> Tuple[Tensor, Tensor]:
     entries where the matrix is nearly diagonal (the Rayleigh--Ritz step of
     converged pairs), so row shards, which sum in another order, would flip
     eigenvectors that one process does not; this sign follows the matrix
-    continuously. Cost: :math:`O(b^2)` beyond the eigendecomposition."""
-    if not bool(torch.isfinite(matrix).all()):
+    continuously. Cost: :math:`O(b^2)` beyond the eigendecomposition.
+
+    With a :obj:`group` (the matrix all-reduced, the same on every rank),
+    every rank gets rank 0's eigenpairs (one broadcast of :math:`b (b + 1)`
+    numbers): LAPACK's bits, and its basis of a repeated eigenvalue, depend
+    on the thread count and the hardware, and ranks that took different
+    bases would hold rows of different eigenvectors."""
+    if not bool(torch.isfinite(matrix).all()):  # the same verdict on every rank
         raise overflow_error(matrix.dtype, 'NaN or infinite values')
-    values, vectors = torch.linalg.eigh(matrix)
-    if vectors.numel():
-        largest = vectors.gather(0, vectors.abs().argmax(dim=0, keepdim=True))
-        vectors = vectors * torch.where(largest < 0, -1.0, 1.0).to(vectors.dtype)
-    return values, vectors
+    b = matrix.size(0)
+    packed = matrix.new_full((b + 1, b), math.nan)
+    if rank_of(group) == 0:
+        try:  # a failure here must not leave the other ranks in the broadcast
+            values, vectors = torch.linalg.eigh(matrix)
+        except RuntimeError:  # LAPACK's non-convergence
+            if group is None:
+                raise
+        else:
+            if vectors.numel():
+                largest = vectors.gather(0, vectors.abs().argmax(dim=0, keepdim=True))
+                vectors = vectors * torch.where(largest < 0, -1.0, 1.0).to(vectors.dtype)
+            if group is None:
+                return values, vectors
+            packed[0], packed[1:] = values, vectors
+    packed = broadcast(packed, group)
+    if not bool(torch.isfinite(packed).all()):
+        raise ValueError(f"torch.linalg.eigh of the {b} x {b} projected matrix failed on "
+                         f"rank 0 of the group (LAPACK did not converge); every rank stops")
+    return packed[0], packed[1:]
 
 
 @contextmanager

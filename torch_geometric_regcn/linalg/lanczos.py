@@ -173,7 +173,7 @@ def _thick_restart(apply: Callable[[Tensor], Tensor], start: Tensor, basis: Tens
             if size == m:
                 break
             size += b
-        theta, rotation = small_eigh(torch.triu(projected) + torch.triu(projected, 1).T)
+        theta, rotation = small_eigh(torch.triu(projected) + torch.triu(projected, 1).T, group)
         theta, rotation = theta.flip(0), rotation.flip(1)
         ritz = _rotate_in_place(basis, m, rotation[:, :keep])
         if done(cycle, theta, ritz, basis[:, keep:m]) or cycle == max_cycles:
@@ -376,7 +376,7 @@ class _FilteredCycles:
                 image[:, start:start + chunk] = block
             else:  # V^T S V one block of columns at a time
                 projected[:, start:start + chunk] = gram(ritz, block, group)
-        values, rotation = small_eigh(gram(ritz, image, group) if stored else projected)
+        values, rotation = small_eigh(gram(ritz, image, group) if stored else projected, group)
         values, rotation = select(values, rotation, k, which)
         if not stored:  # S times the Ritz vectors V R, into the free columns
             image = spare[:, :k] if spare.size(1) >= k else ritz.new_empty(ritz.size(0), k)
@@ -624,9 +624,11 @@ def block_lanczos(
     rows of the basis (:math:`O(N m / P)` memory), a sparse product exchanges
     the halo rows, and the Gram--Schmidt coefficients, the QR of a block
     (TSQR) and the residual norms are all-reduced (:math:`O(m b)` numbers
-    per step), so every rank sees the same projected matrix and takes the
-    same decisions (on ranks of one kind of hardware, whose LAPACK gives the
-    same bits for the same input). The returned eigenvectors are this rank's
+    per step), so every rank sees the same projected matrix; its eigenpairs
+    are rank 0's, broadcast (their bits, and a repeated eigenvalue's basis,
+    depend on the thread count), and every rank takes the same decisions (on
+    ranks of one kind of hardware, whose LAPACK factorises a block's
+    :math:`b \times b` QR alike). The returned eigenvectors are this rank's
     rows; every random block (the start, a refilled dependent block) is drawn
     by global row (:class:`~torch_geometric_regcn.linalg.random_rows.RandomRows`,
     seeded by one draw from rank 0's :obj:`generator`), so the shards start from
@@ -722,11 +724,11 @@ def block_lanczos(
             dense = operator.to_dense() if operator.layout != torch.strided else operator
         dense = (dense + dense.T) / 2
         if deflate is None:
-            theta, vectors = small_eigh(dense)
+            theta, vectors = small_eigh(dense, group)
         else:  # S on an orthonormal basis Q of the complement of span(deflate)
             full = torch.cat(all_gather(deflate, group)) if group is not None else deflate
             q = torch.linalg.qr(full, mode='complete').Q[:, full.size(1):]
-            theta, vectors = small_eigh(q.T @ dense @ q)
+            theta, vectors = small_eigh(q.T @ dense @ q, group)
             vectors = q @ vectors
         norm = max(float(theta.abs().max()) if theta.numel() else 0.0,
                    torch.finfo(dtype).tiny)
