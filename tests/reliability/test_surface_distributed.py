@@ -160,7 +160,9 @@ def _epochs(model, optimizer, g, rows, group, epochs):
 
 
 def _state(model):
-    return {k: t.detach().clone() for k, t in model.state_dict().items()}
+    # tensors, and the layers' extra states (TSGCNConv's scale: a dict)
+    return {k: t.detach().clone() if isinstance(t, torch.Tensor) else t
+            for k, t in model.state_dict().items()}
 
 
 def single_process(g, epochs=EPOCHS, seed=0):
