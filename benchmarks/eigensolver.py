@@ -174,18 +174,22 @@ def run_graph(rep, args, name, path, note, tmp):
     rows = []
     for res in runs[1:]:
         if 'error' in res:
-            rows.append([res['label'], res['threads'], 'FAILED: ' + res['error']] + ['-'] * 6)
+            rows.append([res['label'], res['threads'], 'FAILED: ' + res['error']] + ['-'] * 7)
             continue
         vals, vecs = load_eigenpairs(res['spec']['out_path'])
         res['eig_err'] = float(np.abs(vals[:rank] - ref_vals[:rank]).max())
         res['sin'], _ = subspace_errors(ref_vecs[:, :rank], vecs[:, :rank])
         res['equal'] = res['eig_err'] <= EIG_TOL and res['sin'] <= SIN_TOL
+        cycles = res.get('iterations', '-')
+        if res.get('converged') is False:  # stopped at max_iter: a time of max_iter cycles
+            cycles = f'{cycles} (not converged)'
         rows.append([res['label'], res['threads'], fmt(res['time'], '.2f'),
                      fmt(res['median'], '.2f'), fmt(res['peak_mib'], '.0f'),
                      fmt(res['eig_err'], '.1e'), fmt(res['sin'], '.1e'),
-                     res.get('iterations', '-'), 'yes' if res['equal'] else 'no'])
+                     cycles, 'yes' if res['equal'] else 'no',
+                     '; '.join(res.get('warnings', []))[:90] or '-'])
     rep.table(['solver', 'threads', 'time (s, min)', 'median (s)', 'peak Δ (MiB)',
-               'max |Δλ|', 'sin ∠max', 'cycles', 'meets B'], rows)
+               'max |Δλ|', 'sin ∠max', 'cycles', 'meets B', 'warnings'], rows)
     criteria = {'A (max |Δλ| <= 1e-4)': lambda r: r['eig_err'] <= EIG_TOL,
                 'B (max |Δλ| <= 1e-4 and sin∠ <= 1e-2)': lambda r: r['equal']}
     for threads in args.threads:

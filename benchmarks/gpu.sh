@@ -51,16 +51,18 @@ step smoke 90 python3 -m benchmarks.scale --device "$DEVICE" --nodes 20000 \
 step eigen_pe 150 python3 -m benchmarks.eigen_pe --device "$DEVICE" --threads "$(nproc)" \
   --families molecules pubmed large --repeats 2 --synthetic-nodes "$SYNTH" \
   --output "benchmarks/results/eigen_pe_$DEVICE.md"
-step scale 200 python3 -m benchmarks.scale --device "$DEVICE" --nodes "$NODES"
+step scale 200 python3 -m benchmarks.scale --device "$DEVICE" --nodes "$NODES" \
+  --output "benchmarks/results/scale_$DEVICE.md"
 # eigsh's float64 reference alone takes about 100 s on the 169k-node graph
 step eigensolver 240 python3 -m benchmarks.eigensolver --device "$DEVICE" \
-  --threads "$(nproc)" --repeats 2 --eigsh-tols 1e-5 --no-chebyshev --synthetic-nodes "$SYNTH"
+  --threads "$(nproc)" --repeats 2 --eigsh-tols 1e-5 --no-chebyshev --synthetic-nodes "$SYNTH" \
+  --output "benchmarks/results/eigensolver_$DEVICE.md"
 # Table 3 cells: first 3 seeds of everything missing, then up to 10.
 step accuracy3 400 python3 -m benchmarks.accuracy --device "$DEVICE" --seeds 3 \
   --datasets PubMed ACM UAI BlogCatalog Flickr CiteSeer
 step accuracy10 400 python3 -m benchmarks.accuracy --device "$DEVICE" --seeds 10 \
   --datasets Cora CiteSeer PubMed ACM UAI BlogCatalog Flickr
 
-cp benchmarks/results/*_cuda.md benchmarks/results/*_cuda.tmp "$OUT"/ 2>/dev/null
+cp benchmarks/results/*_"$DEVICE".md benchmarks/results/*_"$DEVICE".tmp "$OUT"/ 2>/dev/null
 cp benchmarks/results/accuracy.jsonl "$OUT"/
 echo "done; $(left)s of the budget left"

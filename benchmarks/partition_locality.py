@@ -263,6 +263,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     p.add_argument('--timeout', type=positive_float, default=3600.0)
     p.add_argument('--output', default=osp.join(RESULTS, 'partition.md'))
     args = p.parse_args(argv)
+    if min(args.procs) < 2:  # one process: no halo, no bytes, nothing to compare
+        p.error(f'--procs: each must be at least 2 (got {args.procs}): with one process '
+                'there is no halo and METIS and contiguous blocks are the same partition')
     if not all(0 <= inside <= 1 for inside in args.inside):
         p.error(f'--inside: each share must lie in [0, 1] (got {args.inside})')
     check_writable(p, '--output', args.output, create=True)  # written at the end

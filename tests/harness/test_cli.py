@@ -148,6 +148,8 @@ CASES = [
      ['Report', 'pubmed', 'communities'], {}),
     ('partition_locality', ['--procs', '0'], '--procs: must be a positive',
      ['Report', 'pubmed', 'communities'], {}),
+    ('partition_locality', ['--procs', '1', '2'], '--procs: each must be at least 2',
+     ['Report', 'pubmed', 'communities'], {}),  # was a ZeroDivisionError after every run
     ('components', ['--output', 'BLOCKED'], '--output .*a_file is not a folder',
      ['Report', 'components'], {}),
     ('components', ['--threads', '0'], '--threads: must be a positive',

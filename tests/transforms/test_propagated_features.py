@@ -294,3 +294,20 @@ def test_factors_of_a_batch_as_a_whole_propagate_the_block_diagonal_operator():
     expected = torch.linalg.solve(torch.eye(44, dtype=s.dtype) - s, batch.x.to(s.dtype))
     # eigenpairs to 1e-12 of ||S|| <= 1, gains 1 / (1 - lambda) <= 2: ~1e-11 off
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-9)
+
+
+def test_factors_recomputed_for_a_batch_of_graphs_with_their_own_are_not_taken_for_collated():
+    # Each graph's factors collated, then LowRankInverse on the Batch (beta = 0):
+    # the factors are the batch's own now, and propagate the block-diagonal operator.
+    from torch_geometric.data import Batch
+
+    from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
+    graphs = [LowRankInverse(1.0, 0.0, rank=5, progress=False)(graph(seed, n=n))
+              for seed, n in ((0, 20), (1, 24))]
+    batch = LowRankInverse(1.0, 0.0, rank=44, progress=False, tol=1e-12)(
+        Batch.from_data_list(graphs))
+    out = PropagateFeatures()(batch).x1
+    s = tsgcn_operator(batch, 1.0, 0.0).to_dense()
+    expected = torch.linalg.solve(torch.eye(44, dtype=s.dtype) - s, batch.x.to(s.dtype))
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-9)  # as the test above
+    assert 'lowrank_w' not in batch.to_data_list()[0]  # not sliced into per-graph factors

@@ -108,7 +108,9 @@ def small_eigh(matrix: Tensor, group: Group = None) -> Tuple[Tensor, Tensor]:
     entries where the matrix is nearly diagonal (the Rayleigh--Ritz step of
     converged pairs), so row shards, which sum in another order, would flip
     eigenvectors that one process does not; this sign follows the matrix
-    continuously. Cost: :math:`O(b^2)` beyond the eigendecomposition.
+    continuously except where two entries of largest magnitude (nearly) tie,
+    as they never do for the near-identity rotation of converged, separated
+    pairs. Cost: :math:`O(b^2)` beyond the eigendecomposition.
 
     With a :obj:`group` (the matrix all-reduced, the same on every rank),
     every rank gets rank 0's eigenpairs (one broadcast of :math:`b (b + 1)`

@@ -325,7 +325,8 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
             f"+ beta)): are they the factors of several graphs stacked by rows (a Batch of "
             f"graphs that each carry their own LowRankInverse factors)? Their W V^T couples "
             f"the graphs. Apply the layer to each graph, or compute the factors of the "
-            f"batch as a whole (LowRankInverse on the Batch)")
+            f"batch as a whole (LowRankInverse on the Batch; with beta > 0, after "
+            f"SemanticGraph on each graph before batching)")
     if off and not off[0] <= tolerance:
         raise ValueError(
             f"the factors 'w' and 'v' (data.lowrank_w and data.lowrank_v) are not those of "

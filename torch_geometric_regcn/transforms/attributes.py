@@ -173,7 +173,7 @@ def check_edge_attribute(data: Data, owner: str) -> None:
 
 
 def check_single_graph(data: Data, owner: str, what: str,
-                       collated: Sequence[str] = ()) -> None:
+                       collated: Sequence[str] = (), fix: Optional[str] = None) -> None:
     r"""Raises :class:`ValueError` where :obj:`data` is a
     :class:`~torch_geometric.data.Batch` of several graphs and :obj:`owner`
     would compute :obj:`what` over their union (a kNN graph over all rows,
@@ -192,9 +192,23 @@ def check_single_graph(data: Data, owner: str, what: str,
         if not stacked:
             return
         what = f"{what} (of 'data.{stacked[0]}', collated from each graph's own)"
+    fix = fix or ("apply it to each graph before batching (e.g. as the dataset's "
+                  "'pre_transform' or 'transform')")
     raise ValueError(f"{owner} got a Batch of {graphs} graphs, whose {what} would join "
-                     f"the graphs; apply it to each graph before batching (e.g. as the "
-                     f"dataset's 'pre_transform' or 'transform')")
+                     f"the graphs; {fix}")
+
+
+def computed_for_the_batch(data: Data, keys: Sequence[str]) -> None:
+    r"""Marks the attributes :obj:`keys`, just written to a
+    :class:`~torch_geometric.data.Batch`, as computed for the batch as a
+    whole: they leave its record of collated attributes (which
+    :func:`check_single_graph` reads and :meth:`Batch.to_data_list` slices by),
+    where the graphs' own, collated, left them. :math:`O(1)`."""
+    for record in ('_slice_dict', '_inc_dict'):
+        collated = getattr(data, record, None)
+        if isinstance(collated, dict):
+            for key in keys:
+                collated.pop(key, None)
 
 
 def check_homogeneous(data: Any, owner: str) -> None:

@@ -38,6 +38,7 @@ from torch_geometric_regcn.transforms.attributes import (
     check_homogeneous,
     check_outputs,
     check_single_graph,
+    computed_for_the_batch,
 )
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.progress import EigensolverProgress
@@ -145,7 +146,12 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
                                  f"(data.num_nodes); give one row per node")
             if beta > 0 and _semantic(data) is None:  # searched: a real [N, F] matrix
                 check_node_features(real_features(data.x), 'data.x')
-                check_single_graph(data, what, 'kNN graph over all rows')
+                check_single_graph(
+                    data, what, 'kNN graph over all rows',
+                    fix=f"apply SemanticGraph to each graph before batching ({what} then "
+                        f"reads the collated 'data.semantic_edge_index'), or apply {what} to "
+                        f"each graph (e.g. as the dataset's 'pre_transform') and the layers "
+                        f"to each graph")
             else:  # its dtype and device alone are read
                 check_finite('data.x', data.x)
         check_outputs(data, outputs, what, NODE_MATRIX)
@@ -412,6 +418,7 @@ class LowRankInverse(SharesGroup, BaseTransform):
             if all(hit for (hit,) in all_gather_ints([factors is not None], group)):
                 woodbury_core(*factors, from_eigenpairs=True, group=group)  # the verdict
                 data.lowrank_w, data.lowrank_v = factors
+                computed_for_the_batch(data, ('lowrank_w', 'lowrank_v'))
                 return data
         source = data
         if data.x is not None and data.x.is_floating_point() and data.x.dtype != dtype:
@@ -434,6 +441,7 @@ class LowRankInverse(SharesGroup, BaseTransform):
         # The verdict on the condition of the factors' core, the layers' one.
         woodbury_core(w, v, from_eigenpairs=True, group=group)
         data.lowrank_w, data.lowrank_v = w, v
+        computed_for_the_batch(data, ('lowrank_w', 'lowrank_v'))
         return data
 
     def _arguments(self) -> Dict[str, Any]:

@@ -335,3 +335,16 @@ def test_the_scale_travels_with_the_state_dict():
     assert [conv.scale for conv in again.convs] == [1.0] * 2
     with pytest.raises(ValueError, match=r"extra state of TSGCNConv must hold its 'scale'"):
         again.load_state_dict({**old, 'convs.0._extra_state': {'scale': -1.0}})
+
+
+def test_a_refused_scale_changes_nothing_of_the_layer():
+    # The extra state is loaded after the layer's own parameters: a refused scale
+    # left a new bias behind without counting a replacement, so MiniBatchTSGCN
+    # reused summaries of the old one (4.6 off).
+    conv = TSGCNConv(7, 3).double()
+    bias, replaced = conv.bias.detach().clone(), conv._replaced
+    bad = {**conv.state_dict(), 'bias': torch.ones(3, dtype=torch.float64),
+           '_extra_state': {'scale': -1.0}}
+    with pytest.raises(ValueError, match=r"extra state of TSGCNConv must hold its 'scale'"):
+        conv.load_state_dict(bad)
+    assert torch.equal(conv.bias, bias) and conv._replaced == replaced and conv.scale == 1.0

@@ -144,16 +144,13 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         return {'scale': self.scale}
 
     def set_extra_state(self, state: Dict[str, float]) -> None:
-        try:
-            self.scale = float(check_real('scale', state['scale'], 0.0, low_open=True))
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"The checkpoint's extra state of TSGCNConv must hold its "
-                             f"'scale', a positive number (got {state!r}: {error})") from None
+        self.scale = _saved_scale(state)
 
     def _load_from_state_dict(self, state_dict: Dict[str, Any], prefix: str, *args: Any,
                               **kwargs: Any) -> None:
         # A checkpoint saved before the scale was (its layer's own scale, as then)
-        state_dict.setdefault(prefix + '_extra_state', self.get_extra_state())
+        state = state_dict.setdefault(prefix + '_extra_state', self.get_extra_state())
+        _saved_scale(state)  # before any parameter is copied: a refused state changes nothing
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         # How often the weights were replaced, not updated by a step: what a
         # model holding summaries of them (MiniBatchTSGCN) must not reuse.
@@ -266,3 +263,12 @@ def _check_factors(x: Tensor, w: Tensor, v: Tensor) -> None:
     check_same_device(x=x, w=w, v=v)
     check_node_features(x, finite=False)
     check_factors(w, v, x.size(0))
+
+
+def _saved_scale(state: Any) -> float:
+    r"""The :obj:`scale` of a :class:`TSGCNConv` state's extra state."""
+    try:
+        return float(check_real('scale', state['scale'], 0.0, low_open=True))
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"The checkpoint's extra state of TSGCNConv must hold its "
+                         f"'scale', a positive number (got {state!r}: {error})") from None
