@@ -186,20 +186,25 @@ def record_key(r: dict) -> str:
 def settings(r: dict) -> Tuple:
     r"""What a stored run was made with beyond its key (:func:`record_key`):
     :obj:`k`, dropout, weight decay, the starting :math:`(\alpha, \beta)`, the
-    hidden size, and (bilevel routes) the coefficients' learning rate and the
-    patience. Runs stored before the hidden size was recorded used 32."""
+    hidden size, and (bilevel routes) the coefficients' learning rate, the
+    patience and the Newton steps of the calibrated validation loss. Runs
+    stored before the hidden size was recorded used 32, calibrated runs stored
+    before the Newton steps were recorded used 10."""
     return (r['k'], r['dropout'], r['weight_decay'], r['alpha0'], r['beta0'],
-            r.get('hidden', 32), r.get('coefficient_lr'), r.get('patience'))
+            r.get('hidden', 32), r.get('coefficient_lr'), r.get('patience'),
+            r.get('newton_steps', 10) if r.get('calibrated') else None)
 
 
 def job_settings(job: 'Run') -> Tuple:
     r""":func:`settings` of the run :obj:`job` would store."""
     tuned = TUNED[job.dataset]
-    _, on_validation, _, restarts = ROUTES[job.route]
+    _, on_validation, calibrated, restarts = ROUTES[job.route]
     alpha, beta = start_point(job)
+    steps = inspect.signature(calibrated_cross_entropy).parameters['iterations'].default
     return (tuned.k, tuned.dropout, tuned.weight_decay, alpha, beta, HIDDEN,
             COEFFICIENT_LR if on_validation else None,
-            PATIENCE if on_validation and restarts else None)
+            PATIENCE if on_validation and restarts else None,
+            steps if on_validation and calibrated else None)
 
 
 def start_point(job: 'Run') -> Tuple[float, float]:
@@ -367,7 +372,8 @@ def train_all(stores: List[ResultStore], runs: Sequence[Run], device: torch.devi
         for record in found:  # reused only if made as this run would be
             if settings(record) != job_settings(job):
                 raise ValueError(f"run {key!r} is stored with (k, dropout, weight decay, "
-                                 f"alpha0, beta0, hidden, coefficient lr, patience) = "
+                                 f"alpha0, beta0, hidden, coefficient lr, patience, "
+                                 f"Newton steps) = "
                                  f"{settings(record)}, but this run would use "
                                  f"{job_settings(job)}; pass another --cells file")
         return bool(found)
@@ -419,11 +425,15 @@ class Grid(NamedTuple):
     seconds: float  #: all points' runs on those splits
 
 
-def choose(grid_runs: List[dict], seeds: Optional[set] = None) -> Optional[Grid]:
+def choose(grid_runs: List[dict], seeds: Optional[set] = None,
+           order: Sequence[Tuple[float, float]] = ()) -> Optional[Grid]:
     r"""The grid route on the splits that every point ran (and that are in
     :obj:`seeds`, if given): the point of highest mean validation ACC
-    (ties: the first point in the order of the runs)."""
+    (ties: the first point in :obj:`order`, the grid's, then those it lacks
+    in the order of the runs; not the order of the file, which shards
+    interleave)."""
     points = list(dict.fromkeys((r['alpha0'], r['beta0']) for r in grid_runs))
+    points.sort(key=lambda p: order.index(p) if p in order else len(order))
     by_point = {p: {r['seed']: r for r in grid_runs if (r['alpha0'], r['beta0']) == p}
                 for p in points}
     common = set.intersection(*(set(runs) for runs in by_point.values())) if points else set()
@@ -464,12 +474,13 @@ def summarize(records: List[dict], rep: Report) -> None:
                              f"{sorted(shared)}; keep each setting in its own file")
         by_route = {route: sorted((r for r in mine if r['route'] == route),
                                   key=lambda r: r['seed']) for route in ROUTES}
-        grid = choose(by_route['grid'])
+        grid = choose(by_route['grid'], order=GRIDS.get(dataset, ()))
         sections.append((dataset, epochs, device, by_route, grid))
         if grid is None or not by_route['bilevel']:
             continue
         bilevel = [r for r in by_route['bilevel'] if r['seed'] in grid.seeds]
-        grid = choose(by_route['grid'], {r['seed'] for r in bilevel}) or grid
+        grid = choose(by_route['grid'], {r['seed'] for r in bilevel},
+                      GRIDS.get(dataset, ())) or grid
         paired = _paired(bilevel, {r['seed']: r['acc'] for r in grid.runs})
         if paired is None:
             continue
@@ -538,6 +549,11 @@ def _section(rep: Report, dataset: str, epochs: int, device: str,
                      f'beta {_layers(runs, "beta_best")})')
         elif route == 'fixed':
             what += f' at ({tuned.alpha:g}, {tuned.beta:g})'
+        steps = {r['seed']: r.get('newton_steps', 10) for r in runs if r.get('calibrated')}
+        if len(set(steps.values())) > 1:  # the default changed from 10 to 30 Newton steps
+            what += '; Newton steps of the calibrated loss: ' + ', '.join(
+                f'{n} on splits {sorted(s for s in steps if steps[s] == n)}'
+                for n in sorted(set(steps.values())))
         paired = _paired(runs, reference) if grid is not None else None
         rows.append(_row(what, runs, paired, sum(r['seconds'] for r in runs)))
     rep.table(['route', 'splits', 'test ACC', 'test F1', 'ACC last epoch', 'val ACC',
@@ -552,7 +568,9 @@ def _row(what: str, runs: List[dict], paired: Optional[tuple], seconds: float) -
             _mean_std([r['val'] for r in runs]),
             f"{statistics.median(r['epoch'] for r in runs):g}",
             f'{statistics.mean(cycles):.1f}' if cycles else '-',
-            f'{paired[0]:+.1f} ({paired[1]:.1f})' if paired else '-', f'{seconds:.0f}',
+            (f'{paired[0]:+.1f} ({paired[1]:.1f})' + ('' if paired[2] == len(runs) else
+                                                       f' on the {paired[2]} splits both ran')
+             if paired else '-'), f'{seconds:.0f}',
             f"{1000 * sum(r['seconds'] for r in runs) / sum(r['epochs'] for r in runs):.0f}"]
 
 

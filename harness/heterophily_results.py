@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from harness.heterophily import Config, Search, SplitResult
+from harness.measure import processor_name
 from harness.results import ResultStore
 
 Record = Dict[str, Any]
@@ -189,18 +190,26 @@ def format_summary(records: Dict[str, Record]) -> str:
                      for row in rows)
 
 
+#: The CPU of this process, recorded with every journal row.
+_PROCESSOR = processor_name()
+
+
 class Journal:
     r"""The runs of :mod:`examples.heterophily` kept as they finish, so that an
     interrupted comparison resumes and a larger search reuses the runs of a
     smaller one: a :class:`~harness.results.ResultStore` (one JSON line per
     run, a cut last line dropped) of :obj:`{"dataset", "model", "config",
-    "split", "device", "test", "val", "best_epoch", "seconds"}`.
+    "split", "device", "test", "val", "best_epoch", "seconds", "processor"}`.
 
     A run is reused only for the same dataset, model, split (its seed),
     full configuration (the protocol's fields included, so another number
     of epochs never matches) and device type (:obj:`"cpu"`, :obj:`"cuda"`:
-    their roundings and times differ). The code is not part of the key:
-    start a new journal after changing a model. The file is created when
+    their roundings and times differ). Nor are the code and the processor
+    part of the key: start a new journal after changing a model, and read
+    the :obj:`"processor"` each run records (runs of the same configuration
+    on an Intel and an AMD CPU differed by about two points on a split of
+    chameleon_filtered for RegCN and FAGCN, by nothing for the other
+    models). The file is created when
     the journal is opened, so a path that cannot be written fails before
     any training."""
     FIELDS = ('test', 'val', 'best_epoch', 'seconds')
@@ -232,4 +241,4 @@ class Journal:
         r"""Records :obj:`result` (appended to the file and flushed)."""
         self._store.add({'dataset': dataset, 'model': model, 'config': config,
                          'split': int(split), 'device': torch.device(device).type,
-                         **result._asdict()})
+                         **result._asdict(), 'processor': _PROCESSOR})

@@ -168,10 +168,9 @@ def load_average() -> str:
         return 'n/a'
 
 
-def machine_info(threads) -> Dict[str, Any]:
-    r"""The CPU, its count, the RAM, the load average, the platform and the
-    versions of Python and the libraries measured; :obj:`threads` is recorded
-    as given."""
+def processor_name() -> str:
+    r"""The CPU's model name (``/proc/cpuinfo``, else
+    :func:`platform.processor`; empty if neither says)."""
     cpu = platform.processor() or ''
     try:
         with open('/proc/cpuinfo') as f:
@@ -179,6 +178,14 @@ def machine_info(threads) -> Dict[str, Any]:
                        cpu)
     except OSError:
         pass
+    return cpu
+
+
+def machine_info(threads) -> Dict[str, Any]:
+    r"""The CPU, its count, the RAM, the load average, the platform and the
+    versions of Python and the libraries measured; :obj:`threads` is recorded
+    as given."""
+    cpu = processor_name()
     try:
         mem = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30
     except (ValueError, OSError, AttributeError):

@@ -576,6 +576,10 @@ def test_journal_gives_back_a_run_only_for_its_dataset_model_split_and_config(tm
     assert again.get('actor', 'regcn', config, 3, 'cuda:0') is None
     assert again.get('actor', 'gcn', config, 3, 'cpu') is None
     assert again.get('minesweeper', 'regcn', config, 3, 'cpu') is None
+    # each row says which processor made it (its roundings differ between vendors)
+    from harness.measure import processor_name
+    with open(path) as f:
+        assert json.loads(f.readline())['processor'] == processor_name()
 
 
 def test_journal_drops_a_line_cut_short_and_refuses_a_bad_one(tmp_path):

@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from benchmarks.learnable import (
+    GRIDS,
     TUNED,
     Run,
+    choose,
     job_settings,
     open_cells,
     record_key,
@@ -20,13 +22,14 @@ from harness.report import Report
 
 
 def _record(job, **changes):
-    k, dropout, decay, alpha, beta, hidden, coefficient_lr, patience = job_settings(job)
+    k, dropout, decay, alpha, beta, hidden, coefficient_lr, patience, steps = job_settings(job)
     record = dict(dataset=job.dataset, route=job.route, seed=job.seed, epochs=job.epochs,
                   alpha0=alpha, beta0=beta, k=k, dropout=dropout, weight_decay=decay,
                   hidden=hidden, acc=70.0, f1=60.0, val=70.0, last_acc=70.0, epoch=1,
                   seconds=1.0, device='cpu')
     if coefficient_lr is not None:
-        record.update(coefficient_lr=coefficient_lr, patience=patience)
+        record.update(coefficient_lr=coefficient_lr, patience=patience,
+                      calibrated=steps is not None, newton_steps=steps)
     record.update(changes)
     return record
 
@@ -50,3 +53,25 @@ def test_routes_of_other_settings_are_not_summarised_together():
     bilevel = Run('CiteSeer', 'bilevel', 0, 500, None)
     with pytest.raises(ValueError, match=r'different \(k, dropout, weight decay, hidden\)'):
         summarize([_record(grid), _record(bilevel, dropout=0.5)], Report())
+
+
+def test_a_calibrated_run_of_other_newton_steps_is_refused(tmp_path):
+    # Runs stored before 'newton_steps' was recorded used 10 steps of
+    # calibrated_cross_entropy (the default is now 30): not the run this code makes.
+    job = Run('PubMed', 'bilevel', 0, 500, None)
+    old = _record(job)
+    del old['newton_steps']
+    path = tmp_path / 'cells.jsonl'
+    path.write_text(json.dumps(old) + '\n')
+    with pytest.raises(ValueError, match="stored with .* pass another --cells file"):
+        train_all([open_cells(str(path))], [job], torch.device('cpu'), 'test')
+
+
+def test_a_tie_goes_to_the_first_point_in_grid_order():
+    # The file may hold a later grid point first (a second shard's runs).
+    def run(a, b, acc):
+        return dict(alpha0=a, beta0=b, seed=0, val=80.0, acc=acc, seconds=1.0)
+    later, first = (5.0, 1.0), (1.0, 0.1)
+    assert GRIDS['PubMed'].index(first) < GRIDS['PubMed'].index(later)
+    runs = [run(*later, 70.0), run(*first, 75.0)]
+    assert choose(runs, order=GRIDS['PubMed']).choice == first
