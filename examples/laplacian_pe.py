@@ -82,8 +82,9 @@ def explain_eigenvalues(eigenvalues: List[float], sizes: np.ndarray, pe: Tensor,
     lines = [f'eigenvalues λ_1..λ_{k}: {shown}']
     if zeros:
         lines.append(f'λ_1..λ_{zeros} = 0: each connected component with edges beyond the first '
-                     f'adds a zero ({extra} here); their columns are component indicators, '
-                     f'constant on a component, not positions within one')
+                     f'adds a zero ({extra} here); their columns are component indicators '
+                     f'(sqrt(degree) on the component, zero elsewhere), not positions '
+                     f'within one')
     if extra >= k:
         lines.append(f'positions within components start at λ_{extra + 1}: raise --k above '
                      f'{extra} or --degree')

@@ -469,9 +469,12 @@ def test_canonical_eigenbasis_depends_on_the_span_alone():
                                    atol=1e-13, rtol=0)
     # Batched, with a run cut by 'count' and runs beginning at or past 'used' kept.
     stacked = spectrum.canonical_eigenbasis(values.expand(2, 10), torch.stack([basis, rotated]),
-                                            count=torch.tensor([10, 6]), used=6)
+                                            count=torch.tensor([10, 6]), used=5)
     torch.testing.assert_close(stacked[0, :, :5], one[:, :5], atol=1e-13, rtol=0)
-    assert torch.equal(stacked[0, :, 5:], basis[:, 5:])  # the run at column 5 begins past used=5
+    assert torch.equal(stacked[0, :, 5:], basis[:, 5:])  # the run at column 5 begins at used=5
+    # A run beginning at the last used column is replaced whole (it was kept: 0.1 off)
+    last = spectrum.canonical_eigenbasis(values, basis, used=6)
+    torch.testing.assert_close(last, one, atol=1e-13, rtol=0)
     torch.testing.assert_close(stacked[1, :, 2:4], one[:, 2:4], atol=1e-13, rtol=0)
     assert torch.equal(stacked[1, :, 5], rotated[:, 5])  # count=6 cut the run to one column
 
@@ -503,3 +506,34 @@ def test_a_repeated_eigenvalue_has_the_same_basis_from_every_solver_and_thread_c
     assert float(gaps[gaps > TIE_TOLERANCE].min()) > 5e-5
     torch.testing.assert_close(two.eigenvectors, reference.eigenvectors, atol=1e-8, rtol=0)
     torch.testing.assert_close(lanczos.eigenvectors, reference.eigenvectors, atol=5e-6, rtol=0)
+
+
+def torus_graph(rows, cols):
+    r"""The normalised adjacency of a rows x cols torus: every node alike, so
+    every diagonal entry of an eigenspace's projector is equal and the pivots
+    of canonical_eigenbasis tie exactly."""
+    idx = torch.arange(rows * cols).view(rows, cols)
+    edge_index = torch.cat([torch.stack([idx.flatten(), idx.roll(-1, 1).flatten()]),
+                            torch.stack([idx.flatten(), idx.roll(-1, 0).flatten()])], dim=1)
+    return normalized_adjacency(to_undirected(edge_index), rows * cols, dtype=torch.float64,
+                                self_loops=False, return_degree=True)
+
+
+def test_a_lanczos_solve_at_tol_gives_the_canonical_basis_of_the_dense_one(
+        float32_from_300_nodes):
+    # A 24 x 24 torus: lambda_1..4 and lambda_5..8 each one eigenvalue four times. The
+    # Lanczos pairs carry an error of about tol = 1e-6 (the projector's diagonal moves by
+    # ~1e-5 relative), far above the 1e-9 pivot tie, so the pivots, hence the basis, were
+    # picked by the solver's noise: columns 0.03-0.05 apart across seeds and paths.
+    # Reference: the dense path; tolerance: the Lanczos pairs' accuracy, residual / gap
+    # (gap 6e-2 to lambda_9) <= 1e-6 / 6e-2 ~ 2e-5: 1e-4.
+    ei, w, degree = torus_graph(24, 24)
+    dense = laplacian_eigenpairs(ei, w, degree, 8, dense_threshold=1000)
+    values = dense.eigenvalues
+    assert float(values[:4].max() - values[:4].min()) < TIE_TOLERANCE
+    assert float(values[4:].max() - values[4:].min()) < TIE_TOLERANCE
+    for seed in (0, 1):
+        pairs = laplacian_eigenpairs(ei, w, degree, 8, seed=seed)
+        assert pairs.residual > 1e-9  # stopped near tol, not at rounding
+        torch.testing.assert_close(pairs.eigenvectors, dense.eigenvectors, atol=1e-4, rtol=0)
+    assert float32_from_300_nodes == [True, True]

@@ -470,8 +470,9 @@ class _Solver(NamedTuple):
             # squared residual (distinct eigenvalues closer than the residual are
             # still resolved: a 6,000-node path's, 4e-7 apart). A rotated run's
             # residual is measured again.
-            canonical = canonical_eigenbasis(values, vectors,
-                                             tolerance=max(TIE_TOLERANCE, residual * residual))
+            canonical = canonical_eigenbasis(
+                values, vectors, tolerance=max(TIE_TOLERANCE, RUN_SLACK * residual * residual),
+                pivot_tie=max(PIVOT_TIE, PIVOT_SLACK * residual))
             measure, vectors = canonical is not vectors, canonical
         if measure or not pairs.converged:
             # The residual of the pairs returned, after the trivial vector was
@@ -646,13 +647,22 @@ def without_kernel(vectors: Tensor, kernel: Tensor) -> Tensor:
 #: Rows whose squared norm in a remaining eigenspace reaches this fraction
 #: below the largest count as tied when :func:`canonical_eigenbasis` picks
 #: its next pivot (the lowest node among them is taken): far above the
-#: rounding of the squared norms (a few eps), far below any difference
-#: that a graph's structure makes.
-PIVOT_TIE = 1e-9
+#: rounding of the squared norms (a few eps) and the error of a Lanczos pair
+#: at the default tol (1e-5 relative), so that every solver picks the same
+#: pivots (1e-9 let a Lanczos solve's noise pick them on a symmetric graph).
+PIVOT_TIE = 1e-3
+
+#: A Lanczos pair with relative residual r moves the projector's diagonal by
+#: far more than rounding (2e-5 relative at r = 6e-7 on a 70 x 70 torus, whose
+#: diagonal entries are all equal): its pivots tie to PIVOT_SLACK * r. Its
+#: copies of one eigenvalue agree to about r^2 / gap, not r^2 (2.6e-13 apart at
+#: r^2 = 2.4e-13 there): a run takes values within RUN_SLACK * r^2.
+PIVOT_SLACK, RUN_SLACK = 1e3, 1e3
 
 
 def canonical_eigenbasis(values: Tensor, vectors: Tensor, count: Optional[Tensor] = None,
-                         tolerance: float = TIE_TOLERANCE, used: Optional[int] = None) -> Tensor:
+                         tolerance: float = TIE_TOLERANCE, used: Optional[int] = None,
+                         pivot_tie: float = PIVOT_TIE) -> Tensor:
     r""":obj:`vectors` (:obj:`[..., n, w]`, orthonormal columns, eigenvectors
     of the ascending :obj:`values` :obj:`[..., w]`) with the columns of each
     run of consecutive values within :obj:`tolerance` of its first one
@@ -681,7 +691,7 @@ def canonical_eigenbasis(values: Tensor, vectors: Tensor, count: Optional[Tensor
     # the solve.
     for row, (line, limit) in enumerate(zip(flat.tolist(), limits)):
         column = 0
-        while column < min(used, limit) - 1:
+        while column < min(used, limit - 1):  # a run begins among the first 'used'
             end = column  # a run spans at most the tolerance from its first value
             while end + 1 < limit and line[end + 1] - line[column] <= tolerance:
                 end += 1
@@ -698,12 +708,12 @@ def canonical_eigenbasis(values: Tensor, vectors: Tensor, count: Optional[Tensor
     for g, (matrices, firsts) in runs.items():
         rows = np.asarray(matrices)[:, None]
         cols = np.asarray(firsts)[:, None] + np.arange(g)[None]  # [G, g]
-        host[rows, :, cols] = _pivoted_basis(host[rows, :, cols].transpose(0, 2, 1)
+        host[rows, :, cols] = _pivoted_basis(host[rows, :, cols].transpose(0, 2, 1), pivot_tie
                                              ).transpose(0, 2, 1)
     return torch.from_numpy(host).to(vectors.device, vectors.dtype).reshape(*batch_shape, n, w)
 
 
-def _pivoted_basis(block: np.ndarray) -> np.ndarray:
+def _pivoted_basis(block: np.ndarray, pivot_tie: float = PIVOT_TIE) -> np.ndarray:
     r"""The pivoted Gram--Schmidt basis of :func:`canonical_eigenbasis` for
     each orthonormal :obj:`[n, g]` matrix of :obj:`block` :obj:`[G, n, g]`
     (float64). The remaining projector is
@@ -719,7 +729,7 @@ def _pivoted_basis(block: np.ndarray) -> np.ndarray:
     norms = np.square(remaining).sum(axis=-1)  # [G, n]: the remaining projector's diagonal
     every = np.arange(remaining.shape[0])
     for j in range(remaining.shape[-1]):
-        tied = norms >= norms.max(axis=-1, keepdims=True) * (1 - PIVOT_TIE)
+        tied = norms >= norms.max(axis=-1, keepdims=True) * (1 - pivot_tie)
         pivot = tied.argmax(axis=-1)  # the lowest tied node
         q = remaining[every, pivot] / np.sqrt(norms[every, pivot])[:, None]
         vector = np.matmul(remaining, q[..., None])[..., 0]
