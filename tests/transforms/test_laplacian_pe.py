@@ -253,6 +253,11 @@ def test_attr_name_none_concatenates_to_x():
     assert torch.equal(LaplacianEigenPE(4, attr_name=None)(bare).x, pe)
     named = LaplacianEigenPE(4, attr_name='pe')(data.clone())
     assert torch.equal(named.pe, pe)
+    # A float64 x gets the float64 encoding (it was rounded to float32 first: 1e-8 off)
+    wide = data.clone()
+    wide.x = wide.x.double()
+    exact = LaplacianEigenPE(4, dtype=torch.float64)(data.clone()).laplacian_eigenvector_pe
+    assert torch.equal(LaplacianEigenPE(4, attr_name=None)(wide).x[:, 5:], exact)
 
 
 

@@ -135,7 +135,8 @@ class LaplacianEigenPE(BaseTransform):
             (twice as many on the retry). (default: :obj:`100`)
         dtype (torch.dtype, optional): The dtype of the encoding.
             (default: :obj:`None`, that of :obj:`data.edge_weight`, else the
-            default dtype, as PyG)
+            default dtype, as PyG; appended to :obj:`data.x`, that of
+            :obj:`data.x`)
         **kwargs (optional): The ARPACK arguments that PyG's transform passes
             to :func:`scipy.sparse.linalg.eigsh` (:obj:`ncv`, :obj:`maxiter`,
             :obj:`v0`, ...) are ignored with a warning; any other keyword
@@ -210,7 +211,9 @@ class LaplacianEigenPE(BaseTransform):
             data[self.attr_name] = pe
         elif data.x is not None:
             x = data.x.view(-1, 1) if data.x.dim() == 1 else data.x
-            data.x = torch.cat([x, pe.to(x.device, x.dtype)], dim=-1)
+            # dtype=None: straight to x's dtype, not rounded through the default one first
+            source = pairs.eigenvectors if self.dtype is None else pe
+            data.x = torch.cat([x, source.to(x.device, x.dtype)], dim=-1)
         else:
             data.x = pe
         return data
