@@ -190,7 +190,12 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
         edge_weight (torch.Tensor): Their positive values, shape :obj:`[E]`
             (solved in float64, whatever their dtype).
         degree (torch.Tensor): The degrees :math:`d_i` of the nodes (zero for
-            an isolated one), shape :obj:`[N]`. A NaN, an infinity or a
+            an isolated one), shape :obj:`[N]`: those :obj:`edge_weight` was
+            normalised by (:obj:`normalized_adjacency(...,
+            return_degree=True)`), which give the kernel vectors
+            :math:`\mathbf{D}^{1/2}\mathbf{1}`; other degrees (e.g. unweighted
+            counts of a weighted graph) give wrong vectors, and are not
+            checked (an :math:`O(E)` product per call). A NaN, an infinity or a
             negative value here or in :obj:`edge_weight`, and an index of
             :obj:`edge_index` outside :math:`[0, N)`, raise an error naming
             it before any work.
