@@ -71,6 +71,7 @@ import argparse
 import datetime
 import inspect
 import itertools
+import json
 import math
 import os.path as osp
 import statistics
@@ -218,6 +219,25 @@ def start_point(job: 'Run') -> Tuple[float, float]:
 
 def open_cells(path: str) -> ResultStore:
     return ResultStore(path, key=record_key)
+
+
+def merged_records(stores: List[ResultStore]) -> List[dict]:
+    r"""The runs of :obj:`stores`, each key once: a run stored alike in two
+    files (a shard's file merged into another) counts once, and two different
+    runs of one key (a split rerun into another file, e.g. with other Newton
+    steps) raise an error naming both files, where the summary would count
+    the split twice."""
+    seen: Dict[str, Tuple[str, dict]] = {}
+    for store in stores:
+        for r in store.records():
+            key = record_key(r)
+            if key in seen and json.dumps(seen[key][1], sort_keys=True) != json.dumps(
+                    r, sort_keys=True):  # (a NaN equals itself here)
+                raise ValueError(f"run {key!r} is stored in {seen[key][0]} and, as another "
+                                 f"run, in {store.path}: the summary would count its split "
+                                 f"twice; pass --cells files that hold each run once")
+            seen.setdefault(key, (store.path, r))
+    return [r for _, r in seen.values()]
 
 
 def coefficients(model: RegularizerGNN) -> Dict[str, List[float]]:
@@ -630,11 +650,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     start = time.perf_counter()
     command = command_line(MODULE, argv)
     stores = [open_cells(path) for path in args.cells]
+    try:  # before any training: the summary at the end reads them all
+        merged_records(stores)
+    except ValueError as error:
+        parser.error(f'--cells: {error}')
     load_at_start = load_average()
     if not args.summary_only:
         runs = plan(args.datasets, seeds, epochs, args.routes, grids)[index::count]
         train_all(stores, runs, device, command)
-    records = [r for store in stores for r in store.records()]
+    records = merged_records(stores)
     info = machine_info(args.threads)
     rep = Report()
     rep('# Learned (alpha, beta) against the validation grid search')

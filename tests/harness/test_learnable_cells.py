@@ -12,6 +12,7 @@ from benchmarks.learnable import (
     Run,
     choose,
     job_settings,
+    merged_records,
     open_cells,
     record_key,
     settings,
@@ -75,3 +76,17 @@ def test_a_tie_goes_to_the_first_point_in_grid_order():
     assert GRIDS['PubMed'].index(first) < GRIDS['PubMed'].index(later)
     runs = [run(*later, 70.0), run(*first, 75.0)]
     assert choose(runs, order=GRIDS['PubMed']).choice == first
+
+
+def test_a_run_stored_differently_in_two_cells_files_is_refused(tmp_path):
+    # A split rerun into another --cells file (docs/learnable.md: bilevel runs of other
+    # Newton steps) was summarised next to the stored one: its split counted twice.
+    job = Run('PubMed', 'bilevel', 0, 500, None)
+    first, second = tmp_path / 'a.jsonl', tmp_path / 'b.jsonl'
+    first.write_text(json.dumps(_record(job, newton_steps=10)) + '\n')
+    second.write_text(json.dumps(_record(job)) + '\n')
+    same = tmp_path / 'c.jsonl'
+    same.write_text(first.read_text())
+    assert len(merged_records([open_cells(str(first)), open_cells(str(same))])) == 1
+    with pytest.raises(ValueError, match='would count its split twice'):
+        merged_records([open_cells(str(first)), open_cells(str(second))])

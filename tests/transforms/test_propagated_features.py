@@ -311,3 +311,19 @@ def test_factors_recomputed_for_a_batch_of_graphs_with_their_own_are_not_taken_f
     expected = torch.linalg.solve(torch.eye(44, dtype=s.dtype) - s, batch.x.to(s.dtype))
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-9)  # as the test above
     assert 'lowrank_w' not in batch.to_data_list()[0]  # not sliced into per-graph factors
+
+
+def test_factors_recomputed_for_a_batch_leave_the_callers_batch_collated():
+    # LowRankInverse gets a shallow copy of the Batch (BaseTransform.__call__), which
+    # shares '_slice_dict' with the caller's: editing it in place made the caller's
+    # Batch, still holding each graph's own factors, pass PropagateFeatures (2.4 off)
+    # and lose them in to_data_list().
+    from torch_geometric.data import Batch
+    graphs = [LowRankInverse(0.4, 0.0, rank=5, progress=False)(graph(seed, n=n))
+              for seed, n in ((0, 20), (1, 24))]
+    batch = Batch.from_data_list(graphs)
+    whole = LowRankInverse(0.4, 0.0, rank=44, progress=False, tol=1e-12)(batch)
+    assert 'lowrank_w' not in whole.to_data_list()[0]
+    assert torch.equal(batch.to_data_list()[1].lowrank_w, graphs[1].lowrank_w)
+    with pytest.raises(ValueError, match="collated from each graph's own"):
+        PropagateFeatures(alpha=0.4, beta=0.0)(batch)

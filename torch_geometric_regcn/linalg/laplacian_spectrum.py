@@ -93,7 +93,8 @@ CONNECTED_GAP = 1e-9
 
 
 def connected_dense_eigenpairs(edge_index: Tensor, edge_weight: Optional[Tensor],
-                               num_nodes: int, k: int) -> Optional[EigenPairs]:
+                               num_nodes: int, k: int, tol: float = 1e-6
+                               ) -> Optional[EigenPairs]:
     r"""The eigenpairs of :func:`laplacian_eigenpairs` for a small connected
     graph, from its edges as given (checked, e.g. by
     :func:`~torch_geometric_regcn.utils.validation.check_edge_index`, with
@@ -133,7 +134,7 @@ def connected_dense_eigenpairs(edge_index: Tensor, edge_weight: Optional[Tensor]
     values, vectors = torch.linalg.eigh(laplacian)
     if not float(values[1]) > CONNECTED_GAP:
         return None
-    vectors = canonical_eigenbasis(values, vectors, used=k + 1)
+    vectors = canonical_eigenbasis(values, vectors, used=k + 1, pivot_tie=pivot_tie(tol))
     vectors = without_kernel(vectors[:, 1:k + 1], root / root.norm())
     return EigenPairs(values[1:k + 1], fix_signs(vectors), 0.0, 0, True)
 
@@ -413,7 +414,7 @@ class _Solver(NamedTuple):
                 values, vectors = torch.linalg.eigh(lap)
                 width = min(needed, pad - 1)
                 vectors = canonical_eigenbasis(values, vectors, graph.size[batch],
-                                               used=width + 1)
+                                               used=width + 1, pivot_tie=pivot_tie(self.tol))
                 values, vectors = values[:, 1:width + 1], vectors[:, :, 1:width + 1]
                 kernel = torch.cat([graph.sqrt_degree, graph.sqrt_degree.new_zeros(1)])[nodes]
                 vectors = without_kernel(vectors, kernel / kernel.norm(dim=1, keepdim=True))
@@ -462,7 +463,8 @@ class _Solver(NamedTuple):
             values, vectors = torch.linalg.eigh(torch.eye(size, dtype=torch.float64,
                                                           device=trivial.device)
                                                 - adjacency.to_dense())
-            vectors = canonical_eigenbasis(values, vectors, used=m + 1)
+            vectors = canonical_eigenbasis(values, vectors, used=m + 1,
+                                           pivot_tie=pivot_tie(self.tol))
             return EigenPairs(values[1:m + 1], without_kernel(vectors[:, 1:m + 1], trivial),
                               0.0, iterations, True)
         drop = pairs.eigenvalues.numel() - m  # the trivial pair, unless deflated (float32)
@@ -477,7 +479,7 @@ class _Solver(NamedTuple):
             # residual is measured again.
             canonical = canonical_eigenbasis(
                 values, vectors, tolerance=max(TIE_TOLERANCE, RUN_SLACK * residual * residual),
-                pivot_tie=max(PIVOT_TIE, PIVOT_SLACK * residual))
+                pivot_tie=pivot_tie(self.tol))
             measure, vectors = canonical is not vectors, canonical
         if measure or not pairs.converged:
             # The residual of the pairs returned, after the trivial vector was
@@ -659,10 +661,20 @@ PIVOT_TIE = 1e-3
 
 #: A Lanczos pair with relative residual r moves the projector's diagonal by
 #: far more than rounding (2e-5 relative at r = 6e-7 on a 70 x 70 torus, whose
-#: diagonal entries are all equal): its pivots tie to PIVOT_SLACK * r. Its
-#: copies of one eigenvalue agree to about r^2 / gap, not r^2 (2.6e-13 apart at
-#: r^2 = 2.4e-13 there): a run takes values within RUN_SLACK * r^2.
+#: diagonal entries are all equal): pivots tie to PIVOT_SLACK times the
+#: requested tol (:func:`pivot_tie`, in every solve of one call, dense ones
+#: included, so that the rule does not change with the residual a solve
+#: happens to reach). Copies of one eigenvalue agree to about r^2 / gap, not
+#: r^2 (2.6e-13 apart at r^2 = 2.4e-13 there): a run takes values within
+#: RUN_SLACK * r^2.
 PIVOT_SLACK, RUN_SLACK = 1e3, 1e3
+
+
+def pivot_tie(tol: float) -> float:
+    r"""The relative tie of :func:`canonical_eigenbasis`'s pivots for solves
+    to relative residual :obj:`tol`: :data:`PIVOT_TIE`, or :data:`PIVOT_SLACK`
+    times :obj:`tol` when larger."""
+    return max(PIVOT_TIE, PIVOT_SLACK * tol)
 
 
 def canonical_eigenbasis(values: Tensor, vectors: Tensor, count: Optional[Tensor] = None,

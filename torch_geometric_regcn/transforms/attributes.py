@@ -203,12 +203,14 @@ def computed_for_the_batch(data: Data, keys: Sequence[str]) -> None:
     :class:`~torch_geometric.data.Batch`, as computed for the batch as a
     whole: they leave its record of collated attributes (which
     :func:`check_single_graph` reads and :meth:`Batch.to_data_list` slices by),
-    where the graphs' own, collated, left them. :math:`O(1)`."""
+    where the graphs' own, collated, left them. The records are replaced, not
+    edited: a shallow copy of the Batch (what :class:`BaseTransform` hands a
+    transform) shares them with the caller's Batch, whose collated attributes
+    they must go on describing. :math:`O(1)`."""
     for record in ('_slice_dict', '_inc_dict'):
         collated = getattr(data, record, None)
-        if isinstance(collated, dict):
-            for key in keys:
-                collated.pop(key, None)
+        if isinstance(collated, dict) and any(key in collated for key in keys):
+            setattr(data, record, {k: v for k, v in collated.items() if k not in keys})
 
 
 def check_homogeneous(data: Any, owner: str) -> None:

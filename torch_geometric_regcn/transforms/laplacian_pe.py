@@ -265,7 +265,7 @@ class LaplacianEigenPE(BaseTransform):
             weight = weight.to(edge_index.device, torch.float64)
         if num_nodes <= self.DENSE_THRESHOLD:  # one dense eigh when connected
             check_edge_index(edge_index, num_nodes, weight)
-            pairs = connected_dense_eigenpairs(edge_index, weight, num_nodes, self.k)
+            pairs = connected_dense_eigenpairs(edge_index, weight, num_nodes, self.k, self.tol)
             if pairs is not None:
                 return pairs
         edge_index, weight, degree = normalized_adjacency(

@@ -149,9 +149,9 @@ def _check_graph(data: Data, beta: float, group: Group = None, rank: Optional[in
                 check_single_graph(
                     data, what, 'kNN graph over all rows',
                     fix=f"apply SemanticGraph to each graph before batching ({what} then "
-                        f"reads the collated 'data.semantic_edge_index'), or apply {what} to "
-                        f"each graph (e.g. as the dataset's 'pre_transform') and the layers "
-                        f"to each graph")
+                        f"reads the collated 'data.semantic_edge_index'), or work per graph "
+                        f"(LowRankInverse as the dataset's 'pre_transform', the layers on "
+                        f"each graph)")
             else:  # its dtype and device alone are read
                 check_finite('data.x', data.x)
         check_outputs(data, outputs, what, NODE_MATRIX)

@@ -348,3 +348,16 @@ def test_a_refused_scale_changes_nothing_of_the_layer():
     with pytest.raises(ValueError, match=r"extra state of TSGCNConv must hold its 'scale'"):
         conv.load_state_dict(bad)
     assert torch.equal(conv.bias, bias) and conv._replaced == replaced and conv.scale == 1.0
+
+
+def test_a_refused_scale_of_a_later_layer_loads_no_layer_of_the_model():
+    # torch loads the layers in order: the first was replaced before the second refused.
+    from torch_geometric_regcn import MiniBatchTSGCN
+    for cls in (TSGCN, MiniBatchTSGCN):
+        torch.manual_seed(0)
+        model = cls(7, 16, 3)
+        before = {k: t.clone() for k, t in model.state_dict().items() if torch.is_tensor(t)}
+        other = {**cls(7, 16, 3).state_dict(), 'convs.1._extra_state': {'scale': -1.0}}
+        with pytest.raises(ValueError, match=r"extra state of TSGCNConv must hold its 'scale'"):
+            model.load_state_dict(other)
+        assert all(torch.equal(t, model.state_dict()[k]) for k, t in before.items())

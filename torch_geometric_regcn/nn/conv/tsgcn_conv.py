@@ -272,3 +272,14 @@ def _saved_scale(state: Any) -> float:
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"The checkpoint's extra state of TSGCNConv must hold its "
                          f"'scale', a positive number (got {state!r}: {error})") from None
+
+
+def check_saved_scales(module: torch.nn.Module, state_dict: Dict[str, Any],
+                       prefix: str) -> None:
+    r"""Refuses, before any of them is loaded, a state dict in which one of
+    the :class:`TSGCNConv` layers of :obj:`module` would refuse its scale:
+    a model's earlier layers would otherwise be loaded already."""
+    for name, child in module.named_modules():
+        key = f'{prefix}{name}._extra_state'
+        if isinstance(child, TSGCNConv) and key in state_dict:
+            _saved_scale(state_dict[key])

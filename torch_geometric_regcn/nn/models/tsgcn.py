@@ -4,6 +4,7 @@ from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import Group
 from torch_geometric_regcn.nn.conv import TSGCNConv
+from torch_geometric_regcn.nn.conv.tsgcn_conv import check_saved_scales
 from torch_geometric_regcn.nn.dropout import dropout
 from torch_geometric_regcn.utils.validation import check_channels, check_int, check_real
 
@@ -78,6 +79,10 @@ class TSGCN(torch.nn.Module):
         r"""Resets all learnable parameters of the module."""
         for conv in self.convs:
             conv.reset_parameters()
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        check_saved_scales(self, state_dict, prefix)  # a refused scale loads no layer
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
         r"""Runs the forward pass of the module; the arguments are those of

@@ -8,6 +8,7 @@ from torch.nn.parameter import is_lazy
 from torch_geometric_regcn.distributed.collectives import processes
 from torch_geometric_regcn.linalg.woodbury import WoodburyCore, woodbury_core
 from torch_geometric_regcn.nn.conv import TSGCNConv
+from torch_geometric_regcn.nn.conv.tsgcn_conv import check_saved_scales
 from torch_geometric_regcn.nn.dropout import dropout
 from torch_geometric_regcn.utils.fingerprint import fingerprint, row_checksums
 from torch_geometric_regcn.utils.sparse import dense_rows, gather_rows
@@ -263,9 +264,11 @@ class MiniBatchTSGCN(torch.nn.Module):
         self._forget('to_empty()')
         return self
 
-    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
+    def _load_from_state_dict(self, state_dict: Dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        check_saved_scales(self, state_dict, prefix)  # a refused scale loads no layer
         # New weights: the summaries of the old ones must not be reused.
-        super()._load_from_state_dict(*args, **kwargs)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self._forget('load_state_dict()')
 
     def __getstate__(self) -> Dict[str, Any]:
