@@ -1,4 +1,6 @@
 r"""The tsGCN network."""
+from typing import Any, Dict
+
 import torch
 from torch import Tensor
 
@@ -80,7 +82,8 @@ class TSGCN(torch.nn.Module):
         for conv in self.convs:
             conv.reset_parameters()
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+    def _load_from_state_dict(self, state_dict: Dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
         check_saved_scales(self, state_dict, prefix)  # a refused scale loads no layer
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
