@@ -121,6 +121,10 @@ EPOCHS, SEEDS = 500, 10  #: the protocol
 HIDDEN, LR = 32, 0.01
 COEFFICIENT_LR = 0.05  #: Adam's learning rate of the raw coefficients (bilevel routes)
 PATIENCE = 10  #: epochs without a lower validation loss before the weights restart
+#: Newton steps of the calibrated validation loss (its default), and those of runs
+#: stored before the field was recorded
+NEWTON_STEPS = inspect.signature(calibrated_cross_entropy).parameters['iterations'].default
+LEGACY_NEWTON_STEPS = 10
 PROTOCOL_SPLITS = 10  #: the issue's splits; fewer get no verdict on the accuracy target
 
 
@@ -193,7 +197,13 @@ def settings(r: dict) -> Tuple:
     before the Newton steps were recorded used 10."""
     return (r['k'], r['dropout'], r['weight_decay'], r['alpha0'], r['beta0'],
             r.get('hidden', 32), r.get('coefficient_lr'), r.get('patience'),
-            r.get('newton_steps', 10) if r.get('calibrated') else None)
+            newton_steps(r))
+
+
+def newton_steps(r: dict) -> Optional[int]:
+    r"""The Newton steps of a stored run's calibrated validation loss
+    (:obj:`None` for a run without one)."""
+    return r.get('newton_steps', LEGACY_NEWTON_STEPS) if r.get('calibrated') else None
 
 
 def job_settings(job: 'Run') -> Tuple:
@@ -201,11 +211,10 @@ def job_settings(job: 'Run') -> Tuple:
     tuned = TUNED[job.dataset]
     _, on_validation, calibrated, restarts = ROUTES[job.route]
     alpha, beta = start_point(job)
-    steps = inspect.signature(calibrated_cross_entropy).parameters['iterations'].default
     return (tuned.k, tuned.dropout, tuned.weight_decay, alpha, beta, HIDDEN,
             COEFFICIENT_LR if on_validation else None,
             PATIENCE if on_validation and restarts else None,
-            steps if on_validation and calibrated else None)
+            NEWTON_STEPS if on_validation and calibrated else None)
 
 
 def start_point(job: 'Run') -> Tuple[float, float]:
@@ -348,11 +357,8 @@ def train(data, job: Run, device: torch.device) -> dict:
         record.update(search_acc=100 * search.accuracy, search_val=100 * search.val_accuracy,
                       search_epoch=search.best_epoch, search_seconds=search.seconds)
     if on_validation:
-        # Newton steps of the calibrated loss (its default; runs stored before the
-        # field existed used 10).
-        steps = inspect.signature(calibrated_cross_entropy).parameters['iterations'].default
         record.update(cycles=cycles, coefficient_lr=COEFFICIENT_LR, calibrated=calibrated,
-                      newton_steps=steps if calibrated else None,
+                      newton_steps=NEWTON_STEPS if calibrated else None,
                       patience=PATIENCE if restarts else None)
     return record
 
@@ -569,7 +575,7 @@ def _section(rep: Report, dataset: str, epochs: int, device: str,
                      f'beta {_layers(runs, "beta_best")})')
         elif route == 'fixed':
             what += f' at ({tuned.alpha:g}, {tuned.beta:g})'
-        steps = {r['seed']: r.get('newton_steps', 10) for r in runs if r.get('calibrated')}
+        steps = {r['seed']: newton_steps(r) for r in runs if r.get('calibrated')}
         if len(set(steps.values())) > 1:  # the default changed from 10 to 30 Newton steps
             what += '; Newton steps of the calibrated loss: ' + ', '.join(
                 f'{n} on splits {sorted(s for s in steps if steps[s] == n)}'

@@ -26,7 +26,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data, HeteroData
 
 #: PyG's standard attributes: those its :class:`~torch_geometric.data.Data`,
 #: loaders, samplers and datasets give a meaning of their own.
@@ -183,7 +183,6 @@ def check_single_graph(data: Data, owner: str, what: str,
     from the graphs (each graph's own low-rank factors, stacked: their
     :math:`\mathbf{W}\mathbf{V}^{\top}` couples the graphs), not where it
     was computed for the batch as a whole. :math:`O(1)`."""
-    from torch_geometric.data import Batch
     graphs = data.num_graphs if isinstance(data, Batch) else 1
     if graphs <= 1:
         return
@@ -218,7 +217,6 @@ def check_homogeneous(data: Any, owner: str) -> None:
     :class:`~torch_geometric.data.HeteroData`, whose attributes live per
     node and edge type (:obj:`data.x` does not exist), instead of the
     :class:`AttributeError` of the first attribute read. :math:`O(1)`."""
-    from torch_geometric.data import HeteroData
     if isinstance(data, HeteroData):
         raise TypeError(f"{owner} takes a homogeneous graph (torch_geometric.data.Data), "
                         f"got HeteroData with node types {data.node_types}: apply it to "
