@@ -508,3 +508,79 @@ def test_a_general_core_is_judged_by_its_smallest_singular_value_not_the_screen(
     v = (q * -(1 - 2e-5)).float()
     with pytest.warns(UserWarning, match=r'pivot as small as 2e-05'):
         woodbury_core(w, v)
+
+
+# a batch of graphs, each with its own factors ------------------------------------
+
+def block_diagonal_solve(x, w, v, sizes):
+    r"""The reference: each graph's rows solved with its own factors alone."""
+    rows = [0, *torch.tensor(sizes).cumsum(0).tolist()]
+    return torch.cat([dense_solve(x[a:b], w[a:b], v[a:b]) for a, b in zip(rows, rows[1:])])
+
+
+def test_woodbury_apply_with_a_batch_solves_each_graph_with_its_own_factors():
+    # Graph 1 is empty (batch_size counts it): its core is I_r, it has no rows.
+    sizes = [13, 0, 21, 8]
+    w, v = general_factors(n=sum(sizes), rank=5)
+    w, v = w.requires_grad_(), v.requires_grad_()  # learned factors: the general check
+    x = torch.randn(sum(sizes), 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    out = woodbury_apply(x, w, v, batch=batch, batch_size=len(sizes))
+    want = block_diagonal_solve(x, w, v, sizes)
+    # float64, condition numbers near 1: both sides round at about 1e-15.
+    torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
+    grads = torch.autograd.grad(out.square().sum(), (w, v))
+    want_grads = torch.autograd.grad(want.square().sum(), (w, v))
+    for got, expected in zip(grads, want_grads):
+        torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
+    core = woodbury_core(w, v, batch=batch, batch_size=len(sizes))
+    assert core.lu.shape == (4, 5, 5) and core.pivots.shape == (4, 5)
+    torch.testing.assert_close(woodbury_apply(x, w, v, core, batch=batch), out)
+    with pytest.raises(ValueError, match="'batch' .* cannot be combined with 'group'"):
+        woodbury_apply(x, w, v, core, group=object(), batch=batch)
+    with pytest.raises(ValueError, match="'batch' .* and 'group' .* cannot be combined"):
+        woodbury_core(w, v, group=object(), batch=batch)
+
+
+def test_the_verdict_on_a_batch_of_cores_is_that_of_its_worst_graph():
+    # Graph 0: well-conditioned general factors; graph 1: the Kahan factors of
+    # test_a_nearly_singular_core_with_moderate_pivots_is_refused (cond ~ 2^60).
+    gen = torch.Generator().manual_seed(0)
+    q, _ = torch.linalg.qr(torch.randn(100, 60, dtype=torch.float64, generator=gen))
+    upper = torch.triu(torch.ones(60, 60, dtype=torch.float64), 1)
+    good_w, good_v = general_factors(n=30, rank=60)
+    w, v = torch.cat([good_w, q]), torch.cat([good_v, q @ -upper.T])
+    batch = torch.cat([torch.zeros(30, dtype=torch.long), torch.ones(100, dtype=torch.long)])
+    woodbury_core(good_w, good_v)  # alone, accepted
+    with pytest.raises(ValueError, match='numerically singular'):
+        woodbury_core(w, v, batch=batch)
+
+
+def test_a_batch_of_eigenpair_factors_is_checked_graph_by_graph():
+    # Two graphs with the eigenvalues (0.6, 0.3) each: stacked without the batch
+    # vector they imply 1.2 > 1 (refused); with it, each graph's core is I - Lambda.
+    gen = torch.Generator().manual_seed(0)
+    eigenvalues = torch.tensor([0.6, 0.3], dtype=torch.float64)
+    parts = [factors_from_eigenpairs(
+        eigenvalues, torch.linalg.qr(torch.randn(n, 2, dtype=torch.float64, generator=gen))[0])
+        for n in (10, 14)]
+    w, v = (torch.cat(t) for t in zip(*parts))
+    batch = torch.repeat_interleave(torch.arange(2), torch.tensor([10, 14]))
+    with pytest.raises(ValueError, match=r'eigenvalue 1\.2 > 1 of S'):
+        woodbury_core(w, v, from_eigenpairs=True)
+    core = woodbury_core(w, v, from_eigenpairs=True, batch=batch)
+    torch.testing.assert_close(core.lu.diagonal(dim1=1, dim2=2),
+                               (1 - eigenvalues).expand(2, 2))
+    # Eigenvectors of a repeated eigenvalue mixed across the graphs (the factors
+    # of the two graphs together, in a rotated basis): one graph's V^T W is
+    # no longer diagonal.
+    u = torch.zeros(24, 2, dtype=torch.float64)
+    u[:10, 0] = parts[0][0][:, 0] / 0.6 ** 0.5
+    u[10:, 1] = parts[1][0][:, 0] / 0.6 ** 0.5
+    angle = torch.tensor(0.3, dtype=torch.float64)
+    rotation = torch.stack([torch.stack([angle.cos(), -angle.sin()]),
+                            torch.stack([angle.sin(), angle.cos()])])
+    w, v = factors_from_eigenpairs(torch.tensor([0.6, 0.6], dtype=torch.float64), u @ rotation)
+    woodbury_core(w, v, from_eigenpairs=True)  # one graph of two components: fine
+    with pytest.raises(ValueError, match=SLICED + r".*each graph's own factors"):
+        woodbury_core(w, v, from_eigenpairs=True, batch=batch)

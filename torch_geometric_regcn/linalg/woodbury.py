@@ -14,6 +14,7 @@ from torch_geometric_regcn.distributed.collectives import (
     differentiable_all_reduce,
 )
 from torch_geometric_regcn.linalg.blocks import local_gram
+from torch_geometric_regcn.linalg.graph_batch import check_batch, graph_blocks, graph_gram
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.fingerprint import fingerprint
 from torch_geometric_regcn.utils.validation import (
@@ -72,7 +73,9 @@ def _check_eigenpairs(eigenvalues: Tensor, eigenvectors: Tensor) -> None:
 class WoodburyCore(NamedTuple):
     r"""The LU factorisation of the :math:`r \times r` core
     :math:`\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W}` (see
-    :func:`torch.linalg.lu_factor`)."""
+    :func:`torch.linalg.lu_factor`); for a batch of graphs each with its own
+    factors, one per graph (:obj:`lu` :obj:`[B, r, r]`, :obj:`pivots`
+    :obj:`[B, r]`)."""
     lu: Tensor
     pivots: Tensor
 
@@ -92,7 +95,9 @@ def factor_arguments(w: Tensor, v: Tensor, from_eigenpairs: bool) -> Dict[str, A
 
 
 def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
-                  group: Group = None, *, agreed: bool = False) -> WoodburyCore:
+                  group: Group = None, *, agreed: bool = False,
+                  batch: Optional[Tensor] = None,
+                  batch_size: Optional[int] = None) -> WoodburyCore:
     r"""Factorises :math:`\mathbf{I}_r + \mathbf{V}^{\top}\mathbf{W}` in
     :math:`O(N r^2 + r^3)` time. It depends on the factors only, so a caller
     that applies the same factors many times (every epoch of a transductive
@@ -117,6 +122,18 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     (being learned) are not checked as eigenpairs, and calls under
     :func:`torch.compile` not at all.
 
+    With a :obj:`batch` vector (:obj:`data.batch` of a PyG
+    :class:`~torch_geometric.data.Batch`, see :func:`check_batch
+    <torch_geometric_regcn.linalg.graph_batch.check_batch>`), the rows of
+    :obj:`w` and :obj:`v` are those of :obj:`batch_size` graphs, each with its
+    own factors (:class:`~torch_geometric_regcn.LowRankInverse` applied to
+    each graph before batching), and the core is one per graph,
+    :math:`\mathbf{I}_r + \mathbf{V}_g^{\top}\mathbf{W}_g`: the same
+    :math:`O(N r^2)` products, and :math:`O(B r^3)` for the :math:`B` cores.
+    Every graph's core gets the checks above; with :obj:`from_eigenpairs=True`
+    the factors of the batch as a whole (whose :math:`\mathbf{V}_g^{\top}
+    \mathbf{W}_g` are not diagonal) raise.
+
     With a :mod:`torch.distributed` :obj:`group`, :obj:`w` and :obj:`v` are
     this rank's rows of factors split by rows over the group, and
     :math:`\mathbf{V}^{\top}\mathbf{W}` is all-reduced (:math:`r^2`
@@ -128,8 +145,14 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     do), and on the verdict of the check of factors of eigenpairs, whose
     rounding level they decide together (float32 for float64 factors only
     if every rank holding rows has float32 casts)."""
+    if batch is not None and group is not None:
+        raise ValueError("'batch' (graphs each with their own factors) and 'group' (the rows "
+                         "of one graph's factors split over ranks) cannot be combined; with "
+                         "DDP each rank takes its own batches of whole graphs (group=None)")
     if group is None and not is_compiling():
         check_factors(w, v, None)
+        if batch is not None:
+            batch_size = check_batch(batch, w.size(0), batch_size)
     elif not agreed and not is_compiling():
         error, same = None, {}
         try:
@@ -139,7 +162,12 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
             error = failure
         agree_arguments(group, 'woodbury_core', same, error)
     with torch.autocast(w.device.type, enabled=False):
-        vtw = differentiable_all_reduce(local_gram(v, w), group)
+        if batch is None:
+            vtw = differentiable_all_reduce(local_gram(v, w), group)
+        else:
+            if batch_size is None:  # under torch.compile: the graphs with rows
+                batch_size = int(batch.max()) + 1 if batch.numel() else 0
+            vtw = graph_gram(v, w, batch, batch_size)
     lu, pivots, _ = torch.linalg.lu_factor_ex(
         torch.eye(w.size(1), dtype=w.dtype, device=w.device) + vtw)
     if not is_compiling() and lu.numel() > 0:
@@ -180,11 +208,12 @@ def eigenpair_tolerance(dtype: torch.dtype) -> float:
 
 def _relative_off_diagonal(vtw: Tensor) -> Tensor:
     r"""The largest :math:`|c_{ij}| / \sqrt{|c_{ii}| |c_{jj}|}`, :math:`i \neq j`
-    (zero where :math:`c_{ij} = 0`, infinite where only the diagonal vanishes)."""
-    diagonal = vtw.diagonal()
+    (zero where :math:`c_{ij} = 0`, infinite where only the diagonal vanishes),
+    over all matrices of a batch :obj:`[..., r, r]`."""
+    diagonal = vtw.diagonal(dim1=-2, dim2=-1)
     off = (vtw - torch.diag_embed(diagonal)).abs()
     root = diagonal.abs().sqrt()
-    ratio = off / (root[:, None] * root[None, :])
+    ratio = off / (root[..., :, None] * root[..., None, :])
     return torch.where(off > 0, ratio, torch.zeros_like(ratio)).max()
 
 
@@ -284,8 +313,9 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
     # core is I - Λ, whose smallest pivot 1 - λ_max >= 1 / (1 + α + β) is where
     # rounding cancels. Its sign does not count: a pivot well above the rounding
     # level is accurate either way (an indefinite core still has an inverse),
-    # and rounding moves one below it by less than that level.
-    smallest = lu.diagonal().abs().min()
+    # and rounding moves one below it by less than that level. A batch of graphs'
+    # cores (a leading dimension) gets the verdict of its worst graph.
+    smallest = lu.diagonal(dim1=-2, dim2=-1).abs().min()
     lower = smallest
     if not from_eigenpairs:
         # A general core (learned or edited factors) may be nearly singular with
@@ -294,19 +324,20 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
         # from the same LU (O(r^3)) it screens the verdict, and only a core it
         # would warn about gets the exact smallest singular value (an SVD).
         # The near-diagonal core of eigenpairs has its pivots.
-        eye = torch.eye(lu.size(0), dtype=lu.dtype, device=lu.device)
-        inverse = torch.linalg.lu_solve(lu, pivots, eye).norm()
-        lower = torch.minimum(smallest, torch.nan_to_num(1 / inverse, nan=0.0))
+        eye = torch.eye(lu.size(-1), dtype=lu.dtype, device=lu.device).expand_as(lu)
+        inverse = torch.linalg.lu_solve(lu, pivots, eye).flatten(-2).norm(dim=-1)
+        lower = torch.minimum(smallest, torch.nan_to_num(1 / inverse, nan=0.0).min())
     stats = [torch.isfinite(lu).all(), smallest, vtw.abs().max(), lower]
     if from_eigenpairs:
-        stats += [_relative_off_diagonal(vtw), vtw.diagonal().min()]
+        diagonal = vtw.diagonal(dim1=-2, dim2=-1)  # -Lambda (of each graph)
+        stats += [_relative_off_diagonal(vtw), diagonal.min(), diagonal.amin(-1).amax()]
     finite, pivot, largest, lower, *off = torch.stack(
         [t.detach().to(vtw.dtype) for t in stats]).tolist()
     if not finite:
         raise ValueError("the factors 'w' and 'v' contain NaN or infinite values; "
                          'recompute them (e.g. with LowRankInverse)')
     tolerance = eigenpair_tolerance(computed)
-    if off and vtw.size(0) and off[1] > 0:
+    if off and vtw.size(-1) and off[2] > 0:
         # V^T W = -Lambda: every eigenvalue negative, which the top pairs of tsGCN's S,
         # whose largest eigenvalue is its non-negative Perron root, never are.
         raise ValueError(
@@ -315,18 +346,21 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
             "'w' passed for 'v'? Pass v=data.lowrank_v (the layers take (x, lowrank_w, "
             "lowrank_v) in that order)")
     rounding = ROUNDING_UNITS * torch.finfo(computed).eps * (1 + largest)
-    if off and vtw.size(0) and -off[1] - 1 > rounding:
+    if off and vtw.size(-1) and -off[1] - 1 > rounding:
         # An eigenvalue of S beyond 1, which no tsGCN operator has (its spectrum lies
         # within +-(alpha + beta) / (1 + alpha + beta)): the factors of several graphs
-        # stacked by rows, whose V^T W = -(sum of their Lambdas) stays diagonal.
+        # stacked by rows without their batch vector, whose V^T W = -(sum of their
+        # Lambdas) stays diagonal.
         raise ValueError(
             f"the factors 'w' and 'v' give an eigenvalue {-off[1]:.4g} > 1 of S, which no "
             f"tsGCN operator has (its eigenvalues lie within +-(alpha + beta) / (1 + alpha "
             f"+ beta)): are they the factors of several graphs stacked by rows (a Batch of "
             f"graphs that each carry their own LowRankInverse factors)? Their W V^T couples "
-            f"the graphs. Apply the layer to each graph, or compute the factors of the "
-            f"batch as a whole (LowRankInverse on the Batch; with beta > 0, after "
-            f"SemanticGraph on each graph before batching)")
+            f"the graphs. Pass the Batch's graph index to TSGCNConv or TSGCN "
+            f"(batch=data.batch) so that each graph's factors act on its own nodes (with "
+            f"RegularizerConv: solver='cg'), or compute the factors of the batch as a whole "
+            f"(LowRankInverse on the Batch; with beta > 0, after SemanticGraph on each graph "
+            f"before batching)")
     if off and not off[0] <= tolerance:
         raise ValueError(
             f"the factors 'w' and 'v' (data.lowrank_w and data.lowrank_v) are not those of "
@@ -341,10 +375,12 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
             f"'out[mask]'), or compute factors for the graph you pass with LowRankInverse. "
             f"To train on mini-batches of a larger graph, use MiniBatchTSGCN (refresh(x, w, "
             f"v) with the whole graph, then a batch's rows per step) with "
-            f"torch_geometric_regcn.loader.SeedNodeLoader: see docs/minibatch.md")
+            f"torch_geometric_regcn.loader.SeedNodeLoader: see docs/minibatch.md. With "
+            f"'batch' (a Batch of graphs), each graph's own factors are expected "
+            f"(LowRankInverse applied to each graph before batching)")
     if lower < pivot and CoreCondition(lower, rounding, computed).error > GAIN_ACCURACY:
-        core = torch.eye(vtw.size(0), dtype=vtw.dtype, device=vtw.device) + vtw.detach()
-        exact = float(torch.linalg.svdvals(core.nan_to_num(0.0, 0.0, 0.0))[-1])
+        core = torch.eye(vtw.size(-1), dtype=vtw.dtype, device=vtw.device) + vtw.detach()
+        exact = float(torch.linalg.svdvals(core.nan_to_num(0.0, 0.0, 0.0))[..., -1].min())
         pivot = min(pivot, exact)
     check_core_condition(CoreCondition(pivot, rounding, computed))
 
@@ -354,9 +390,10 @@ class WoodburyCache:
     and returns it while factors with the same content come back: equal
     :func:`~torch_geometric_regcn.utils.fingerprint.fingerprint` s of
     :obj:`w` and :obj:`v` (shape, dtype, device and every stored number), and
-    the same :obj:`from_eigenpairs`. The fingerprint reads all the numbers on
-    every call (:math:`O(N r)`, one synchronisation with the device, next to
-    the :math:`O(N r F)` application), so any edit is seen, also one that
+    the same :obj:`from_eigenpairs`, :obj:`batch` and :obj:`batch_size`. The
+    fingerprint reads all the numbers on every call (:math:`O(N r)`, one
+    synchronisation with the device, next to the :math:`O(N r F)`
+    application), so any edit is seen, also one that
     bypasses PyTorch's version counter (through :obj:`.data` or a NumPy array
     sharing the memory), and new tensors holding the same numbers reuse the
     core; factors holding NaN are factorised (and refused) on every call.
@@ -391,12 +428,15 @@ class WoodburyCache:
 
     def __call__(self, w: Tensor, v: Tensor, from_eigenpairs: bool = False,
                  group: Group = None, *,
-                 agree: Optional[Callable[[bool, bool], Tuple[bool, bool]]] = None
+                 agree: Optional[Callable[[bool, bool], Tuple[bool, bool]]] = None,
+                 batch: Optional[Tensor] = None, batch_size: Optional[int] = None
                  ) -> WoodburyCore:
         key = None  # factorised anew on every call:
         if not (w.requires_grad or v.requires_grad or is_compiling()
-                or torch.is_inference_mode_enabled() or w.is_inference() or v.is_inference()):
-            key = (from_eigenpairs, fingerprint(w), fingerprint(v))
+                or torch.is_inference_mode_enabled() or w.is_inference() or v.is_inference()
+                or (batch is not None and batch.is_inference())):
+            key = (from_eigenpairs, fingerprint(w), fingerprint(v),
+                   None if batch is None else (fingerprint(batch), batch_size))
         fresh = key is not None and self._core is not None and self._key == key
         keeps = key is not None
         if group is not None and not is_compiling():  # all recompute if any rank must
@@ -406,7 +446,8 @@ class WoodburyCache:
         if fresh:
             self._last_cached = True
             return self._core
-        core = woodbury_core(w, v, from_eigenpairs, group, agreed=True)
+        core = woodbury_core(w, v, from_eigenpairs, group, agreed=True, batch=batch,
+                             batch_size=batch_size)
         if keeps:  # on every rank, or on none: the core is all-reduced from every rank's factors
             self._core, self._key, self._last_cached = core, key, True
         return core
@@ -429,7 +470,9 @@ class WoodburyCache:
 
 def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
                    core: Optional[WoodburyCore] = None, group: Group = None, *,
-                   summary: Optional[Tensor] = None, agreed: bool = False) -> Tensor:
+                   summary: Optional[Tensor] = None, agreed: bool = False,
+                   batch: Optional[Tensor] = None,
+                   batch_size: Optional[int] = None) -> Tensor:
     r"""Computes
 
     .. math::
@@ -466,6 +509,13 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
     all-gather of a few integers), unless the caller did
     (:obj:`agreed=True`).
 
+    With a :obj:`batch` vector, the rows are those of a batch of graphs,
+    each with its own factors, and each graph's rows of the result are
+    :math:`(\mathbf{I} + \mathbf{W}_g\mathbf{V}_g^{\top})^{-1}\mathbf{X}_g`
+    (the core one per graph, see :func:`woodbury_core`): the same
+    :math:`O(N r f)` time, with :math:`O(B\,n_{\max} (r + f))` memory for the
+    graphs as blocks padded to the largest one's :math:`n_{\max}` rows.
+
     Args:
         x (torch.Tensor): The right-hand side :math:`\mathbf{X}`,
             :obj:`[N, f]` (or rows :math:`\mathcal{B}` of it, with
@@ -482,7 +532,36 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
             :obj:`x` and :obj:`v`)
         agreed (bool, optional): The caller has agreed the ranks on these
             shapes and dtypes already. (default: :obj:`False`)
+        batch (torch.Tensor, optional): The graph of each row,
+            :obj:`[N]` (:obj:`data.batch` of a
+            :class:`~torch_geometric.data.Batch`), for factors computed per
+            graph; not with :obj:`group` or :obj:`summary`.
+            (default: :obj:`None`, one graph)
+        batch_size (int, optional): The number of graphs in :obj:`batch`.
+            (default: :obj:`None`, :obj:`batch[-1] + 1`)
     """
+    if batch is not None:
+        if group is not None or summary is not None:
+            raise ValueError("'batch' (graphs each with their own factors) cannot be "
+                             "combined with 'group' or 'summary' (the rows of one graph)")
+        if not is_compiling():
+            _check_rows(x, w, v)
+            batch_size = check_batch(batch, w.size(0), batch_size)
+        elif batch_size is None:
+            batch_size = int(batch.max()) + 1 if batch.numel() else 0
+        if core is None:
+            core = woodbury_core(w, v, batch=batch, batch_size=batch_size)
+        elif not is_compiling():
+            _check_batched_core(core, batch_size)
+        with torch.autocast(x.device.type, enabled=False):
+            y = x.to(w.dtype)
+            blocks_w, mask = graph_blocks(w, batch, batch_size)
+            summary = graph_gram(v, y, batch, batch_size)
+            solved = torch.linalg.lu_solve(core.lu, core.pivots, summary)
+            return (y - (blocks_w @ solved)[mask]).to(x.dtype)
+    if core is not None and core.lu.dim() != 2 and not is_compiling():
+        raise ValueError(f"'core' holds {core.lu.size(0)} cores, one per graph of a batch: "
+                         f"pass that batch's 'batch' vector too")
     if group is not None and summary is None and not agreed and not is_compiling():
         error, same = None, {}
         try:
@@ -509,6 +588,15 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
             summary = differentiable_all_reduce(local_gram(v, y), group)
         return (y - w @ torch.linalg.lu_solve(core.lu, core.pivots, summary.to(w.dtype))
                 ).to(x.dtype)
+
+
+def _check_batched_core(core: WoodburyCore, batch_size: int) -> None:
+    r"""A core given with a batch vector is one per graph of it."""
+    if core.lu.dim() != 3 or core.lu.size(0) != batch_size:
+        what = ('one graph' if core.lu.dim() == 2
+                else f'{core.lu.size(0)} graphs')
+        raise ValueError(f"'core' is the core of {what}, but 'batch' holds {batch_size} "
+                         f"graphs: pass the core computed with the same 'batch' (or none)")
 
 
 def _check_rows(x: Tensor, w: Tensor, v: Optional[Tensor],

@@ -147,6 +147,69 @@ def test_rejects_the_factors_of_a_batch_of_graphs_stacked_by_rows():
         TSGCN(5, 4, 3).double()(batch.x, batch.lowrank_w, batch.lowrank_v)
 
 
+def _graphs_with_their_own_factors(sizes, alpha):
+    from torch_geometric.data import Batch
+
+    from torch_geometric_regcn import LowRankInverse
+    from torch_geometric_regcn.datasets import contextual_sbm
+    graphs = []
+    for n in sizes:
+        g = contextual_sbm(num_nodes=n, num_classes=2, num_features=5, seed=n)
+        g.x = g.x.double()
+        graphs.append(LowRankInverse(alpha, 0.0, 4, progress=False)(g))
+    return graphs, Batch.from_data_list(graphs)
+
+
+def test_a_batch_of_graphs_with_their_own_factors_takes_its_batch_vector():
+    # alpha = 0.4: each graph's top eigenvalue of S is about 0.4 / 1.4 = 0.29, so
+    # three graphs stacked imply about 0.86 < 1, which the layer cannot tell from
+    # one graph's factors; with 'batch' each graph is propagated with its own.
+    # Reference: the dense (I + W_g V_g^T)^-1 X_g Theta of each graph alone.
+    graphs, batch = _graphs_with_their_own_factors((30, 45, 21), alpha=0.4)
+    conv = TSGCNConv(5, 3).double()
+    torch.nn.init.normal_(conv.bias)
+    x = batch.x.clone().requires_grad_()
+    out = conv(x, batch.lowrank_w, batch.lowrank_v, batch=batch.batch)
+    expected = torch.cat([dense_reference(conv, g.x, g.lowrank_w, g.lowrank_v)
+                          for g in graphs])
+    torch.testing.assert_close(out, expected)  # float64: rounding of r x r solves
+    stacked = conv(batch.x, batch.lowrank_w, batch.lowrank_v)  # the same factors, no batch
+    assert (stacked - expected).abs().max() > 0.1  # what the batch vector prevents
+    torch.testing.assert_close(stacked, dense_reference(conv, batch.x, batch.lowrank_w,
+                                                        batch.lowrank_v))
+    # The gradient flows to each graph's own features only.
+    out[:30].sum().backward()
+    assert x.grad[30:].abs().max() == 0 and x.grad[:30].abs().max() > 0
+    # The network, and a batch size beyond the last graph (an empty graph).
+    model = TSGCN(5, 4, 3).double()
+    expected = torch.cat([model(g.x, g.lowrank_w, g.lowrank_v) for g in graphs])
+    torch.testing.assert_close(
+        model(batch.x, batch.lowrank_w, batch.lowrank_v, batch=batch.batch, batch_size=4),
+        expected)
+
+
+def test_the_batch_vector_is_checked_before_any_work():
+    _, batch = _graphs_with_their_own_factors((12, 9), alpha=0.4)
+    conv = TSGCNConv(5, 3).double()
+    args = (batch.x, batch.lowrank_w, batch.lowrank_v)
+    with pytest.raises(TypeError, match="'batch' must be a 1-D integer tensor"):
+        conv(*args, batch=batch.batch.double())
+    with pytest.raises(ValueError, match=r"one graph index per node \(21\), got 20"):
+        conv(*args, batch=batch.batch[1:])
+    with pytest.raises(ValueError, match='non-decreasing'):
+        conv(*args, batch=batch.batch.flip(0))
+    with pytest.raises(ValueError, match="refers to graph 1 but 'batch_size' is 1"):
+        conv(*args, batch=batch.batch, batch_size=1)
+    core = conv._core(*args)  # one graph's core, with a batch
+    with pytest.raises(ValueError, match="'core' is the core of one graph, but 'batch' holds 2"):
+        conv(*args, core=core, batch=batch.batch)
+    batched = conv._core(*args, batch=batch.batch, batch_size=2)
+    with pytest.raises(ValueError, match="holds 2 cores, one per graph of a batch"):
+        conv(*args, core=batched)
+    torch.testing.assert_close(conv(*args, core=batched, batch=batch.batch),
+                               conv(*args, batch=batch.batch))
+
+
 def test_rejects_non_finite_factors():
     w, v = eigen_factors()
     w[3, 1] = float('nan')

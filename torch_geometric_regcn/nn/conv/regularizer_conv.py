@@ -418,7 +418,11 @@ class RegularizerConv(MessagePassing):
                 (default: :obj:`None`)
             lowrank_w (torch.Tensor, optional): The factor :math:`\mathbf{W}`
                 of :class:`~torch_geometric_regcn.LowRankInverse`, for
-                :obj:`solver="lowrank"`. (default: :obj:`None`)
+                :obj:`solver="lowrank"`: one graph's (or those computed for
+                a :class:`~torch_geometric.data.Batch` as a whole); graphs
+                batched with their own factors take
+                :class:`~torch_geometric_regcn.TSGCNConv` with :obj:`batch`.
+                (default: :obj:`None`)
             lowrank_v (torch.Tensor, optional): The factor :math:`\mathbf{V}`,
                 for :obj:`solver="lowrank"`. (default: :obj:`None`)
         """

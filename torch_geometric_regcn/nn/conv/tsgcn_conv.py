@@ -12,6 +12,7 @@ from torch_geometric_regcn.distributed.collectives import (
     agree_arguments,
     check_group,
 )
+from torch_geometric_regcn.linalg.graph_batch import check_batch
 from torch_geometric_regcn.linalg.woodbury import (
     WoodburyCache,
     WoodburyCore,
@@ -69,7 +70,11 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
     The propagation runs in the factors' dtype; half-precision inputs are
     propagated in float32 and cast back. Only the whole graph's factors are
     accepted: rows sliced from them (by a loader or
-    :meth:`~torch_geometric.data.Data.subgraph`) raise an error. The layer is
+    :meth:`~torch_geometric.data.Data.subgraph`) raise an error. A
+    :class:`~torch_geometric.data.Batch` of graphs that each carry their own
+    factors takes its :obj:`batch` vector: each graph is then propagated
+    with its own factors, :math:`(\mathbf{I} + \mathbf{W}_g
+    \mathbf{V}_g^{\top})^{-1}\mathbf{X}_g\mathbf{\Theta}`. The layer is
     a plain :class:`torch.nn.Module` that reads dense factors, not edges;
     :obj:`RegularizerConv('tsgcn', solver='cg')` gives the same propagation
     through message passing.
@@ -101,7 +106,8 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
     Shapes:
         - **input:**
           node features :math:`(|\mathcal{V}|, F_{in})`,
-          factors :math:`(|\mathcal{V}|, r)` and :math:`(|\mathcal{V}|, r)`
+          factors :math:`(|\mathcal{V}|, r)` and :math:`(|\mathcal{V}|, r)`,
+          batch vector :math:`(|\mathcal{V}|)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
 
     Example:
@@ -157,7 +163,8 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         self._replaced = getattr(self, '_replaced', 0) + 1
 
     def forward(self, x: Tensor, w: Tensor, v: Tensor,
-                core: Optional[WoodburyCore] = None) -> Tensor:
+                core: Optional[WoodburyCore] = None, batch: Optional[Tensor] = None,
+                batch_size: Optional[int] = None) -> Tensor:
         r"""Runs the forward pass of the module.
 
         Args:
@@ -172,23 +179,40 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
                 :class:`~torch_geometric_regcn.TSGCN` does for its later
                 layers; it is not checked against them. (default:
                 :obj:`None`, from the layer's cache)
+            batch (torch.Tensor, optional): The graph of each node,
+                :obj:`[N]` (:obj:`data.batch` of a
+                :class:`~torch_geometric.data.Batch`), when the graphs carry
+                their own factors (:class:`LowRankInverse` applied to each
+                graph before batching); not with :obj:`group`.
+                (default: :obj:`None`, one graph)
+            batch_size (int, optional): The number of graphs in
+                :obj:`batch`. (default: :obj:`None`, :obj:`batch[-1] + 1`)
         """
-        h = self._project(x, w, v)
+        h, batch_size = self._project(x, w, v, batch, batch_size)
         if core is None:
-            core = self._core(x, w, v)
+            core = self._core(x, w, v, batch, batch_size)
         elif self.group is not None and not is_compiling():  # this layer's widths, before
             self._agree(x, w, v, None, True, True, given=True)  # its all-reduce
-        return self.propagate(h, w, v, core, agreed=True)
+        return self.propagate(h, w, v, core, agreed=True, batch=batch, batch_size=batch_size)
 
-    def _project(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
+    def _project(self, x: Tensor, w: Tensor, v: Tensor, batch: Optional[Tensor] = None,
+                 batch_size: Optional[int] = None) -> Tuple[Tensor, Optional[int]]:
         r"""The checks of :meth:`forward` and the projection
-        :math:`\mathbf{X}\mathbf{\Theta}`. With a :obj:`group`, a failed check
-        raises on every rank through :meth:`_agree`; a rank whose checks
-        passed must call :meth:`_agree` next (:meth:`_core` does)."""
+        :math:`\mathbf{X}\mathbf{\Theta}`, with the number of graphs of
+        :obj:`batch`. With a :obj:`group`, a failed check raises on every rank
+        through :meth:`_agree`; a rank whose checks passed must call
+        :meth:`_agree` next (:meth:`_core` does)."""
         h, error = None, None
         try:  # on ranks agreed below, before any collective: none waits for one that raised
             if not is_compiling():
                 _check_factors(x, w, v)
+                if batch is not None and self.group is not None:
+                    raise ValueError("'batch' (graphs each with their own factors) cannot be "
+                                     "combined with the layer's 'group' (one graph's rows "
+                                     "split over ranks); with DDP each rank takes its own "
+                                     "batches of whole graphs (group=None)")
+                if batch is not None:
+                    batch_size = check_batch(batch, x.size(0), batch_size)
                 check_module_materialized(self)
                 check_layer_dtype('x', x, self.lin.weight.dtype, self.__class__.__name__)
             h = self.lin(x)
@@ -200,9 +224,12 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
             error = failure
         if error is not None:
             self._agree(x, w, v, error, False, False)  # raises, as on every rank
-        return h
+        if batch is not None and batch_size is None:  # under torch.compile
+            batch_size = int(batch.max()) + 1 if batch.numel() else 0
+        return h, batch_size
 
-    def _core(self, x: Tensor, w: Tensor, v: Tensor) -> WoodburyCore:
+    def _core(self, x: Tensor, w: Tensor, v: Tensor, batch: Optional[Tensor] = None,
+              batch_size: Optional[int] = None) -> WoodburyCore:
         r"""The Woodbury core of :obj:`w` and :obj:`v` from the layer's
         :class:`WoodburyCache` (fingerprinting both, :math:`O(N r)`), the
         ranks agreed in the same collective (:meth:`_agree`).
@@ -210,7 +237,8 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         found (:attr:`WoodburyCache.last`) to the later ones."""
         return self._woodbury(w, v, from_eigenpairs=True, group=self.group,
                               agree=lambda fresh, keeps: self._agree(x, w, v, None, fresh,
-                                                                     keeps))
+                                                                     keeps),
+                              batch=batch, batch_size=batch_size)
 
     def _agree(self, x: Tensor, w: Tensor, v: Tensor, error: Optional[Exception],
                fresh: bool, keeps: bool, given: bool = False) -> Tuple[bool, bool]:
@@ -232,7 +260,9 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         return all(f for f, _ in votes), all(k for _, k in votes)
 
     def propagate(self, h: Tensor, w: Tensor, v: Optional[Tensor], core: WoodburyCore,
-                  summary: Optional[Tensor] = None, *, agreed: bool = False) -> Tensor:
+                  summary: Optional[Tensor] = None, *, agreed: bool = False,
+                  batch: Optional[Tensor] = None,
+                  batch_size: Optional[int] = None) -> Tensor:
         r"""The layer after its projection, :math:`s\,(\mathbf{I} +
         \mathbf{W}\mathbf{V}^{\top})^{-1}\mathbf{H} + \mathbf{b}`, of the
         projected features :obj:`h`
@@ -242,8 +272,10 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         :class:`~torch_geometric_regcn.MiniBatchTSGCN` passes a batch's. With
         a :obj:`group` the ranks first agree on the shapes (see
         :func:`~torch_geometric_regcn.linalg.woodbury_apply`), unless
-        :obj:`agreed` says the caller did."""
-        out = woodbury_apply(h, w, v, core, self.group, summary=summary, agreed=agreed)
+        :obj:`agreed` says the caller did. With :obj:`batch`, each graph's
+        rows with its own factors and core."""
+        out = woodbury_apply(h, w, v, core, self.group, summary=summary, agreed=agreed,
+                             batch=batch, batch_size=batch_size)
         if self.scale != 1.0:
             out = out * self.scale
         if self.bias is not None:

@@ -1,5 +1,5 @@
 r"""The tsGCN network."""
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import torch
 from torch import Tensor
@@ -87,9 +87,12 @@ class TSGCN(torch.nn.Module):
         check_saved_scales(self, state_dict, prefix)  # a refused scale loads no layer
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
-    def forward(self, x: Tensor, w: Tensor, v: Tensor) -> Tensor:
+    def forward(self, x: Tensor, w: Tensor, v: Tensor, batch: Optional[Tensor] = None,
+                batch_size: Optional[int] = None) -> Tensor:
         r"""Runs the forward pass of the module; the arguments are those of
-        :meth:`TSGCNConv.forward <torch_geometric_regcn.TSGCNConv.forward>`.
+        :meth:`TSGCNConv.forward <torch_geometric_regcn.TSGCNConv.forward>`
+        (:obj:`batch` for a :class:`~torch_geometric.data.Batch` of graphs
+        that carry their own factors: each is propagated with its own).
         The Woodbury core of :obj:`w` and :obj:`v` is looked up once, in the
         first layer's cache, and passed to the later layers (one fingerprint
         of the factors per pass, not one per layer); factors the cache does
@@ -98,7 +101,7 @@ class TSGCN(torch.nn.Module):
         for i, conv in enumerate(self.convs):
             if i > 0 or isinstance(x, Tensor):  # else the first layer names x, on every rank
                 x = dropout(x, self.dropout, self.training)
-            x = conv(x, w, v, core=core)
+            x = conv(x, w, v, core=core, batch=batch, batch_size=batch_size)
             if core is None:
                 core = conv._woodbury.last
             if i < len(self.convs) - 1:
