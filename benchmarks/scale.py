@@ -130,10 +130,15 @@ def main(argv=None):
     p.add_argument('--epochs', type=positive_int, default=5)
     p.add_argument('--recall-sample', type=positive_int, default=100_000)
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--threads', type=positive_int, default=None,
+                   help="torch threads (default: torch's own, one per core: the target "
+                        "is stated for both cores of a 2-core machine)")
     p.add_argument('--output', default=None,
                    help='markdown output (default: benchmarks/results/scale.md, '
                         'scale_<device>.md, or scale-<nodes>.tmp for other sizes)')
     args = p.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     suffix = '' if device.type == 'cpu' else f'_{device.type}'
     out = args.output or osp.join(RESULTS, f'scale{suffix}.md' if args.nodes == 1_000_000
