@@ -1,31 +1,35 @@
 r"""The graphs of a PyG mini-batch of graphs (a
 :class:`~torch_geometric.data.Batch` and its :obj:`batch` vector) as dense
-blocks, one per graph, so that each graph's low-rank factors act on its own
-rows only."""
-from typing import Any, Optional, Tuple
+blocks of graphs of similar sizes, so that each graph's low-rank factors act
+on its own rows only."""
+from typing import Any, List, NamedTuple, Optional
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import to_dense_batch
 
 from torch_geometric_regcn.utils.validation import check_int, type_name
 
 
-def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None) -> int:
+def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None,
+                device: Optional[torch.device] = None) -> int:
     r"""Returns the number of graphs of the batch vector :obj:`batch`, which
     assigns each of the :obj:`num_rows` rows to its graph as PyG's
     :class:`~torch_geometric.data.Batch` does: a 1-D integer tensor of one
     non-negative entry per row, non-decreasing (the graphs' rows
     contiguous). :obj:`batch_size` is the number of graphs when the caller
     knows it (it may exceed the last graph with rows: graphs without rows
-    are empty blocks); else :obj:`batch[-1] + 1`. One pass over
-    :obj:`batch` and one synchronisation."""
-    if not isinstance(batch, Tensor) or batch.dim() != 1 or batch.is_floating_point() \
-            or batch.is_complex() or batch.dtype == torch.bool:
+    are empty blocks); else :obj:`batch[-1] + 1` (one empty graph for no
+    rows). :obj:`batch` must lie on :obj:`device` (that of the rows), when
+    given. One pass over :obj:`batch` and one synchronisation."""
+    if not isinstance(batch, Tensor) or batch.dim() != 1 \
+            or batch.dtype not in (torch.int32, torch.int64):
         got = (f'{batch.dtype} of shape {list(batch.shape)}' if isinstance(batch, Tensor)
                else type_name(batch))
-        raise TypeError(f"'batch' must be a 1-D integer tensor that assigns each node to its "
-                        f"graph, as 'data.batch' of a PyG Batch (got {got})")
+        raise TypeError(f"'batch' must be a 1-D int64 (or int32) tensor that assigns each "
+                        f"node to its graph, as 'data.batch' of a PyG Batch (got {got})")
+    if device is not None and batch.device != device:
+        raise ValueError(f"'batch' is on {batch.device} but the node features and factors "
+                         f"on {device}; move it with 'batch.to(device)'")
     if batch.numel() != num_rows:
         raise ValueError(f"'batch' must hold one graph index per node ({num_rows}), got "
                          f"{batch.numel()}: pass the 'batch' vector of the same Batch as "
@@ -33,7 +37,7 @@ def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None) -> 
     if batch_size is not None:
         batch_size = check_int('batch_size', batch_size, minimum=1)
     if num_rows == 0:
-        return batch_size or 0
+        return batch_size or 1  # one empty graph: no batch of zero blocks
     low, high, unsorted = torch.stack([
         batch.min(), batch.max(), (batch[1:] < batch[:-1]).sum()]).tolist()
     if low < 0 or unsorted:
@@ -46,22 +50,61 @@ def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None) -> 
     return batch_size if batch_size is not None else high + 1
 
 
-def graph_blocks(t: Tensor, batch: Tensor, batch_size: int) -> Tuple[Tensor, Tensor]:
-    r"""The rows of :obj:`t` :obj:`[N, c]` as one dense block per graph,
-    :obj:`[batch_size, n_max, c]` zero-padded to the largest graph's
-    :math:`n_{\max}` rows, and the mask :obj:`[batch_size, n_max]` of the
-    real rows (:func:`torch_geometric.utils.to_dense_batch`; the batch
-    vector checked by :func:`check_batch`). Memory
-    :math:`O(B\,n_{\max}\,c)`: at most :math:`B\,n_{\max}/N` times that of
-    :obj:`t`."""
-    return to_dense_batch(t, batch, batch_size=batch_size)
+class GraphBlock(NamedTuple):
+    r"""Graphs of a batch of similar sizes, as one dense block."""
+    graphs: Tensor  #: the graphs, :obj:`[b]`
+    rows: Tensor  #: the row of each graph's :obj:`n` slots, :obj:`[b, n]`; :math:`N` pads
 
 
-def graph_gram(a: Tensor, b: Tensor, batch: Tensor, batch_size: int) -> Tensor:
+def graph_blocks(batch: Tensor, batch_size: int) -> List[GraphBlock]:
+    r"""The non-empty graphs of the batch vector :obj:`batch` (checked by
+    :func:`check_batch`), grouped by size up to the next power of two, each
+    group a :class:`GraphBlock` padded to its largest graph: together at
+    most :math:`2N` slots for the :math:`N` rows (a batch that mixes one
+    large graph with small ones pays for it once), in at most
+    :math:`\lceil\log_2 n_{\max}\rceil + 1` blocks. Every row is in exactly
+    one block. :math:`O(N + B)` time, one synchronisation."""
+    num_rows, device = batch.numel(), batch.device
+    sizes = torch.bincount(batch, minlength=batch_size)
+    starts = sizes.cumsum(0) - sizes
+    graphs = sizes.nonzero().view(-1)
+    bucket = torch.log2(sizes[graphs].double()).ceil().long()
+    blocks = []
+    for value in bucket.unique().tolist():
+        members = graphs[bucket == value]
+        pad = 1 << value  # at least the size of every member, less than twice it
+        slots = torch.arange(pad, device=device)
+        rows = starts[members, None] + slots
+        blocks.append(GraphBlock(members, rows.masked_fill_(
+            slots >= sizes[members, None], num_rows)))
+    return blocks
+
+
+def gather_block(t: Tensor, block: GraphBlock) -> Tensor:
+    r"""The rows of :obj:`t` :obj:`[N, c]` in the slots of :obj:`block`,
+    :obj:`[b, n, c]`, padding slots zero (differentiable in :obj:`t`)."""
+    return torch.cat([t, t.new_zeros(1, t.size(1))])[block.rows]
+
+
+def graph_gram(a: Tensor, b: Tensor, blocks: List[GraphBlock], batch_size: int) -> Tensor:
     r""":math:`\mathbf{A}_g^{\top}\mathbf{B}_g` for every graph :math:`g` of
-    the batch, :obj:`[batch_size, k, m]`, of :obj:`a` :obj:`[N, k]` and
-    :obj:`b` :obj:`[N, m]`: one batched product of the graphs' blocks
-    (:func:`graph_blocks`), :math:`O(N k m)` time beside the padding."""
-    blocks_a, _ = graph_blocks(a, batch, batch_size)
-    blocks_b, _ = graph_blocks(b, batch, batch_size)
-    return blocks_a.transpose(1, 2) @ blocks_b
+    the batch, :obj:`[batch_size, k, m]` (zero for an empty graph), of
+    :obj:`a` :obj:`[N, k]` and :obj:`b` :obj:`[N, m]`: one batched product
+    per block of :func:`graph_blocks`, :math:`O(N k m)` time (at most
+    :math:`2N` rows with the padding)."""
+    out = a.new_zeros(batch_size, a.size(1), b.size(1))
+    for block in blocks:
+        product = gather_block(a, block).transpose(1, 2) @ gather_block(b, block)
+        out = out.index_copy(0, block.graphs, product)
+    return out
+
+
+def subtract_blocks(y: Tensor, parts: List[Tensor], blocks: List[GraphBlock]) -> Tensor:
+    r""":obj:`y` :obj:`[N, c]` minus the rows :obj:`parts` computed block
+    by block (each :obj:`[b, n, c]` on the slots of its block of
+    :func:`graph_blocks`, which hold every row once): one indexed addition,
+    :math:`O(N c)`, differentiable in both."""
+    real = [block.rows < y.size(0) for block in blocks]
+    rows = torch.cat([block.rows[mask] for block, mask in zip(blocks, real)])
+    values = torch.cat([part[mask] for part, mask in zip(parts, real)])
+    return y.index_add(0, rows, values, alpha=-1)

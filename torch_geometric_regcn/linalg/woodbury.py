@@ -14,7 +14,13 @@ from torch_geometric_regcn.distributed.collectives import (
     differentiable_all_reduce,
 )
 from torch_geometric_regcn.linalg.blocks import local_gram
-from torch_geometric_regcn.linalg.graph_batch import check_batch, graph_blocks, graph_gram
+from torch_geometric_regcn.linalg.graph_batch import (
+    check_batch,
+    gather_block,
+    graph_blocks,
+    graph_gram,
+    subtract_blocks,
+)
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.fingerprint import fingerprint
 from torch_geometric_regcn.utils.validation import (
@@ -129,10 +135,15 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     own factors (:class:`~torch_geometric_regcn.LowRankInverse` applied to
     each graph before batching), and the core is one per graph,
     :math:`\mathbf{I}_r + \mathbf{V}_g^{\top}\mathbf{W}_g`: the same
-    :math:`O(N r^2)` products, and :math:`O(B r^3)` for the :math:`B` cores.
-    Every graph's core gets the checks above; with :obj:`from_eigenpairs=True`
-    the factors of the batch as a whole (whose :math:`\mathbf{V}_g^{\top}
-    \mathbf{W}_g` are not diagonal) raise.
+    :math:`O(N r^2)` products, one batched product per group of graphs of
+    similar sizes (padded to at most :math:`2N` rows in all, see
+    :func:`graph_blocks
+    <torch_geometric_regcn.linalg.graph_batch.graph_blocks>`), and
+    :math:`O(B r^3)` for the :math:`B` cores. Every graph's core gets the
+    checks above; with :obj:`from_eigenpairs=True` factors of the batch as a
+    whole pass where each eigenvector lies on one graph (as the
+    component-wise eigensolver returns them; the result is then the same)
+    and raise where an eigensolver mixed graphs.
 
     With a :mod:`torch.distributed` :obj:`group`, :obj:`w` and :obj:`v` are
     this rank's rows of factors split by rows over the group, and
@@ -152,7 +163,10 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     if group is None and not is_compiling():
         check_factors(w, v, None)
         if batch is not None:
-            batch_size = check_batch(batch, w.size(0), batch_size)
+            batch_size = check_batch(batch, w.size(0), batch_size, w.device)
+        elif batch_size is not None:
+            raise ValueError("'batch_size' was given without 'batch': pass the Batch's "
+                             "'batch' vector too (or neither, for one graph)")
     elif not agreed and not is_compiling():
         error, same = None, {}
         try:
@@ -166,8 +180,8 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
             vtw = differentiable_all_reduce(local_gram(v, w), group)
         else:
             if batch_size is None:  # under torch.compile: the graphs with rows
-                batch_size = int(batch.max()) + 1 if batch.numel() else 0
-            vtw = graph_gram(v, w, batch, batch_size)
+                batch_size = int(batch.max()) + 1 if batch.numel() else 1
+            vtw = graph_gram(v, w, graph_blocks(batch, batch_size), batch_size)
     lu, pivots, _ = torch.linalg.lu_factor_ex(
         torch.eye(w.size(1), dtype=w.dtype, device=w.device) + vtw)
     if not is_compiling() and lu.numel() > 0:
@@ -513,8 +527,9 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
     each with its own factors, and each graph's rows of the result are
     :math:`(\mathbf{I} + \mathbf{W}_g\mathbf{V}_g^{\top})^{-1}\mathbf{X}_g`
     (the core one per graph, see :func:`woodbury_core`): the same
-    :math:`O(N r f)` time, with :math:`O(B\,n_{\max} (r + f))` memory for the
-    graphs as blocks padded to the largest one's :math:`n_{\max}` rows.
+    :math:`O(N r f)` time, one batched product per group of graphs of
+    similar sizes, and :math:`O(N (r + f))` memory (the groups padded to at
+    most :math:`2N` rows in all).
 
     Args:
         x (torch.Tensor): The right-hand side :math:`\mathbf{X}`,
@@ -546,19 +561,27 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
                              "combined with 'group' or 'summary' (the rows of one graph)")
         if not is_compiling():
             _check_rows(x, w, v)
-            batch_size = check_batch(batch, w.size(0), batch_size)
+            batch_size = check_batch(batch, w.size(0), batch_size, w.device)
         elif batch_size is None:
-            batch_size = int(batch.max()) + 1 if batch.numel() else 0
+            batch_size = int(batch.max()) + 1 if batch.numel() else 1
         if core is None:
             core = woodbury_core(w, v, batch=batch, batch_size=batch_size)
         elif not is_compiling():
             _check_batched_core(core, batch_size)
         with torch.autocast(x.device.type, enabled=False):
             y = x.to(w.dtype)
-            blocks_w, mask = graph_blocks(w, batch, batch_size)
-            summary = graph_gram(v, y, batch, batch_size)
-            solved = torch.linalg.lu_solve(core.lu, core.pivots, summary)
-            return (y - (blocks_w @ solved)[mask]).to(x.dtype)
+            blocks, parts = graph_blocks(batch, batch_size), []
+            for block in blocks:  # each graph's W_g (I + V_g^T W_g)^-1 V_g^T X_g
+                summary = gather_block(v, block).transpose(1, 2) @ gather_block(y, block)
+                solved = torch.linalg.lu_solve(core.lu[block.graphs],
+                                               core.pivots[block.graphs], summary)
+                parts.append(gather_block(w, block) @ solved)
+            if not blocks:  # no rows
+                return x.clone()
+            return subtract_blocks(y, parts, blocks).to(x.dtype)
+    if batch_size is not None and not is_compiling():
+        raise ValueError("'batch_size' was given without 'batch': pass the Batch's 'batch' "
+                         "vector too (or neither, for one graph)")
     if core is not None and core.lu.dim() != 2 and not is_compiling():
         raise ValueError(f"'core' holds {core.lu.size(0)} cores, one per graph of a batch: "
                          f"pass that batch's 'batch' vector too")

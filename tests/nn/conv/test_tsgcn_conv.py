@@ -192,7 +192,7 @@ def test_the_batch_vector_is_checked_before_any_work():
     _, batch = _graphs_with_their_own_factors((12, 9), alpha=0.4)
     conv = TSGCNConv(5, 3).double()
     args = (batch.x, batch.lowrank_w, batch.lowrank_v)
-    with pytest.raises(TypeError, match="'batch' must be a 1-D integer tensor"):
+    with pytest.raises(TypeError, match="'batch' must be a 1-D int64"):
         conv(*args, batch=batch.batch.double())
     with pytest.raises(ValueError, match=r"one graph index per node \(21\), got 20"):
         conv(*args, batch=batch.batch[1:])
@@ -208,6 +208,28 @@ def test_the_batch_vector_is_checked_before_any_work():
         conv(*args, core=batched)
     torch.testing.assert_close(conv(*args, core=batched, batch=batch.batch),
                                conv(*args, batch=batch.batch))
+
+
+def test_a_batch_vector_of_another_dtype_or_device_or_a_lone_batch_size_is_refused():
+    # Before the fix: int16/uint8 passed the check and failed in PyG's scatter after the
+    # projection; a batch on another device failed inside the gather ('meta': "Cannot
+    # copy out of meta tensor"); 'batch_size' without 'batch' was ignored (the graphs
+    # coupled); no rows with 'batch' asked for a 'batch_size' nobody passed.
+    _, batch = _graphs_with_their_own_factors((12, 9), alpha=0.4)
+    conv = TSGCNConv(5, 3).double()
+    args = (batch.x, batch.lowrank_w, batch.lowrank_v)
+    for dtype in (torch.int16, torch.uint8):
+        with pytest.raises(TypeError, match=r"'batch' must be a 1-D int64 \(or int32\)"):
+            conv(*args, batch=batch.batch.to(dtype))
+    torch.testing.assert_close(conv(*args, batch=batch.batch.int()),
+                               conv(*args, batch=batch.batch))
+    with pytest.raises(ValueError, match="'batch' is on meta but .* on cpu"):
+        conv(*args, batch=batch.batch.to('meta'))
+    with pytest.raises(ValueError, match="'batch_size' was given without 'batch'"):
+        conv(*args, batch_size=2)
+    empty = (torch.randn(0, 5, dtype=torch.float64), torch.randn(0, 4, dtype=torch.float64),
+             torch.randn(0, 4, dtype=torch.float64))
+    assert conv(*empty, batch=torch.zeros(0, dtype=torch.long)).shape == (0, 3)
 
 
 def test_rejects_non_finite_factors():
@@ -234,6 +256,21 @@ def test_torch_compile():
     conv = TSGCNConv(6, 4)
     compiled = torch.compile(conv, fullgraph=True)
     torch.testing.assert_close(compiled(x, w, v), conv(x, w, v), rtol=1e-5, atol=1e-5)
+
+
+def test_torch_compile_with_batches_of_two_sizes():
+    # A DataLoader's last batch holds fewer graphs: the compiled layer must not
+    # keep the first batch's number of graphs or block sizes. The blocks follow
+    # the graphs' sizes, read on the host: a graph break (no fullgraph=True).
+    from torch_geometric.data import Batch
+    graphs, batch = _graphs_with_their_own_factors((12, 9, 15), alpha=0.4)
+    conv = TSGCNConv(5, 3).double()
+    compiled = torch.compile(conv)
+    for b in (batch, Batch.from_data_list(graphs[:2])):
+        args = (b.x, b.lowrank_w, b.lowrank_v)
+        torch.testing.assert_close(
+            compiled(*args, batch=b.batch, batch_size=b.num_graphs),
+            conv(*args, batch=b.batch))
 
 
 @pytest.mark.parametrize('shapes, message', [

@@ -183,8 +183,10 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
                 :obj:`[N]` (:obj:`data.batch` of a
                 :class:`~torch_geometric.data.Batch`), when the graphs carry
                 their own factors (:class:`LowRankInverse` applied to each
-                graph before batching); not with :obj:`group`.
-                (default: :obj:`None`, one graph)
+                graph before batching); not with :obj:`group`. The graphs
+                are grouped by size on the host, so under
+                :func:`torch.compile` it breaks the graph (no
+                :obj:`fullgraph=True`). (default: :obj:`None`, one graph)
             batch_size (int, optional): The number of graphs in
                 :obj:`batch`. (default: :obj:`None`, :obj:`batch[-1] + 1`)
         """
@@ -212,7 +214,10 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
                                      "split over ranks); with DDP each rank takes its own "
                                      "batches of whole graphs (group=None)")
                 if batch is not None:
-                    batch_size = check_batch(batch, x.size(0), batch_size)
+                    batch_size = check_batch(batch, x.size(0), batch_size, x.device)
+                elif batch_size is not None:
+                    raise ValueError("'batch_size' was given without 'batch': pass the "
+                                     "Batch's 'batch' vector too (or neither, for one graph)")
                 check_module_materialized(self)
                 check_layer_dtype('x', x, self.lin.weight.dtype, self.__class__.__name__)
             h = self.lin(x)
@@ -225,7 +230,7 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
         if error is not None:
             self._agree(x, w, v, error, False, False)  # raises, as on every rank
         if batch is not None and batch_size is None:  # under torch.compile
-            batch_size = int(batch.max()) + 1 if batch.numel() else 0
+            batch_size = int(batch.max()) + 1 if batch.numel() else 1
         return h, batch_size
 
     def _core(self, x: Tensor, w: Tensor, v: Tensor, batch: Optional[Tensor] = None,

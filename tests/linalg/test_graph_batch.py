@@ -1,0 +1,67 @@
+r"""linalg.graph_batch: the graphs of a Batch as blocks of similar sizes
+(every row in exactly one slot, padding below 2N), their per-graph Gram
+matrices against a loop over the graphs, and the checks of a batch vector.
+The Woodbury identity on them is tested in tests/linalg/test_woodbury.py."""
+import pytest
+import torch
+
+from torch_geometric_regcn.linalg.graph_batch import (
+    check_batch,
+    gather_block,
+    graph_blocks,
+    graph_gram,
+    subtract_blocks,
+)
+
+
+def batch_of(sizes):
+    return torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+
+
+@pytest.mark.parametrize('sizes', [[1, 1, 1], [5, 0, 3, 8, 9, 16, 17, 0], [300, 2, 7, 1],
+                                   [64] * 5])
+def test_blocks_hold_every_row_once_with_less_than_twice_the_rows(sizes):
+    batch, n = batch_of(sizes), sum(sizes)
+    blocks = graph_blocks(batch, len(sizes))
+    rows = torch.cat([b.rows[b.rows < n] for b in blocks])
+    assert torch.equal(rows.sort().values, torch.arange(n))
+    assert sum(b.rows.numel() for b in blocks) < 2 * n
+    graphs = torch.cat([b.graphs for b in blocks]).sort().values
+    assert torch.equal(graphs, torch.tensor([g for g, s in enumerate(sizes) if s > 0]))
+    for b in blocks:  # each graph's rows in its own slots, in order
+        starts = torch.tensor([0, *sizes]).cumsum(0)
+        for graph, slots in zip(b.graphs.tolist(), b.rows):
+            real = slots[slots < n]
+            assert torch.equal(real, torch.arange(starts[graph], starts[graph + 1]))
+
+
+def test_graph_gram_and_subtract_blocks_equal_a_loop_over_the_graphs():
+    sizes = [5, 0, 3, 8, 9, 16, 17, 1]
+    gen = torch.Generator().manual_seed(0)
+    n = sum(sizes)
+    a = torch.randn(n, 3, dtype=torch.float64, generator=gen)
+    b = torch.randn(n, 4, dtype=torch.float64, generator=gen)
+    batch = batch_of(sizes)
+    blocks = graph_blocks(batch, len(sizes))
+    gram = graph_gram(a, b, blocks, len(sizes))
+    starts = torch.tensor([0, *sizes]).cumsum(0).tolist()
+    for g in range(len(sizes)):
+        lo, hi = starts[g], starts[g + 1]
+        torch.testing.assert_close(gram[g], a[lo:hi].T @ b[lo:hi], rtol=0, atol=1e-13)
+    # Each block's rows of b, doubled, taken from b: -b (exactly, float64).
+    parts = [2 * gather_block(b, block) for block in blocks]
+    torch.testing.assert_close(subtract_blocks(b, parts, blocks), -b, rtol=0, atol=0)
+
+
+def test_check_batch():
+    batch = batch_of([2, 3])
+    assert check_batch(batch, 5) == 2 and check_batch(batch, 5, 4) == 4
+    assert check_batch(torch.zeros(0, dtype=torch.long), 0) == 1
+    with pytest.raises(ValueError, match='non-negative and non-decreasing'):
+        check_batch(batch - 1, 5)
+    with pytest.raises(ValueError, match='non-negative and non-decreasing'):
+        check_batch(batch.flip(0), 5)
+    with pytest.raises(TypeError, match=r"1-D int64 \(or int32\)"):
+        check_batch(batch[None], 5)
+    with pytest.raises(ValueError, match="'batch_size' must be"):
+        check_batch(batch, 5, 0)
