@@ -512,7 +512,9 @@ def summarize(records: List[dict], rep: Report) -> None:
             continue
         seconds = sum(r['seconds'] for r in bilevel)
         ratio = seconds / grid.seconds
+        steps = sorted({newton_steps(r) for r in bilevel if r.get('calibrated')})
         overview.append([dataset, device, f'{paired[2]} x {epochs}',
+                         ', '.join(map(str, steps)) or '-',
                          f'({grid.choice[0]:g}, {grid.choice[1]:g}) of {len(grid.val)}',
                          _mean_std([r['acc'] for r in grid.runs]),
                          _mean_std([r['acc'] for r in bilevel]),
@@ -526,15 +528,17 @@ def summarize(records: List[dict], rep: Report) -> None:
             'with (alpha, beta) learned on the validation loss (bilevel) and chosen by the '
             'validation grid on the same splits and epochs (grid: its choice and the number '
             'of points); bilevel - grid is the mean per-split difference (its standard '
-            'error), the target >= -0.5. Seconds: training time summed over the route\'s runs '
-            '(the grid: every point on every split); the target ratio <= 1/3. The runs may '
+            'error), the target >= -0.5. Newton steps: those of the calibrated validation '
+            'loss in the bilevel runs (the default was 10, then 30). Seconds: training '
+            'time summed over the route\'s runs (the grid: every point on every split); '
+            'the target ratio <= 1/3. The runs may '
             'come from several of the commands above, made at different loads (the header '
             'gives the range), so the ratio carries that noise; the ms/epoch column of each '
             'section gives the routes\' cost per epoch.')
         rep()
-        rep.table(['dataset', 'device', 'splits x epochs', 'grid choice', 'grid ACC',
-                   'bilevel ACC', 'bilevel - grid', 'ACC target', 'bilevel (s)', 'grid (s)',
-                   'time ratio', 'time target'], overview)
+        rep.table(['dataset', 'device', 'splits x epochs', 'Newton steps', 'grid choice',
+                   'grid ACC', 'bilevel ACC', 'bilevel - grid', 'ACC target', 'bilevel (s)',
+                   'grid (s)', 'time ratio', 'time target'], overview)
     for dataset, epochs, device, by_route, grid in sections:
         _section(rep, dataset, epochs, device, by_route, grid)
 
@@ -580,6 +584,8 @@ def _section(rep: Report, dataset: str, epochs: int, device: str,
             what += '; Newton steps of the calibrated loss: ' + ', '.join(
                 f'{n} on splits {sorted(s for s in steps if steps[s] == n)}'
                 for n in sorted(set(steps.values())))
+        elif steps:
+            what += f'; {next(iter(steps.values()))} Newton steps of the calibrated loss'
         paired = _paired(runs, reference) if grid is not None else None
         rows.append(_row(what, runs, paired, sum(r['seconds'] for r in runs)))
     rep.table(['route', 'splits', 'test ACC', 'test F1', 'ACC last epoch', 'val ACC',

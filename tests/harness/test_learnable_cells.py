@@ -90,3 +90,20 @@ def test_a_run_stored_differently_in_two_cells_files_is_refused(tmp_path):
     assert len(merged_records([open_cells(str(first)), open_cells(str(same))])) == 1
     with pytest.raises(ValueError, match='would count its split twice'):
         merged_records([open_cells(str(first)), open_cells(str(second))])
+
+
+def test_the_summary_names_the_newton_steps_of_the_bilevel_runs():
+    # Cora's stored bilevel runs used 10 steps, PubMed's 30: the summary row and
+    # the route's row say which (a reader could not tell them apart before).
+    alpha, beta = TUNED['Cora'].alpha, TUNED['Cora'].beta
+    records = []
+    for seed in range(2):
+        records.append(_record(Run('Cora', 'grid', seed, 500, (alpha, beta))))
+        old = _record(Run('Cora', 'bilevel', seed, 500, None))
+        del old['newton_steps']
+        records.append(old)
+    rep = Report()
+    summarize(records, rep)
+    text = '\n'.join(rep.lines)
+    assert '| Cora | cpu | 2 x 500 | 10 |' in text
+    assert '; 10 Newton steps of the calibrated loss |' in text
