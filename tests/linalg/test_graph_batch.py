@@ -5,6 +5,7 @@ The Woodbury identity on them is tested in tests/linalg/test_woodbury.py."""
 import pytest
 import torch
 
+from torch_geometric_regcn.linalg.blocks import GRAM_CHUNK, local_gram
 from torch_geometric_regcn.linalg.graph_batch import (
     check_batch,
     gather_block,
@@ -51,6 +52,22 @@ def test_graph_gram_and_subtract_blocks_equal_a_loop_over_the_graphs():
     # Each block's rows of b, doubled, taken from b: -b (exactly, float64).
     parts = [2 * gather_block(b, block) for block in blocks]
     torch.testing.assert_close(subtract_blocks(b, parts, blocks), -b, rtol=0, atol=0)
+
+
+def test_a_graph_above_gram_chunk_gets_the_sums_of_local_gram_of_its_rows():
+    # local_gram adds float32 products over more than GRAM_CHUNK rows in float64
+    # chunks; one float32 product of a graph's 2^15 padded rows drifts by tens of
+    # eps (hundreds at 2 * 10^5 rows). A batch's large graph gets local_gram of its
+    # own rows, the sums of the graph alone: the same call, so bit for bit.
+    sizes = [3, GRAM_CHUNK + 1, 7, 7 * GRAM_CHUNK + 5, 0]
+    gen = torch.Generator().manual_seed(0)
+    n = sum(sizes)
+    a, b = torch.rand(n, 4, generator=gen), torch.rand(n, 3, generator=gen)
+    gram = graph_gram(a, b, graph_blocks(batch_of(sizes), len(sizes)), len(sizes))
+    starts = torch.tensor([0, *sizes]).cumsum(0).tolist()
+    for g in (1, 3):
+        lo, hi = starts[g], starts[g + 1]
+        assert torch.equal(gram[g], local_gram(a[lo:hi], b[lo:hi]))
 
 
 def test_check_batch():

@@ -584,3 +584,21 @@ def test_a_batch_of_eigenpair_factors_is_checked_graph_by_graph():
     woodbury_core(w, v, from_eigenpairs=True)  # one graph of two components: fine
     with pytest.raises(ValueError, match=SLICED + r".*each graph's own factors"):
         woodbury_core(w, v, from_eigenpairs=True, batch=batch)
+
+
+def test_a_batch_of_one_large_float32_graph_is_propagated_as_the_graph_alone():
+    # Above GRAM_CHUNK rows, V^T W and V^T X of a batch's graph are local_gram's
+    # float64-chunked sums of its rows, as for the graph alone (a plain float32
+    # product of 2^15 padded rows was 77 eps of the correction W (...)^-1 V^T X
+    # off). What still differs, the batched r-term products W_g (...)^-1 V_g^T X_g,
+    # rounds at an ulp of the correction: 2 eps of it.
+    n = 8 * 4096 + 1
+    gen = torch.Generator().manual_seed(0)
+    u = torch.linalg.qr(torch.rand(n, 4, generator=gen, dtype=torch.float64) + 1)[0]
+    w, v = (u * 0.6).float(), (-u * 0.6).float()
+    x = torch.rand(n, 3, generator=gen) + 1
+    one = woodbury_apply(x, w, v)
+    batched = woodbury_apply(x, w, v, batch=torch.zeros(n, dtype=torch.long))
+    correction = (x - one).abs().max()
+    eps = torch.finfo(torch.float32).eps
+    torch.testing.assert_close(batched, one, rtol=0, atol=float(2 * eps * correction))

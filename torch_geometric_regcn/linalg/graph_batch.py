@@ -7,6 +7,8 @@ from typing import Any, List, NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.linalg.blocks import GRAM_CHUNK, local_gram
+from torch_geometric_regcn.utils.compat import compiler_disable
 from torch_geometric_regcn.utils.validation import check_int, type_name
 
 
@@ -56,27 +58,35 @@ class GraphBlock(NamedTuple):
     rows: Tensor  #: the row of each graph's :obj:`n` slots, :obj:`[b, n]`; :math:`N` pads
 
 
+@compiler_disable(reason="the graphs of a Batch ('batch=') are grouped by size on the host: "
+                         "compile TSGCNConv/TSGCN without fullgraph=True (a graph break)")
 def graph_blocks(batch: Tensor, batch_size: int) -> List[GraphBlock]:
     r"""The non-empty graphs of the batch vector :obj:`batch` (checked by
     :func:`check_batch`), grouped by size up to the next power of two, each
-    group a :class:`GraphBlock` padded to its largest graph: together at
-    most :math:`2N` slots for the :math:`N` rows (a batch that mixes one
-    large graph with small ones pays for it once), in at most
+    group a :class:`GraphBlock` of :math:`2^{\lceil\log_2 n\rceil}` slots
+    per graph for its graphs of :math:`n \in (2^{j-1}, 2^j]` rows: together
+    fewer than :math:`2N` slots for the :math:`N` rows (a batch that mixes
+    one large graph with small ones pays for it once), in at most
     :math:`\lceil\log_2 n_{\max}\rceil + 1` blocks. Every row is in exactly
-    one block. :math:`O(N + B)` time, one synchronisation."""
-    num_rows, device = batch.numel(), batch.device
-    sizes = torch.bincount(batch, minlength=batch_size)
-    starts = sizes.cumsum(0) - sizes
-    graphs = sizes.nonzero().view(-1)
-    bucket = torch.log2(sizes[graphs].double()).ceil().long()
-    blocks = []
-    for value in bucket.unique().tolist():
-        members = graphs[bucket == value]
-        pad = 1 << value  # at least the size of every member, less than twice it
-        slots = torch.arange(pad, device=device)
-        rows = starts[members, None] + slots
-        blocks.append(GraphBlock(members, rows.masked_fill_(
-            slots >= sizes[members, None], num_rows)))
+    one block. :math:`O(N + B \log N)` time, one synchronisation (the
+    number of graphs in each group)."""
+    num_rows, device, batch = batch.numel(), batch.device, batch.contiguous()
+    graphs = torch.arange(batch_size, device=device, dtype=batch.dtype)
+    starts = torch.searchsorted(batch, graphs)  # batch is sorted: no count to read back
+    sizes = torch.searchsorted(batch, graphs, right=True) - starts
+    bucket = torch.log2(sizes.clamp(min=1).double()).ceil().long().masked_fill_(sizes == 0, -1)
+    order = torch.argsort(bucket, stable=True)  # the graphs by bucket, in order within one
+    counts = torch.zeros(65, dtype=torch.long, device=device).index_add_(
+        0, bucket + 1, torch.ones_like(bucket)).tolist()
+    blocks, offset = [], counts[0]  # bucket -1 first: the empty graphs
+    for value, count in enumerate(counts[1:]):
+        if count:
+            members = order[offset:offset + count]
+            offset += count
+            slots = torch.arange(1 << value, device=device)
+            rows = starts[members, None] + slots
+            blocks.append(GraphBlock(members, rows.masked_fill_(
+                slots >= sizes[members, None], num_rows)))
     return blocks
 
 
@@ -84,6 +94,21 @@ def gather_block(t: Tensor, block: GraphBlock) -> Tensor:
     r"""The rows of :obj:`t` :obj:`[N, c]` in the slots of :obj:`block`,
     :obj:`[b, n, c]`, padding slots zero (differentiable in :obj:`t`)."""
     return torch.cat([t, t.new_zeros(1, t.size(1))])[block.rows]
+
+
+def block_gram(a: Tensor, b: Tensor, block: GraphBlock) -> Tensor:
+    r""":math:`\mathbf{A}_g^{\top}\mathbf{B}_g` of the graphs of
+    :obj:`block`, :obj:`[b, k, m]`, of :obj:`a` :obj:`[N, k]` and :obj:`b`
+    :obj:`[N, m]`: one batched product of the padded block, or, for graphs
+    of more than :data:`GRAM_CHUNK
+    <torch_geometric_regcn.linalg.blocks.GRAM_CHUNK>` rows (at most
+    :math:`N / 2^{12}` of them, one synchronisation), :func:`local_gram
+    <torch_geometric_regcn.linalg.blocks.local_gram>` of each graph's rows,
+    whose float32 sums in float64 chunks are those of the graph alone."""
+    if block.rows.size(1) <= GRAM_CHUNK:
+        return gather_block(a, block).transpose(1, 2) @ gather_block(b, block)
+    first, size = torch.stack([block.rows[:, 0], (block.rows < a.size(0)).sum(1)]).tolist()
+    return torch.stack([local_gram(a[s:s + n], b[s:s + n]) for s, n in zip(first, size)])
 
 
 def graph_gram(a: Tensor, b: Tensor, blocks: List[GraphBlock], batch_size: int) -> Tensor:
@@ -94,8 +119,7 @@ def graph_gram(a: Tensor, b: Tensor, blocks: List[GraphBlock], batch_size: int) 
     :math:`2N` rows with the padding)."""
     out = a.new_zeros(batch_size, a.size(1), b.size(1))
     for block in blocks:
-        product = gather_block(a, block).transpose(1, 2) @ gather_block(b, block)
-        out = out.index_copy(0, block.graphs, product)
+        out = out.index_copy(0, block.graphs, block_gram(a, b, block))
     return out
 
 

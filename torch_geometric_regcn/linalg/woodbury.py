@@ -15,6 +15,7 @@ from torch_geometric_regcn.distributed.collectives import (
 )
 from torch_geometric_regcn.linalg.blocks import local_gram
 from torch_geometric_regcn.linalg.graph_batch import (
+    block_gram,
     check_batch,
     gather_block,
     graph_blocks,
@@ -138,7 +139,10 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     :math:`O(N r^2)` products, one batched product per group of graphs of
     similar sizes (padded to at most :math:`2N` rows in all, see
     :func:`graph_blocks
-    <torch_geometric_regcn.linalg.graph_batch.graph_blocks>`), and
+    <torch_geometric_regcn.linalg.graph_batch.graph_blocks>`; a graph of
+    more rows than :data:`GRAM_CHUNK
+    <torch_geometric_regcn.linalg.blocks.GRAM_CHUNK>` by :func:`local_gram
+    <torch_geometric_regcn.linalg.blocks.local_gram>`, as alone), and
     :math:`O(B r^3)` for the :math:`B` cores. Every graph's core gets the
     checks above; with :obj:`from_eigenpairs=True` factors of the batch as a
     whole pass where each eigenvector lies on one graph (as the
@@ -572,7 +576,7 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
             y = x.to(w.dtype)
             blocks, parts = graph_blocks(batch, batch_size), []
             for block in blocks:  # each graph's W_g (I + V_g^T W_g)^-1 V_g^T X_g
-                summary = gather_block(v, block).transpose(1, 2) @ gather_block(y, block)
+                summary = block_gram(v, y, block)
                 solved = torch.linalg.lu_solve(core.lu[block.graphs],
                                                core.pivots[block.graphs], summary)
                 parts.append(gather_block(w, block) @ solved)

@@ -271,6 +271,11 @@ def test_torch_compile_with_batches_of_two_sizes():
         torch.testing.assert_close(
             compiled(*args, batch=b.batch, batch_size=b.num_graphs),
             conv(*args, batch=b.batch))
+    # fullgraph=True is refused by a message that says why (not dynamo's guard on
+    # a data-dependent size deep inside graph_blocks).
+    with pytest.raises(torch._dynamo.exc.Unsupported, match='grouped by size on the host'):
+        torch.compile(conv, fullgraph=True, backend='eager')(*args, batch=b.batch,
+                                                             batch_size=b.num_graphs)
 
 
 @pytest.mark.parametrize('shapes, message', [
