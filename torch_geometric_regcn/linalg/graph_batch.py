@@ -11,9 +11,14 @@ from torch_geometric_regcn.linalg.blocks import GRAM_CHUNK, local_gram
 from torch_geometric_regcn.utils.compat import compiler_disable
 from torch_geometric_regcn.utils.validation import check_int, type_name
 
+#: Why a batch of graphs and a process group do not combine.
+WITH_GROUP = ("'batch' (graphs each with their own factors) cannot be combined with "
+              "'group' (the rows of one graph's factors split over ranks); with DDP each "
+              "rank takes its own batches of whole graphs (group=None)")
+
 
 def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None,
-                device: Optional[torch.device] = None) -> int:
+                device: Optional[torch.device] = None) -> Optional[int]:
     r"""Returns the number of graphs of the batch vector :obj:`batch`, which
     assigns each of the :obj:`num_rows` rows to its graph as PyG's
     :class:`~torch_geometric.data.Batch` does: a 1-D integer tensor of one
@@ -22,7 +27,13 @@ def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None,
     knows it (it may exceed the last graph with rows: graphs without rows
     are empty blocks); else :obj:`batch[-1] + 1` (one empty graph for no
     rows). :obj:`batch` must lie on :obj:`device` (that of the rows), when
-    given. One pass over :obj:`batch` and one synchronisation."""
+    given. :obj:`None` for no :obj:`batch` (one graph), which refuses a
+    :obj:`batch_size`. One pass over :obj:`batch` and one synchronisation."""
+    if batch is None:
+        if batch_size is not None:
+            raise ValueError("'batch_size' was given without 'batch': pass the Batch's "
+                             "'batch' vector too (or neither, for one graph)")
+        return None
     if not isinstance(batch, Tensor) or batch.dim() != 1 \
             or batch.dtype not in (torch.int32, torch.int64):
         got = (f'{batch.dtype} of shape {list(batch.shape)}' if isinstance(batch, Tensor)
@@ -50,6 +61,16 @@ def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None,
         raise ValueError(f"'batch' refers to graph {high} but 'batch_size' is {batch_size}; "
                          f"pass the number of graphs (or omit 'batch_size')")
     return batch_size if batch_size is not None else high + 1
+
+
+def graph_count(batch: Tensor, batch_size: Optional[int]) -> int:
+    r"""The number of graphs of a batch vector, unchecked (where
+    :func:`check_batch` does not run, under :func:`torch.compile`):
+    :obj:`batch_size` if given, else :obj:`batch[-1] + 1` (one for no
+    rows)."""
+    if batch_size is not None:
+        return batch_size
+    return int(batch[-1]) + 1 if batch.numel() else 1
 
 
 class GraphBlock(NamedTuple):

@@ -460,6 +460,8 @@ class _Solver(NamedTuple):
                 if pairs.converged:
                     break
         if not pairs.converged and size <= self.dense_fallback:
+            # The documented dense fallback: a component of at most dense_fallback
+            # (4,096 by default) nodes, O(size^2) memory.
             values, vectors = torch.linalg.eigh(torch.eye(size, dtype=torch.float64,
                                                           device=trivial.device)
                                                 - adjacency.to_dense())

@@ -15,10 +15,12 @@ from torch_geometric_regcn.distributed.collectives import (
 )
 from torch_geometric_regcn.linalg.blocks import local_gram
 from torch_geometric_regcn.linalg.graph_batch import (
+    WITH_GROUP,
     block_gram,
     check_batch,
     gather_block,
     graph_blocks,
+    graph_count,
     graph_gram,
     subtract_blocks,
 )
@@ -161,16 +163,10 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     rounding level they decide together (float32 for float64 factors only
     if every rank holding rows has float32 casts)."""
     if batch is not None and group is not None:
-        raise ValueError("'batch' (graphs each with their own factors) and 'group' (the rows "
-                         "of one graph's factors split over ranks) cannot be combined; with "
-                         "DDP each rank takes its own batches of whole graphs (group=None)")
+        raise ValueError(WITH_GROUP)
     if group is None and not is_compiling():
         check_factors(w, v, None)
-        if batch is not None:
-            batch_size = check_batch(batch, w.size(0), batch_size, w.device)
-        elif batch_size is not None:
-            raise ValueError("'batch_size' was given without 'batch': pass the Batch's "
-                             "'batch' vector too (or neither, for one graph)")
+        batch_size = check_batch(batch, w.size(0), batch_size, w.device)
     elif not agreed and not is_compiling():
         error, same = None, {}
         try:
@@ -183,8 +179,7 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
         if batch is None:
             vtw = differentiable_all_reduce(local_gram(v, w), group)
         else:
-            if batch_size is None:  # under torch.compile: the graphs with rows
-                batch_size = int(batch.max()) + 1 if batch.numel() else 1
+            batch_size = graph_count(batch, batch_size)  # checked above unless compiling
             vtw = graph_gram(v, w, graph_blocks(batch, batch_size), batch_size)
     lu, pivots, _ = torch.linalg.lu_factor_ex(
         torch.eye(w.size(1), dtype=w.dtype, device=w.device) + vtw)
@@ -560,14 +555,15 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
             (default: :obj:`None`, :obj:`batch[-1] + 1`)
     """
     if batch is not None:
-        if group is not None or summary is not None:
+        if group is not None:
+            raise ValueError(WITH_GROUP)
+        if summary is not None:
             raise ValueError("'batch' (graphs each with their own factors) cannot be "
-                             "combined with 'group' or 'summary' (the rows of one graph)")
+                             "combined with 'summary' (V^T X of one graph's rows)")
         if not is_compiling():
             _check_rows(x, w, v)
-            batch_size = check_batch(batch, w.size(0), batch_size, w.device)
-        elif batch_size is None:
-            batch_size = int(batch.max()) + 1 if batch.numel() else 1
+        batch_size = (check_batch(batch, w.size(0), batch_size, w.device)
+                      if not is_compiling() else graph_count(batch, batch_size))
         if core is None:
             core = woodbury_core(w, v, batch=batch, batch_size=batch_size)
         elif not is_compiling():
@@ -583,9 +579,8 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
             if not blocks:  # no rows
                 return x.clone()
             return subtract_blocks(y, parts, blocks).to(x.dtype)
-    if batch_size is not None and not is_compiling():
-        raise ValueError("'batch_size' was given without 'batch': pass the Batch's 'batch' "
-                         "vector too (or neither, for one graph)")
+    if not is_compiling():
+        check_batch(None, x.size(0), batch_size)  # refuses a lone batch_size
     if core is not None and core.lu.dim() != 2 and not is_compiling():
         raise ValueError(f"'core' holds {core.lu.size(0)} cores, one per graph of a batch: "
                          f"pass that batch's 'batch' vector too")

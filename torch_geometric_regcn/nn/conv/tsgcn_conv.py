@@ -12,7 +12,7 @@ from torch_geometric_regcn.distributed.collectives import (
     agree_arguments,
     check_group,
 )
-from torch_geometric_regcn.linalg.graph_batch import check_batch
+from torch_geometric_regcn.linalg.graph_batch import WITH_GROUP, check_batch, graph_count
 from torch_geometric_regcn.linalg.woodbury import (
     WoodburyCache,
     WoodburyCore,
@@ -209,15 +209,8 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
             if not is_compiling():
                 _check_factors(x, w, v)
                 if batch is not None and self.group is not None:
-                    raise ValueError("'batch' (graphs each with their own factors) cannot be "
-                                     "combined with the layer's 'group' (one graph's rows "
-                                     "split over ranks); with DDP each rank takes its own "
-                                     "batches of whole graphs (group=None)")
-                if batch is not None:
-                    batch_size = check_batch(batch, x.size(0), batch_size, x.device)
-                elif batch_size is not None:
-                    raise ValueError("'batch_size' was given without 'batch': pass the "
-                                     "Batch's 'batch' vector too (or neither, for one graph)")
+                    raise ValueError(WITH_GROUP)
+                batch_size = check_batch(batch, x.size(0), batch_size, x.device)
                 check_module_materialized(self)
                 check_layer_dtype('x', x, self.lin.weight.dtype, self.__class__.__name__)
             h = self.lin(x)
@@ -229,8 +222,8 @@ class TSGCNConv(SharesGroup, torch.nn.Module):
             error = failure
         if error is not None:
             self._agree(x, w, v, error, False, False)  # raises, as on every rank
-        if batch is not None and batch_size is None:  # under torch.compile
-            batch_size = int(batch.max()) + 1 if batch.numel() else 1
+        if batch is not None and is_compiling():  # unchecked above
+            batch_size = graph_count(batch, batch_size)
         return h, batch_size
 
     def _core(self, x: Tensor, w: Tensor, v: Tensor, batch: Optional[Tensor] = None,
