@@ -580,7 +580,7 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
                 return x.clone()
             return subtract_blocks(y, parts, blocks).to(x.dtype)
     if not is_compiling():
-        check_batch(None, x.size(0), batch_size)  # refuses a lone batch_size
+        check_batch(None, 0, batch_size)  # refuses a lone batch_size
     if core is not None and core.lu.dim() != 2 and not is_compiling():
         raise ValueError(f"'core' holds {core.lu.size(0)} cores, one per graph of a batch: "
                          f"pass that batch's 'batch' vector too")
