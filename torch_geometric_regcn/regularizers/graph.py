@@ -239,7 +239,8 @@ class GraphOperators:
       :math:`k`-NN graph of :obj:`x` (:math:`O(N^2 d)`, built once per
       :math:`k`);
     - :attr:`lowrank`: the factors :math:`(\mathbf{W}, \mathbf{V})` of
-      :class:`~torch_geometric_regcn.LowRankInverse`;
+      :class:`~torch_geometric_regcn.LowRankInverse` (with
+      :attr:`lowrank_batch`, those of a batch of graphs, each its own);
     - :meth:`memo`: any operator derived from them (a regulariser's
       :math:`\mathbf{M}`, the Woodbury core);
     - :meth:`matmul`: the product of one of these sparse operators with
@@ -323,6 +324,11 @@ class GraphOperators:
         self.edge_index, self.edge_weight, self.dtype = edge_index, edge_weight, dtype
         self.semantic_edge_index, self.x = semantic_edge_index, x
         self.lowrank = lowrank
+        #: :obj:`(batch, batch_size)` when :attr:`lowrank` holds the factors
+        #: of a batch of graphs, each its own (set by a layer per call, see
+        #: :func:`~torch_geometric_regcn.linalg.woodbury_apply`); :obj:`None`:
+        #: one graph's factors.
+        self.lowrank_batch: Optional[Tuple[Tensor, Optional[int]]] = None
         self.progress, self.seed, self.direction = progress, seed, direction
         self.derived: Dict[Hashable, Any] = {}
         self._versions: Dict[Hashable, Hashable] = {}  # of the entries built with a version

@@ -9,7 +9,13 @@ from torch_geometric.nn import APPNP, GCNConv, SGConv
 
 from tests.conftest import CUDA, dense_normalized_adjacency, undirected_graph
 from tests.nn.helpers import EYE, F_IN, F_OUT, N, conv, dense_adj, setup
-from torch_geometric_regcn import LowRankInverse, RegularizerConv, SemanticGraph, TSGCNConv
+from torch_geometric_regcn import (
+    LowRankInverse,
+    RegularizerConv,
+    RegularizerGNN,
+    SemanticGraph,
+    TSGCNConv,
+)
 from torch_geometric_regcn import regularizers as R
 
 
@@ -424,3 +430,65 @@ def test_a_cached_layer_follows_an_assigned_coefficient(name, before, after, sol
     # series terms: 1e-9 leaves margin.
     torch.testing.assert_close(layer(x, ei, **graph), fresh(x, ei, **graph), rtol=0,
                                atol=1e-9)
+
+
+def _graphs_with_their_own_factors(sizes, alpha):
+    from torch_geometric.data import Batch
+
+    from torch_geometric_regcn.datasets import contextual_sbm
+    graphs = []
+    for n in sizes:
+        g = contextual_sbm(num_nodes=n, num_classes=2, num_features=F_IN, seed=n)
+        g.x = g.x.double()
+        graphs.append(LowRankInverse(alpha, 0.0, 4, progress=False)(g))
+    return graphs, Batch.from_data_list(graphs)
+
+
+@pytest.mark.parametrize('normalize', [True, False])
+def test_the_lowrank_solver_takes_a_batch_of_graphs_with_their_own_factors(normalize):
+    # Before: RegularizerConv(solver='lowrank') took no batch vector, and the factors
+    # of graphs batched with their own (LowRankInverse per graph, then a DataLoader)
+    # coupled the graphs without an error (2.4 off the per-graph output). Reference:
+    # each graph alone, densely: gain (I + W_g V_g^T)^-1 X_g Theta, gain 1 or 1 / 1.4.
+    graphs, batch = _graphs_with_their_own_factors((30, 45, 21), alpha=0.4)
+    layer = conv('tsgcn', alpha=0.4, beta=0.0, solver='lowrank', normalize=normalize)
+    gain = 1.0 if normalize else 1 / 1.4
+    expected = torch.cat([
+        gain * torch.linalg.solve(torch.eye(g.num_nodes, dtype=torch.float64)
+                                  + g.lowrank_w @ g.lowrank_v.T, g.x @ layer.lin.weight.T)
+        for g in graphs])
+    args = (batch.x, batch.edge_index)
+    factors = {'lowrank_w': batch.lowrank_w, 'lowrank_v': batch.lowrank_v}
+    # float64: the r x r solves and O(n r) sums round to ~1e-15 of the entries (~1).
+    torch.testing.assert_close(layer(*args, **factors, batch=batch.batch), expected)
+    assert (layer(*args, **factors) - expected).abs().max() > 0.1  # what 'batch' prevents
+    # The network passes it to every layer; an empty fourth graph changes nothing.
+    torch.manual_seed(0)
+    model = RegularizerGNN(F_IN, 8, 3, regularizer='tsgcn', alpha=0.4, beta=0.0,
+                             solver='lowrank').double()
+    alone = torch.cat([model(g.x, g.edge_index, lowrank_w=g.lowrank_w, lowrank_v=g.lowrank_v)
+                       for g in graphs])
+    torch.testing.assert_close(model(*args, **factors, batch=batch.batch, batch_size=4), alone)
+
+
+def test_a_batch_vector_is_checked_first_and_needs_each_graphs_semantic_graph():
+    graphs, batch = _graphs_with_their_own_factors((12, 9), alpha=0.4)
+    args = (batch.x, batch.edge_index)
+    lowrank = conv('tsgcn', alpha=0.4, beta=0.0, solver='lowrank')
+    factors = {'lowrank_w': batch.lowrank_w, 'lowrank_v': batch.lowrank_v}
+    with pytest.raises(ValueError, match='non-decreasing'):
+        lowrank(*args, **factors, batch=batch.batch.flip(0))
+    with pytest.raises(ValueError, match="'batch_size' was given without 'batch'"):
+        lowrank(*args, **factors, batch_size=2)
+    # The other solvers read the edges, which stay within each graph: the batch vector
+    # changes nothing there, but a semantic graph built from x would join the graphs.
+    gcn = conv('gcn')
+    torch.testing.assert_close(gcn(*args, batch=batch.batch), gcn(*args), rtol=0, atol=0)
+    tsgcn = conv('tsgcn', alpha=1.0, beta=0.5, solver='cg')
+    with pytest.raises(ValueError, match="pass each graph's 'semantic_edge_index'"):
+        tsgcn(*args, batch=batch.batch)
+    from torch_geometric.data import Batch
+    semantic = Batch.from_data_list([SemanticGraph(k=3)(g) for g in graphs])
+    torch.testing.assert_close(
+        tsgcn(*args, semantic_edge_index=semantic.semantic_edge_index, batch=batch.batch),
+        tsgcn(*args, semantic_edge_index=semantic.semantic_edge_index), rtol=0, atol=0)

@@ -8,6 +8,7 @@ from torch import Tensor
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.inits import zeros
 
+from torch_geometric_regcn.linalg.graph_batch import check_batch, graph_count
 from torch_geometric_regcn.nn.conv import edge_masking
 from torch_geometric_regcn.nn.conv.graph_cache import GraphCache
 from torch_geometric_regcn.nn.conv.state_dict_upgrade import upgrade_0_1_state_dict
@@ -391,7 +392,8 @@ class RegularizerConv(MessagePassing):
     def forward(self, x: Tensor, edge_index: Any, edge_weight: Optional[Tensor] = None,
                 semantic_edge_index: Optional[Tensor] = None,
                 lowrank_w: Optional[Tensor] = None,
-                lowrank_v: Optional[Tensor] = None) -> Tensor:
+                lowrank_v: Optional[Tensor] = None, batch: Optional[Tensor] = None,
+                batch_size: Optional[int] = None) -> Tensor:
         r"""Runs the forward pass of the module. Each graph input is read only
         if the regulariser and solver need it
         (:meth:`~torch_geometric_regcn.regularizers.Regularizer.requires`).
@@ -419,12 +421,24 @@ class RegularizerConv(MessagePassing):
             lowrank_w (torch.Tensor, optional): The factor :math:`\mathbf{W}`
                 of :class:`~torch_geometric_regcn.LowRankInverse`, for
                 :obj:`solver="lowrank"`: one graph's (or those computed for
-                a :class:`~torch_geometric.data.Batch` as a whole); graphs
-                batched with their own factors take
-                :class:`~torch_geometric_regcn.TSGCNConv` with :obj:`batch`.
-                (default: :obj:`None`)
+                a :class:`~torch_geometric.data.Batch` as a whole), or,
+                with :obj:`batch`, those of graphs batched with their own
+                factors. (default: :obj:`None`)
             lowrank_v (torch.Tensor, optional): The factor :math:`\mathbf{V}`,
                 for :obj:`solver="lowrank"`. (default: :obj:`None`)
+            batch (torch.Tensor, optional): The graph of each node,
+                :obj:`[N]` (:obj:`data.batch` of a
+                :class:`~torch_geometric.data.Batch`). :obj:`solver="lowrank"`
+                then propagates each graph with its own factors (as
+                :class:`~torch_geometric_regcn.TSGCNConv` does; without it,
+                the factors of graphs batched with their own would couple
+                them). The other solvers read the edges, which stay within
+                each graph, and need it only to refuse a semantic graph
+                built from :obj:`x` across the graphs (pass each graph's
+                :obj:`semantic_edge_index`). (default: :obj:`None`, one
+                graph)
+            batch_size (int, optional): The number of graphs in
+                :obj:`batch`. (default: :obj:`None`, :obj:`batch[-1] + 1`)
         """
         if not is_compiling():  # before any work: the inputs, then the layer's dtype
             check_node_features(x, finite=False)
@@ -435,6 +449,13 @@ class RegularizerConv(MessagePassing):
             check_module_materialized(self)
             check_layer_dtype('x', x, self.lin.weight.dtype, self.__class__.__name__)
             self._check_directed()
+            batch_size = check_batch(batch, x.size(0), batch_size, x.device)
+            if batch is not None and semantic_edge_index is None \
+                    and 'semantic' in self.regularizer.requires(self.solver):
+                raise ValueError("With 'batch' (a batch of graphs), pass each graph's "
+                                 "'semantic_edge_index' (SemanticGraph as a transform of the "
+                                 "dataset): built here from 'x', the kNN graph would link "
+                                 "the graphs to each other")
             if self.directed and not (isinstance(edge_index, Tensor)
                                       and edge_index.layout == torch.strided):
                 raise ValueError(f"directed=True reads the direction of each edge from "
@@ -446,6 +467,9 @@ class RegularizerConv(MessagePassing):
         graph = self.graph(x, edge_index, edge_weight, semantic_edge_index=semantic_edge_index,
                            lowrank_w=lowrank_w, lowrank_v=lowrank_v)
         graph.propagate, graph.propagate_params = self._propagate_matrix, ()
+        if batch is not None and is_compiling():  # unchecked above
+            batch_size = graph_count(batch, batch_size)
+        graph.lowrank_batch = None if batch is None else (batch, batch_size)
         if self.explain:
             if self.directed:
                 raise ValueError("Explaining a RegularizerConv with directed=True is not "
