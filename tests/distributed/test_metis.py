@@ -223,3 +223,56 @@ def test_operator_on_metis_shards_matches_one_process():
     # the same invariant subspace: sin of the largest principal angle
     residual = sharded - vectors @ (vectors.T @ sharded)
     assert float(torch.linalg.matrix_norm(residual, ord=2)) < 1e-4
+
+
+def _edge_set(edge_index):
+    return set(map(tuple, edge_index.T.tolist()))
+
+
+def _semantic_graph_on_metis_shards(rank, world_size):
+    from tests.knn.test_exact import ties
+    from torch_geometric_regcn import SemanticGraph
+    from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
+    group = dist.group.WORLD
+    data = _shuffled_communities()
+    data.x = ties(NODES, 6)  # similarities tie exactly: the numbering decides them
+    shard = partition(data, world_size, method='metis')[rank]
+    semantic = SemanticGraph(5, method='exact', progress=False, group=group)(shard.clone())
+    # The operator builds its own kNN graph from x (GraphOperators on the shard).
+    operator = tsgcn_operator(shard, 1.0, 1.0, k=5, group=group)
+    block = torch.randn(NODES, 3, dtype=torch.float64,
+                        generator=torch.Generator().manual_seed(3))[shard.node_id]
+    return {'node_id': shard.node_id, 'semantic': semantic.semantic_edge_index,
+            'product': operator @ block}
+
+
+@pytest.mark.slow
+@requires_gloo
+def test_semantic_graph_on_metis_shards_is_that_of_one_process_on_the_original_numbering():
+    # METIS renumbers the nodes; the exact kNN search breaks its ties by each shard's
+    # node_id, so the graph (and tsGCN's operator built from it) is the single
+    # process's on the original numbering, not on the shards'. Before, ties went to the
+    # lower new index: the graph of one process on the METIS numbering.
+    from torch_geometric.data import Data
+
+    from tests.knn.test_exact import ties
+    from torch_geometric_regcn import SemanticGraph
+    from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator
+    results = run_ranks(_semantic_graph_on_metis_shards, 2, timeout=180.0)
+    data = _shuffled_communities()
+    data.x = ties(NODES, 6)
+    original = torch.cat([r['node_id'] for r in results])  # new index -> original
+    edges = torch.cat([r['semantic'] for r in results], dim=1)
+    expected = SemanticGraph(5, method='exact', progress=False)(Data(x=data.x))
+    assert _edge_set(original[edges]) == _edge_set(expected.semantic_edge_index)
+    renumbered = SemanticGraph(5, method='exact', progress=False)(Data(x=data.x[original]))
+    assert _edge_set(original[renumbered.semantic_edge_index]) != _edge_set(
+        expected.semantic_edge_index)  # the ties the node_id decides
+    reference = tsgcn_operator(Data(x=data.x, edge_index=data.edge_index), 1.0, 1.0, k=5)
+    block = torch.randn(NODES, 3, dtype=torch.float64,
+                        generator=torch.Generator().manual_seed(3))
+    expected_product = reference @ block
+    for r in results:
+        # The same sums in another order: entries of S <= 1, rows of ~30 terms (2e-16
+        # each); a row of another graph errs by O(0.1).
+        assert float((r['product'] - expected_product[r['node_id']]).abs().max()) < 1e-14

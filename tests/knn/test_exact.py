@@ -105,3 +105,32 @@ def test_sparse_features_are_scored_in_blocks_bounded_by_their_width(monkeypatch
     got = exact_knn_cosine(dense.to_sparse_csr(), 4, progress=False)
     assert max(seen) == 5  # BLOCK / (widest + F) rows per block
     assert torch.equal(got, brute_force_neighbours(dense, 4))
+
+
+@pytest.mark.parametrize('block_size', [None, 7])
+@pytest.mark.parametrize('sparse', [False, True])
+def test_node_id_breaks_ties_as_the_original_numbering_does(block_size, sparse):
+    # Rows renumbered (as METIS shards renumber the nodes) with their original
+    # indices as node_id: the neighbours, read back in the original numbering, are
+    # those of the rows in their original order. The features tie exactly (similarities
+    # in multiples of 1/8), so without node_id the renumbering changes the graph.
+    x = ties(300, 4)
+    perm = torch.randperm(300, generator=torch.Generator().manual_seed(5))
+    k = 5
+    expected = exact_knn_cosine(x, k, progress=False)[perm]  # of original node perm[i]
+    moved = x[perm].to_sparse() if sparse else x[perm]
+    found = exact_knn_cosine(moved, k, block_size, progress=False, node_id=perm)
+    assert torch.equal(perm[found].sort(dim=1).values, expected)
+    plain = exact_knn_cosine(moved, k, block_size, progress=False)
+    assert not torch.equal(perm[plain].sort(dim=1).values, expected)
+
+
+def test_node_id_is_checked():
+    x = ties(20, 0)
+    for node_id, error, match in [
+            (torch.arange(20, dtype=torch.int32), TypeError, "'node_id' must be a 1-D int64"),
+            (torch.arange(19), ValueError, r"one index per row of 'x' \(20"),
+            (torch.arange(20) + 1, ValueError, r"distinct indices in \[0, 19\]"),
+            (torch.zeros(20, dtype=torch.long), ValueError, 'distinct indices')]:
+        with pytest.raises(error, match=match):
+            exact_knn_cosine(x, 3, progress=False, node_id=node_id)

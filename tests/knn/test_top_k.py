@@ -84,3 +84,41 @@ def test_wide_rows_take_the_grouped_path_with_the_same_ties(levels, columns):
     for k in (1, 4, 10):
         assert columns // 16 >= 4 * (k + 1)  # the grouped path
         assert top_k_lowest_index(scores, k).tolist() == _reference(scores, k)
+
+
+def _keyed_reference(scores, k, key):
+    """Each row's k best columns in the order (-score, key), as column indices, ascending."""
+    return [sorted(sorted(range(len(row)), key=lambda j: (-row[j], key[j]))[:k])
+            for row in scores.tolist()]
+
+
+@pytest.mark.parametrize('columns', [30, 1031])  # the top-(k+1) and the grouped paths
+def test_tie_keys_order_equal_scores_in_place_of_the_column(columns):
+    gen = torch.Generator().manual_seed(8)
+    scores = (torch.randn(40, columns, generator=gen) * 2).round()  # ties at most k-th places
+    key = torch.randperm(columns, generator=gen)
+    for k in (1, 5, 10):
+        expected = _keyed_reference(scores, k, key.tolist())
+        assert top_k_lowest_index(scores, k, key).tolist() == expected
+        if k == 5:  # the keys decide: the column order gives other sets
+            assert top_k_lowest_index(scores, k).tolist() != expected
+
+
+def test_keyed_running_top_k_merges_blocks_by_key_and_returns_the_columns():
+    # The candidates' keys are a permutation of the columns (a shard's original node
+    # indices); blocks in any order give the (-score, key) top-k of the whole rows.
+    gen = torch.Generator().manual_seed(9)
+    n, k, bounds = 41, 6, [0, 3, 17, 17, 30, 41]
+    scores = (torch.randn(25, n, generator=gen, dtype=torch.float64) * 2).round()
+    key = torch.randperm(n, generator=gen)
+    for order in ([0, 1, 2, 3, 4], [4, 2, 0, 3, 1]):
+        top = RunningTopK(25, k, n, scores, keyed=True)
+        for b in order:
+            columns = torch.arange(bounds[b], bounds[b + 1])
+            top.add(slice(None), scores[:, columns], columns, key[columns])
+        assert top.result().tolist() == _keyed_reference(scores, k, key.tolist())
+    with pytest.raises(ValueError, match=r"RunningTopK\(keyed=True\) takes 'keys'"):
+        top.add(slice(None), scores[:, :3], torch.arange(3))
+    with pytest.raises(ValueError, match=r"RunningTopK\(keyed=False\) takes no 'keys'"):
+        RunningTopK(25, k, n, scores).add(slice(None), scores[:, :3], torch.arange(3),
+                                          key[:3])

@@ -215,6 +215,16 @@ def partition(data: Data, num_parts: int, method: str = 'contiguous') -> List[Da
     return shards
 
 
+def shard_node_id(data: Data, partition: Optional[RowPartition],
+                  device: torch.device) -> Optional[Tensor]:
+    r"""The original index of each row of a shard (:obj:`data.node_id`, as
+    :func:`partition` writes it) on :obj:`device`, the tie keys of a
+    :math:`k`-NN search on shards; :obj:`None` in one process (no
+    :obj:`partition`) or where the shard holds none."""
+    node_id = data.get('node_id') if partition is not None else None
+    return node_id.to(device) if isinstance(node_id, Tensor) else None
+
+
 def _graph_level(value: Any, num_nodes: int) -> bool:
     r"""Whether :obj:`value` describes the whole graph and is the same in every
     shard: a Python scalar or string, a 0-dim tensor, or a floating-point

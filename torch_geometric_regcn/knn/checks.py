@@ -64,10 +64,33 @@ def check_generator(generator: Optional[torch.Generator]) -> None:
                         f"{type(generator).__name__} {generator!r})")
 
 
+def check_node_id(node_id: Optional[Tensor], x: Tensor, num_nodes: int) -> None:
+    r"""The tie keys of a search: :obj:`None`, or one distinct int64 index
+    below :obj:`num_nodes` per row of :obj:`x`, on its device (a shard's
+    :obj:`node_id`)."""
+    if node_id is None:
+        return
+    if not isinstance(node_id, Tensor) or node_id.dtype != torch.int64 \
+            or node_id.dim() != 1:
+        got = (f'{node_id.dtype} of shape {list(node_id.shape)}' if isinstance(node_id, Tensor)
+               else type(node_id).__name__)
+        raise TypeError(f"'node_id' must be a 1-D int64 tensor, the index of each row of 'x' "
+                        f"in the whole graph's original numbering (a shard's "
+                        f"'data.node_id'); got {got}")
+    if node_id.numel() != x.size(0) or node_id.device != x.device:
+        raise ValueError(f"'node_id' must hold one index per row of 'x' ({x.size(0)}, on "
+                         f"{x.device}), got {node_id.numel()} on {node_id.device}")
+    if node_id.numel() and (int(node_id.min()) < 0 or int(node_id.max()) >= num_nodes
+                            or int(node_id.unique().numel()) != node_id.numel()):
+        raise ValueError(f"'node_id' must hold distinct indices in [0, {num_nodes - 1}], "
+                         f"one per node of the whole graph (a shard's 'data.node_id')")
+
+
 def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Group,
                  what: str, method: str, block_size: Optional[int] = None,
                  generator: Optional[torch.Generator] = None,
                  options: Optional[Callable[[int], List[Field]]] = None,
+                 node_id: Optional[Tensor] = None,
                  ) -> Tuple[Tensor, RowPartition, str]:
     r"""Checks the arguments of the search :obj:`what` on this rank, agrees
     with the other ranks that all passed, and checks that every rank
@@ -91,6 +114,8 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
             for IVF.
         options (callable, optional): Further checks, called with :math:`N`
             inside the agreement; returns the fields to compare.
+        node_id (torch.Tensor, optional): The tie keys of this rank's rows
+            (:func:`check_node_id`); given on every rank or on none.
 
     Returns:
         The floating-point features, the partition and the resolved method.
@@ -122,6 +147,7 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
                              f"{num_nodes} nodes (got {k})")
         if block_size is not None:
             check_int('block_size', block_size)
+        check_node_id(node_id, x, num_nodes)
         method = resolve_method(method, x, num_nodes)
         if method == 'faiss':
             check_faiss(partition)
@@ -136,6 +162,7 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
                 ("the dtype, layout (dense or sparse) and device of 'x'",
                  (x.dtype, x.layout, x.device.type)),
                 ("the row blocks of 'partition'", partition.bounds),
+                ("whether 'node_id' is given", node_id is not None),
                 # a few thousand bytes: compared, and shown, by their checksum
                 ("the state of 'generator'", f'checksum {zlib.crc32(state.get_state().numpy())}'
                  if method in ('ivf', 'faiss') else 0),

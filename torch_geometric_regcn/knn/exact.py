@@ -64,7 +64,7 @@ def normalize_rows(x: Tensor) -> Tensor:
 
 def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
                      progress: bool = True, *, partition: Optional[RowPartition] = None,
-                     group: Group = None) -> Tensor:
+                     group: Group = None, node_id: Optional[Tensor] = None) -> Tensor:
     r"""The :obj:`k` nearest neighbours of every row of :obj:`x` under cosine
     similarity,
 
@@ -72,7 +72,8 @@ def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
         \mathcal{N}_k(i) = \operatorname{top-}k_{j \neq i}\;
         \frac{\mathbf{x}_i^{\top}\mathbf{x}_j}{\|\mathbf{x}_i\|\,\|\mathbf{x}_j\|},
 
-    ties (similarities equal as computed) to the lower node index; a zero
+    ties (similarities equal as computed) to the lower node index (or the
+    lower :obj:`node_id`, when given); a zero
     row has similarity 0 to every node. Duplicate rows may get similarities
     one rounding error apart from the BLAS (``docs/reliability.md``,
     *Determinism*).
@@ -109,20 +110,29 @@ def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
         group (torch.distributed.ProcessGroup, optional): The ranks that hold
             the shards; every rank must call. (default: :obj:`None`, one
             process)
+        node_id (torch.Tensor, optional): The index of each row in the
+            graph's original numbering, :obj:`[n]` (:obj:`data.node_id` of a
+            shard of :func:`~torch_geometric_regcn.distributed.partition`),
+            given on every rank or on none: ties go to the lower original
+            index, so that METIS shards, which renumber the nodes, find the
+            neighbours of one process on the original numbering. It travels
+            the ring with the features (8 bytes per row). (default:
+            :obj:`None`, ties by the indices of the shards' numbering)
 
     Shapes:
         - **output:** :obj:`[n, k]` global node indices, ascending in each row.
     """
     x, partition, _ = check_search(x, k, partition, group, 'exact_knn_cosine', 'exact',
-                                   block_size)
+                                   block_size, node_id=node_id)
     return exact_search(normalize_rows(x), k, partition, group, block_size,
-                        progress and rank_of(group) == 0)
+                        progress and rank_of(group) == 0, node_id)
 
 
 def exact_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
-                 block_size: Optional[int], progress: bool) -> Tensor:
+                 block_size: Optional[int], progress: bool,
+                 node_id: Optional[Tensor] = None) -> Tensor:
     r"""The search of :func:`exact_knn_cosine` on checked unit rows
-    :obj:`xn`."""
+    :obj:`xn`, ties by the checked :obj:`node_id` when given."""
     n_local, bounds = partition.num_local, partition.bounds
     widest = max(max(b - a for a, b in zip(bounds, bounds[1:])), 1)
     if block_size is None:
@@ -130,14 +140,21 @@ def exact_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
         per_row = widest + (xn.size(1) if xn.layout != torch.strided else 0)
         block_size = max(1, min(n_local, (BLOCK * 8 if xn.is_cuda else BLOCK) // per_row))
     own_keys = xn if xn.layout == torch.strided else to_csr(xn)
-    top = RunningTopK(n_local, k, partition.num_nodes, xn, merges=partition.num_parts > 1)
+    top = RunningTopK(n_local, k, partition.num_nodes, xn, merges=partition.num_parts > 1,
+                      keyed=node_id is not None)
     bar = progress_bar(n_local * partition.num_parts, 'semantic kNN (exact)', 'node',
                        progress)
-    for src, payload in ring(pack(xn) if partition.num_parts > 1 else (), group):
+    # The features of this rank's rows, and their tie keys, travel the ring.
+    outgoing = () if partition.num_parts == 1 else (
+        pack(xn) if node_id is None else (*pack(xn), node_id))
+    for src, received in ring(outgoing, group):
+        ties = node_id
         if src == partition.rank:
             keys = own_keys
         else:
-            keys = unpack(payload, bounds[src + 1] - bounds[src], xn.size(1))
+            if node_id is not None:
+                received, ties = received[:-1], received[-1]
+            keys = unpack(received, bounds[src + 1] - bounds[src], xn.size(1))
         columns = torch.arange(bounds[src], bounds[src + 1], device=xn.device)
         for start in range(0, n_local, block_size):
             end = min(start + block_size, n_local)
@@ -149,7 +166,7 @@ def exact_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
             if src == partition.rank:
                 own = torch.arange(start, end, device=xn.device)
                 scores[own - start, own] = -math.inf
-            top.add(slice(start, end), scores, columns)
+            top.add(slice(start, end), scores, columns, ties)
             bar.update(end - start)
     bar.close()
     return top.result()

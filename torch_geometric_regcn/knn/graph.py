@@ -18,7 +18,8 @@ from torch_geometric_regcn.knn.ivf import ivf_options, ivf_search
 def knn_graph_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
                      method: str = 'auto', progress: bool = True,
                      generator: Optional[torch.Generator] = None, *,
-                     partition: Optional[RowPartition] = None, group: Group = None) -> Tensor:
+                     partition: Optional[RowPartition] = None, group: Group = None,
+                     node_id: Optional[Tensor] = None) -> Tensor:
     r"""The symmetrised cosine :obj:`k`-nearest-neighbour graph of the rows of
     :obj:`x`: the edge :math:`(i, j)` for
 
@@ -60,6 +61,12 @@ def knn_graph_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
         group (torch.distributed.ProcessGroup, optional): The ranks that hold
             the shards; every rank must call. (default: :obj:`None`, one
             process)
+        node_id (torch.Tensor, optional): The index of each row in the
+            graph's original numbering (:obj:`data.node_id` of a shard), on
+            every rank or on none: the exact search breaks ties by it (see
+            :func:`exact_knn_cosine`), so that METIS shards find the graph of
+            one process on the original numbering; the IVF searches' sample
+            and ties follow the shards' numbering. (default: :obj:`None`)
 
     Shapes:
         - **output:** :obj:`edge_index` :obj:`[2, E]` of global node indices
@@ -67,21 +74,21 @@ def knn_graph_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
           duplicates or self loops.
     """
     col, partition = search(x, k, method, block_size, generator, progress, partition, group,
-                            'knn_graph_cosine')
+                            'knn_graph_cosine', node_id)
     return symmetrise(col, partition, group)
 
 
 def search(x: Tensor, k: int, method: str, block_size: Optional[int],
            generator: Optional[torch.Generator], progress: bool,
            partition: Optional[RowPartition], group: Group,
-           what: str) -> Tuple[Tensor, RowPartition]:
+           what: str, node_id: Optional[Tensor] = None) -> Tuple[Tensor, RowPartition]:
     r"""The :obj:`[n, k]` neighbours of the search that :obj:`method` names
     (IVF with its default settings), and the checked partition."""
     x, partition, method = check_search(x, k, partition, group, what, method, block_size,
-                                        generator)
+                                        generator, node_id=node_id)
     xn, show = normalize_rows(x), progress and rank_of(group) == 0
     if method == 'exact':
-        return exact_search(xn, k, partition, group, block_size, show), partition
+        return exact_search(xn, k, partition, group, block_size, show, node_id), partition
     options = ivf_options(partition.num_nodes)
     if method == 'faiss':
         return faiss_search(xn, k, partition, generator, **options), partition

@@ -12,13 +12,15 @@ from torch import Tensor
 GROUP = 16
 
 
-def top_k_lowest_index(scores: Tensor, k: int) -> Tensor:
+def top_k_lowest_index(scores: Tensor, k: int, key: Optional[Tensor] = None) -> Tensor:
     r"""The column indices of the :obj:`k` largest scores of each row,
-    ascending, ties broken towards the lower column index:
+    ascending, ties broken towards the lower column index (or the lower
+    :obj:`key` of the column, when given):
 
     .. math::
         \operatorname{top-}k(s) = \text{the first } k \text{ columns } j
-        \text{ in the order } (-s_j, j).
+        \text{ in the order } (-s_j, \text{key}_j), \quad \text{key}_j = j
+        \text{ by default}.
 
     Wide rows (:math:`C \ge 4 \cdot` :data:`GROUP` :math:`\cdot (k + 1)`)
     go in two stages: the maximum of each of :math:`W = \lfloor C /
@@ -36,6 +38,9 @@ def top_k_lowest_index(scores: Tensor, k: int) -> Tensor:
     Args:
         scores (torch.Tensor): Scores :obj:`[R, C]`, :math:`C > k`.
         k (int): Columns to keep per row.
+        key (torch.Tensor, optional): Distinct tie keys of the columns
+            :obj:`[C]` (e.g. the nodes' indices in another numbering).
+            (default: :obj:`None`, the column index)
 
     Shapes:
         - **output:** :obj:`[R, k]`, :obj:`torch.long`.
@@ -54,7 +59,13 @@ def top_k_lowest_index(scores: Tensor, k: int) -> Tensor:
         above = rows > kth
         at_kth = rows == kth
         need = k - above.sum(dim=1, keepdim=True)
-        mask = above | (at_kth & (at_kth.cumsum(dim=1) <= need))
+        if key is None:
+            first = at_kth.cumsum(dim=1) <= need
+        else:  # the same count, over the columns in the order of their keys
+            order = key.argsort()
+            first = torch.empty_like(at_kth)
+            first[:, order] = at_kth[:, order].cumsum(dim=1) <= need
+        mask = above | (at_kth & first)
         chosen[tied] = mask.nonzero()[:, 1].view(-1, k)
     return chosen
 
@@ -81,16 +92,21 @@ def _grouped_top_k(scores: Tensor, k: int, width: int) -> Tuple[Tensor, Tensor]:
 
 
 def merge_top_k(values: Tensor, index: Tensor, new_values: Tensor, new_index: Tensor,
-                k: int) -> Tuple[Tensor, Tensor]:
+                k: int, carried: Tuple[Tensor, ...] = (),
+                new_carried: Tuple[Tensor, ...] = ()) -> Tuple[Tensor, ...]:
     r"""The best :obj:`k` of two candidate lists of each row (distinct node
     indices) in the order of :func:`top_k_lowest_index`: score descending,
-    then node index ascending; as :obj:`(values, index)`, best first."""
+    then node index ascending; as :obj:`(values, index)`, best first,
+    followed by the tensors :obj:`carried` (and :obj:`new_carried`, of the
+    new candidates) of the same shapes, in the same order (a candidate's
+    index in another numbering, when :obj:`index` holds the tie keys)."""
     values = torch.cat([values, new_values], dim=1)
-    index = torch.cat([index, new_index], dim=1)
-    by_index = index.argsort(dim=1, stable=True)
-    values, index = values.gather(1, by_index), index.gather(1, by_index)
+    tensors = [torch.cat([old, new], dim=1)
+               for old, new in zip((index, *carried), (new_index, *new_carried))]
+    by_index = tensors[0].argsort(dim=1, stable=True)
+    values, tensors = values.gather(1, by_index), [t.gather(1, by_index) for t in tensors]
     by_score = values.argsort(dim=1, descending=True, stable=True)[:, :k]
-    return values.gather(1, by_score), index.gather(1, by_score)
+    return (values.gather(1, by_score), *(t.gather(1, by_score) for t in tensors))
 
 
 class RunningTopK:
@@ -101,38 +117,58 @@ class RunningTopK:
     It starts from :math:`k` candidates of score :math:`-\infty` at node
     index :math:`N`, which every real candidate beats. When all candidates of
     a row come in one block (:obj:`merges=False`: a search in one part), the
-    block's top-:math:`k` is the answer and no merge is paid for.
+    block's top-:math:`k` is the answer and no merge is paid for. With
+    :obj:`keyed=True` each block comes with tie keys of its candidates
+    (:meth:`add`), which order equal scores in place of the node indices.
 
     Args:
         rows (int): Query rows.
         k (int): Candidates kept per row.
-        num_nodes (int): :math:`N`, one past the largest node index.
+        num_nodes (int): :math:`N`, one past the largest node index (and
+            tie key).
         like (torch.Tensor): Gives the dtype of the scores and the device.
         merges (bool): Whether a row may receive several blocks.
+        keyed (bool): Whether the blocks come with tie keys.
     """
     def __init__(self, rows: int, k: int, num_nodes: int, like: Tensor,
-                 merges: bool = True) -> None:
+                 merges: bool = True, keyed: bool = False) -> None:
         self.k = k
         self.index = torch.full((rows, k), num_nodes, dtype=torch.long, device=like.device)
         self.values: Optional[Tensor] = None
+        self.keys: Optional[Tensor] = None
         if merges:
             self.values = torch.full((rows, k), -math.inf, dtype=like.dtype,
                                      device=like.device)
+        self.keyed = keyed
+        if merges and keyed:
+            self.keys = self.index.clone()
 
-    def add(self, rows: Union[slice, Tensor], scores: Tensor, columns: Tensor) -> None:
+    def add(self, rows: Union[slice, Tensor], scores: Tensor, columns: Tensor,
+            keys: Optional[Tensor] = None) -> None:
         r"""Merges the :obj:`scores` :obj:`[R, C]` of the queries :obj:`rows`
         against the candidates :obj:`columns` :obj:`[C]` (ascending node
-        indices) into the running top-:math:`k`."""
+        indices) into the running top-:math:`k`; with :obj:`keyed=True`,
+        :obj:`keys` :obj:`[C]` are their distinct tie keys, each below
+        :math:`N`."""
+        if (keys is None) == self.keyed:
+            raise ValueError(f"RunningTopK(keyed={self.keyed}) takes "
+                             f"{'' if self.keyed else 'no '}'keys' with each block")
         k = self.k
         if scores.size(1) > k:
-            best = top_k_lowest_index(scores, k)
+            best = top_k_lowest_index(scores, k, keys)
         else:
             best = torch.arange(scores.size(1), device=scores.device).expand(scores.size(0), -1)
         if self.values is None:
             self.index[rows] = columns[best]
             return
-        self.values[rows], self.index[rows] = merge_top_k(
-            self.values[rows], self.index[rows], scores.gather(1, best), columns[best], k)
+        if self.keys is None:
+            self.values[rows], self.index[rows] = merge_top_k(
+                self.values[rows], self.index[rows], scores.gather(1, best), columns[best], k)
+            return
+        assert keys is not None
+        self.values[rows], self.keys[rows], self.index[rows] = merge_top_k(
+            self.values[rows], self.keys[rows], scores.gather(1, best), keys[best], k,
+            (self.index[rows],), (columns[best],))
 
     def result(self) -> Tensor:
         r"""The node indices :obj:`[rows, k]`, ascending in each row."""

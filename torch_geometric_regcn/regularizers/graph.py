@@ -283,13 +283,19 @@ class GraphOperators:
             (:func:`~torch_geometric_regcn.linalg.directed_adjacency`), the
             graph read as stored, not symmetrised; one process only.
             (default: :obj:`None`, the renormalised symmetric adjacency)
+        node_id (torch.Tensor, optional): The original index of each row (a
+            shard's :obj:`data.node_id`), by which a :math:`k`-NN graph built
+            from :obj:`x` breaks ties
+            (:func:`~torch_geometric_regcn.knn.knn_graph_cosine`).
+            (default: :obj:`None`)
     """
     def __init__(self, num_nodes: int, edge_index: Any = None,
                  edge_weight: Optional[Tensor] = None, dtype: torch.dtype = torch.float32,
                  semantic_edge_index: Optional[Tensor] = None, x: Optional[Tensor] = None,
                  lowrank: Optional[Tuple[Tensor, Tensor]] = None, progress: bool = True,
                  seed: int = 0, *, partition: Optional[RowPartition] = None,
-                 group: Group = None, direction: Optional[str] = None) -> None:
+                 group: Group = None, direction: Optional[str] = None,
+                 node_id: Optional[Tensor] = None) -> None:
         self.group, error, same = check_group(group), None, {}
         try:  # on shards agreed, so that a rank with a bad partition cannot leave the
             # others waiting in the first collective of the operators
@@ -309,7 +315,7 @@ class GraphOperators:
                 same = _shard_arguments(partition, dtype, seed, edge_index=edge_index,
                                         edge_weight=edge_weight,
                                         semantic_edge_index=semantic_edge_index, x=x,
-                                        lowrank=lowrank)
+                                        lowrank=lowrank, node_id=node_id)
         except (TypeError, ValueError) as failure:
             error = failure
         agree_arguments(self.group, 'GraphOperators', same, error)
@@ -322,7 +328,7 @@ class GraphOperators:
             edge_weight = first_order(edge_weight, "The gradient with respect to "
                                                    "'edge_weight' (through sparse operators)")
         self.edge_index, self.edge_weight, self.dtype = edge_index, edge_weight, dtype
-        self.semantic_edge_index, self.x = semantic_edge_index, x
+        self.semantic_edge_index, self.x, self.node_id = semantic_edge_index, x, node_id
         self.lowrank = lowrank
         #: :obj:`(batch, batch_size)` when :attr:`lowrank` holds the factors
         #: of a batch of graphs, each its own (set by a layer per call, see
@@ -477,7 +483,8 @@ class GraphOperators:
                                                 'group': self.group}
         return self.memo(('knn', k), lambda: knn_graph_cosine(
             self.x.detach().to(self.dtype), k, progress=self.progress,
-            generator=torch.Generator().manual_seed(self.seed), **shards))
+            generator=torch.Generator().manual_seed(self.seed), node_id=self.node_id,
+            **shards))
 
     def adopt_semantic_graphs(self, other: 'GraphOperators') -> None:
         r"""Takes over the semantic graphs that :obj:`other` (the same graph,

@@ -16,6 +16,7 @@ from torch_geometric_regcn.distributed.collectives import (
     rank_of,
     real,
 )
+from torch_geometric_regcn.distributed.partition import shard_node_id
 from torch_geometric_regcn.distributed.row_partition import (
     RowPartition,
     check_partition,
@@ -199,7 +200,8 @@ def _operator(data: Data, alpha: float, beta: float, k: int, progress: bool, see
                            edge_index, _edge_weight(data), dtype,
                            semantic_edge_index=None if semantic is None else semantic.to(device),
                            x=data.x, progress=progress, seed=seed, partition=partition,
-                           group=group)
+                           group=group, node_id=None if data.x is None else shard_node_id(
+                               data, partition, data.x.device))
     return tsgcn_adjacency(graph, alpha, beta, k)
 
 

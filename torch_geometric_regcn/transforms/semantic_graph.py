@@ -12,6 +12,7 @@ from torch_geometric_regcn.distributed.collectives import (
     agree_arguments,
     check_group,
 )
+from torch_geometric_regcn.distributed.partition import shard_node_id
 from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
 from torch_geometric_regcn.knn import KNN_METHODS, knn_graph_cosine
 from torch_geometric_regcn.transforms.attributes import (
@@ -43,7 +44,10 @@ class SemanticGraph(SharesGroup, BaseTransform):
         \frac{\mathbf{x}_i^{\top}\mathbf{x}_j}{\|\mathbf{x}_i\|\,\|\mathbf{x}_j\|},
 
     and the graph is symmetrised (:math:`j \in \mathcal{N}_k(i)` or
-    :math:`i \in \mathcal{N}_k(j)`). Ties go to the lower node index; a zero
+    :math:`i \in \mathcal{N}_k(j)`). Ties go to the lower node index (on a
+    shard of :func:`~torch_geometric_regcn.distributed.partition`, the lower
+    original index, :obj:`data.node_id`, in the exact search: METIS shards,
+    which renumber the nodes, get the graph of one process); a zero
     feature row has similarity zero to every node.
 
     The search is :func:`~torch_geometric_regcn.knn.knn_graph_cosine`:
@@ -132,7 +136,7 @@ class SemanticGraph(SharesGroup, BaseTransform):
         agree_arguments(self.group, 'SemanticGraph', same, error)
         data.semantic_edge_index = knn_graph_cosine(
             x, self.k, self.block_size, self.method, self.progress, self._generator(),
-            partition=partition, group=self.group)
+            partition=partition, group=self.group, node_id=shard_node_id(data, partition, x.device))
         return data
 
     @staticmethod
