@@ -418,9 +418,12 @@ def test_entries_that_are_not_a_symmetric_a_hat_without_self_loops_are_refused()
     looped = torch.cat([both, torch.tensor([[4], [4]])], dim=1)
     with pytest.raises(ValueError, match="'edge_index' holds self loops"):
         laplacian_eigenpairs(looped, torch.cat([weight, weight, weight[:1]]), degree, 3)
-    # Duplicates that sum to a symmetric matrix are entries of one: accepted.
-    split = torch.cat([both, path], dim=1)
-    laplacian_eigenpairs(split, torch.cat([weight / 2, weight, weight / 2]), degree, 3)
+    # Duplicates that sum to a symmetric matrix are entries of one: accepted (a cycle,
+    # whose A_hat has entries 1/2 at degree 2).
+    cycle = torch.stack([ring, (ring + 1) % 9])
+    split = torch.cat([cycle, cycle.flip(0), cycle], dim=1)
+    laplacian_eigenpairs(split, torch.cat([weight / 2, weight, weight / 2]),
+                         torch.full((9,), 2.0, dtype=torch.float64), 3)
 
 
 def test_weights_whose_sums_overflow_are_refused_on_the_dense_path():
@@ -537,3 +540,36 @@ def test_a_lanczos_solve_at_tol_gives_the_canonical_basis_of_the_dense_one(
         assert pairs.residual > 1e-9  # stopped near tol, not at rounding
         torch.testing.assert_close(pairs.eigenvectors, dense.eigenvectors, atol=1e-4, rtol=0)
     assert float32_from_300_nodes == [True, True]
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+def test_degrees_other_than_the_normalisation_are_refused(dtype):
+    # Before: the unweighted counts of a weighted graph were taken as the kernel
+    # vectors' D^1/2 without a word (the docs said: not checked). Reference: the
+    # identity sum_j A_hat[i, j] sqrt(d_j) = sqrt(d_i) of A_hat = D^-1/2 A D^-1/2.
+    edge_index, n = pieces([60, 40], isolated=2)
+    weight = torch.rand(edge_index.size(1), generator=torch.Generator().manual_seed(1)) + 0.5
+    edge_index, weight = to_undirected(edge_index, weight, reduce='mean')
+    ei, w, degree = normalized_adjacency(edge_index, n, weight, dtype, self_loops=False,
+                                         reduce='sum', return_degree=True)
+    laplacian_eigenpairs(ei, w, degree, 3)  # its own degrees pass, in float32 too
+    _, _, counts = normalized_adjacency(edge_index, n, None, dtype, self_loops=False,
+                                        reduce='sum', return_degree=True)
+    with pytest.raises(ValueError, match="'degree' is not the degree 'edge_weight' was "
+                                         "normalised by"):
+        laplacian_eigenpairs(ei, w, counts, 3)
+
+
+def test_a_float32_hub_of_many_weights_passes_the_degree_check():
+    # A node of 30,000 float32 weights: its degree, summed in float32, rounds by up to
+    # 30,000 units of float32 (typically ~170); the check allows (m_i + 8) of them.
+    leaves = 30_000
+    edge_index = torch.stack([torch.zeros(leaves, dtype=torch.long),
+                              torch.arange(1, leaves + 1)])
+    ring = torch.arange(1, leaves + 1)
+    edge_index = torch.cat([edge_index, torch.stack([ring, ring % leaves + 1])], dim=1)
+    weight = torch.rand(edge_index.size(1), generator=torch.Generator().manual_seed(2)) + 0.1
+    edge_index, weight = to_undirected(edge_index, weight, reduce='mean')
+    ei, w, degree = normalized_adjacency(edge_index, leaves + 1, weight, torch.float32,
+                                         self_loops=False, reduce='sum', return_degree=True)
+    spectrum.check_degree(ei, w.double(), degree.double(), torch.finfo(torch.float32).eps)

@@ -195,8 +195,9 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
             normalised by (:obj:`normalized_adjacency(...,
             return_degree=True)`), which give the kernel vectors
             :math:`\mathbf{D}^{1/2}\mathbf{1}`; other degrees (e.g. unweighted
-            counts of a weighted graph) give wrong vectors, and are not
-            checked (an :math:`O(E)` product per call). A NaN, an infinity or a
+            counts of a weighted graph) would give wrong vectors, and raise
+            an error (:func:`check_degree`, one :math:`O(E)` product). A NaN,
+            an infinity or a
             negative value here or in :obj:`edge_weight`, and an index of
             :obj:`edge_index` outside :math:`[0, N)`, raise an error naming
             it before any work.
@@ -236,9 +237,14 @@ def laplacian_eigenpairs(edge_index: Tensor, edge_weight: Tensor, degree: Tensor
     check_finite('degree', degree)
     if bool((degree < 0).any()):
         raise ValueError("'degree' must be non-negative (the degrees of the weighted graph)")
+    # The rounding of the inputs: float32's at least (values computed in float32 and
+    # passed as float64), a half-precision input's where coarser.
+    eps = max([torch.finfo(torch.float32).eps] + [
+        torch.finfo(t.dtype).eps for t in (edge_weight, degree) if t.is_floating_point()])
     edge_weight, degree = edge_weight.double(), degree.double()  # no-ops for float64
     num_nodes = degree.numel()
     check_symmetric_entries(edge_index, edge_weight, num_nodes)
+    check_degree(edge_index, edge_weight, degree, eps)
     k = check_int('k', k)
     if k >= num_nodes:
         raise ValueError(f"'k' must be smaller than the number of nodes {num_nodes} (got {k})")
@@ -282,6 +288,34 @@ def check_symmetric_entries(edge_index: Tensor, edge_weight: Tensor, num_nodes: 
                          "without an equal (j, i)); laplacian_eigenpairs reads the undirected "
                          "A_hat: build it with normalized_adjacency(..., self_loops=False, "
                          "return_degree=True), which symmetrises it")
+
+
+def check_degree(edge_index: Tensor, edge_weight: Tensor, degree: Tensor, eps: float) -> None:
+    r"""Raises :class:`ValueError` unless :obj:`degree` (float64) is the
+    degree :obj:`edge_weight` was normalised by: for
+    :math:`\hat{a}_{ij} = w_{ij} / \sqrt{d_i d_j}`,
+    :math:`\sum_j \hat{a}_{ij} \sqrt{d_j} = \sqrt{d_i}` on every node with
+    edges, to :math:`(m_i + 8)\epsilon` of the sum of the terms'
+    magnitudes, :math:`m_i` the node's entries and :obj:`eps` the rounding of
+    the inputs (float32's at least, as values computed in float32 may come
+    cast to float64: a degree summed from :math:`m_i` weights rounds by up
+    to :math:`m_i` units of it, each :math:`\hat{a}_{ij}` by a few). Another
+    degree, such as the unweighted count of a weighted graph, is off by a
+    share of the degree itself. Cost: one :math:`O(E)` pass."""
+    row, col = edge_index.long()
+    root = degree.sqrt()
+    terms = edge_weight * root[col]
+    total = torch.zeros_like(root).index_add_(0, row, terms)
+    scale = torch.zeros_like(root).index_add_(0, row, terms.abs()) + root
+    entries = torch.bincount(row, minlength=root.numel())
+    off = (entries > 0) & ((total - root).abs() > (entries + 8) * eps * scale)
+    if bool(off.any()):
+        i = int(off.nonzero()[0])
+        raise ValueError(f"'degree' is not the degree 'edge_weight' was normalised by: at "
+                         f"node {i}, sum_j A_hat[i, j] sqrt(d_j) = {float(total[i]):.6g} but "
+                         f"sqrt(d_i) = {float(root[i]):.6g} (they are equal for A_hat = "
+                         f"D^-1/2 A D^-1/2); pass the degrees of normalized_adjacency(..., "
+                         f"self_loops=False, return_degree=True)")
 
 
 class _Components(NamedTuple):
