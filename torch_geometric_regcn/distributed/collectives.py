@@ -404,6 +404,21 @@ def _disagreement(what: str, descriptions: List[Tuple[str, str]], group: Group,
             f"collectives (a hang, an abort or a silently wrong result); {fix}")
 
 
+def any_rank(flags: Sequence[bool], group: Group) -> List[bool]:
+    r"""Each of :obj:`flags` where it holds on any rank of :obj:`group` (one
+    all-reduce of a few integers): for a yes-or-no decision that each rank
+    takes from the same all-reduced numbers through a local LAPACK call
+    (whose bits may differ with the thread count or the machine), where
+    "yes" is the safe branch (a fallback, a refill), so that every rank
+    takes it, and the same collectives, whenever one rank does. Without a
+    :obj:`group`, :obj:`flags` themselves."""
+    if group is None:
+        return [bool(flag) for flag in flags]
+    counts = all_reduce(torch.tensor([int(bool(flag)) for flag in flags], dtype=torch.long),
+                        group)
+    return [count > 0 for count in counts.tolist()]
+
+
 def consensus(values: Sequence[int], group: Group) -> List[int]:
     r"""Rank 0's :obj:`values` on every rank (one broadcast of a few
     integers): for a decision that each rank takes from the same all-reduced

@@ -6,7 +6,13 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.distributed.collectives import Group, all_gather, all_reduce, rank_of
+from torch_geometric_regcn.distributed.collectives import (
+    Group,
+    all_gather,
+    all_reduce,
+    any_rank,
+    rank_of,
+)
 from torch_geometric_regcn.linalg.eigenpairs import ieee_float32_matmul, tf32_forced
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.validation import check_matrix
@@ -121,7 +127,10 @@ def tall_qr(block: Tensor, group: Group) -> QR:
     :math:`b \times b` factors are all-gathered and factorised once more,
     as stable as a Householder QR of the whole block (with
     :obj:`group=None`, :func:`torch.linalg.qr`). Every rank takes the same
-    route, decided from the same all-reduced numbers. Time
+    route: each decides from the same all-reduced numbers, and all take
+    Householder's where one rank's LAPACK decides for it (one all-reduce of
+    an integer per pass, :func:`~torch_geometric_regcn.distributed.
+    collectives.any_rank`). Time
     :math:`O(n b^2 + P b^3)` for :math:`n` local rows and :math:`P` ranks;
     :math:`2 b^2` numbers all-reduced (TSQR: :math:`P b^2` all-gathered).
 
@@ -222,13 +231,17 @@ def _cholesky_qr2(block: Tensor, group: Group) -> Optional[QR]:
         return None
     spectrum = torch.linalg.eigvalsh(first)
     lowest, highest = float(spectrum[0]), float(spectrum[-1])
-    if not (lowest > 0 and highest <= cholesky_qr_limit(block.dtype) ** 2 * lowest):
-        return None  # ill conditioned, rank deficient or zero: Householder
+    # Ill conditioned, rank deficient or zero: Householder.
+    householder = not (lowest > 0 and highest <= cholesky_qr_limit(block.dtype) ** 2 * lowest)
     q = torch.empty(n, b, dtype=block.dtype, device=block.device)
     source, gram_matrix, r = block, first, None
     for second in (False, True):  # Q1 = B R1^-1, then Q = Q1 R2^-1 in place
         factor, info = torch.linalg.cholesky_ex(gram_matrix, upper=True)
-        if int(info) != 0:  # not reached below the limit; a safeguard
+        # A failed factorisation is not reached below the limit (a safeguard). Both
+        # verdicts come from local LAPACK calls on the same all-reduced numbers: the
+        # Householder route for all where one rank takes it, as its collectives differ.
+        householder, = any_rank([householder or int(info) != 0], group)
+        if householder:
             return None
         identity = torch.eye(b, dtype=factor.dtype, device=factor.device)
         inverse = torch.linalg.solve_triangular(factor, identity, upper=True).to(block.dtype)

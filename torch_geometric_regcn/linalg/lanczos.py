@@ -12,6 +12,7 @@ from torch_geometric_regcn.distributed.collectives import (
     agree_arguments,
     all_gather,
     all_reduce,
+    any_rank,
     consensus,
 )
 from torch_geometric_regcn.linalg.blocks import gram, tall_qr
@@ -70,10 +71,16 @@ def _orthonormal_block(block: Tensor, basis: Tensor, scale: float, random: Rando
     random directions are also made orthogonal to :obj:`deflate`, if given."""
     q, r = tall_qr(block, group)
     eps, norm = torch.finfo(block.dtype).eps, max(scale, torch.finfo(block.dtype).tiny)
-    small = r.detach().cpu()  # b x b, one synchronisation; the same bits on every rank
-    deficient = small.diagonal().abs() <= 100 * eps * norm
-    # (non-finite entries are left to the caller's overflow check)
-    nearly = float(torch.linalg.svdvals(small.nan_to_num(0.0, 0.0, 0.0))[-1]) < eps ** 0.5 * norm
+    small = r.detach().cpu()  # b x b, one synchronisation
+    # R comes from local LAPACK calls on all-reduced numbers, whose bits may differ
+    # between ranks: a column dependent, or the block nearly so, on any rank is on all
+    # (any_rank), so that every rank refills the same columns through the same
+    # collectives. (Non-finite entries are left to the caller's overflow check.)
+    *flags, nearly = any_rank([
+        *(small.diagonal().abs() <= 100 * eps * norm).tolist(),
+        float(torch.linalg.svdvals(small.nan_to_num(0.0, 0.0, 0.0))[-1]) < eps ** 0.5 * norm],
+        group)
+    deficient = torch.tensor(flags, dtype=torch.bool)
     if nearly and not bool(deficient.all()):
         # Where orthogonalisation left the block nearly dependent (the space
         # nearly invariant: its smallest singular value below sqrt(eps) times
@@ -83,7 +90,8 @@ def _orthonormal_block(block: Tensor, basis: Tensor, scale: float, random: Rando
         q, _ = _orthogonalize(q, basis, group)
         q, again = tall_qr(q, group)
         # a column left mostly inside the basis is replaced below
-        deficient = deficient | (again.diagonal().abs() <= 0.5).cpu()
+        deficient = deficient | torch.tensor(any_rank(
+            (again.diagonal().abs() <= 0.5).tolist(), group), dtype=torch.bool)
         r = gram(q, block, group)
     if bool(deficient.any()):
         good = q[:, (~deficient).to(q.device)]
@@ -626,9 +634,9 @@ def block_lanczos(
     (TSQR) and the residual norms are all-reduced (:math:`O(m b)` numbers
     per step), so every rank sees the same projected matrix; its eigenpairs
     are rank 0's, broadcast (their bits, and a repeated eigenvalue's basis,
-    depend on the thread count), and every rank takes the same decisions (on
-    ranks of one kind of hardware, whose LAPACK factorises a block's
-    :math:`b \times b` QR alike). The returned eigenvectors are this rank's
+    depend on the thread count), and every rank takes the same decisions (a
+    block's :math:`b \times b` QR, factorised on each rank, decides a refill
+    on all ranks where it does on one). The returned eigenvectors are this rank's
     rows; every random block (the start, a refilled dependent block) is drawn
     by global row (:class:`~torch_geometric_regcn.linalg.random_rows.RandomRows`,
     seeded by one draw from rank 0's :obj:`generator`), so the shards start from
