@@ -188,3 +188,22 @@ def test_sharded_search_is_the_single_process_search(world_size):
 def test_rejects_a_group_without_a_process_group():
     with pytest.raises(ValueError, match='initialised process group'):
         SemanticGraph(3, group=object())
+
+
+def _node_id_repeated_across_ranks(rank, world_size):
+    x = ties(60, 2)
+    part = RowPartition.even(60, world_size).of_rank(rank)
+    local = torch.arange(part.num_local)  # distinct on each rank, not over the ranks
+    return exact_knn_cosine(x[part.start:part.end], 3, progress=False, partition=part,
+                            group=dist.group.WORLD, node_id=local)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('world_size', [2, 3])
+def test_node_id_repeated_across_ranks_is_refused_on_every_rank(world_size):
+    # Before: each rank checked its own node_id only, and shard-local indices broke
+    # the ties between different nodes arbitrarily (most rows' neighbours changed).
+    errors = run_ranks(_node_id_repeated_across_ranks, world_size, expect_errors=True,
+                       timeout=120.0)
+    assert all(isinstance(e, str) and "'node_id' must hold each index in [0, 59] once"
+               in e for e in errors), errors

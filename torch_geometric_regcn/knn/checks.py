@@ -169,8 +169,26 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
                 *fields])
     except (TypeError, ValueError) as exc:
         error = exc
-    agree_arguments(group, what, same, error)
+    # Distinct on each rank, the keys must also be distinct across the ranks (a
+    # permutation of the N nodes): their sums and sums of squares, modulo a prime,
+    # shared in the same collective, catch shard-local indices.
+    sums = [0, 0]
+    if error is None and group is not None and node_id is not None and node_id.numel():
+        ids = node_id.long() % PRIME
+        sums = [int(ids.sum()) % PRIME, int((ids * ids % PRIME).sum()) % PRIME]
+    shared = agree_arguments(group, what, same, error, share=sums)
+    if group is not None and node_id is not None:
+        n = partition.num_nodes
+        if [sum(r[0] for r in shared) % PRIME, sum(r[1] for r in shared) % PRIME] != [
+                n * (n - 1) // 2 % PRIME, (n - 1) * n * (2 * n - 1) // 6 % PRIME]:
+            raise ValueError(f"'node_id' must hold each index in [0, {n - 1}] once over all "
+                             f"ranks, one per node of the whole graph (a shard's "
+                             f"'data.node_id'); the ranks' indices repeat or miss some")
     return x, partition, method
+
+
+#: A prime below 2^31: sums of a rank's keys and their squares, modulo it, fit int64.
+PRIME = 2_147_483_647
 
 
 def check_kmeans(x: Tensor, cells: int, iterations: int, block_size: Optional[int],

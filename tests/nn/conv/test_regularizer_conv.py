@@ -492,3 +492,14 @@ def test_a_batch_vector_is_checked_first_and_needs_each_graphs_semantic_graph():
     torch.testing.assert_close(
         tsgcn(*args, semantic_edge_index=semantic.semantic_edge_index, batch=batch.batch),
         tsgcn(*args, semantic_edge_index=semantic.semantic_edge_index), rtol=0, atol=0)
+
+
+def test_a_compiled_layer_refuses_a_semantic_graph_across_the_graphs_of_a_batch():
+    # Before: the refusal sat with the checks skipped under torch.compile, and the
+    # (eager) kNN search linked the graphs of the batch silently (0.38 off the output
+    # with each graph's own semantic graph). It reads no tensor data.
+    graphs, batch = _graphs_with_their_own_factors((12, 9), alpha=0.4)
+    tsgcn = conv('tsgcn', alpha=1.0, beta=0.5, solver='cg')
+    torch._dynamo.reset()
+    with pytest.raises(ValueError, match="pass each graph's 'semantic_edge_index'"):
+        torch.compile(tsgcn)(batch.x, batch.edge_index, batch=batch.batch)

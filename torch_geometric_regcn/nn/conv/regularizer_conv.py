@@ -450,12 +450,15 @@ class RegularizerConv(MessagePassing):
             check_layer_dtype('x', x, self.lin.weight.dtype, self.__class__.__name__)
             self._check_directed()
             batch_size = check_batch(batch, x.size(0), batch_size, x.device)
-            if batch is not None and semantic_edge_index is None \
-                    and 'semantic' in self.regularizer.requires(self.solver):
-                raise ValueError("With 'batch' (a batch of graphs), pass each graph's "
-                                 "'semantic_edge_index' (SemanticGraph as a transform of the "
-                                 "dataset): built here from 'x', the kNN graph would link "
-                                 "the graphs to each other")
+        # No tensor data read: refused under torch.compile too, where the kNN search
+        # (run eagerly) would otherwise link the graphs silently.
+        if batch is not None and semantic_edge_index is None \
+                and 'semantic' in self.regularizer.requires(self.solver):
+            raise ValueError("With 'batch' (a batch of graphs), pass each graph's "
+                             "'semantic_edge_index' (SemanticGraph as a transform of the "
+                             "dataset): built here from 'x', the kNN graph would link "
+                             "the graphs to each other")
+        if not is_compiling():
             if self.directed and not (isinstance(edge_index, Tensor)
                                       and edge_index.layout == torch.strided):
                 raise ValueError(f"directed=True reads the direction of each edge from "
