@@ -43,6 +43,10 @@ ties):
   ``bilevel`` with the plain validation cross-entropy, or without restarts.
 - ``bilevel-shared`` (optional): ``bilevel`` with one pair for both layers
   (the layers share one regulariser), the space the grid searches.
+- ``bilevel-error`` (optional, tried on CiteSeer and not better):
+  ``bilevel`` with the validation loss :func:`calibrated_expected_error`,
+  the expected error at the calibrated temperature, a smooth surrogate of
+  the validation error the grid minimises.
 - ``bilevel-refit`` (optional): ``bilevel``, then the weights trained again
   from their initial values for as many epochs with the coefficients fixed
   at those of the search's best validation epoch; its scores are the
@@ -93,6 +97,7 @@ from torch_geometric_regcn.datasets import PAPER_SETTINGS
 from torch_geometric_regcn.regularizers import (
     BilevelStep,
     calibrated_cross_entropy,
+    calibrated_temperature,
     coefficient_parameters,
     weight_parameters,
 )
@@ -111,7 +116,11 @@ ROUTES = {
     'bilevel-no-restart': (True, True, True, False),
     'bilevel-shared': (True, True, True, True),
     'bilevel-refit': (True, True, True, True),
+    'bilevel-error': (True, True, True, True),
 }
+#: the routes whose validation loss is the calibrated expected error
+#: (:func:`calibrated_expected_error`) instead of the calibrated cross-entropy
+EXPECTED_ERROR = {'bilevel-error'}
 #: the routes whose layers share one regulariser, so one (alpha, beta)
 SHARED = {'bilevel-shared'}
 #: the routes that train the weights again with the coefficients found fixed
@@ -256,9 +265,22 @@ def coefficients(model: RegularizerGNN) -> Dict[str, List[float]]:
             for name in ('alpha', 'beta')}
 
 
+def calibrated_expected_error(input: Tensor, target: Tensor) -> Tensor:
+    r"""The expected error of the logits :obj:`input` at their calibrated
+    temperature (:func:`~torch_geometric_regcn.regularizers.calibrated_temperature`,
+    held constant), :math:`\frac{1}{N} \sum_i (1 - \mathrm{softmax}(\tau^{*}
+    \mathbf{z}_i)_{y_i})`: its gradient in a row's logits is the
+    cross-entropy's scaled by :math:`p_{y_i}`, so the rows near the decision
+    boundary, whose class the coefficients can flip, weigh most, and those
+    confidently wrong, which dominate the cross-entropy's gradient, least."""
+    tau = calibrated_temperature(input, target)
+    p = torch.softmax(tau * input, dim=1).gather(1, target.view(-1, 1).long())
+    return (1 - p).mean()
+
+
 def fit_bilevel(model: RegularizerGNN, forward, run, epochs: int, weight_decay: float,
-                calibrated: bool, restarts: bool, trace: List[Dict[str, List[float]]]
-                ) -> Tuple[FitResult, int]:
+                calibrated: bool, restarts: bool, trace: List[Dict[str, List[float]]],
+                expected_error: bool = False) -> Tuple[FitResult, int]:
     r"""The training loop of the bilevel routes, scored as
     :func:`harness.training.fit` scores: returns the scores at the best
     validation epoch and after the last one, and the number of training
@@ -269,7 +291,8 @@ def fit_bilevel(model: RegularizerGNN, forward, run, epochs: int, weight_decay: 
         model, torch.optim.Adam(weight_parameters(model), lr=LR, weight_decay=weight_decay),
         torch.optim.Adam(coefficient_parameters(model), lr=COEFFICIENT_LR),
         patience=PATIENCE if restarts else None)
-    val_loss = calibrated_cross_entropy if calibrated else F.cross_entropy
+    val_loss = (calibrated_expected_error if expected_error else
+                calibrated_cross_entropy if calibrated else F.cross_entropy)
     y, train, val, test = run.y, run.train_mask, run.val_mask, run.test_mask
     regs = [conv.regularizer for conv in model.convs]
     values: List[Tensor] = []  # each epoch's [alpha per layer, beta per layer], on the device
@@ -325,7 +348,8 @@ def train(data, job: Run, device: torch.device) -> dict:
     cycles = 1
     if on_validation:
         result, cycles = fit_bilevel(model, forward, run, job.epochs, tuned.weight_decay,
-                                     calibrated, restarts, trace)
+                                     calibrated, restarts, trace,
+                                     expected_error=job.route in EXPECTED_ERROR)
         found = trace[result.best_epoch] if trace else None
         if job.route in REFIT and found is not None:
             search = result

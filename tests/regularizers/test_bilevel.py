@@ -16,6 +16,7 @@ from torch_geometric_regcn.knn import knn_graph_cosine
 from torch_geometric_regcn.regularizers import (
     BilevelStep,
     calibrated_cross_entropy,
+    calibrated_temperature,
     coefficient_parameters,
     param_groups,
     weight_parameters,
@@ -232,6 +233,23 @@ def test_calibrated_cross_entropy_is_the_minimum_over_the_temperature():
     assert abs(float(plain)) > 1e-2
     # float32 logits: the loss in float32, the temperature found in float64.
     assert calibrated_cross_entropy(z.float(), y).dtype == torch.float32
+
+
+def test_calibrated_temperature_is_the_minimiser_of_the_cross_entropy():
+    # Reference: scipy's bounded Brent search in log tau.
+    gen = GEN().manual_seed(1)
+    z = 3 * torch.randn(60, 4, dtype=torch.float64, generator=gen)
+    y = (z + 3 * torch.randn(60, 4, dtype=torch.float64, generator=gen)).argmax(1)
+    _, tau = scipy_calibrated(z, y)
+    # Brent places a smooth minimum to about sqrt(eps) ~ 1e-8 relative (the loss is
+    # flat there, to second order); Newton's converges quadratically.
+    got = calibrated_temperature(z, y)
+    assert math.isclose(float(got), tau, rel_tol=1e-6) and not got.requires_grad
+    torch.testing.assert_close(calibrated_cross_entropy(z, y), F.cross_entropy(got * z, y),
+                               rtol=0, atol=0)
+    assert calibrated_temperature(z.float(), y).dtype == torch.float32
+    with pytest.raises(ValueError, match="'target' must hold one integer class per row"):
+        calibrated_temperature(z, y.bool())
 
 
 def test_calibrated_cross_entropy_of_separated_logits_tends_to_zero():

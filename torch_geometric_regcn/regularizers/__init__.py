@@ -6,6 +6,7 @@ from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.bilevel import (
     BilevelStep,
     calibrated_cross_entropy,
+    calibrated_temperature,
     coefficient_parameters,
     weight_parameters,
 )
@@ -40,7 +41,8 @@ __all__ = ['APPNPRegularizer', 'AdaptiveResidualRegularizer', 'AffineRegularizer
            'GNNHFRegularizer', 'GNNLFRegularizer', 'GraphOperators', 'IterativeRegularizer',
            'JKNetRegularizer', 'PLaplacianRegularizer', 'PolynomialRegularizer', 'REGISTRY',
            'Regularizer', 'RobustRegularizer', 'SGCRegularizer', 'SignedLaplacianRegularizer',
-           'Solve', 'TSGCNRegularizer', 'calibrated_cross_entropy', 'coefficient_parameters',
+           'Solve', 'TSGCNRegularizer', 'calibrated_cross_entropy',
+           'calibrated_temperature', 'coefficient_parameters',
            'get', 'param_groups', 'register', 'tsgcn_adjacency', 'weight_parameters']
 
 # The 0.1 names, which clashed with the networks of the same name.

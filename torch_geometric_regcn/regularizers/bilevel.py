@@ -146,6 +146,35 @@ def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 30
         - **target:** :math:`(N)`
         - **output:** scalar
     """
+    return torch.nn.functional.cross_entropy(
+        calibrated_temperature(input, target, iterations) * input, target.long())
+
+
+def calibrated_temperature(input: Tensor, target: Tensor, iterations: int = 30) -> Tensor:
+    r"""The temperature of the logits :obj:`input` that minimises their
+    cross-entropy,
+
+    .. math::
+        \tau^{*} = \operatorname*{arg\,min}_{\tau > 0}
+        \ \mathrm{CE}(\tau \mathbf{Z}, \mathbf{y}),
+
+    that of :func:`calibrated_cross_entropy` (see there for the Newton
+    steps, their start and limits, and the ends :math:`\tau \to 0` and
+    :math:`\tau \to \infty`): temperature scaling's calibration of the
+    logits on labelled rows. A 0-dim tensor in the dtype of :obj:`input`,
+    detached; 1 where the steps overflow. Cost: :math:`O(\text{iterations}
+    \cdot N C)`, one synchronisation (the check of the targets' range).
+
+    Args:
+        input (torch.Tensor): The logits :math:`\mathbf{Z}`, floating point.
+        target (torch.Tensor): The class of each row, integer.
+        iterations (int, optional): Newton steps. (default: :obj:`30`)
+
+    Shapes:
+        - **input:** :math:`(N, C)`
+        - **target:** :math:`(N)`
+        - **output:** scalar
+    """
     input = check_tensor('input', input)
     target = check_tensor('target', target)
     iterations = check_int('iterations', iterations, minimum=0)
@@ -173,8 +202,7 @@ def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 30
         curvature = ((p * z * z).sum(1) - mean * mean).mean()  # d2 CE / d tau2 >= 0
         step = slope / curvature.clamp_min(torch.finfo(z.dtype).tiny)
         tau = (tau - step).clamp(tau / 10, tau * 10)
-    tau = torch.where(torch.isfinite(tau), tau, torch.ones_like(tau)).to(input.dtype)
-    return torch.nn.functional.cross_entropy(tau * input, target.long())
+    return torch.where(torch.isfinite(tau), tau, torch.ones_like(tau)).to(input.dtype)
 
 
 class BilevelStep:
