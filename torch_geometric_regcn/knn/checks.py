@@ -24,6 +24,10 @@ EXACT_LIMIT = 50_000
 #: approximate by the optional faiss backend (one process).
 KNN_METHODS = ('auto', 'exact', 'ivf', 'faiss')
 
+#: A prime below 2^31: the sums of a rank's :obj:`node_id` and of their
+#: squares, modulo it, fit int64 (:func:`check_search`).
+PRIME = 2_147_483_647
+
 #: A value every rank must hold alike: (its name in the error, the value).
 Field = Tuple[str, object]
 
@@ -185,10 +189,6 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
                              f"ranks, one per node of the whole graph (a shard's "
                              f"'data.node_id'); the ranks' indices repeat or miss some")
     return x, partition, method
-
-
-#: A prime below 2^31: sums of a rank's keys and their squares, modulo it, fit int64.
-PRIME = 2_147_483_647
 
 
 def check_kmeans(x: Tensor, cells: int, iterations: int, block_size: Optional[int],
