@@ -238,21 +238,23 @@ def _semantic_graph_on_metis_shards(rank, world_size):
     data.x = ties(NODES, 6)  # similarities tie exactly: the numbering decides them
     shard = partition(data, world_size, method='metis')[rank]
     semantic = SemanticGraph(5, method='exact', progress=False, group=group)(shard.clone())
+    ivf = SemanticGraph(5, method='ivf', progress=False, group=group)(shard.clone())
     # The operator builds its own kNN graph from x (GraphOperators on the shard).
     operator = tsgcn_operator(shard, 1.0, 1.0, k=5, group=group)
     block = torch.randn(NODES, 3, dtype=torch.float64,
                         generator=torch.Generator().manual_seed(3))[shard.node_id]
     return {'node_id': shard.node_id, 'semantic': semantic.semantic_edge_index,
-            'product': operator @ block}
+            'ivf': ivf.semantic_edge_index, 'product': operator @ block}
 
 
 @pytest.mark.slow
 @requires_gloo
 def test_semantic_graph_on_metis_shards_is_that_of_one_process_on_the_original_numbering():
-    # METIS renumbers the nodes; the exact kNN search breaks its ties by each shard's
-    # node_id, so the graph (and tsGCN's operator built from it) is the single
-    # process's on the original numbering, not on the shards'. Before, ties went to the
-    # lower new index: the graph of one process on the METIS numbering.
+    # METIS renumbers the nodes; the kNN searches break their ties by each shard's
+    # node_id (IVF also draws its random rows by it), so the graph (and tsGCN's
+    # operator built from it) is the single process's on the original numbering, not
+    # on the shards'. Before, ties went to the lower new index: the graph of one
+    # process on the METIS numbering.
     from torch_geometric.data import Data
 
     from tests.knn.test_exact import ties
@@ -268,6 +270,10 @@ def test_semantic_graph_on_metis_shards_is_that_of_one_process_on_the_original_n
     renumbered = SemanticGraph(5, method='exact', progress=False)(Data(x=data.x[original]))
     assert _edge_set(original[renumbered.semantic_edge_index]) != _edge_set(
         expected.semantic_edge_index)  # the ties the node_id decides
+    # IVF draws its k-means sample and tuning queries by node_id too.
+    ivf = torch.cat([r['ivf'] for r in results], dim=1)
+    expected = SemanticGraph(5, method='ivf', progress=False)(Data(x=data.x))
+    assert _edge_set(original[ivf]) == _edge_set(expected.semantic_edge_index)
     reference = tsgcn_operator(Data(x=data.x, edge_index=data.edge_index), 1.0, 1.0, k=5)
     block = torch.randn(NODES, 3, dtype=torch.float64,
                         generator=torch.Generator().manual_seed(3))

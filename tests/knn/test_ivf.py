@@ -117,3 +117,24 @@ def test_zero_rows_are_answered_exactly_and_do_not_inflate_the_probes(monkeypatc
     expected = torch.stack([row[row != z][:10] for row, z in zip(lowest, zero.tolist())])
     assert torch.equal(approx[zero], expected)
     assert tuned[0] <= 55 // 4  # ceil(sqrt(3000)) = 55 cells
+
+
+@pytest.mark.parametrize('tuned', [False, True])
+def test_node_id_draws_the_rows_and_breaks_ties_as_the_original_numbering(tuned):
+    # Rows renumbered (as METIS shards renumber the nodes) with their original indices
+    # as node_id: the k-means sample and the tuning queries are drawn by original
+    # index and ties go to the lower one, so the neighbours, read back through node_id,
+    # are those of the rows in their original order, bit for bit (the features tie
+    # exactly: similarities in multiples of 1/8, zero rows included).
+    from tests.knn.test_exact import ties
+    x = ties(400, 7)
+    perm = torch.randperm(400, generator=torch.Generator().manual_seed(3))
+    options = dict(cells=12, sample=200, iterations=3, progress=False)
+    if not tuned:
+        options['probes'] = 4
+    expected = ivf_knn_cosine(x, 5, generator=torch.Generator().manual_seed(1), **options)
+    found = ivf_knn_cosine(x[perm], 5, generator=torch.Generator().manual_seed(1),
+                           node_id=perm, **options)
+    assert torch.equal(perm[found].sort(dim=1).values, expected[perm])
+    plain = ivf_knn_cosine(x[perm], 5, generator=torch.Generator().manual_seed(1), **options)
+    assert not torch.equal(perm[plain].sort(dim=1).values, expected[perm])

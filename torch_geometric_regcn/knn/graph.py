@@ -63,10 +63,12 @@ def knn_graph_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
             process)
         node_id (torch.Tensor, optional): The index of each row in the
             graph's original numbering (:obj:`data.node_id` of a shard), on
-            every rank or on none: the exact search breaks ties by it (see
-            :func:`exact_knn_cosine`), so that METIS shards find the graph of
-            one process on the original numbering; the IVF searches' sample
-            and ties follow the shards' numbering. (default: :obj:`None`)
+            every rank or on none: the exact and IVF searches break ties by
+            it and IVF draws its random rows by it (see
+            :func:`exact_knn_cosine`, :func:`ivf_knn_cosine`), so that METIS
+            shards find the graph of one process on the original numbering;
+            the faiss backend (one process) ignores it. (default:
+            :obj:`None`)
 
     Shapes:
         - **output:** :obj:`edge_index` :obj:`[2, E]` of global node indices
@@ -92,7 +94,8 @@ def search(x: Tensor, k: int, method: str, block_size: Optional[int],
     options = ivf_options(partition.num_nodes)
     if method == 'faiss':
         return faiss_search(xn, k, partition, generator, **options), partition
-    return ivf_search(xn, k, partition, group, generator, show, **options), partition
+    return (ivf_search(xn, k, partition, group, generator, show, **options, node_id=node_id),
+            partition)
 
 
 def symmetrise(col: Tensor, partition: RowPartition, group: Group) -> Tensor:

@@ -92,11 +92,12 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
                    sample: Optional[int] = None, iterations: int = 10,
                    generator: Optional[torch.Generator] = None,
                    progress: bool = True, *, partition: Optional[RowPartition] = None,
-                   group: Group = None) -> Tensor:
+                   group: Group = None, node_id: Optional[Tensor] = None) -> Tensor:
     r"""Approximate :obj:`k` nearest neighbours of every row of :obj:`x`
     under cosine similarity (a node is never its own neighbour; ties go to
-    the lower node index; a zero row, at similarity 0 to every node, gets the
-    :obj:`k` lowest other indices, as in the exact search).
+    the lower node index, or the lower :obj:`node_id`; a zero row, at
+    similarity 0 to every node, gets the :obj:`k` lowest other indices, as in
+    the exact search).
 
     The unit rows are clustered by :func:`spherical_kmeans` into :obj:`cells`
     cells (trained on :obj:`sample` random rows); the queries of a cell are
@@ -147,6 +148,13 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
         group (torch.distributed.ProcessGroup, optional): The ranks that hold
             the shards; every rank must call. (default: :obj:`None`, one
             process)
+        node_id (torch.Tensor, optional): The index of each row in the
+            graph's original numbering, :obj:`[n]` (:obj:`data.node_id` of a
+            METIS shard), on every rank or on none: the random rows (the
+            k-means sample, the tuning queries) are drawn by it, and ties go
+            to the lower original index, so that shards that renumber the
+            nodes search as one process on the original numbering (one more
+            all-reduce of the drawn rows' indices). (default: :obj:`None`)
 
     Shapes:
         - **output:** :obj:`[n, k]` global node indices, ascending in each row.
@@ -159,9 +167,9 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
         return [(f"'{name}'", value) for name, value in settings.items()]
 
     x, partition, _ = check_search(x, k, partition, group, 'ivf_knn_cosine', 'ivf',
-                                   generator=generator, options=options)
+                                   generator=generator, options=options, node_id=node_id)
     return ivf_search(normalize_rows(x), k, partition, group, generator,
-                      progress and rank_of(group) == 0, **settings)
+                      progress and rank_of(group) == 0, **settings, node_id=node_id)
 
 
 def ivf_options(n: int, cells: Optional[int] = None, probes: Optional[int] = None,
@@ -185,12 +193,13 @@ def ivf_options(n: int, cells: Optional[int] = None, probes: Optional[int] = Non
 def ivf_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
                generator: Optional[torch.Generator], progress: bool,
                cells: int, probes: Optional[int], target_recall: float, sample: int,
-               iterations: int) -> Tensor:
+               iterations: int, node_id: Optional[Tensor] = None) -> Tensor:
     r"""The search of :func:`ivf_knn_cosine` on checked unit rows
-    :obj:`xn`, with checked options."""
+    :obj:`xn`, with checked options (and tie keys :obj:`node_id`)."""
     n, device = partition.num_nodes, xn.device
     _, cell, counts, ranking, probes = ivf_cells(xn, k, partition, group, generator, cells,
-                                                 probes, target_recall, sample, iterations)
+                                                 probes, target_recall, sample, iterations,
+                                                 node_id)
     near = ranking[:, :probes]
     everywhere = (counts[near].sum(dim=1) <= k).tolist()  # too few candidates: search all
     near = near.tolist()
@@ -199,10 +208,12 @@ def ivf_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
     merges = partition.num_parts > 1
     nonzero = xn.ne(0).any(dim=1)  # unit rows: a zero row stays zero
     block = SEARCH_BLOCK * 8 if xn.is_cuda else SEARCH_BLOCK
-    top = RunningTopK(partition.num_local, k, n, xn, merges=merges)
+    top = RunningTopK(partition.num_local, k, n, xn, merges=merges,
+                      keyed=node_id is not None)
     bar = progress_bar(partition.num_local * partition.num_parts, 'semantic kNN (IVF)',
                        'node', progress)
-    for src, (keys, key_cell) in ring((xn, cell), group):
+    outgoing = (xn, cell) if node_id is None else (xn, cell, node_id)
+    for src, (keys, key_cell, *key_ids) in ring(outgoing, group):
         key_order, key_offsets = cell_order(key_cell, cells) if merges else (order, offsets)
         own = src == partition.rank
         offset = partition.bounds[src]
@@ -231,34 +242,65 @@ def ivf_search(xn: Tensor, k: int, partition: RowPartition, group: Group,
                 if own:
                     scores[torch.arange(part.numel(), device=device),
                            self_column[i:i + chunk]] = -math.inf
-                top.add(part, scores, offset + candidates)
+                top.add(part, scores, offset + candidates,
+                        key_ids[0][candidates] if key_ids else None)
                 bar.update(part.numel())
     bar.close()
-    return zero_row_neighbours(top.result(), nonzero, partition.start, k)
+    lowest = None
+    if node_id is not None:  # the k + 1 lowest original indices, in the shards' numbering
+        lowest = new_index_of(torch.arange(min(k + 1, n), device=device), node_id, partition,
+                              group)
+    return zero_row_neighbours(top.result(), nonzero, partition.start, k, lowest, node_id)
 
 
-def zero_row_neighbours(index: Tensor, nonzero: Tensor, start: int, k: int) -> Tensor:
+def new_index_of(ids: Tensor, node_id: Tensor, partition: RowPartition,
+                 group: Group) -> Tensor:
+    r"""The global indices, in the shards' numbering, of the nodes of
+    original indices :obj:`ids` (:obj:`node_id` holding this rank's rows'
+    original indices, a permutation over the ranks): each rank looks up
+    those it holds, one all-reduce of :obj:`ids.numel()` integers.
+    :math:`O(n \log n + |	ext{ids}| \log n)`."""
+    if node_id.numel() == 0:  # an empty shard holds none of them
+        return all_reduce(torch.zeros_like(ids), group)
+    order = node_id.argsort()
+    held = node_id[order]
+    at = torch.searchsorted(held, ids).clamp(max=held.numel() - 1)
+    mine = torch.where(held[at] == ids, partition.start + order[at], torch.zeros_like(ids))
+    return all_reduce(mine, group)
+
+
+def zero_row_neighbours(index: Tensor, nonzero: Tensor, start: int, k: int,
+                        lowest: Optional[Tensor] = None,
+                        node_id: Optional[Tensor] = None) -> Tensor:
     r""":obj:`index` with the rows of zero features (similarity 0 to every
     node) set to their exact neighbours, the :obj:`k` lowest other node
-    indices (:obj:`start` is the global index of the first row)."""
+    indices (:obj:`start` is the global index of the first row); with tie
+    keys :obj:`node_id`, the :obj:`k` lowest other original indices, whose
+    global indices :obj:`lowest` gives (of the :math:`k + 1` lowest)."""
     rows = (~nonzero).nonzero().flatten()
     if rows.numel():
         first = torch.arange(k, device=index.device).expand(rows.numel(), -1)
-        index[rows] = first + (first >= (start + rows)[:, None]).long()
+        own = (start + rows) if node_id is None else node_id[rows]
+        chosen = first + (first >= own[:, None]).long()
+        index[rows] = chosen if lowest is None else lowest[chosen].sort(dim=1).values
     return index
 
 
 def ivf_cells(xn: Tensor, k: int, partition: RowPartition, group: Group,
               generator: Optional[torch.Generator], cells: int, probes: Optional[int],
               target_recall: float, sample: int, iterations: int,
+              node_id: Optional[Tensor] = None,
               ) -> Tuple[Tensor, Tensor, Tensor, Tensor, int]:
     r"""The inverted file of :func:`ivf_knn_cosine`: the unit centroids
     :obj:`[cells, F]`, this rank's rows' cells :obj:`[n]`, every cell's count
     :obj:`[cells]`, the cells ranked by the similarity of their centroids to
     each cell's, own cell first :obj:`[cells, cells]`, and the probes (tuned
-    unless given, at most :obj:`cells`)."""
+    unless given, at most :obj:`cells`); with :obj:`node_id`, the random rows
+    drawn by original index."""
     n = partition.num_nodes
     rows = torch.randperm(n, generator=generator, device='cpu')[:sample].to(xn.device)
+    if node_id is not None:
+        rows = new_index_of(rows, node_id, partition, group)
     centroids = spherical_kmeans(gather_shard_rows(xn, rows, partition, group), cells, iterations,
                                  generator)
     cell = nearest(xn, centroids)
@@ -268,7 +310,7 @@ def ivf_cells(xn: Tensor, k: int, partition: RowPartition, group: Group,
     ranking = affinity.argsort(dim=1, descending=True, stable=True)
     if probes is None:
         probes = probes_for_recall(xn, k, cell, ranking, target_recall, partition, group,
-                                   generator)
+                                   generator, node_id=node_id)
     return centroids, cell, counts, ranking, min(probes, cells)
 
 
@@ -282,18 +324,23 @@ def cell_order(cell: Tensor, cells: int) -> Tuple[Tensor, List[int]]:
 
 def probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target: float,
                       partition: RowPartition, group: Group,
-                      generator: Optional[torch.Generator], queries: int = 256) -> int:
+                      generator: Optional[torch.Generator], queries: int = 256,
+                      node_id: Optional[Tensor] = None) -> int:
     r"""The fewest probed cells that hold a fraction :obj:`target` (plus two
     standard errors of the mean over the queries) of the exact neighbours of
     :obj:`queries` random nodes (their recalls at every number of probes,
     :math:`O(\text{cells} \cdot \text{queries})` numbers).
     The queries are gathered on every rank; each rank finds their best
-    candidates among its own rows, and the ranks' candidates are merged."""
+    candidates among its own rows, and the ranks' candidates are merged
+    (with :obj:`node_id`: the queries drawn by original index, ties by
+    it)."""
     n, cells = partition.num_nodes, ranking.size(0)
     q = torch.randperm(n, generator=generator, device='cpu')[:min(queries, n)].to(xn.device)
+    if node_id is not None:
+        q = new_index_of(q, node_id, partition, group)
     features = gather_shard_rows(xn, q, partition, group)
     merges = partition.num_parts > 1
-    top = RunningTopK(q.numel(), k, n, xn, merges=True)
+    top = RunningTopK(q.numel(), k, n, xn, merges=True, keyed=node_id is not None)
     rows = torch.arange(q.numel(), device=xn.device)
     local = q - partition.start
     mine = (local >= 0) & (local < partition.num_local)
@@ -304,13 +351,23 @@ def probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target:
         own = mine & (local >= start) & (local < end)
         scores[rows[own], local[own] - start] = -math.inf
         top.add(rows, scores, torch.arange(partition.start + start, partition.start + end,
-                                            device=xn.device))
+                                            device=xn.device),
+                None if node_id is None else node_id[start:end])
     index = top.index
     if merges:
-        candidates = zip(all_gather(top.values, group), all_gather(index, group))
-        values, index = next(candidates)  # rank 0's, then the others' merged in
-        for other_values, other_index in candidates:
-            values, index = merge_top_k(values, index, other_values, other_index, k)
+        if node_id is None:
+            candidates = zip(all_gather(top.values, group), all_gather(index, group))
+            values, index = next(candidates)  # rank 0's, then the others' merged in
+            for other_values, other_index in candidates:
+                values, index = merge_top_k(values, index, other_values, other_index, k)
+        else:  # merged by their keys, carrying the indices
+            assert top.keys is not None
+            keyed = zip(all_gather(top.values, group), all_gather(top.keys, group),
+                        all_gather(index, group))
+            values, keys, index = next(keyed)
+            for other_values, other_keys, other_index in keyed:
+                values, keys, index = merge_top_k(values, keys, other_values, other_keys, k,
+                                                  (index,), (other_index,))
     exact_cell = all_reduce(owned_lookup(cell, index, partition), group)
     query_cell = all_reduce(owned_lookup(cell, q, partition), group)
     place = torch.empty_like(ranking)  # place[c, d]: position of cell d in cell c's ranking

@@ -46,8 +46,9 @@ class SemanticGraph(SharesGroup, BaseTransform):
     and the graph is symmetrised (:math:`j \in \mathcal{N}_k(i)` or
     :math:`i \in \mathcal{N}_k(j)`). Ties go to the lower node index (on a
     shard of :func:`~torch_geometric_regcn.distributed.partition`, the lower
-    original index, :obj:`data.node_id`, in the exact search: METIS shards,
-    which renumber the nodes, get the graph of one process); a zero
+    original index, :obj:`data.node_id`, by which IVF also draws its random
+    rows: METIS shards, which renumber the nodes, get the graph of one
+    process); a zero
     feature row has similarity zero to every node.
 
     The search is :func:`~torch_geometric_regcn.knn.knn_graph_cosine`:
