@@ -98,3 +98,79 @@ def test_random_rows_do_not_depend_on_the_rows_held():
     assert not torch.equal(expected[0][:, :2], expected[1])  # draws differ
     assert abs(float(expected[0].mean())) < 0.02  # standard normal: 210,000 draws,
     assert abs(float(expected[0].std()) - 1) < 0.02  # sd of the mean ~0.002
+
+
+def _block_with_basis(n, b, dependent):
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(n, b, dtype=torch.float64, generator=gen)
+    if dependent:
+        x[:, 2] = x[:, 1]  # R[2, 2] ~ eps: the direction of Q's column 2 is rounding
+    basis = torch.linalg.qr(torch.randn(n, 4, dtype=torch.float64, generator=gen)).Q
+    return x - basis @ (basis.T @ x), basis
+
+
+def _verdicts(rank, world_size, case):
+    from torch_geometric_regcn.linalg import blocks, lanczos
+    from torch_geometric_regcn.linalg.blocks import QR
+    part = RowPartition.even(120, world_size, rank)
+    x, basis = _block_with_basis(120, 6, case == 'other rounding')
+    x, basis = x[part.start:part.end].clone(), basis[part.start:part.end]
+    group = dist.group.WORLD
+    if rank == 1 and case == 'second cholesky':  # rank 1's second Cholesky fails
+        own, calls = torch.linalg.cholesky_ex, []
+
+        def cholesky_ex(matrix, **kwargs):
+            factor, info = own(matrix, **kwargs)
+            calls.append(1)
+            return factor, (info + 1 if len(calls) == 2 else info)
+        torch.linalg.cholesky_ex = cholesky_ex
+    if case == 'second cholesky':
+        return tuple(blocks.tall_qr(x, group)) + (None,)
+    if rank == 1 and case == 'other rounding':  # rank 1's QR rounds at the last bit
+        own_qr, gen = torch.linalg.qr, torch.Generator().manual_seed(1)
+
+        def qr(a, *args, **kwargs):
+            noise = 1e-16 * torch.randn(a.shape, dtype=a.dtype, generator=gen)
+            return own_qr(a * (1 + noise), *args, **kwargs)
+        torch.linalg.qr = qr
+    if case in ('dependent', 'left in the basis'):
+        # 'dependent': rank 1 alone reads column 2 of the first R as zero;
+        # 'left in the basis': every rank reads it so (the block nearly
+        # dependent), and rank 1 alone reads column 3 of the re-orthogonalised
+        # block as left inside the basis
+        own_tall_qr, calls = lanczos.tall_qr, []
+
+        def tall_qr(block, group):
+            q, r = own_tall_qr(block, group)
+            calls.append(1)
+            r = r.clone()
+            if len(calls) == 1 and (rank == 1 or case == 'left in the basis'):
+                r[2, 2] = 0.0
+            if len(calls) == 2 and rank == 1 and case == 'left in the basis':
+                r[3, 3] = 0.1
+            return QR(q, r)
+        lanczos.tall_qr = tall_qr
+    if case == 'other rounding':
+        return tuple(blocks.tall_qr(x, group)) + (basis,)
+    random = RandomRows(5, 120, part.start, part.end, torch.float64, torch.device('cpu'))
+    q, r = lanczos._orthonormal_block(x, basis, 1.0, random, group)
+    return q, r, basis
+
+
+@pytest.mark.parametrize('case', ['second cholesky', 'dependent', 'left in the basis',
+                                  'other rounding'])
+def test_every_rank_takes_the_verdict_of_any(case):
+    # Each verdict from a local LAPACK call, taken by one rank alone, would send it
+    # through collectives the others skip (a hang until pg_timeout); followed by
+    # all, the ranks return one orthonormal extension of the basis, one R.
+    results = run_ranks(_verdicts, 2, case, pg_timeout=15.0)
+    q = torch.cat([part[0] for part in results])
+    assert torch.equal(results[0][1], results[1][1])
+    if results[0][2] is not None:
+        basis = torch.cat([part[2] for part in results])
+        if case == 'other rounding':  # TSQR: the kept columns (column 2 is dependent)
+            q = q[:, results[0][1].diagonal().abs() > 1e-10]
+        else:
+            q = torch.cat([basis, q], dim=1)
+    torch.testing.assert_close(q.T @ q, torch.eye(q.size(1), dtype=q.dtype), rtol=0,
+                               atol=1e-13)

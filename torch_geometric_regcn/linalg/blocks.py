@@ -11,7 +11,9 @@ from torch_geometric_regcn.distributed.collectives import (
     all_gather,
     all_reduce,
     any_rank,
+    broadcast,
     rank_of,
+    size_of,
 )
 from torch_geometric_regcn.linalg.eigenpairs import ieee_float32_matmul, tf32_forced
 from torch_geometric_regcn.utils.compat import is_compiling
@@ -132,7 +134,10 @@ def tall_qr(block: Tensor, group: Group) -> QR:
     an integer per pass, :func:`~torch_geometric_regcn.distributed.
     collectives.any_rank`). Time
     :math:`O(n b^2 + P b^3)` for :math:`n` local rows and :math:`P` ranks;
-    :math:`2 b^2` numbers all-reduced (TSQR: :math:`P b^2` all-gathered).
+    :math:`2 b^2` numbers all-reduced (TSQR: :math:`P b^2` all-gathered,
+    and the QR of the stacked factors, :math:`(P + 1) b^2` numbers, broadcast
+    from rank 0, so that a dependent column's direction, which is LAPACK's
+    rounding, is one on every rank).
 
     Args:
         block (torch.Tensor): This rank's rows of :math:`\mathbf{B}`.
@@ -167,8 +172,16 @@ def tall_qr(block: Tensor, group: Group) -> QR:
     q[:, :q_local.size(1)] = q_local
     r = block.new_zeros(b, b)
     r[:r_local.size(0)] = r_local
-    q_top, r_top = torch.linalg.qr(torch.cat(all_gather(r, group)))
-    rank = rank_of(group)
+    # The stacked factors' QR on rank 0, broadcast: of a dependent column the
+    # direction is LAPACK's rounding, so ranks that rounded otherwise would hold
+    # rows of different columns (and each rank's R would decide alone).
+    stacked = torch.cat(all_gather(r, group))
+    rank, size = rank_of(group), size_of(group)
+    packed = block.new_zeros(size * b + b, b)
+    if rank == 0:
+        packed[:size * b], packed[size * b:] = torch.linalg.qr(stacked)
+    packed = broadcast(packed, group)
+    q_top, r_top = packed[:size * b], packed[size * b:]
     return QR(q @ q_top[rank * b:(rank + 1) * b], r_top)
 
 
