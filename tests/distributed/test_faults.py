@@ -259,3 +259,30 @@ def test_shards_of_different_graphs_raise_on_every_rank():
     for out in run_ranks(_shards_of_two_graphs, 2, timeout=120.0):
         for name in ('semantic', 'lowrank'):
             assert "the graph the shard was cut from ('data.graph_key'" in out[name]
+
+
+def _singular_core_on_one_rank(rank, world_size):
+    from torch_geometric_regcn.linalg import woodbury_core
+    part_rows = slice(rank * N_SMALL // 2, (rank + 1) * N_SMALL // 2)
+    w, v = (f[part_rows] for f in _small_factors())
+    if rank == 1:  # rank 1's LU of the (same, all-reduced) core reads a zero pivot
+        own = torch.linalg.lu_factor_ex
+
+        def lu_factor_ex(matrix, **kwargs):
+            lu, pivots, info = own(matrix, **kwargs)
+            lu = lu.clone()
+            lu[..., -1, -1] = 0.0
+            return lu, pivots, info
+        torch.linalg.lu_factor_ex = lu_factor_ex
+    # General factors (not of eigenpairs): the singularity check, decided per rank.
+    woodbury_core(w.requires_grad_(), v, group=dist.group.WORLD)
+    return 'returned'
+
+
+def test_a_core_refused_on_one_rank_is_refused_on_every_rank():
+    # Before: with general factors (learned, requiring gradients) each rank's verdict
+    # on the core stood alone: rank 1 raised and rank 0 returned its core and went on
+    # (into a collective rank 1 never entered, or a result of one rank).
+    errors = run_ranks(_singular_core_on_one_rank, 2, expect_errors=True, timeout=120.0)
+    assert 'numerically singular' in errors[1], errors
+    assert 'woodbury_core failed its checks on rank(s) [1]' in errors[0], errors

@@ -159,7 +159,9 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     Before, the ranks agree on :func:`factor_arguments` (one all-gather of
     a few integers), unless the caller did (:obj:`agreed=True`, as
     :class:`WoodburyCache` and :class:`~torch_geometric_regcn.TSGCNConv`
-    do), and on the verdict of the check of factors of eigenpairs, whose
+    do), and after, on the verdict of the checks of the core (each rank
+    factorises the same all-reduced core itself: where one raises, all
+    raise; one all-gather of a flag), for factors of eigenpairs at a
     rounding level they decide together (float32 for float64 factors only
     if every rank holding rows has float32 casts)."""
     if batch is not None and group is not None:
@@ -190,10 +192,10 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
         try:
             _check_core(lu, pivots, vtw, check, computed)
         except ValueError as failure:
-            if group is None or not check:
+            if group is None:
                 raise
             error = failure
-        if check and group is not None:
+        if group is not None:  # each rank's LU of the same core: one verdict for all
             agree(error, group, 'woodbury_core')
     return WoodburyCore(lu, pivots)
 
