@@ -162,18 +162,8 @@ def calibrated_temperature(input: Tensor, target: Tensor, iterations: int = 30) 
     steps, their start and limits, and the ends :math:`\tau \to 0` and
     :math:`\tau \to \infty`): temperature scaling's calibration of the
     logits on labelled rows. A 0-dim tensor in the dtype of :obj:`input`,
-    detached; 1 where the steps overflow. Cost: :math:`O(\text{iterations}
-    \cdot N C)`, one synchronisation (the check of the targets' range).
-
-    Args:
-        input (torch.Tensor): The logits :math:`\mathbf{Z}`, floating point.
-        target (torch.Tensor): The class of each row, integer.
-        iterations (int, optional): Newton steps. (default: :obj:`30`)
-
-    Shapes:
-        - **input:** :math:`(N, C)`
-        - **target:** :math:`(N)`
-        - **output:** scalar
+    detached; 1 where the steps overflow. Arguments, shapes and cost are
+    :func:`calibrated_cross_entropy`'s.
     """
     input = check_tensor('input', input)
     target = check_tensor('target', target)
