@@ -273,7 +273,7 @@ def calibrated_expected_error(input: Tensor, target: Tensor) -> Tensor:
     cross-entropy's scaled by :math:`p_{y_i}`, so the rows near the decision
     boundary, whose class the coefficients can flip, weigh most, and those
     confidently wrong, which dominate the cross-entropy's gradient, least."""
-    tau = calibrated_temperature(input, target)
+    tau = calibrated_temperature(input, target, NEWTON_STEPS)  # the steps the runs record
     p = torch.softmax(tau * input, dim=1).gather(1, target.view(-1, 1).long())
     return (1 - p).mean()
 

@@ -107,3 +107,29 @@ def test_the_summary_names_the_newton_steps_of_the_bilevel_runs():
     text = '\n'.join(rep.lines)
     assert '| Cora | cpu | 2 x 500 | 10 |' in text
     assert '; 10 Newton steps of the calibrated loss |' in text
+
+
+def test_the_bilevel_error_route_descends_the_expected_error(monkeypatch):
+    # The route's one difference from 'bilevel': its validation loss. Reference: the
+    # expected error mean(1 - softmax(tau z)_y) at the calibrated temperature.
+    from types import SimpleNamespace
+
+    import benchmarks.learnable as learnable
+    from tests.regularizers.test_bilevel import problem, tsgcn
+    from torch_geometric_regcn.regularizers import calibrated_temperature
+    x, edge_index, semantic, y, train, val = problem()
+    original, seen = learnable.calibrated_expected_error, []
+
+    def spy(input, target):
+        loss = original(input, target)
+        z = input.detach()
+        tau = calibrated_temperature(z, target)
+        expected = (1 - torch.softmax(tau * z, 1)[torch.arange(len(target)), target]).mean()
+        seen.append(abs(float(loss.detach()) - float(expected)))
+        return loss
+    monkeypatch.setattr(learnable, 'calibrated_expected_error', spy)
+    model = tsgcn()
+    run = SimpleNamespace(y=y, train_mask=train, val_mask=val, test_mask=val)
+    learnable.fit_bilevel(model, lambda: model(x, edge_index, semantic_edge_index=semantic),
+                          run, 2, 5e-4, True, True, [], expected_error=True)
+    assert len(seen) == 2 and max(seen) < 1e-12  # float64: the same arithmetic

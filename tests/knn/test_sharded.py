@@ -207,3 +207,22 @@ def test_node_id_repeated_across_ranks_is_refused_on_every_rank(world_size):
                        timeout=120.0)
     assert all(isinstance(e, str) and "'node_id' must hold each index in [0, 59] once"
                in e for e in errors), errors
+
+
+def _node_id_with_equal_sums(rank, world_size):
+    # Rank 1 repeats 1, 5, 6 and rank 0 misses 2, 3, 7: the plain sums and the sums of
+    # squares of the indices are those of a permutation (12 and 62 either way).
+    ids = [torch.tensor([i for i in range(40) if i not in (2, 3, 7)]), torch.tensor([1, 5, 6])]
+    part = RowPartition((0, 37, 40), rank)
+    return ivf_knn_cosine(ties(40, 1)[part.start:part.end], 3, cells=4, progress=False,
+                          partition=part, group=dist.group.WORLD, node_id=ids[rank],
+                          generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.slow
+def test_node_id_that_repeats_some_and_misses_others_is_refused():
+    # Before (sums and sums of squares compared): accepted, and IVF's lookup of the
+    # drawn rows added both holders' indices (an IndexError on rank 1).
+    errors = run_ranks(_node_id_with_equal_sums, 2, expect_errors=True, timeout=120.0)
+    assert all(isinstance(e, str) and "'node_id' must hold each index in [0, 39] once"
+               in e for e in errors), errors

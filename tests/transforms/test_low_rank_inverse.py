@@ -265,6 +265,26 @@ def test_factors_are_cached_on_disk(tmp_path, monkeypatch):
     assert transform._cache_key(other_x) != transform._cache_key(no_semantic)
 
 
+def test_the_cache_key_of_a_shard_built_from_x_names_its_node_id():
+    # On shards the kNN graph built from x breaks its ties by data.node_id (and IVF
+    # draws its rows by it): shards alike but for node_id get other factors.
+    from torch_geometric_regcn.distributed import partition
+    data = graph(n=60)
+    del data.semantic_edge_index
+    shard = partition(data, 2, method='metis')[0]
+    other = shard.clone()
+    other.node_id = other.node_id.flip(0)
+    transform = LowRankInverse(1.0, 0.4, rank=4, cache_dir='unused')
+    assert transform._cache_key(shard, shard.partition) != transform._cache_key(
+        other, shard.partition)
+    with_semantic = shard.clone()
+    with_semantic.semantic_edge_index = torch.empty(2, 0, dtype=torch.long)
+    flipped = with_semantic.clone()
+    flipped.node_id = flipped.node_id.flip(0)  # a given semantic graph: node_id unread
+    assert transform._cache_key(with_semantic, shard.partition) == transform._cache_key(
+        flipped, shard.partition)
+
+
 def test_progress_reports_the_residual():
     from torch_geometric_regcn.linalg import block_lanczos
     from torch_geometric_regcn.transforms.low_rank_inverse import tsgcn_operator

@@ -24,9 +24,36 @@ EXACT_LIMIT = 50_000
 #: approximate by the optional faiss backend (one process).
 KNN_METHODS = ('auto', 'exact', 'ivf', 'faiss')
 
-#: A prime below 2^31: the sums of a rank's :obj:`node_id` and of their
-#: squares, modulo it, fit int64 (:func:`check_search`).
-PRIME = 2_147_483_647
+#: Odd 64-bit constants (as int64) of the mixing hash of :func:`id_hash_sum`
+#: (splitmix64's multipliers, the first its increment, the golden ratio).
+MIX = tuple(c - (1 << 64) for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9,
+                                    0x94D049BB133111EB))
+#: Node indices hashed at a time where :func:`id_hash_sum` covers :math:`[0, N)`.
+HASH_CHUNK = 1 << 20
+
+
+def id_hash_sum(ids: Tensor, salt: int) -> int:
+    r"""The sum, wrapped to 64 bits, of a mixing hash of each index of
+    :obj:`ids` (multiplications and shifts of int64 values, which wrap alike
+    on every device): the ranks' sums add up to that of :math:`[0, N)` where
+    their indices are a permutation of it, and, with two salts, almost
+    surely not otherwise (repeats and gaps whose plain sums and sums of
+    squares agree included). :math:`O(|\text{ids}|)`."""
+    x = (ids.long() + salt) * MIX[0]
+    x = (x ^ (x >> 30)) * MIX[1]
+    x = (x ^ (x >> 27)) * MIX[2]
+    return int((x ^ (x >> 31)).sum())
+
+
+def permutation_hash_sums(num_nodes: int, device: torch.device) -> List[int]:
+    r"""The two :func:`id_hash_sum` values of :math:`[0, N)`, wrapped to 64
+    bits, in chunks of :data:`HASH_CHUNK` indices: :math:`O(N)` time,
+    :math:`O(\text{HASH\_CHUNK})` memory."""
+    totals = [0, 0]
+    for start in range(0, num_nodes, HASH_CHUNK):
+        ids = torch.arange(start, min(start + HASH_CHUNK, num_nodes), device=device)
+        totals = [t + id_hash_sum(ids, salt) for t, salt in zip(totals, (1, 2))]
+    return [t % (1 << 64) for t in totals]
 
 #: A value every rank must hold alike: (its name in the error, the value).
 Field = Tuple[str, object]
@@ -174,17 +201,16 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
     except (TypeError, ValueError) as exc:
         error = exc
     # Distinct on each rank, the keys must also be distinct across the ranks (a
-    # permutation of the N nodes): their sums and sums of squares, modulo a prime,
-    # shared in the same collective, catch shard-local indices.
+    # permutation of the N nodes): two hashed sums of each rank's keys, shared in the
+    # same collective, against those of [0, N).
     sums = [0, 0]
     if error is None and group is not None and node_id is not None and node_id.numel():
-        ids = node_id.long() % PRIME
-        sums = [int(ids.sum()) % PRIME, int((ids * ids % PRIME).sum()) % PRIME]
+        sums = [id_hash_sum(node_id, salt) for salt in (1, 2)]
     shared = agree_arguments(group, what, same, error, share=sums)
     if group is not None and node_id is not None:
         n = partition.num_nodes
-        if [sum(r[0] for r in shared) % PRIME, sum(r[1] for r in shared) % PRIME] != [
-                n * (n - 1) // 2 % PRIME, (n - 1) * n * (2 * n - 1) // 6 % PRIME]:
+        totals = [sum(r[i] for r in shared) % (1 << 64) for i in (0, 1)]
+        if totals != permutation_hash_sums(n, node_id.device):
             raise ValueError(f"'node_id' must hold each index in [0, {n - 1}] once over all "
                              f"ranks, one per node of the whole graph (a shard's "
                              f"'data.node_id'); the ranks' indices repeat or miss some")

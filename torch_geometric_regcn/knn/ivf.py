@@ -153,8 +153,10 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
             METIS shard), on every rank or on none: the random rows (the
             k-means sample, the tuning queries) are drawn by it, and ties go
             to the lower original index, so that shards that renumber the
-            nodes search as one process on the original numbering (one more
-            all-reduce of the drawn rows' indices). (default: :obj:`None`)
+            nodes search as one process on the original numbering (an
+            all-reduce of the indices of each set of drawn rows: the k-means
+            sample, the tuning queries, the :math:`k + 1` lowest nodes for
+            zero rows). (default: :obj:`None`)
 
     Shapes:
         - **output:** :obj:`[n, k]` global node indices, ascending in each row.
@@ -259,7 +261,7 @@ def new_index_of(ids: Tensor, node_id: Tensor, partition: RowPartition,
     original indices :obj:`ids` (:obj:`node_id` holding this rank's rows'
     original indices, a permutation over the ranks): each rank looks up
     those it holds, one all-reduce of :obj:`ids.numel()` integers.
-    :math:`O(n \log n + |	ext{ids}| \log n)`."""
+    :math:`O(n \log n + |\text{ids}| \log n)`."""
     if node_id.numel() == 0:  # an empty shard holds none of them
         return all_reduce(torch.zeros_like(ids), group)
     order = node_id.argsort()
