@@ -98,6 +98,12 @@ def test_random_rows_do_not_depend_on_the_rows_held():
     assert not torch.equal(expected[0][:, :2], expected[1])  # draws differ
     assert abs(float(expected[0].mean())) < 0.02  # standard normal: 210,000 draws,
     assert abs(float(expected[0].std()) - 1) < 0.02  # sd of the mean ~0.002
+    # Rows held by global index (a METIS shard's node_id): the rows of one process.
+    perm = torch.randperm(70_000, generator=torch.Generator().manual_seed(0))
+    for a, b in ((0, 40_000), (40_000, 70_000), (5, 5)):
+        held = RandomRows(7, 70_000, a, b, torch.float64, torch.device('cpu'), perm[a:b])
+        for columns, reference in zip((3, 2), expected):
+            assert torch.equal(held.draw(columns), reference[perm[a:b]])
 
 
 def _block_with_basis(n, b, dependent):

@@ -265,9 +265,10 @@ def test_factors_are_cached_on_disk(tmp_path, monkeypatch):
     assert transform._cache_key(other_x) != transform._cache_key(no_semantic)
 
 
-def test_the_cache_key_of_a_shard_built_from_x_names_its_node_id():
-    # On shards the kNN graph built from x breaks its ties by data.node_id (and IVF
-    # draws its rows by it): shards alike but for node_id get other factors.
+def test_the_cache_key_of_a_shard_names_its_node_id():
+    # On shards the eigensolver draws its random rows by data.node_id, and the kNN
+    # graph built from x breaks its ties (IVF draws its rows) by it: shards alike but
+    # for node_id get other factors.
     from torch_geometric_regcn.distributed import partition
     data = graph(n=60)
     del data.semantic_edge_index
@@ -280,8 +281,8 @@ def test_the_cache_key_of_a_shard_built_from_x_names_its_node_id():
     with_semantic = shard.clone()
     with_semantic.semantic_edge_index = torch.empty(2, 0, dtype=torch.long)
     flipped = with_semantic.clone()
-    flipped.node_id = flipped.node_id.flip(0)  # a given semantic graph: node_id unread
-    assert transform._cache_key(with_semantic, shard.partition) == transform._cache_key(
+    flipped.node_id = flipped.node_id.flip(0)  # a given semantic graph: the start reads it
+    assert transform._cache_key(with_semantic, shard.partition) != transform._cache_key(
         flipped, shard.partition)
 
 

@@ -754,11 +754,13 @@ def block_lanczos(
                 f"'tol'{precision_hint(operator)}", UserWarning, stacklevel=3)
         return EigenPairs(theta, vectors, residual, 0, converged)
 
-    # every random block by global row: shards draw the single process's rows
+    # every random block by global row (by original index where the shards renumber the
+    # nodes): shards draw the single process's rows
     first, last = (0, n) if group is None else (operator.partition.start,
                                                 operator.partition.end)
-    rows, random = last - first, RandomRows.seeded(generator, n, first, last, dtype, device,
-                                                   group)
+    rows, random = last - first, RandomRows.seeded(
+        generator, n, first, last, dtype, device, group,
+        operator.node_id if isinstance(operator, ShardedMatrix) else None)
 
     with reusing_buffer(operator):  # the products' halo exchanges in one kept buffer
         workspace = Workspace.allocate(rows, m, b, dtype, device)

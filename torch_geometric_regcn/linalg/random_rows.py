@@ -1,7 +1,7 @@
 r"""Random blocks whose rows depend on their global row index only, so that
 a solver on row shards starts where the single-process one does."""
 import hashlib
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -31,6 +31,11 @@ class RandomRows:
     rounding of their sums). Cost: as one :func:`torch.randn` of the rows
     held, plus at most two chunks drawn in part.
 
+    With :obj:`rows`, the process holds the rows of those global indices
+    instead (a METIS shard's :obj:`node_id`, the rows' original indices), and
+    draws every chunk they touch: the values of one process on the original
+    numbering, at the cost of up to :math:`N` rows per draw.
+
     Args:
         seed (int): The stream's seed, the same on every rank.
         num_rows (int): The rows :math:`N` of the whole block.
@@ -38,19 +43,31 @@ class RandomRows:
         end (int): One past its last row.
         dtype (torch.dtype): The blocks' dtype.
         device (torch.device): Their device.
+        rows (torch.Tensor, optional): The global index of each row held,
+            :obj:`[end - start]`, distinct. (default: :obj:`None`, the rows
+            :obj:`start` to :obj:`end - 1`)
     """
 
     def __init__(self, seed: int, num_rows: int, start: int, end: int, dtype: torch.dtype,
-                 device: torch.device):
+                 device: torch.device, rows: Optional[Tensor] = None):
         self.seed, self.num_rows, self.start, self.end = seed, num_rows, start, end
         self.dtype, self.device = dtype, device
         self.chunk = max(1, min(ROW_CHUNK, num_rows))
         self.draws = 0
+        self.segments: Optional[List[Tuple[int, Tensor, Tensor]]] = None
+        if rows is not None:  # the rows held, grouped by chunk: (chunk, positions, offsets)
+            rows = rows.to(device)
+            order = torch.argsort(rows // self.chunk, stable=True)
+            chunks, counts = torch.unique_consecutive(rows[order] // self.chunk,
+                                                      return_counts=True)
+            self.segments = []
+            for chunk, held in zip(chunks.tolist(), torch.split(order, counts.tolist())):
+                self.segments.append((chunk, held, rows[held] - chunk * self.chunk))
 
     @classmethod
     def seeded(cls, generator: Optional[torch.Generator], num_rows: int, start: int,
                end: int, dtype: torch.dtype, device: torch.device,
-               group: Group = None) -> 'RandomRows':
+               group: Group = None, rows: Optional[Tensor] = None) -> 'RandomRows':
         r"""A stream seeded by one draw from :obj:`generator` (torch's default
         generator when :obj:`None`); with a :obj:`group`, rank 0's draw on
         every rank (one broadcast), so that ranks whose generators differ
@@ -58,7 +75,12 @@ class RandomRows:
         seed = int(torch.randint(2**62, (1,), generator=generator,
                                  device=generator.device if generator is not None else 'cpu'))
         seed, = consensus([seed], group)
-        return cls(seed, num_rows, start, end, dtype, device)
+        return cls(seed, num_rows, start, end, dtype, device, rows)
+
+    def _generator(self, draw: int, chunk: int) -> torch.Generator:
+        generator = torch.Generator(self.device)
+        generator.manual_seed(_chunk_seed(self.seed, draw, chunk))
+        return generator
 
     def draw(self, columns: int, out: Optional[Tensor] = None) -> Tensor:
         r"""This process's rows of the next :math:`N \times` :obj:`columns`
@@ -69,11 +91,15 @@ class RandomRows:
         draw, self.draws = self.draws, self.draws + 1
         if rows == 0 or columns == 0:
             return out
+        if self.segments is not None:  # the rows of given global indices
+            for chunk, held, offsets in self.segments:
+                values = torch.randn(self.chunk, columns, dtype=self.dtype,
+                                     device=self.device, generator=self._generator(draw, chunk))
+                out[held] = values[offsets]
+            return out
         for chunk in range(self.start // self.chunk, (self.end - 1) // self.chunk + 1):
-            generator = torch.Generator(self.device)
-            generator.manual_seed(_chunk_seed(self.seed, draw, chunk))
             values = torch.randn(self.chunk, columns, dtype=self.dtype, device=self.device,
-                                 generator=generator)
+                                 generator=self._generator(draw, chunk))
             first = chunk * self.chunk
             low, high = max(self.start, first), min(self.end, first + self.chunk)
             out[low - self.start:high - self.start] = values[low - first:high - first]

@@ -71,6 +71,14 @@ class ShardedMatrix:
             exchange fetches, the same on every rank (agreed).
             (default: :obj:`None`, :data:`HALO_BUDGET`)
     """
+    #: The original index of each of this rank's rows (a METIS shard's
+    #: :obj:`node_id`), set by the :class:`~torch_geometric_regcn.regularizers.
+    #: GraphOperators` that built the matrix: the eigensolvers draw their
+    #: random rows by it (:class:`~torch_geometric_regcn.linalg.random_rows.
+    #: RandomRows`), so that shards that renumber the nodes start where one
+    #: process on the original numbering does. :obj:`None`: by global row.
+    node_id: Optional[Tensor] = None
+
     def __init__(self, edge_index: Tensor, values: Tensor, partition: RowPartition,
                  group: Group, halo_budget: Optional[int] = None) -> None:
         def check() -> None:  # indices in range and rows this rank's, finite values

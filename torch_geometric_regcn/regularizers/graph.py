@@ -286,7 +286,10 @@ class GraphOperators:
         node_id (torch.Tensor, optional): The original index of each row (a
             shard's :obj:`data.node_id`), by which a :math:`k`-NN graph built
             from :obj:`x` breaks ties
-            (:func:`~torch_geometric_regcn.knn.knn_graph_cosine`).
+            (:func:`~torch_geometric_regcn.knn.knn_graph_cosine`) and the
+            eigensolvers draw their random rows on a sharded operator
+            (:attr:`ShardedMatrix.node_id
+            <torch_geometric_regcn.linalg.ShardedMatrix.node_id>`).
             (default: :obj:`None`)
     """
     def __init__(self, num_nodes: int, edge_index: Any = None,
@@ -544,14 +547,17 @@ class GraphOperators:
         if self.group is None:
             return combine(operators, coefficients, self.num_nodes)
         if all(isinstance(op, Tensor) for op in operators):
-            return ShardedMatrix.from_rows(combine(operators, coefficients, self.num_nodes,
-                                                   compact=True), self.partition, self.group)
-        terms = [(index, c * weight) for (index, weight), c in terms if c != 0]
-        if not terms:
-            raise ValueError('sparse() needs at least one non-zero coefficient')
-        return ShardedMatrix(torch.cat([index for index, _ in terms], dim=1),
-                             torch.cat([weight for _, weight in terms]), self.partition,
-                             self.group)
+            matrix = ShardedMatrix.from_rows(combine(operators, coefficients, self.num_nodes,
+                                                     compact=True), self.partition, self.group)
+        else:
+            terms = [(index, c * weight) for (index, weight), c in terms if c != 0]
+            if not terms:
+                raise ValueError('sparse() needs at least one non-zero coefficient')
+            matrix = ShardedMatrix(torch.cat([index for index, _ in terms], dim=1),
+                                   torch.cat([weight for _, weight in terms]), self.partition,
+                                   self.group)
+        matrix.node_id = self.node_id  # the eigensolvers' random rows, by original index
+        return matrix
 
     def _shard_edges(self, edge_index: Optional[Tensor]) -> Tensor:
         r"""A shard's :obj:`edge_index`; none is an empty one."""

@@ -460,8 +460,8 @@ class LowRankInverse(SharesGroup, BaseTransform):
         :obj:`partition`) and of the arguments."""
         semantic = _semantic(data)
         shard = {} if partition is None else {'partition': tuple(partition)}
-        if partition is not None and semantic is None and self.beta > 0:
-            # the kNN graph built from x breaks its ties (and IVF draws its rows) by it
+        if partition is not None:  # the eigensolver draws its random rows by it, and the
+            # kNN graph built from x breaks its ties (IVF draws its rows) by it
             shard['node_id'] = shard_node_id(data, partition, torch.device('cpu'))
         return factor_cache.cache_key(**shard,
             num_nodes=data.num_nodes, edge_index=data.edge_index,
