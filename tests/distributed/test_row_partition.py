@@ -7,7 +7,14 @@ import pytest
 import torch
 
 from torch_geometric_regcn.distributed import RowPartition
-from torch_geometric_regcn.distributed.row_partition import check_partition, check_shard_edges
+from torch_geometric_regcn.distributed.row_partition import (
+    check_node_id,
+    check_node_id_sums,
+    check_partition,
+    check_shard_edges,
+    id_hash_sum,
+    permutation_hash_sums,
+)
 
 
 def owner_by_loop(bounds, index):
@@ -115,3 +122,38 @@ def test_check_partition_refuses_bounds_that_are_not_row_blocks(bounds):
     with pytest.raises(ValueError, match=r"'partition' must have integer bounds that start "
                                          r"at 0 and never decrease"):
         check_partition(RowPartition(bounds, 0), None, 'partition')
+
+
+def test_node_id_is_checked_on_each_rank_and_as_a_permutation_over_the_ranks():
+    # Each rank: a 1-D int64 index per row, distinct, in [0, N). Over the ranks: the
+    # hashed sums of a permutation of [0, N), which repeats with equal plain sums and
+    # sums of squares (1, 5, 6 for 2, 3, 7: 12 and 62 either way) do not have.
+    check_node_id(torch.tensor([3, 0, 2]), 3, 5)
+    for node_id, error, match in [
+            (torch.tensor([3, 0, 2], dtype=torch.int32), TypeError, '1-D int64'),
+            (torch.tensor([3, 0]), ValueError, r'one index per row of this shard \(3'),
+            (torch.tensor([3, 0, 5]), ValueError, r'distinct indices in \[0, 4\]'),
+            (torch.tensor([3, 0, 3]), ValueError, 'distinct indices')]:
+        with pytest.raises(error, match=match):
+            check_node_id(node_id, 3, 5)
+    parts = [torch.tensor([i for i in range(40) if i not in (2, 3, 7)]),
+             torch.tensor([1, 5, 6])]
+    shared = [[id_hash_sum(p, salt) for salt in (1, 2)] for p in parts]
+    with pytest.raises(ValueError, match=r"'node_id' must hold each index in \[0, 39\] once"):
+        check_node_id_sums(shared, parts[0], 40, group=object())
+    perm = torch.randperm(40, generator=torch.Generator().manual_seed(0))
+    shared = [[id_hash_sum(p, salt) for salt in (1, 2)] for p in (perm[:25], perm[25:])]
+    check_node_id_sums(shared, perm, 40, group=object())  # a permutation passes
+    assert permutation_hash_sums(40, torch.device('cpu')) == [
+        sum(r[i] for r in shared) % (1 << 64) for i in (0, 1)]
+
+
+def test_graph_operators_refuse_a_node_id_that_is_not_the_shards():
+    # Before: GraphOperators agreed only on whether node_id was given; the eigensolver
+    # then drew its start by garbage indices (a short one left rows uninitialised).
+    from torch_geometric_regcn.regularizers import GraphOperators
+    edge_index = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    part = RowPartition.even(3, 1)
+    with pytest.raises(ValueError, match='one index per row of this shard'):
+        GraphOperators(3, edge_index, partition=part, node_id=torch.tensor([0, 1]))
+    GraphOperators(3, edge_index, partition=part, node_id=torch.tensor([2, 0, 1]))

@@ -10,7 +10,13 @@ import torch
 from torch import Tensor
 
 from torch_geometric_regcn.distributed.collectives import Group, agree_arguments, check_group
-from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
+from torch_geometric_regcn.distributed.row_partition import (
+    RowPartition,
+    check_node_id,
+    check_node_id_sums,
+    check_partition,
+    node_id_sums,
+)
 from torch_geometric_regcn.utils.validation import (
     check_choice,
     check_int,
@@ -23,37 +29,6 @@ EXACT_LIMIT = 50_000
 #: The values of :obj:`method`: chosen from the graph, exact, approximate, or
 #: approximate by the optional faiss backend (one process).
 KNN_METHODS = ('auto', 'exact', 'ivf', 'faiss')
-
-#: Odd 64-bit constants (as int64) of the mixing hash of :func:`id_hash_sum`
-#: (splitmix64's multipliers, the first its increment, the golden ratio).
-MIX = tuple(c - (1 << 64) for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9,
-                                    0x94D049BB133111EB))
-#: Node indices hashed at a time where :func:`id_hash_sum` covers :math:`[0, N)`.
-HASH_CHUNK = 1 << 20
-
-
-def id_hash_sum(ids: Tensor, salt: int) -> int:
-    r"""The sum, wrapped to 64 bits, of a mixing hash of each index of
-    :obj:`ids` (multiplications and shifts of int64 values, which wrap alike
-    on every device): the ranks' sums add up to that of :math:`[0, N)` where
-    their indices are a permutation of it, and, with two salts, almost
-    surely not otherwise (repeats and gaps whose plain sums and sums of
-    squares agree included). :math:`O(|\text{ids}|)`."""
-    x = (ids.long() + salt) * MIX[0]
-    x = (x ^ (x >> 30)) * MIX[1]
-    x = (x ^ (x >> 27)) * MIX[2]
-    return int((x ^ (x >> 31)).sum())
-
-
-def permutation_hash_sums(num_nodes: int, device: torch.device) -> List[int]:
-    r"""The two :func:`id_hash_sum` values of :math:`[0, N)`, wrapped to 64
-    bits, in chunks of :data:`HASH_CHUNK` indices: :math:`O(N)` time,
-    :math:`O(\text{HASH\_CHUNK})` memory."""
-    totals = [0, 0]
-    for start in range(0, num_nodes, HASH_CHUNK):
-        ids = torch.arange(start, min(start + HASH_CHUNK, num_nodes), device=device)
-        totals = [t + id_hash_sum(ids, salt) for t, salt in zip(totals, (1, 2))]
-    return [t % (1 << 64) for t in totals]
 
 #: A value every rank must hold alike: (its name in the error, the value).
 Field = Tuple[str, object]
@@ -95,28 +70,6 @@ def check_generator(generator: Optional[torch.Generator]) -> None:
                         f"{type(generator).__name__} {generator!r})")
 
 
-def check_node_id(node_id: Optional[Tensor], x: Tensor, num_nodes: int) -> None:
-    r"""The tie keys of a search: :obj:`None`, or one distinct int64 index
-    below :obj:`num_nodes` per row of :obj:`x`, on its device (a shard's
-    :obj:`node_id`)."""
-    if node_id is None:
-        return
-    if not isinstance(node_id, Tensor) or node_id.dtype != torch.int64 \
-            or node_id.dim() != 1:
-        got = (f'{node_id.dtype} of shape {list(node_id.shape)}' if isinstance(node_id, Tensor)
-               else type(node_id).__name__)
-        raise TypeError(f"'node_id' must be a 1-D int64 tensor, the index of each row of 'x' "
-                        f"in the whole graph's original numbering (a shard's "
-                        f"'data.node_id'); got {got}")
-    if node_id.numel() != x.size(0) or node_id.device != x.device:
-        raise ValueError(f"'node_id' must hold one index per row of 'x' ({x.size(0)}, on "
-                         f"{x.device}), got {node_id.numel()} on {node_id.device}")
-    if node_id.numel() and (int(node_id.min()) < 0 or int(node_id.max()) >= num_nodes
-                            or int(node_id.unique().numel()) != node_id.numel()):
-        raise ValueError(f"'node_id' must hold distinct indices in [0, {num_nodes - 1}], "
-                         f"one per node of the whole graph (a shard's 'data.node_id')")
-
-
 def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Group,
                  what: str, method: str, block_size: Optional[int] = None,
                  generator: Optional[torch.Generator] = None,
@@ -146,7 +99,8 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
         options (callable, optional): Further checks, called with :math:`N`
             inside the agreement; returns the fields to compare.
         node_id (torch.Tensor, optional): The tie keys of this rank's rows
-            (:func:`check_node_id`); given on every rank or on none.
+            (:func:`~torch_geometric_regcn.distributed.row_partition.check_node_id`),
+            given on every rank or on none, together a permutation.
 
     Returns:
         The floating-point features, the partition and the resolved method.
@@ -178,7 +132,7 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
                              f"{num_nodes} nodes (got {k})")
         if block_size is not None:
             check_int('block_size', block_size)
-        check_node_id(node_id, x, num_nodes)
+        check_node_id(node_id, x.size(0), num_nodes, x.device, "'x'")
         method = resolve_method(method, x, num_nodes)
         if method == 'faiss':
             check_faiss(partition)
@@ -200,20 +154,11 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
                 *fields])
     except (TypeError, ValueError) as exc:
         error = exc
-    # Distinct on each rank, the keys must also be distinct across the ranks (a
-    # permutation of the N nodes): two hashed sums of each rank's keys, shared in the
-    # same collective, against those of [0, N).
-    sums = [0, 0]
-    if error is None and group is not None and node_id is not None and node_id.numel():
-        sums = [id_hash_sum(node_id, salt) for salt in (1, 2)]
-    shared = agree_arguments(group, what, same, error, share=sums)
-    if group is not None and node_id is not None:
-        n = partition.num_nodes
-        totals = [sum(r[i] for r in shared) % (1 << 64) for i in (0, 1)]
-        if totals != permutation_hash_sums(n, node_id.device):
-            raise ValueError(f"'node_id' must hold each index in [0, {n - 1}] once over all "
-                             f"ranks, one per node of the whole graph (a shard's "
-                             f"'data.node_id'); the ranks' indices repeat or miss some")
+    # Distinct on each rank, the keys must also be a permutation over the ranks: their
+    # hashed sums shared in the same collective.
+    shared = agree_arguments(group, what, same, error,
+                             share=node_id_sums(node_id if error is None else None, group))
+    check_node_id_sums(shared, node_id, partition.num_nodes, group)
     return x, partition, method
 
 

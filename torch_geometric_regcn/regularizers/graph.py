@@ -24,7 +24,13 @@ from torch_geometric_regcn.distributed.collectives import (
     all_gather_ints,
     check_group,
 )
-from torch_geometric_regcn.distributed.row_partition import RowPartition, check_partition
+from torch_geometric_regcn.distributed.row_partition import (
+    RowPartition,
+    check_node_id,
+    check_node_id_sums,
+    check_partition,
+    node_id_sums,
+)
 from torch_geometric_regcn.knn import knn_graph_cosine
 from torch_geometric_regcn.linalg.cg import first_order
 from torch_geometric_regcn.linalg.directed_adjacency import DIRECTIONS, directed_adjacency
@@ -315,13 +321,18 @@ class GraphOperators:
                 if partition.num_nodes != num_nodes:
                     raise ValueError(f"'num_nodes' ({num_nodes}) must be the number of nodes "
                                      f"of the whole graph, {partition.num_nodes} in 'partition'")
+                check_node_id(node_id, partition.num_local, num_nodes)
                 same = _shard_arguments(partition, dtype, seed, edge_index=edge_index,
                                         edge_weight=edge_weight,
                                         semantic_edge_index=semantic_edge_index, x=x,
                                         lowrank=lowrank, node_id=node_id)
         except (TypeError, ValueError) as failure:
             error = failure
-        agree_arguments(self.group, 'GraphOperators', same, error)
+        # node_id, distinct on each rank, must be a permutation over the ranks: its
+        # hashed sums shared in the same collective.
+        shared = agree_arguments(self.group, 'GraphOperators', same, error, share=node_id_sums(
+            node_id if error is None else None, self.group))
+        check_node_id_sums(shared, node_id, num_nodes, self.group)
         self.partition = partition if group is not None else None
         self.num_nodes = num_nodes
         if isinstance(edge_weight, Tensor) and edge_weight.requires_grad \

@@ -200,8 +200,7 @@ def _operator(data: Data, alpha: float, beta: float, k: int, progress: bool, see
                            edge_index, _edge_weight(data), dtype,
                            semantic_edge_index=None if semantic is None else semantic.to(device),
                            x=data.x, progress=progress, seed=seed, partition=partition,
-                           group=group, node_id=None if data.x is None else shard_node_id(
-                               data, partition, data.x.device))
+                           group=group, node_id=shard_node_id(data, partition, device))
     return tsgcn_adjacency(graph, alpha, beta, k)
 
 
