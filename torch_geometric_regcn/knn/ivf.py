@@ -342,7 +342,9 @@ def probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target:
         q = new_index_of(q, node_id, partition, group)
     features = gather_shard_rows(xn, q, partition, group)
     merges = partition.num_parts > 1
-    top = RunningTopK(q.numel(), k, n, xn, merges=True, keyed=node_id is not None)
+    # Keyed by the rows' original indices (their global ones without node_id): the
+    # ranks' candidates then merge in one way, carrying the global indices.
+    top = RunningTopK(q.numel(), k, n, xn, merges=True, keyed=True)
     rows = torch.arange(q.numel(), device=xn.device)
     local = q - partition.start
     mine = (local >= 0) & (local < partition.num_local)
@@ -352,24 +354,18 @@ def probes_for_recall(xn: Tensor, k: int, cell: Tensor, ranking: Tensor, target:
         scores = features @ xn[start:end].T
         own = mine & (local >= start) & (local < end)
         scores[rows[own], local[own] - start] = -math.inf
-        top.add(rows, scores, torch.arange(partition.start + start, partition.start + end,
-                                            device=xn.device),
-                None if node_id is None else node_id[start:end])
+        columns = torch.arange(partition.start + start, partition.start + end,
+                               device=xn.device)
+        top.add(rows, scores, columns, columns if node_id is None else node_id[start:end])
     index = top.index
     if merges:
-        if node_id is None:
-            candidates = zip(all_gather(top.values, group), all_gather(index, group))
-            values, index = next(candidates)  # rank 0's, then the others' merged in
-            for other_values, other_index in candidates:
-                values, index = merge_top_k(values, index, other_values, other_index, k)
-        else:  # merged by their keys, carrying the indices
-            assert top.keys is not None
-            keyed = zip(all_gather(top.values, group), all_gather(top.keys, group),
-                        all_gather(index, group))
-            values, keys, index = next(keyed)
-            for other_values, other_keys, other_index in keyed:
-                values, keys, index = merge_top_k(values, keys, other_values, other_keys, k,
-                                                  (index,), (other_index,))
+        assert top.keys is not None
+        candidates = zip(all_gather(top.values, group), all_gather(top.keys, group),
+                         all_gather(index, group))
+        values, keys, index = next(candidates)  # rank 0's, then the others' merged in
+        for other_values, other_keys, other_index in candidates:
+            values, keys, index = merge_top_k(values, keys, other_values, other_keys, k,
+                                              (index,), (other_index,))
     exact_cell = all_reduce(owned_lookup(cell, index, partition), group)
     query_cell = all_reduce(owned_lookup(cell, q, partition), group)
     place = torch.empty_like(ranking)  # place[c, d]: position of cell d in cell c's ranking

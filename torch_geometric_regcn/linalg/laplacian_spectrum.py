@@ -22,6 +22,7 @@ from torch_geometric_regcn.utils.validation import (
     check_real_dtype,
     check_seed,
     check_tensor,
+    computed_dtype,
 )
 
 #: Entries whose magnitude reaches this fraction of an eigenvector's largest
@@ -289,20 +290,18 @@ def check_symmetric_entries(edge_index: Tensor, edge_weight: Tensor, num_nodes: 
 
 def input_rounding(edge_weight: Tensor, degree: Tensor) -> float:
     r"""The rounding :math:`\epsilon` of the inputs of :func:`check_degree`:
-    that of the coarsest dtype they were computed in, float64 values that
-    float32 holds exactly read as computed in float32 (as
+    that of the coarsest dtype they were computed in
+    (:func:`~torch_geometric_regcn.utils.validation.computed_dtype`: float64
+    values that float32 holds exactly read as computed in float32, as
     :func:`~torch_geometric_regcn.linalg.woodbury_core` reads its factors);
-    integer degrees, exact in any dtype, tell nothing. :math:`O(N + E)`."""
-    def computed(t: Tensor, integers_tell: bool = True) -> torch.dtype:
-        if not t.is_floating_point():  # integers: exact in float64
-            return torch.float64
-        if t.dtype != torch.float64 or not bool(torch.equal(t, t.float().double())):
-            return t.dtype
-        if not integers_tell and bool(torch.equal(t, t.round())):
-            return torch.float64
-        return torch.float32
-    return max(torch.finfo(computed(edge_weight)).eps,
-               torch.finfo(computed(degree, integers_tell=False)).eps)
+    integer-valued degrees, exact in any dtype, tell nothing.
+    :math:`O(N + E)`."""
+    computed = [torch.float64]
+    if edge_weight.is_floating_point():
+        computed.append(computed_dtype(edge_weight))
+    if degree.is_floating_point() and not torch.equal(degree, degree.round()):
+        computed.append(computed_dtype(degree))
+    return max(torch.finfo(dtype).eps for dtype in computed)
 
 
 def check_degree(edge_index: Tensor, edge_weight: Tensor, degree: Tensor, eps: float) -> None:

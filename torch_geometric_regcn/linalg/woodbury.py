@@ -30,6 +30,7 @@ from torch_geometric_regcn.utils.validation import (
     check_factors,
     check_node_features,
     check_tensor,
+    computed_dtype,
 )
 from torch_geometric_regcn.utils.warn_once import outside_stacklevel
 
@@ -262,7 +263,7 @@ def _computed_dtype(w: Tensor, v: Tensor, group: Group = None) -> torch.dtype:
     way)."""
     if w.dtype != torch.float64:
         return w.dtype
-    cast = all(torch.equal(t, t.float().double()) for t in (w, v))
+    cast = computed_dtype(w, v) == torch.float32
     if group is not None:
         votes = agree_arguments(group, 'woodbury_core', {}, share=[w.size(0) > 0, cast])
         cast = all(flag for rows, flag in votes if rows)

@@ -281,6 +281,17 @@ def solve_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in HALF_DTYPES else dtype
 
 
+def computed_dtype(*tensors: Tensor) -> torch.dtype:
+    r"""The dtype floating-point :obj:`tensors` of one dtype were computed
+    in: theirs, or float32 where they are float64 values that float32 holds
+    exactly (casts of float32 results, whose rounding is float32's).
+    :math:`O(\text{their size})`."""
+    dtype = tensors[0].dtype
+    if dtype == torch.float64 and all(torch.equal(t, t.float().double()) for t in tensors):
+        return torch.float32
+    return dtype
+
+
 def check_node_features(x: Tensor, name: str = 'x', finite: bool = True) -> None:
     r"""A floating-point node feature matrix :obj:`[N, F]`, without NaN or
     infinite values if :obj:`finite` (which reads the whole tensor once;
