@@ -5,10 +5,11 @@
                                    [--device DEVICE] [--journal PATH]
     python -m examples.heterophily --merge PATH [PATH ...] [--json PATH]
 
-Trains each model (by default the recommended model `regcn` and GCN; --models
-all for every one below) on the first K of the dataset's ten official splits with the
-protocol of issue 29 (harness/heterophily.py: 64 hidden units, dropout 0.5,
-Adam 0.01, weight decay 5e-4, 300 epochs) in each configuration of its grid
+Trains each model (by default the two models of the package's recommendation
+and GCN; --models all for every one below) on the first K of the dataset's ten
+official splits with the protocol of issue 29 (harness/heterophily.py: 64
+hidden units, dropout 0.5, Adam 0.01, weight decay 5e-4, 300 epochs) in each
+configuration of its grid
 (at most three per model, written in its entry of harness.heterophily.MODELS:
 for the layer stacks, 2 plain layers or residual connections with LayerNorm
 at 2 or 4 layers; for the others their depth or teleport probability; --points
@@ -21,12 +22,20 @@ splits, in percent, and each model's paired difference to GCN. Nothing is
 chosen on the test nodes. Each split's model is seeded by the split index
 (the same seeds for every configuration).
 
-Models: the package's recommended heterophily model `regcn` (RegularizerConv
+The package's recommended heterophily model ("Recommended (by validation)",
+"recommended" in the JSON) is one search over the grids of `regcn` and
+`regcn_polynormer` together: of their six points, the one of best mean
+validation score. It is reported whenever both ran (also by --merge).
+
+Models: RegCN, `regcn` (RegularizerConv
 layers with the learned polynomial frequency response of degree 2; its grid is
 the 2-layer protocol with ego/neighbour separation (root_weight=True), the
 same without it, and residual connections with LayerNorm at 4 layers of
 degree 1 (one hop per layer), so that
---points 2 chooses the separation on validation), and its variants `regcn_dir`
+--points 2 chooses the separation on validation), `regcn_polynormer` (PyG's
+Polynormer with each local GCNConv replaced by RegularizerConv with RegCN's
+learned response, on Polynormer's grid of 2, 4 and 7 local layers), and the
+variants `regcn_dir`
 (one regulariser per edge direction), `regcn_sem` (tsGCN's regulariser,
 alpha = beta = 1, its semantic kNN graph beside the topology, with
 separation), `regcn_signed` (the signed Laplacian,
@@ -77,6 +86,7 @@ from harness.heterophily import (
     HOMOPHILOUS,
     MODELS,
     PROTOCOL,
+    RECOMMENDED,
     SEMANTIC_K,
     fit_model,
     load_heterophilous,
@@ -84,6 +94,8 @@ from harness.heterophily import (
     search,
 )
 from harness.heterophily_results import (
+    RECOMMENDED_LABEL,
+    RECOMMENDED_NAME,
     Journal,
     describe,
     format_summary,
@@ -105,9 +117,9 @@ def write_json(path, obj) -> None:
     os.replace(f'{path}.tmp', path)
 
 
-#: What a run without --models trains: the package's recommended heterophily
-#: model and GCN, the comparison of issue 29.
-DEFAULT_MODELS = ('regcn', 'gcn')
+#: What a run without --models trains: the models of the package's recommended
+#: heterophily model and GCN, the comparison of issue 29.
+DEFAULT_MODELS = (*RECOMMENDED, 'gcn')
 
 
 def merge_files(paths, out=None) -> None:
@@ -135,7 +147,7 @@ def main() -> None:
     parser.add_argument('--models', nargs='+', default=list(DEFAULT_MODELS),
                         choices=[*MODELS, 'all'], metavar='MODEL',
                         help=f"of {', '.join(MODELS)}, or all (default: "
-                        f"{' '.join(DEFAULT_MODELS)}: the recommended model and GCN)")
+                        f"{' '.join(DEFAULT_MODELS)}: the recommended model's two and GCN)")
     parser.add_argument('--json', default=None, metavar='PATH',
                         help='write the record (or, with --merge, the merged one) to PATH')
     parser.add_argument('--merge', nargs='+', default=None, metavar='PATH',
@@ -239,6 +251,10 @@ def main() -> None:
         searches.append(found)
 
     rec = record(args.dataset, metric, searches, {name: MODELS[name].label for name in MODELS})
+    if RECOMMENDED_NAME in rec['chosen']:
+        chosen = rec['chosen'][RECOMMENDED_NAME]
+        print(f"{RECOMMENDED_LABEL}: chosen [{chosen['index'] + 1}/{len(chosen['grid'])}: "
+              f"{describe(chosen['grid'][chosen['index']])}] by mean validation {metric}")
     print('\n' + format_table(rec))
     if args.json:
         write_json(args.json, rec)

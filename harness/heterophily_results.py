@@ -16,7 +16,10 @@ The object of one dataset (the first four keys are the issue's)::
                       per grid point]}}
 
 Scores are fractions in :math:`[0, 1]`; every list per split is in the order
-of :obj:`"splits"`."""
+of :obj:`"splits"`. A record that holds both models of
+:obj:`harness.heterophily.RECOMMENDED` also holds, first, the package's
+recommended model under :obj:`"recommended"` (:func:`with_recommended`),
+derived from them."""
 import json
 import math
 import statistics
@@ -24,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from harness.heterophily import Config, Search, SplitResult
+from harness.heterophily import RECOMMENDED, Config, Search, SplitResult, select
 from harness.measure import processor_name
 from harness.results import ResultStore
 
@@ -32,6 +35,10 @@ Record = Dict[str, Any]
 
 #: The keys every model of a record has an entry under.
 PER_MODEL = ('chosen', 'results', 'labels', 'val', 'best_epoch', 'seconds', 'runs')
+
+#: The entry of the package's recommended model (:obj:`RECOMMENDED`'s search).
+RECOMMENDED_NAME = 'recommended'
+RECOMMENDED_LABEL = 'Recommended (by validation)'
 
 
 def mean_and_error(values: Sequence[float]) -> Tuple[float, float]:
@@ -69,7 +76,44 @@ def record(dataset: str, metric: str, searches: Sequence[Search],
         out['runs'][s.name] = [{field: [getattr(r, field) for r in runs]
                                 for field in ('val', 'test', 'best_epoch', 'seconds')}
                                for runs in s.runs]
-    return out
+    return with_recommended(out)
+
+
+def with_recommended(rec: Record) -> Record:
+    r""":obj:`rec` with the package's recommended model first, under
+    :obj:`"recommended"`, where it holds every model of :obj:`RECOMMENDED`
+    on the same splits: one search over their grids together (each point
+    :obj:`{"model": name, **point}`, in :obj:`RECOMMENDED`'s order), the
+    point of best mean validation score chosen (:func:`select`, the first on
+    ties), its scores per split those of that point, :obj:`"runs"` every
+    point's. The chosen point is always the chosen point of one member (the
+    best of all points is the best of its model's), so the entry needs no
+    run the record lacks. A record without every member is returned without
+    the entry (a stale one is dropped). Changes nothing else; returns
+    :obj:`rec`."""
+    for key in PER_MODEL:
+        rec[key].pop(RECOMMENDED_NAME, None)
+    if not all(name in rec['results'] for name in RECOMMENDED):
+        return rec
+    grid, mean_val, owner = [], [], []
+    for name in RECOMMENDED:
+        chosen = rec['chosen'][name]
+        grid += [{'model': name, **point} for point in chosen['grid']]
+        mean_val += chosen['mean_val']
+        owner += [(name, i) for i in range(len(chosen['grid']))]
+    index = select(mean_val)
+    name, point = owner[index]
+    if point != rec['chosen'][name]['index']:  # cannot happen (see above): a guard
+        raise ValueError(f"{rec['dataset']}: the recommended search chose point {point + 1} "
+                         f"of {name}, which chose {rec['chosen'][name]['index'] + 1}")
+    entry = {'chosen': {'config': {'model': name, **rec['chosen'][name]['config']},
+                        'grid': grid, 'index': index, 'mean_val': mean_val},
+             'labels': RECOMMENDED_LABEL,
+             'runs': [run for member in RECOMMENDED for run in rec['runs'][member]],
+             **{key: rec[key][name] for key in ('results', 'val', 'best_epoch', 'seconds')}}
+    for key in PER_MODEL:
+        rec[key] = {RECOMMENDED_NAME: entry[key], **rec[key]}
+    return rec
 
 
 def merge(records: Sequence[Record], sources: Sequence[str]) -> Dict[str, Record]:
@@ -104,14 +148,19 @@ def merge(records: Sequence[Record], sources: Sequence[str]) -> Dict[str, Record
                                  f'{first[dataset]} has {out[key]}; merge records of the '
                                  f'same runs only')
         for model in rec['results']:
+            if model == RECOMMENDED_NAME:  # derived again from its members below
+                continue
             if (dataset, model) in origin:
                 raise ValueError(f"{dataset}: model {model!r} is in both "
                                  f"{origin[dataset, model]} and {source}")
             origin[dataset, model] = source
             for key in PER_MODEL:
                 out[key][model] = rec[key][model]
+    for out in merged.values():
+        with_recommended(out)
     epochs = {(dataset, model): rec['chosen'][model]['config'].get('epochs')
-              for dataset, rec in merged.items() for model in rec['chosen']}
+              for dataset, rec in merged.items() for model in rec['chosen']
+              if model != RECOMMENDED_NAME}
     if len(set(epochs.values())) > 1:
         by_epochs: Dict[Any, List[str]] = {}
         for (dataset, model), value in epochs.items():

@@ -1,6 +1,7 @@
 import json
 import math
 import os
+import statistics
 import tempfile
 from functools import partial
 
@@ -522,6 +523,64 @@ def test_merge_is_the_record_of_one_process():
     assert summary.splitlines()[1].split()[0] == 'MLP'
 
 
+def _searches_with_val(val_of, names, splits=(3, 5, 7)):
+    # Fake training whose validation score is val_of(name, point) + 0.001 * split
+    # and whose test score names the run: 10 * model index + point + split / 100.
+    def fit(name, data, metric, config, seed):
+        point = configurations(name).index(config)
+        return SplitResult(10 * list(MODELS).index(name) + point + seed / 100,
+                           val_of(name, point) + 0.001 * seed, seed, 1.0)
+    return [search(name, official(), 'accuracy', splits, PROTOCOL, fit) for name in names]
+
+
+@pytest.mark.parametrize('best', [('regcn', 2), ('regcn_polynormer', 1)])
+def test_the_recommended_model_is_one_search_over_both_grids(best):
+    from harness.heterophily import RECOMMENDED
+
+    assert RECOMMENDED == ('regcn', 'regcn_polynormer')
+    rec = record('actor', 'accuracy', _searches_with_val(
+        lambda name, point: 0.6 if (name, point) == best else 0.3 + 0.01 * point,
+        ['gcn', 'regcn', 'regcn_polynormer']), LABELS)
+    # First, before the models it is derived from.
+    assert list(rec['results']) == ['recommended', 'gcn', 'regcn', 'regcn_polynormer']
+    chosen = rec['chosen']['recommended']
+    grid = [{'model': name, **point} for name in RECOMMENDED
+            for point in MODELS[name].grid]
+    assert chosen['grid'] == grid and len(grid) == 6
+    # The reference: the mean validation score of every point of both grids.
+    means = [statistics.mean(0.6 if (point['model'], i % 3) == best else 0.3 + 0.01 * (i % 3)
+                             for _ in (3, 5, 7)) + 0.005 for i, point in enumerate(grid)]
+    assert chosen['mean_val'] == pytest.approx(means, abs=1e-12)
+    index = max(range(6), key=lambda i: (means[i], -i))
+    assert chosen['index'] == index and grid[index]['model'] == best[0]
+    assert chosen['config'] == {'model': best[0], **configurations(best[0])[best[1]]}
+    position = list(MODELS).index(best[0])
+    assert rec['results']['recommended'] == pytest.approx(
+        [10 * position + best[1] + k / 100 for k in (3, 5, 7)])
+    for key in ('results', 'val', 'best_epoch', 'seconds'):
+        assert rec[key]['recommended'] == rec[key][best[0]]
+    assert rec['runs']['recommended'] == rec['runs']['regcn'] + rec['runs']['regcn_polynormer']
+    assert rec['labels']['recommended'] == 'Recommended (by validation)'
+    assert format_table(rec).splitlines()[-1].startswith(
+        'Unequal budgets: the models searched grids of 3 to 6 points')
+    json.dumps(rec)
+
+    # Without one of its models there is no recommended model; the merge of
+    # processes that ran them apart derives it, and an entry of a file is not
+    # taken as it stands.
+    alone = record('actor', 'accuracy', _searches_with_val(
+        lambda name, point: 0.3, ['gcn', 'regcn']), LABELS)
+    assert 'recommended' not in alone['results']
+    parts = [record('actor', 'accuracy', searches, LABELS) for searches in (
+        _searches_with_val(lambda name, point: 0.6 if (name, point) == best else 0.3,
+                           names) for names in (['gcn', 'regcn'], ['regcn_polynormer']))]
+    parts[1]['results']['recommended'] = [0.0] * 3  # stale: replaced, not refused
+    merged = merge(parts, ['a.json', 'b.json'])['actor']
+    assert list(merged['results'])[0] == 'recommended'
+    assert merged['chosen']['recommended']['config']['model'] == best[0]
+    assert merged['results']['recommended'] == merged['results'][best[0]]
+
+
 def test_merge_refuses_records_that_do_not_compare():
     rec = record('actor', 'accuracy', fake_searches(['mlp']), LABELS)
     with pytest.raises(ValueError, match=r"model 'mlp' is in both a.json and b.json"):
@@ -623,7 +682,7 @@ def test_the_recommended_model_is_the_polynomial_regulariser_separation_chosen()
         TSGCNRegularizer,
     )
 
-    assert RECOMMENDED == 'regcn'
+    assert RECOMMENDED[0] == 'regcn'
     # Its grid: the 2-layer protocol with and without the root weight (chosen on
     # validation), then residual connections at 4 layers of degree 1; the variants keep
     # theirs.

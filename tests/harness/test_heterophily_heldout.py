@@ -3,7 +3,7 @@ on validation alone and is paired by split against the baselines."""
 import json
 
 from benchmarks.heterophily_heldout import chosen, report, selection, stages
-from harness.heterophily import configurations
+from harness.heterophily import RECOMMENDED, configurations
 from harness.heterophily_results import Journal
 
 
@@ -68,3 +68,29 @@ def test_selection_chooses_the_best_baseline_by_test_by_validation_and_out_of_sa
     assert cells[2].startswith('MLP 42.0') and cells[3].startswith('+8.0')
     assert cells[4].startswith('GraphSAGE 41.0') and cells[5] == '+9.0 ± 0.0'
     assert cells[6] == '40.1 ± 0.1 (MLP, GraphSAGE)' and cells[7] == '+9.9 ± 0.1'
+
+
+def test_the_recommended_model_is_chosen_over_both_grids_on_validation(tmp_path):
+    # RegCN's points score 50 (val 0.5); RegCN's filter in Polynormer's network
+    # 60 at its second point only, which validation prefers (0.7), 45 elsewhere
+    # (val 0.4): the recommended model takes that point, RegCN alone keeps 50.
+    runs = []
+    for s in range(10):
+        for config in configurations('regcn'):
+            runs.append(('actor', 'regcn', config, s, 0.50, 0.5))
+        for i, config in enumerate(configurations('regcn_polynormer')):
+            runs.append(('actor', 'regcn_polynormer', config, s, 0.60 if i == 1 else 0.45,
+                         0.7 if i == 1 else 0.4))
+        runs.append(('actor', 'mlp', configurations('mlp')[0], s, 0.55, 0.3))
+    path = tmp_path / 'journal.jsonl'
+    _journal(path, runs)
+    journal = Journal(str(path))
+    assert RECOMMENDED == ('regcn', 'regcn_polynormer')
+    for package, score, diff in (('regcn', '50.0 ± 0.0', '-5.0 ± 0.0'),
+                                 ('recommended', '60.0 ± 0.0', '+5.0 ± 0.0')):
+        row = selection(journal, ['actor'], package).splitlines()[2]
+        cells = [cell.strip() for cell in row.strip('|').split('|')]
+        assert cells[1] == score and cells[2].startswith('MLP 55.0') and cells[3] == diff
+    # One point of one model missing: the recommended model is not reported.
+    _journal(path, [run for run in runs if run[1] != 'regcn_polynormer' or run[3] != 9])
+    assert 'not run' in selection(Journal(str(path)), ['actor'], 'recommended')
