@@ -80,7 +80,25 @@ def test_check_partition_names_a_shard_of_another_group():
     with pytest.raises(ValueError, match="'data.partition' is part 0 of 3"):
         check_partition(RowPartition.even(10, 3), None)
     part = RowPartition.even(10, 1)
-    assert check_partition(part, None) is part
+    assert check_partition(part, None) == part
+
+
+def test_check_partition_gives_back_the_bounds_a_cloned_shard_turned_into_a_list():
+    from torch_geometric.data import Data
+
+    from torch_geometric_regcn import LowRankInverse
+
+    data = Data(x=torch.randn(6, 3, generator=torch.Generator().manual_seed(0)),
+                edge_index=torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]]))
+    data.partition = RowPartition((0, 6), 0)
+    for copy in (data.clone(), data.to('cpu'), data):
+        part = check_partition(copy.partition, None)
+        assert type(part.bounds) is tuple and part == RowPartition((0, 6), 0)
+    # PyG's clone gave the bounds back as a list, and the clone another cache key.
+    transform = LowRankInverse(1.0, 0.0, rank=2)
+    keys = {transform._cache_key(copy, check_partition(copy.partition, None))
+            for copy in (data, data.clone())}
+    assert len(keys) == 1
 
 
 def test_check_shard_edges_accepts_the_edges_of_its_rows():

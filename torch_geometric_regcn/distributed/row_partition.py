@@ -64,7 +64,10 @@ class RowPartition(NamedTuple):
 def check_partition(partition: Any, group: Group, name: str = 'data.partition') -> RowPartition:
     r"""Checks that a shard's :obj:`partition` is row blocks (integer bounds
     from 0, never decreasing) and matches :obj:`group` (as many parts as
-    processes, this process's rank)."""
+    processes, this process's rank); returns it with its bounds a tuple of
+    Python integers (PyG's :meth:`Data.clone` and :meth:`Data.to` give
+    them back as a list, which keyed the factor cache and the ranks'
+    agreement differently)."""
     if not isinstance(partition, RowPartition):
         raise ValueError(f"'{name}' is missing: a distributed transform needs this rank's "
                          f"shard of the graph, as torch_geometric_regcn.distributed.partition() "
@@ -81,7 +84,7 @@ def check_partition(partition: Any, group: Group, name: str = 'data.partition') 
         raise ValueError(f"'{name}' is part {partition.rank} of {partition.num_parts}, but this "
                          f"process is rank {rank} of {size} in 'group'; load the shard of "
                          f"rank {rank} of a partition into {size} parts")
-    return partition
+    return RowPartition(tuple(int(b) for b in bounds), int(partition.rank))
 
 
 def check_shard_edges(edge_index: Tensor, partition: RowPartition,

@@ -444,7 +444,7 @@ def _checked_partition(edge_index: Tensor, num_nodes: int, edge_weight: Optional
     try:
         check_choice('reduce', reduce, REDUCE)
         num_nodes = _check_size(num_nodes, dtype)
-        check_partition(partition, group, 'partition')
+        partition = check_partition(partition, group, 'partition')
         if num_nodes != partition.num_nodes:
             raise ValueError(f"'num_nodes' ({num_nodes}) must be the number of nodes of the "
                              f"whole graph, {partition.num_nodes} in 'partition'")

@@ -106,14 +106,14 @@ class ShardedMatrix:
         self.partition, self.group = partition, group
         budget = HALO_BUDGET if halo_budget is None else halo_budget
         if group is None:
-            check_partition(partition, group, 'partition')
+            partition = self.partition = check_partition(partition, group, 'partition')
             budget = check_int('halo_budget', budget)
             if check is not None:
                 check()
         else:
             error, same = None, {}
             try:
-                check_partition(partition, group, 'partition')
+                partition = self.partition = check_partition(partition, group, 'partition')
                 budget = check_int('halo_budget', budget)
                 if check is not None:
                     check()
