@@ -51,6 +51,7 @@ from harness.heterophily import (
     SEARCH_BUDGET,
     Config,
     configurations,
+    mean_validation,
     select,
 )
 from harness.heterophily_results import Journal, mean_and_error
@@ -98,7 +99,7 @@ def chosen_of(journal: Journal, dataset: str, points: Sequence[Tuple[str, Config
             for model, config in points]
     if not points or any(run is None for point in runs for run in point):
         return None
-    best = select([statistics.mean(run.val for run in point) for point in runs])
+    best = select([mean_validation(point) for point in runs])  # as search() chooses
     return best, Point({s: 100 * runs[best][s].test for s in SPLITS},
                        {s: 100 * runs[best][s].val for s in SPLITS})
 

@@ -24,8 +24,8 @@ chosen on the test nodes. Each split's model is seeded by the split index
 
 The package's recommended heterophily model ("Recommended (by validation)",
 "recommended" in the JSON) is one search over the grids of `regcn` and
-`regcn_polynormer` together: of their six points, the one of best mean
-validation score. It is reported whenever both ran (also by --merge).
+`regcn_polynormer` together: of their six points (2P with --points P), the one
+of best mean validation score. It is reported whenever both ran (also by --merge).
 
 Models: RegCN, `regcn` (RegularizerConv
 layers with the learned polynomial frequency response of degree 2; its grid is
