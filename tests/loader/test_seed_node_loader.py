@@ -361,3 +361,16 @@ def test_sparse_coo_features_with_worker_processes():
         assert torch.equal(batch.x.to_dense(), dense[batch.n_id])
     with pytest.raises(ValueError, match=r"'data.x' is a sparse COO.*filter_per_worker=False"):
         SeedNodeLoader(data, batch_size=9, num_workers=2, filter_per_worker=True)
+
+
+@pytest.mark.parametrize('layout', [torch.sparse_csr, torch.sparse_coo, torch.strided])
+def test_an_adj_t_tensor_is_refused_when_the_loader_is_built(layout):
+    # T.ToSparseTensor() without torch-sparse stores 'adj_t' as a torch.sparse
+    # tensor; PyG's filter_data takes that key for a torch_sparse.SparseTensor and
+    # the first batch failed inside PyG ("'torch.device' object is not callable").
+    data = Data(x=torch.randn(6, 2), num_nodes=6)
+    adj = torch.eye(6)
+    data.adj_t = adj if layout == torch.strided else (
+        adj.to_sparse_csr() if layout == torch.sparse_csr else adj.to_sparse())
+    with pytest.raises(TypeError, match=r"'data.adj_t' is a torch.Tensor.*del data.adj_t"):
+        SeedNodeLoader(data, batch_size=2)

@@ -428,3 +428,31 @@ def test_mode_b_refuses_to_train_across_processes():
     # history can only hold its own batches' rows, so the mode refuses.
     for message in run_ranks(_history_under_ddp, 2, timeout=120.0):
         assert message is not None and "summary='history') trains in one process" in message
+
+
+def _refreshed_before_wrapping(rank, world_size):
+    from torch.nn.parallel import DistributedDataParallel
+    x, w, v = inputs(make_graph(0))
+    if rank == 1:  # the same propagation, another valid factorisation (eigenvector signs)
+        signs = torch.ones(w.size(1), dtype=w.dtype)
+        signs[::2] = -1
+        w, v = w * signs, v * signs
+    model = make_model()
+    expected = reference(model, x, w, v)
+    model.refresh(x, w, v)
+    ddp = DistributedDataParallel(model)
+    batch = torch.arange(20)
+    return ddp(x[batch], w[batch], v[batch], batch), expected[batch], \
+        model.inference(x, w, v), expected
+
+
+@pytest.mark.slow
+@requires_gloo
+def test_ddp_keeps_each_processs_own_summaries_and_cache():
+    # Refreshed before wrapping, DDP broadcast rank 0's summaries and core into
+    # every rank's buffers, in place, which were also the tensors of the
+    # verified cache: rank 1's batches (off by 5.9) and its inference() (off by
+    # 3.4) combined its factors with rank 0's V^T X.
+    for out, expected, full, exact in run_ranks(_refreshed_before_wrapping, 2, timeout=120.0):
+        torch.testing.assert_close(out, expected, **TOL)
+        torch.testing.assert_close(full, exact, **TOL)

@@ -229,6 +229,13 @@ class SeedNodeLoader(NodeLoader):
                                  f"'data.graph_id = data.{key}; del data.{key}') before "
                                  f"building the loader")
         check_callable('transform', transform)
+        if isinstance(data.get('adj_t'), Tensor):
+            # PyG's filter_data rebuilds 'adj_t' as a torch_sparse.SparseTensor and
+            # fails inside PyG, on the first batch, for any torch.Tensor under that key.
+            raise TypeError(f"'data.adj_t' is a torch.Tensor ({data.adj_t.layout}), which "
+                            f"PyG's loaders cannot slice (they take 'adj_t' for a "
+                            f"torch_sparse.SparseTensor); the batches hold no edges anyway: "
+                            f"delete it ('del data.adj_t') or keep the graph as 'edge_index'")
         num_nodes = data.num_nodes
         sparse_keys = [key for key, value in data.items()
                        if isinstance(value, Tensor) and value.layout == torch.sparse_coo

@@ -550,3 +550,49 @@ def test_to_empty_forgets_the_summaries():
     model.to_empty(device='cpu')
     with pytest.raises(RuntimeError, match=r'no summaries since to_empty\(\)'):
         model(x, w, v)
+
+
+def test_an_interrupted_refresh_of_mode_b_leaves_no_summaries_of_other_rows():
+    # refresh() writes the rows into the kept history in place; interrupted after
+    # a chunk (Ctrl-C, an out-of-memory error), it left the old summaries with a
+    # half-new history (|summary_1 - Vᵀ history_1| = 0.66), which later batches
+    # updated as if consistent.
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, _ = pair(summary='history')
+    model.refresh(x, w, v, batch_size=20)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.5)
+    calls = []
+
+    def interrupt(module, args):
+        calls.append(None)
+        if len(calls) == 3:  # in the second chunk, after the first was written
+            raise KeyboardInterrupt
+    handle = model.convs[0].lin.register_forward_pre_hook(interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        model.refresh(x, w, v, batch_size=20)
+    handle.remove()
+    with pytest.raises(RuntimeError, match=r'no summaries since an interrupted refresh\(\)'):
+        model(x[:3], w[:3], v[:3], torch.arange(3))
+    model.refresh(x, w, v, batch_size=20)
+    torch.testing.assert_close(model.summary_1, v.T @ model.history_1, rtol=0, atol=1e-12)
+
+
+def test_a_mode_b_pass_under_inference_mode_keeps_normal_summaries():
+    # A training-mode pass under torch.inference_mode() (a metric computed without
+    # model.eval()) kept an inference tensor as summary_1; a later pass with
+    # gradients then raised "Inference tensors cannot be saved for backward".
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, _ = pair(summary='history')
+    model.refresh(x, w, v)
+    batch = torch.arange(32)
+    with torch.inference_mode():
+        model(x[batch], w[batch], v[batch], batch)
+    assert not model.summary_1.is_inference() and not model.history_1.is_inference()
+    torch.testing.assert_close(model.summary_1, v.T @ model.history_1, rtol=0, atol=1e-12)
+    model.eval()
+    model(x[batch], w[batch], v[batch], batch).sum().backward()
+    assert all(p.grad is not None for p in model.convs[-1].parameters())

@@ -129,8 +129,11 @@ class MiniBatchTSGCN(torch.nn.Module):
     parameters, the :math:`r \times F` summaries and (:obj:`"history"`) the
     :math:`N \times F_{hid}` history per hidden layer; checking the rows of
     :obj:`n_id` adds :math:`O(B (F + 2r))` and one synchronisation. A full
-    :meth:`refresh` costs one pass over all nodes per hidden layer (two
-    layers: one pass), in chunks of :obj:`batch_size` rows, plus
+    :meth:`refresh` evaluates :math:`L (L - 1) / 2` layers on all nodes
+    for :math:`L` layers (one for the paper's two, three for three: the
+    summary of layer :math:`l` needs every node's rows of the layers
+    before, which are recomputed from :obj:`x`, not kept), in chunks of
+    :obj:`batch_size` rows, plus
     :math:`O(N r^2)` for the core and :math:`O(N (F + 2r))` for the
     checksums, kept in 48 bytes per node on the device of :obj:`x`; the
     whole graph's tensors may stay on another device, only chunks move.
@@ -210,6 +213,9 @@ class MiniBatchTSGCN(torch.nn.Module):
             self.register_buffer(f'summary_{i}', None, persistent=False)
             if i > 0:
                 self.register_buffer(f'history_{i}', None, persistent=False)
+        # Derived from this process's own graph: DistributedDataParallel (of this
+        # model as its root) must not overwrite them with rank 0's before a pass.
+        self._ddp_params_and_buffers_to_ignore = list(self._buffers)
         self._forget(None)
 
     @property
@@ -462,6 +468,10 @@ class MiniBatchTSGCN(torch.nn.Module):
         device, num_nodes, dtype, core = self._device(), x.size(0), w.dtype, graph.core
         chunks = [(s, min(s + batch_size, num_nodes)) for s in range(0, num_nodes, batch_size)]
         summaries, rows = [graph.first], []
+        if history:  # rows are written into the kept history in place: an interrupted
+            # refresh() must not leave summaries that are no longer V^T (history)
+            reusable = [getattr(self, f'history_{i}') for i in range(1, len(self.convs))]
+            self._forget('an interrupted refresh()')
         for layer in range(1, len(self.convs)):
             total = None
             kept = None
@@ -471,7 +481,7 @@ class MiniBatchTSGCN(torch.nn.Module):
                 if history:  # the summary of the rows as stored
                     stored = self.history_dtype or dtype
                     if kept is None:
-                        kept = getattr(self, f'history_{layer}')
+                        kept = reusable[layer - 1]
                         if kept is None or kept.shape != (num_nodes, h.size(1)) \
                                 or kept.dtype != stored or kept.device != device:
                             kept = torch.empty(num_nodes, h.size(1), dtype=stored,
@@ -524,9 +534,12 @@ class MiniBatchTSGCN(torch.nn.Module):
         if index is None:
             graph, summaries, rows = self._fresh(x, w, v, batch_size, self.summary == 'history')
             self._cache, self._refreshed = graph, graph.checksums
-            self.core_lu, self.core_pivots, self.num_nodes = *graph.core, x.size(0)
+            # Copies: the kept buffers may be written in place (a broadcast of a
+            # wrapper), which must not reach the verified cache inference() reuses.
+            self.core_lu, self.core_pivots = (t.clone() for t in graph.core)
+            self.num_nodes = x.size(0)
             for i, summary in enumerate(summaries):
-                setattr(self, f'summary_{i}', summary)
+                setattr(self, f'summary_{i}', summary.clone() if i == 0 else summary)
             for i, kept in enumerate(rows, 1):
                 setattr(self, f'history_{i}', kept)
             self._parameters_at_refresh, self._forgotten_by = self._parameter_signature(), None
@@ -632,11 +645,14 @@ class MiniBatchTSGCN(torch.nn.Module):
                     f"the model was refreshed with: '{name}' was changed since refresh() "
                     f"(call model.refresh(x, w, v) with the new data){other}")
 
+    @torch.inference_mode(False)
     @torch.no_grad()
     def _write(self, layer: int, h: Tensor, v: Tensor, n_id: Tensor) -> None:
         r"""Mode B: writes the fresh hidden rows :obj:`h` of nodes :obj:`n_id`
         into the history of :obj:`layer` and updates its summary (out of
-        place, as a summary may be saved for a pending backward pass)."""
+        place, as a summary may be saved for a pending backward pass; outside
+        :func:`torch.inference_mode`, so that a pass under it keeps a normal
+        tensor, which a later pass with gradients can use)."""
         history, summary = getattr(self, f'history_{layer}'), getattr(self, f'summary_{layer}')
         h = h.detach().to(history.dtype)  # the summary follows the rows as stored
         nodes, inverse = torch.unique(n_id, return_inverse=True)
