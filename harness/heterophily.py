@@ -485,7 +485,7 @@ def _gprgnn(dims: Dims, config: Config) -> torch.nn.Module:
                   config['alpha'], config['dropout'], config['dprate'])
 
 
-#: The recommended heterophily model of the package (:obj:`"regcn"`): in
+#: RegCN (:obj:`"regcn"`), one of the package's recommended heterophily model's two: in
 #: every layer a :class:`~torch_geometric_regcn.RegularizerConv` with the
 #: learned frequency response of :obj:`"polynomial"` (degree 2, from the
 #: PPR weights of :math:`\alpha = 0.1`, coefficients learned without weight

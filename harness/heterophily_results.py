@@ -184,14 +184,17 @@ def format_table(rec: Record) -> str:
     r"""The table of one dataset's record: per model the test score (%)
     mean ± standard error over the splits, the mean paired difference to
     GCN with its standard error (where GCN ran), the mean validation score,
-    the chosen grid point and the mean seconds per run; a last line says so
-    where the models searched grids of different sizes (unequal budgets)."""
+    the chosen grid point and the mean seconds per run; a line says so where
+    the models searched grids of different sizes (unequal budgets; the
+    recommended model, whose search spans its two models' grids, aside), and
+    one what the recommended model searched."""
     metric, splits = rec['metric'], rec['splits']
     lines = [f"{rec['dataset']}: test {metric} (%) at the best validation epoch, mean ± "
              f"standard error over the official splits {splits}; each model's "
              f"configuration chosen by its mean validation {metric} over those splits"]
     rows = [('model', 'test', '- GCN', 'val', 'chosen (grid point)', 's/run')]
-    sizes = {len(rec['chosen'][model]['grid']) for model in rec['results']}
+    sizes = {len(rec['chosen'][model]['grid']) for model in rec['results']
+             if model != RECOMMENDED_NAME}
     gcn = rec['results'].get('gcn')
     for model, scores in rec['results'].items():
         mean, error = mean_and_error(scores)
@@ -214,6 +217,11 @@ def format_table(rec: Record) -> str:
         lines.append(f'Unequal budgets: the models searched grids of {min(sizes)} to '
                      f'{max(sizes)} points (the "chosen" column); compare models of the same '
                      f'grid size only')
+    if RECOMMENDED_NAME in rec['results']:
+        lines.append(f"{RECOMMENDED_LABEL}: one search over the grids of "
+                     f"{' and '.join(RECOMMENDED)} together "
+                     f"({len(rec['chosen'][RECOMMENDED_NAME]['grid'])} points), its scores "
+                     f"those of the point it chose")
     return '\n'.join(lines)
 
 

@@ -97,7 +97,7 @@ def test_the_recommended_model_is_chosen_over_both_grids_on_validation(tmp_path)
 
 
 def test_the_recommended_model_breaks_a_tie_as_the_record_does(tmp_path):
-    # The same 766 of 1780 validation nodes over ten splits at RegCN's first point and
+    # The same 745 of 1780 validation nodes over ten splits at RegCN's first point and
     # at regcn_polynormer's first: an exact tie, which statistics.mean and fmean (the
     # record's, search()) round apart; the journal's choice must be the record's.
     from benchmarks.heterophily_heldout import package_model

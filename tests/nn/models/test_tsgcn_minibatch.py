@@ -596,3 +596,45 @@ def test_a_mode_b_pass_under_inference_mode_keeps_normal_summaries():
     model.eval()
     model(x[batch], w[batch], v[batch], batch).sum().backward()
     assert all(p.grad is not None for p in model.convs[-1].parameters())
+
+
+def test_a_mode_b_write_interrupted_in_its_summary_update_writes_no_rows():
+    # _write wrote the rows into the history, then computed the summary's update
+    # (a product that can run out of memory): interrupted there, the history held
+    # the new rows and the summary the old ones (|summary_1 - V^T history_1| = 5.3),
+    # which later batches used without an error.
+    from torch.overrides import TorchFunctionMode
+
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, _ = pair(summary='history')
+    model.refresh(x, w, v)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.5)
+
+    class FailingUpdate(TorchFunctionMode):  # fails V_B^T (H_B - old rows): [r, B] @ [B, F]
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(func, '__name__', '') in ('matmul', '__matmul__') \
+                    and args[0].shape == (RANK, 32) and args[1].shape == (32, HIDDEN):
+                raise MemoryError('out of memory in the summary update')
+            return func(*args, **(kwargs or {}))
+
+    batch = torch.arange(32)
+    with pytest.raises(MemoryError), FailingUpdate():
+        model(x[batch], w[batch], v[batch], batch)
+    torch.testing.assert_close(model.summary_1, v.T @ model.history_1, rtol=0, atol=1e-12)
+
+
+def test_a_write_into_the_kept_buffers_does_not_reach_the_cache_of_inference():
+    # The core and V^T X that refresh() keeps as buffers were the tensors of the
+    # verified cache inference() reuses: an in-place write into them (a wrapper's
+    # broadcast of rank 0's buffers) made inference() 7.5 off without an error.
+    data = graph()
+    x, w, v = data.x, data.lowrank_w, data.lowrank_v
+    model, ref = pair()
+    model.refresh(x, w, v)
+    with torch.no_grad():
+        model.summary_0.add_(1.0)
+        model.core_lu.mul_(2.0)
+    torch.testing.assert_close(model.inference(x, w, v), ref(x, w, v), rtol=0, atol=1e-10)

@@ -661,8 +661,11 @@ class MiniBatchTSGCN(torch.nn.Module):
                 0, inverse, torch.arange(n_id.numel(), device=n_id.device))
             h, v, n_id = h[position], v[position], nodes
         change = h.to(summary.dtype) - history[n_id].to(summary.dtype)
+        # The new summary first: an error in its product (out of memory) or an
+        # interruption must not leave rows written that the summary lacks.
+        updated = summary + v.to(summary.dtype).T @ change
         history[n_id] = h
-        setattr(self, f'summary_{layer}', summary + v.to(summary.dtype).T @ change)
+        setattr(self, f'summary_{layer}', updated)
 
     def forward(self, x: Tensor, w: Tensor, v: Tensor, n_id: Optional[Tensor] = None) -> Tensor:
         r"""Runs the network on the rows of a mini-batch of nodes.
@@ -693,14 +696,12 @@ class MiniBatchTSGCN(torch.nn.Module):
                              "it needs their node indices: pass 'n_id' (e.g. the batch "
                              "of node indices, or a loader's 'batch.n_id')")
         if write and processes() > 1:
-            # Each process would write its own batches' rows; under
-            # DistributedDataParallel, which broadcasts rank 0's buffers before
-            # every forward pass, the other ranks' writes would be undone and
-            # their summaries no longer those of their history.
+            # Each process would write its own batches' rows only (DDP leaves
+            # the derived buffers to each rank: _ddp_params_and_buffers_to_ignore).
             raise RuntimeError(
                 f"MiniBatchTSGCN(summary='history') trains in one process: in one of "
                 f"{processes()} processes its history would hold its "
-                f"own batches' rows only (under DistributedDataParallel, rank 0's); use "
+                f"own batches' rows only; use "
                 f"summary='refresh', with refresh() on every process")
         if n_id is not None:
             n_id = check_index('n_id', n_id, self.num_nodes, x.size(0), _REFRESHED)
