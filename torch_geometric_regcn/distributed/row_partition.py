@@ -66,8 +66,7 @@ def check_partition(partition: Any, group: Group, name: str = 'data.partition') 
     from 0, never decreasing) and matches :obj:`group` (as many parts as
     processes, this process's rank); returns it with its bounds a tuple of
     Python integers (PyG's :meth:`Data.clone` and :meth:`Data.to` give
-    them back as a list, which keyed the factor cache and the ranks'
-    agreement differently)."""
+    them back as a list, which keyed the factor cache differently)."""
     if not isinstance(partition, RowPartition):
         raise ValueError(f"'{name}' is missing: a distributed transform needs this rank's "
                          f"shard of the graph, as torch_geometric_regcn.distributed.partition() "
