@@ -552,6 +552,13 @@ def test_to_empty_forgets_the_summaries():
         model(x, w, v)
 
 
+#: A kept summary against V^T of the kept history, both float64 sums of N = 60
+#: products whose magnitudes sum to about 16 here (max of |V|^T |H|): each
+#: sum rounds by at most N * eps64 * 16 = 2e-13 in any order, the summary by the
+#: refresh's sum plus a batch's update, so 1e-12 bounds any CPU and thread count.
+SUMMARY_TOL = 1e-12
+
+
 def test_an_interrupted_refresh_of_mode_b_leaves_no_summaries_of_other_rows():
     # refresh() writes the rows into the kept history in place; interrupted after
     # a chunk (Ctrl-C, an out-of-memory error), it left the old summaries with a
@@ -577,7 +584,8 @@ def test_an_interrupted_refresh_of_mode_b_leaves_no_summaries_of_other_rows():
     with pytest.raises(RuntimeError, match=r'no summaries since an interrupted refresh\(\)'):
         model(x[:3], w[:3], v[:3], torch.arange(3))
     model.refresh(x, w, v, batch_size=20)
-    torch.testing.assert_close(model.summary_1, v.T @ model.history_1, rtol=0, atol=1e-12)
+    torch.testing.assert_close(model.summary_1, v.T @ model.history_1, rtol=0,
+                               atol=SUMMARY_TOL)
 
 
 def test_a_mode_b_pass_under_inference_mode_keeps_normal_summaries():
@@ -592,7 +600,8 @@ def test_a_mode_b_pass_under_inference_mode_keeps_normal_summaries():
     with torch.inference_mode():
         model(x[batch], w[batch], v[batch], batch)
     assert not model.summary_1.is_inference() and not model.history_1.is_inference()
-    torch.testing.assert_close(model.summary_1, v.T @ model.history_1, rtol=0, atol=1e-12)
+    torch.testing.assert_close(model.summary_1, v.T @ model.history_1, rtol=0,
+                               atol=SUMMARY_TOL)
     model.eval()
     model(x[batch], w[batch], v[batch], batch).sum().backward()
     assert all(p.grad is not None for p in model.convs[-1].parameters())
@@ -623,7 +632,8 @@ def test_a_mode_b_write_interrupted_in_its_summary_update_writes_no_rows():
     batch = torch.arange(32)
     with pytest.raises(MemoryError), FailingUpdate():
         model(x[batch], w[batch], v[batch], batch)
-    torch.testing.assert_close(model.summary_1, v.T @ model.history_1, rtol=0, atol=1e-12)
+    torch.testing.assert_close(model.summary_1, v.T @ model.history_1, rtol=0,
+                               atol=SUMMARY_TOL)
 
 
 def test_a_write_into_the_kept_buffers_does_not_reach_the_cache_of_inference():
