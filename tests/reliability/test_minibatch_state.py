@@ -245,6 +245,30 @@ def test_replaced_parameter_of_another_shape_is_refused(graph):
         model(x[:4], w[:4], v[:4])
 
 
+@pytest.mark.parametrize('summary', ['refresh', 'history'])
+def test_a_parameter_assigned_in_place_of_another_is_refused(graph, summary):
+    # A Parameter of the same shape assigned in place of a layer's weight, or swapped
+    # in for one call by torch.func.functional_call: no check of shapes or values
+    # tells it from an optimizer step, but the summaries are the old weight's (the
+    # batch's rows were silently 4.6 off before). Refused by its identity; refresh()
+    # makes the model exact again.
+    x, w, v = inputs(graph)
+    model = make_model(summary=summary).refresh(x, w, v).eval()
+    batch = torch.tensor([0, 9, 30, 47])
+    swapped = {'convs.0.lin.weight': model.convs[0].lin.weight.detach().clone()}
+    with pytest.raises(RuntimeError, match=r"'convs.0.lin.weight' is another Parameter"):
+        torch.func.functional_call(model, swapped, (x[batch], w[batch], v[batch], batch))
+    model(x[batch], w[batch], v[batch], batch)  # its own parameters again: accepted
+    model.convs[0].lin.weight = torch.nn.Parameter(
+        torch.randn(HIDDEN, F_IN, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match=r"'convs.0.lin.weight' is another Parameter .* "
+                                           r"call 'model.refresh\(x, w, v\)' again"):
+        model(x[batch], w[batch], v[batch], batch)
+    model.refresh(x, w, v)
+    torch.testing.assert_close(model(x[batch], w[batch], v[batch], batch),
+                               reference(model, x, w, v)[batch], **TOL)
+
+
 def test_optimizer_step_keeps_the_documented_approximation(graph):
     # Mode 'refresh' after an optimizer step: the batch's rows with the new weights
     # and the summary VᵀH¹ of the weights at refresh() -- not refused, and exactly
@@ -344,6 +368,9 @@ def test_copies_keep_a_verified_state(graph):
                                    reference(model, x, w, v)[batch], **TOL)
         with pytest.raises(ValueError, match="rows of 'x'"):
             twin(2 * x[batch], w[batch], v[batch], batch)
+        twin.convs[1].bias = torch.nn.Parameter(twin.convs[1].bias.detach().clone())
+        with pytest.raises(RuntimeError, match=r"'convs.1.bias' is another Parameter"):
+            twin(x[batch], w[batch], v[batch], batch)  # its own parameters, not the original's
 
 
 # -- class 5: named errors before any work -----------------------------------------------

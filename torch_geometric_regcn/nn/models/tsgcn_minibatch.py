@@ -1,4 +1,5 @@
 r"""The tsGCN network trained on mini-batches of nodes."""
+import weakref
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
@@ -246,6 +247,7 @@ class MiniBatchTSGCN(torch.nn.Module):
         self._cache: Optional[_Graph] = None  # of the last refresh() or inference()
         self._refreshed: Optional[Tensor] = None  # checksums of the refreshed graph
         self._parameters_at_refresh: Optional[Tuple[Any, ...]] = None
+        self._identities_at_refresh: Optional[Tuple[Any, ...]] = None
         self._replaced_at_refresh: Optional[Tuple[int, ...]] = None
         self._scales_at_refresh: Optional[Tuple[float, ...]] = None
         self._summary_at_refresh: Optional[str] = None
@@ -278,7 +280,12 @@ class MiniBatchTSGCN(torch.nn.Module):
         self._forget('load_state_dict()')
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {**self.__dict__, '_cache': None}  # a cache: copies and pickles recompute it
+        # A cache: copies and pickles recompute it. Weak references do not
+        # pickle and would name the original's parameters: kept as a flag,
+        # taken anew from the copy's own parameters.
+        return {**self.__dict__, '_cache': None,
+                '_identities_at_refresh': getattr(self, '_identities_at_refresh', None)
+                is not None}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         earlier = '_parameters_at_refresh' not in state  # pickled by an earlier version
@@ -287,6 +294,9 @@ class MiniBatchTSGCN(torch.nn.Module):
         super().__setstate__(state)
         if earlier:
             self._forget('unpickling (it was saved by an earlier version)')
+        else:  # the copy's parameters, built before its state is set
+            self._identities_at_refresh = (self._parameter_identities()
+                                           if state.get('_identities_at_refresh') else None)
 
     def _device(self) -> torch.device:
         return self.convs[0].lin.weight.device
@@ -296,6 +306,12 @@ class MiniBatchTSGCN(torch.nn.Module):
         every parameter: what the summaries were computed for."""
         return tuple((name, p.dtype, p.device, None if is_lazy(p) else tuple(p.shape))
                      for name, p in self.named_parameters())
+
+    def _parameter_identities(self) -> Tuple[Any, ...]:
+        r"""A weak reference to every parameter: a :class:`~torch.nn.Parameter`
+        assigned in place of another (of the same shape) is seen by its
+        identity, which no value check could tell from an optimizer step."""
+        return tuple(weakref.ref(p) for p in self.parameters())
 
     def _changed_parameter(self) -> Optional[str]:
         r"""How the parameters differ from those the summaries were computed
@@ -319,6 +335,11 @@ class MiniBatchTSGCN(torch.nn.Module):
             if a[1:3] != b[1:3] or (a[3] is not None and a[3] != b[3]):
                 return (f"'{b[0]}' was {a[1]} on {a[2]} {shape(a)} and is now {b[1]} on "
                         f"{b[2]} {shape(b)} (converted or moved since)")
+        identities = getattr(self, '_identities_at_refresh', None)  # None: an earlier pickle
+        for ref, (name, p) in zip(identities or (), self.named_parameters()):
+            if ref() is not p:
+                return (f"'{name}' is another Parameter than at refresh() (one assigned "
+                        f"in its place, or swapped in by torch.func.functional_call)")
         return None
 
     def _replacements(self) -> Tuple[int, ...]:
@@ -543,6 +564,7 @@ class MiniBatchTSGCN(torch.nn.Module):
             for i, kept in enumerate(rows, 1):
                 setattr(self, f'history_{i}', kept)
             self._parameters_at_refresh, self._forgotten_by = self._parameter_signature(), None
+            self._identities_at_refresh = self._parameter_identities()
             self._replaced_at_refresh = self._replacements()
             self._scales_at_refresh = tuple(conv.scale for conv in self.convs)
             self._summary_at_refresh = self.summary
