@@ -79,7 +79,8 @@ def _worker(rank, world_size, port, fn, args, results, environ):
         results.put((rank, ('error', type(error).__name__,
                             f'{error}\n{traceback.format_exc()}')))
     finally:
-        if dist.is_initialized():
+        _GROUP.clear()  # the group's threads end in destroy_process_group() only
+        if dist.is_initialized():  # when nothing holds it (docs/distributed.md)
             dist.destroy_process_group()
 
 
