@@ -251,6 +251,8 @@ class MiniBatchTSGCN(torch.nn.Module):
         self._replaced_at_refresh: Optional[Tuple[int, ...]] = None
         self._scales_at_refresh: Optional[Tuple[float, ...]] = None
         self._summary_at_refresh: Optional[str] = None
+        self._versions_written: Optional[Tuple[Tuple[str, int], ...]] = None
+        self._factor_prints: Optional[Tuple[Any, ...]] = None
         self._forgotten_by = reason
 
     def _apply(self, fn: Any, recurse: bool = True) -> 'MiniBatchTSGCN':
@@ -294,9 +296,11 @@ class MiniBatchTSGCN(torch.nn.Module):
         super().__setstate__(state)
         if earlier:
             self._forget('unpickling (it was saved by an earlier version)')
-        else:  # the copy's parameters, built before its state is set
+        else:  # the copy's parameters and buffers, built before its state is set
             self._identities_at_refresh = (self._parameter_identities()
                                            if state.get('_identities_at_refresh') else None)
+            if getattr(self, '_versions_written', None) is not None:
+                self._versions_written = self._buffer_versions()
 
     def _device(self) -> torch.device:
         return self.convs[0].lin.weight.device
@@ -312,6 +316,38 @@ class MiniBatchTSGCN(torch.nn.Module):
         assigned in place of another (of the same shape) is seen by its
         identity, which no value check could tell from an optimizer step."""
         return tuple(weakref.ref(p) for p in self.parameters())
+
+    def _buffer_versions(self) -> Tuple[Tuple[str, int], ...]:
+        r"""The version counter of every kept buffer: what the model's own
+        writes left (see :meth:`_check_unwritten`)."""
+        return tuple((name, b._version) for name, b in self._buffers.items() if b is not None)
+
+    def _kept_factor_prints(self) -> Tuple[Any, ...]:
+        r"""Fingerprints of what the factors and the features determine: the
+        core and :math:`\mathbf{V}^{\top}\mathbf{X}`."""
+        return tuple(fingerprint(t) for t in (self.core_lu, self.core_pivots, self.summary_0))
+
+    def _check_unwritten(self) -> None:
+        r"""Checks that nothing but the model wrote into its kept buffers
+        since it last did (:meth:`refresh`, a pass of mode :obj:`"history"`).
+        A write that left the core and :math:`\mathbf{V}^{\top}\mathbf{X}` as
+        they were (their fingerprints, :math:`O(r (r + F))`) is accepted, as
+        :class:`~torch.nn.parallel.DistributedDataParallel`'s broadcast of
+        equal buffers is; one that changed them would combine another graph's
+        or factorisation's with this process's rows, and raises."""
+        written = getattr(self, '_versions_written', None)  # None: an earlier pickle
+        if written is None or written == self._buffer_versions():
+            return
+        if getattr(self, '_factor_prints', None) == self._kept_factor_prints():
+            self._versions_written = self._buffer_versions()
+            return
+        raise RuntimeError(
+            f"The core or the summaries of {type(self).__name__} were overwritten since "
+            f"refresh() with those of other factors or features (DistributedDataParallel "
+            f"broadcasts rank 0's buffers into a model nested in the module it wraps): "
+            f"wrap with broadcast_buffers=False, or name the model's buffers in the "
+            f"wrapper's '_ddp_params_and_buffers_to_ignore', then call "
+            f"'model.refresh(x, w, v)' again")
 
     def _changed_parameter(self) -> Optional[str]:
         r"""How the parameters differ from those the summaries were computed
@@ -568,6 +604,8 @@ class MiniBatchTSGCN(torch.nn.Module):
             self._replaced_at_refresh = self._replacements()
             self._scales_at_refresh = tuple(conv.scale for conv in self.convs)
             self._summary_at_refresh = self.summary
+            self._factor_prints = self._kept_factor_prints()
+            self._versions_written = self._buffer_versions()
             return self
         if self.summary != 'history':
             raise ValueError("refresh(index=...) updates the rows of mode 'history'; in mode "
@@ -634,6 +672,7 @@ class MiniBatchTSGCN(torch.nn.Module):
             raise ValueError(f"The factors are {w.dtype}, but the model was refreshed with "
                              f"{self.core_lu.dtype} factors; pass rows of the same factors, "
                              f"or call refresh() with these")
+        self._check_unwritten()
 
     def _check_rows(self, n_id: Tensor, id_name: str, **rows: Tensor) -> None:
         r"""Checks that :obj:`rows` (of :obj:`x`, :obj:`w`, :obj:`v`) are
@@ -688,6 +727,7 @@ class MiniBatchTSGCN(torch.nn.Module):
         updated = summary + v.to(summary.dtype).T @ change
         history[n_id] = h
         setattr(self, f'summary_{layer}', updated)
+        self._versions_written = self._buffer_versions()
 
     def forward(self, x: Tensor, w: Tensor, v: Tensor, n_id: Optional[Tensor] = None) -> Tensor:
         r"""Runs the network on the rows of a mini-batch of nodes.
