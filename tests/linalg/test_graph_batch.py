@@ -85,3 +85,24 @@ def test_check_batch():
         check_batch(batch[None], 5)
     with pytest.raises(ValueError, match="'batch_size' must be"):
         check_batch(batch, 5, 0)
+
+
+def test_graph_blocks_refuses_a_batch_vector_that_check_batch_would():
+    # Under torch.compile check_batch does not run; graph_blocks (eager) used to
+    # return blocks that left rows unpropagated or mixed graphs, silently.
+    for batch, size in ((torch.tensor([0, 0, 1, 1, 2]), 2), (torch.tensor([0, 1, 0, 1]), 2),
+                        (torch.tensor([-1, 0, 0]), 1)):
+        with pytest.raises(ValueError, match='non-decreasing'):
+            graph_blocks(batch, size)
+
+
+def test_a_strided_batch_vector_is_fingerprinted():
+    # A column of an [N, 2] index table: stride 2. WoodburyCache fingerprints the
+    # batch vector; Tensor.view to 32-bit words raised on the strided view.
+    from torch_geometric_regcn.utils.fingerprint import fingerprint
+    batch = torch.tensor([0, 0, 1, 1, 1, 2])
+    strided = torch.stack([batch, batch], 1)[:, 0]
+    assert not strided.is_contiguous()
+    assert fingerprint(strided) == fingerprint(batch)
+    column = torch.randn(6, 2, dtype=torch.float64)[:, :1]
+    assert fingerprint(column) == fingerprint(column.contiguous())

@@ -98,7 +98,17 @@ def graph_blocks(batch: Tensor, batch_size: int) -> List[GraphBlock]:
     bucket = torch.log2(sizes.clamp(min=1).double()).ceil().long().masked_fill_(sizes == 0, -1)
     order = torch.argsort(bucket, stable=True)  # the graphs by bucket, in order within one
     counts = torch.zeros(65, dtype=torch.long, device=device).index_add_(
-        0, bucket + 1, torch.ones_like(bucket)).tolist()
+        0, bucket + 1, torch.ones_like(bucket))
+    # The rules of check_batch, in the same synchronisation: under torch.compile
+    # check_batch does not run, and searchsorted on a batch vector that breaks them
+    # would leave rows in no block (returned unpropagated) or in another graph's.
+    broken = ((batch[1:] < batch[:-1]).any() | (batch[:1] < 0).any()
+              | (batch[-1:] >= batch_size).any()).long()
+    *counts, broken = torch.cat([counts, broken.reshape(1)]).tolist()
+    if broken:
+        raise ValueError("'batch' must be non-negative and non-decreasing, each graph's "
+                         "nodes contiguous, with entries below 'batch_size' (sort the nodes "
+                         "by graph, or pass 'data.batch' and 'data.num_graphs' unchanged)")
     blocks, offset = [], counts[0]  # bucket -1 first: the empty graphs
     for value, count in enumerate(counts[1:]):
         if count:

@@ -372,9 +372,9 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
             f"tsGCN operator has (its eigenvalues lie within +-(alpha + beta) / (1 + alpha "
             f"+ beta)): are they the factors of several graphs stacked by rows (a Batch of "
             f"graphs that each carry their own LowRankInverse factors)? Their W V^T couples "
-            f"the graphs. Pass the Batch's graph index to TSGCNConv or TSGCN "
-            f"(batch=data.batch) so that each graph's factors act on its own nodes (with "
-            f"RegularizerConv: solver='cg'), or compute the factors of the batch as a whole "
+            f"the graphs. Pass the Batch's graph index to TSGCNConv, TSGCN, RegularizerConv "
+            f"or RegularizerGNN (batch=data.batch) so that each graph's factors act on its "
+            f"own nodes, or compute the factors of the batch as a whole "
             f"(LowRankInverse on the Batch; with beta > 0, after SemanticGraph on each graph "
             f"before batching)")
     if off and not off[0] <= tolerance:

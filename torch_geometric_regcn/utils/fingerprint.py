@@ -114,7 +114,7 @@ def _content(part: Tensor) -> Tuple[Any, ...]:
     torch's grain size, so one thread sums a block), weighted by position in
     the block, then the block sums, weighted by the block's index, in float64
     (a float32 tensor's blocks in float32, without a copy)."""
-    flat = part.detach().reshape(-1)
+    flat = part.detach().reshape(-1).contiguous()  # a strided 1-D view has no word view
     floating = flat.is_floating_point()
     dtype = flat.dtype if flat.dtype in (torch.float32, torch.float64) else torch.float64
     total = torch.zeros(2, dtype=torch.float64, device=part.device)
