@@ -47,6 +47,24 @@ ties):
   ``bilevel`` with the validation loss :func:`calibrated_expected_error`,
   the expected error at the calibrated temperature, a smooth surrogate of
   the validation error the grid minimises.
+- ``bilevel-implicit`` (optional, tried on CiteSeer): ``bilevel`` whose
+  coefficient step adds the indirect term of the implicit-function
+  hypergradient, :math:`-\partial^2_{\lambda W} L_{\text{train}}\,
+  \mathbf{H}^{-1} \nabla_W L_{\text{val}}` (:math:`\mathbf{H}` the
+  Hessian of the training loss in the weights, evaluation mode, with the
+  weight decay's L2 term): how the weights trained at the coefficients would
+  move with them, which the direct gradient ignores.
+  :math:`\mathbf{H}^{-1}` is :obj:`NEUMANN_STEPS` terms of the Neumann
+  series at step :math:`\eta` = :obj:`NEUMANN_SCALE` over
+  :math:`\lVert \mathbf{H} \mathbf{g} \rVert / \lVert \mathbf{g} \rVert`
+  (:math:`\mathbf{g}` the validation gradient), every Hessian-vector and mixed
+  product a central difference of first-order gradients (a step of
+  :obj:`DIFFERENCE_STEP` times the weights' norm; the CG solve's backward has
+  no double backward); from the :obj:`IMPLICIT_WARMUP`-th epoch of each
+  training cycle, where the weights are near a minimum of the training loss,
+  as the implicit function theorem assumes. Cost per epoch: about
+  :math:`2 \times` :obj:`NEUMANN_STEPS` :math:`+ 2` more gradient evaluations
+  of the training loss.
 - ``bilevel-refit`` (optional): ``bilevel``, then the weights trained again
   from their initial values for as many epochs with the coefficients fixed
   at those of the search's best validation epoch; its scores are the
@@ -117,6 +135,7 @@ ROUTES = {
     'bilevel-shared': (True, True, True, True),
     'bilevel-refit': (True, True, True, True),
     'bilevel-error': (True, True, True, True),
+    'bilevel-implicit': (True, True, True, True),
 }
 #: the routes whose validation loss is the calibrated expected error
 #: (:func:`calibrated_expected_error`) instead of the calibrated cross-entropy
@@ -125,6 +144,12 @@ EXPECTED_ERROR = {'bilevel-error'}
 SHARED = {'bilevel-shared'}
 #: the routes that train the weights again with the coefficients found fixed
 REFIT = {'bilevel-refit'}
+#: the routes whose coefficient step adds the implicit hypergradient's indirect term
+IMPLICIT = {'bilevel-implicit'}
+NEUMANN_STEPS = 3  #: terms of the Neumann series of the inverse Hessian beyond the first
+NEUMANN_SCALE = 0.5  #: its step, over the Hessian's gain on the validation gradient
+DIFFERENCE_STEP = 1e-3  #: of the central differences, relative to the weights' norm
+IMPLICIT_WARMUP = 5  #: epochs of a training cycle before the indirect term is added
 DEFAULT_ROUTES = ['bilevel', 'grid']
 EPOCHS, SEEDS = 500, 10  #: the protocol
 HIDDEN, LR = 32, 0.01
@@ -278,9 +303,68 @@ def calibrated_expected_error(input: Tensor, target: Tensor) -> Tensor:
     return (1 - p).mean()
 
 
+def _norm(tensors: Sequence[Tensor]) -> float:
+    return math.sqrt(sum(float(t.detach().square().sum()) for t in tensors))
+
+
+class _TrainingLoss:
+    r"""Gradients of the training loss of the implicit hypergradient (the
+    route ``bilevel-implicit``): the cross-entropy of the training nodes in
+    evaluation mode plus the L2 term of Adam's weight decay, in the weights
+    and in the coefficients, at the weights moved by :obj:`scale` times a
+    direction (restored after, bit for bit: the same numbers are subtracted
+    that were added, from a copy)."""
+    def __init__(self, forward, run, weights: List[Tensor], coefs: List[Tensor],
+                 weight_decay: float) -> None:
+        self.forward, self.run, self.weight_decay = forward, run, weight_decay
+        self.weights, self.coefs = weights, coefs
+
+    def grads(self, direction: Sequence[Tensor], scale: float
+              ) -> Tuple[List[Tensor], List[Tensor]]:
+        saved = [p.detach().clone() for p in self.weights]
+        with torch.no_grad():
+            for p, d in zip(self.weights, direction):
+                p.add_(d, alpha=scale)
+        try:
+            out = self.forward()
+            run = self.run
+            loss = F.cross_entropy(out[run.train_mask], run.y[run.train_mask]) + (
+                0.5 * self.weight_decay * sum(p.square().sum() for p in self.weights))
+            grads = torch.autograd.grad(loss, self.weights + self.coefs)
+        finally:
+            with torch.no_grad():
+                for p, value in zip(self.weights, saved):
+                    p.copy_(value)
+        n = len(self.weights)
+        return list(grads[:n]), list(grads[n:])
+
+    def difference(self, direction: Sequence[Tensor]) -> Tuple[List[Tensor], List[Tensor]]:
+        r"""The derivatives of both gradients along :obj:`direction` (a
+        Hessian-vector and a mixed product), by a central difference."""
+        step = DIFFERENCE_STEP * _norm(self.weights) / max(_norm(direction), 1e-30)
+        (wp, cp), (wm, cm) = self.grads(direction, step), self.grads(direction, -step)
+        return ([(a - b) / (2 * step) for a, b in zip(wp, wm)],
+                [(a - b) / (2 * step) for a, b in zip(cp, cm)])
+
+    def indirect(self, g: List[Tensor]) -> List[Tensor]:
+        r"""The indirect term :math:`-\partial^2_{\lambda W} L\, p` with
+        :math:`p \approx \mathbf{H}^{-1} \mathbf{g}` by the Neumann series."""
+        hg = self.difference(g)[0]
+        eta = NEUMANN_SCALE * _norm(g) / max(_norm(hg), 1e-30)
+        term, total, h = list(g), list(g), hg
+        for j in range(NEUMANN_STEPS):
+            if j:
+                h = self.difference(term)[0]
+            term = [t - eta * a for t, a in zip(term, h)]
+            total = [s + t for s, t in zip(total, term)]
+        mixed = self.difference([eta * t for t in total])[1]
+        return [-m for m in mixed]
+
+
 def fit_bilevel(model: RegularizerGNN, forward, run, epochs: int, weight_decay: float,
                 calibrated: bool, restarts: bool, trace: List[Dict[str, List[float]]],
-                expected_error: bool = False) -> Tuple[FitResult, int]:
+                expected_error: bool = False, implicit: bool = False
+                ) -> Tuple[FitResult, int]:
     r"""The training loop of the bilevel routes, scored as
     :func:`harness.training.fit` scores: returns the scores at the best
     validation epoch and after the last one, and the number of training
@@ -295,9 +379,13 @@ def fit_bilevel(model: RegularizerGNN, forward, run, epochs: int, weight_decay: 
                 calibrated_cross_entropy if calibrated else F.cross_entropy)
     y, train, val, test = run.y, run.train_mask, run.val_mask, run.test_mask
     regs = [conv.regularizer for conv in model.convs]
+    weights = [p for p in weight_parameters(model) if p.requires_grad]
+    coefs = [p for p in coefficient_parameters(model) if p.requires_grad]
+    training = _TrainingLoss(forward, run, weights, coefs, weight_decay) if implicit else None
     values: List[Tensor] = []  # each epoch's [alpha per layer, beta per layer], on the device
     best = FitResult(0.0, 0.0, -1.0, -1, 0.0)
     start = time.perf_counter()
+    cycle, age = step.cycles, 0
     for epoch in range(epochs):
         model.train()
         out = forward()
@@ -305,7 +393,15 @@ def fit_bilevel(model: RegularizerGNN, forward, run, epochs: int, weight_decay: 
         model.eval()
         out = forward()  # the evaluation's logits, with autograd for the coefficients
         values.append(torch.stack([r.alpha for r in regs] + [r.beta for r in regs]).detach())
-        step.coefficient_step(val_loss(out[val], y[val]))
+        loss = val_loss(out[val], y[val])
+        cycle, age = step.cycles, (age + 1 if step.cycles == cycle else 1)
+        if training is not None and age >= IMPLICIT_WARMUP:
+            grads = torch.autograd.grad(loss, weights + coefs)
+            g, direct = list(grads[:len(weights)]), grads[len(weights):]
+            hyper = [d + i for d, i in zip(direct, training.indirect(g))]
+            # the loss's value, with the hypergradient as its gradient in the coefficients
+            loss = loss.detach() + sum((h * (c - c.detach())).sum() for h, c in zip(hyper, coefs))
+        step.coefficient_step(loss)
         pred = out.detach().argmax(dim=-1)
         accuracy = float((pred[val] == y[val]).float().mean())
         if accuracy >= best.val_accuracy:
@@ -349,7 +445,8 @@ def train(data, job: Run, device: torch.device) -> dict:
     if on_validation:
         result, cycles = fit_bilevel(model, forward, run, job.epochs, tuned.weight_decay,
                                      calibrated, restarts, trace,
-                                     expected_error=job.route in EXPECTED_ERROR)
+                                     expected_error=job.route in EXPECTED_ERROR,
+                                     implicit=job.route in IMPLICIT)
         found = trace[result.best_epoch] if trace else None
         if job.route in REFIT and found is not None:
             search = result
@@ -380,6 +477,9 @@ def train(data, job: Run, device: torch.device) -> dict:
     if job.route in REFIT:
         record.update(search_acc=100 * search.accuracy, search_val=100 * search.val_accuracy,
                       search_epoch=search.best_epoch, search_seconds=search.seconds)
+    if job.route in IMPLICIT:
+        record.update(neumann_steps=NEUMANN_STEPS, neumann_scale=NEUMANN_SCALE,
+                      difference_step=DIFFERENCE_STEP, implicit_warmup=IMPLICIT_WARMUP)
     if on_validation:
         record.update(cycles=cycles, coefficient_lr=COEFFICIENT_LR, calibrated=calibrated,
                       newton_steps=NEWTON_STEPS if calibrated else None,

@@ -133,3 +133,84 @@ def test_the_bilevel_error_route_descends_the_expected_error(monkeypatch):
     learnable.fit_bilevel(model, lambda: model(x, edge_index, semantic_edge_index=semantic),
                           run, 2, 5e-4, True, True, [], expected_error=True)
     assert len(seen) == 2 and max(seen) < 1e-12  # float64: the same arithmetic
+
+
+def test_the_implicit_route_adds_the_neumann_hypergradient_of_the_dense_network(
+        monkeypatch):
+    # The route 'bilevel-implicit' adds -d2L/dlambda dW p, p the truncated Neumann
+    # series of H^-1 g, every product a central difference of first-order gradients
+    # through CG. Reference: the same series from exact Hessian-vector and mixed
+    # products of the dense float64 network (double backward through
+    # torch.linalg.solve). The differences at a step of 1e-5 times the weights'
+    # norm, where no ReLU kink lies within it and the O(h^2) truncation is ~1e-10:
+    # what is left is CG's residual (1e-13) over the step, far below 1e-5
+    # relative; a wrong sign, term or scale errs by O(1). (At the route's 1e-3 the
+    # kinks crossed make it 1.5e-4 here, an error of the hypergradient, not of
+    # the formula.)
+    import benchmarks.learnable as learnable
+    monkeypatch.setattr(learnable, 'DIFFERENCE_STEP', 1e-5)
+    from types import SimpleNamespace
+
+    import torch.nn.functional as F
+
+    from tests.regularizers.test_bilevel import problem, tsgcn
+    from torch_geometric_regcn.regularizers import coefficient_parameters, weight_parameters
+    from torch_geometric_regcn.regularizers.graph import GraphOperators
+    x, edge_index, semantic, y, train, val = problem()
+    model = tsgcn()
+    optimizer = torch.optim.Adam(weight_parameters(model), lr=0.05)
+    for _ in range(20):  # near a minimum, where the route uses the term
+        optimizer.zero_grad()
+        out = model(x, edge_index, semantic_edge_index=semantic)
+        F.cross_entropy(out[train], y[train]).backward()
+        optimizer.step()
+    model.eval()
+    weights = weight_parameters(model)
+    raws = coefficient_parameters(model)
+    assert weights == [conv.lin.weight for conv in model.convs]
+    decay = 5e-4
+    run = SimpleNamespace(y=y, train_mask=train, val_mask=val, test_mask=val)
+    training = learnable._TrainingLoss(
+        lambda: model(x, edge_index, semantic_edge_index=semantic), run, weights, raws, decay)
+    out = model(x, edge_index, semantic_edge_index=semantic)
+    g = list(torch.autograd.grad(F.cross_entropy(out[val], y[val]), weights))
+    before = [p.detach().clone() for p in weights]
+    got = training.indirect(g)
+    assert all(torch.equal(p, b) for p, b in zip(weights, before))  # restored bit for bit
+
+    n = x.size(0)
+    ops = GraphOperators(n, edge_index, dtype=torch.float64, semantic_edge_index=semantic)
+    a_g, a_x = ops.adj.to_dense(), ops.semantic_adjacency().to_dense()
+    eye = torch.eye(n, dtype=torch.float64)
+    w = [p.detach().clone().requires_grad_() for p in weights]
+    r = [p.detach().clone().requires_grad_() for p in raws]
+
+    def loss():
+        h = x
+        for i in range(len(w)):
+            alpha, beta = F.softplus(r[2 * i]), F.softplus(r[2 * i + 1])
+            s = (alpha * a_g + beta * a_x) / (1 + alpha + beta)
+            h = torch.linalg.solve(eye - s, h @ w[i].T)
+            h = h.relu() if i < len(w) - 1 else h
+        return F.cross_entropy(h[train], y[train]) + 0.5 * decay * sum(
+            t.square().sum() for t in w)
+
+    def products(u):
+        grads = torch.autograd.grad(loss(), w, create_graph=True)
+        dot = sum((a * b).sum() for a, b in zip(grads, u))
+        return torch.autograd.grad(dot, w + r)
+
+    def norm(ts):
+        return float(torch.sqrt(sum(t.square().sum() for t in ts)))
+
+    hg = products(g)[:len(w)]
+    eta = learnable.NEUMANN_SCALE * norm(g) / norm(hg)
+    term, total, h = list(g), list(g), hg
+    for j in range(learnable.NEUMANN_STEPS):
+        if j:
+            h = products(term)[:len(w)]
+        term = [t - eta * a for t, a in zip(term, h)]
+        total = [s + t for s, t in zip(total, term)]
+    expected = [-m for m in products([eta * t for t in total])[len(w):]]
+    torch.testing.assert_close(torch.stack(got), torch.stack(expected), rtol=1e-5,
+                               atol=1e-5 * float(torch.stack(expected).abs().max()))
