@@ -457,13 +457,18 @@ def test_mode_b_refuses_to_train_across_processes():
         assert message is not None and "summary='history') trains in one process" in message
 
 
+def _flipped(w, v):
+    r"""The same propagation, another valid factorisation (eigenvector signs)."""
+    signs = torch.ones(w.size(1), dtype=w.dtype)
+    signs[::2] = -1
+    return w * signs, v * signs
+
+
 def _refreshed_before_wrapping(rank, world_size):
     from torch.nn.parallel import DistributedDataParallel
     x, w, v = inputs(make_graph(0))
-    if rank == 1:  # the same propagation, another valid factorisation (eigenvector signs)
-        signs = torch.ones(w.size(1), dtype=w.dtype)
-        signs[::2] = -1
-        w, v = w * signs, v * signs
+    if rank == 1:
+        w, v = _flipped(w, v)
     model = make_model()
     expected = reference(model, x, w, v)
     model.refresh(x, w, v)
@@ -499,10 +504,8 @@ class _Holder(torch.nn.Module):
 def _nested_under_ddp(rank, world_size, flip):
     from torch.nn.parallel import DistributedDataParallel
     x, w, v = inputs(make_graph(0))
-    if rank == 1 and flip:  # another valid factorisation, as above
-        signs = torch.ones(w.size(1), dtype=w.dtype)
-        signs[::2] = -1
-        w, v = w * signs, v * signs
+    if rank == 1 and flip:
+        w, v = _flipped(w, v)
     model = make_model()
     expected = reference(model, x, w, v)
     model.refresh(x, w, v)
