@@ -94,6 +94,8 @@ def test_graph_blocks_refuses_a_batch_vector_that_check_batch_would():
                         (torch.tensor([-1, 0, 0]), 1)):
         with pytest.raises(ValueError, match='non-decreasing'):
             graph_blocks(batch, size)
+    with pytest.raises(ValueError, match='one graph index per node'):
+        graph_blocks(torch.tensor([0, 0, 1]), 2, 4)  # a batch vector one row short
 
 
 def test_a_strided_batch_vector_is_fingerprinted():

@@ -81,7 +81,8 @@ class GraphBlock(NamedTuple):
 
 @compiler_disable(reason="the graphs of a Batch ('batch=') are grouped by size on the host: "
                          "compile TSGCNConv/TSGCN without fullgraph=True (a graph break)")
-def graph_blocks(batch: Tensor, batch_size: int) -> List[GraphBlock]:
+def graph_blocks(batch: Tensor, batch_size: int,
+                 num_rows: Optional[int] = None) -> List[GraphBlock]:
     r"""The non-empty graphs of the batch vector :obj:`batch` (checked by
     :func:`check_batch`), grouped by size up to the next power of two, each
     group a :class:`GraphBlock` of :math:`2^{\lceil\log_2 n\rceil}` slots
@@ -90,7 +91,12 @@ def graph_blocks(batch: Tensor, batch_size: int) -> List[GraphBlock]:
     one large graph with small ones pays for it once), in at most
     :math:`\lceil\log_2 n_{\max}\rceil + 1` blocks. Every row is in exactly
     one block. :math:`O(N + B \log N)` time, one synchronisation (the
-    number of graphs in each group)."""
+    number of graphs in each group). :obj:`num_rows`, the rows the blocks
+    index, must be :obj:`batch`'s length when given."""
+    if num_rows is not None and batch.numel() != num_rows:  # check_batch's rule (compile)
+        raise ValueError(f"'batch' must hold one graph index per node ({num_rows}), got "
+                         f"{batch.numel()}: pass the 'batch' vector of the same Batch as "
+                         f"'x' and the factors")
     num_rows, device, batch = batch.numel(), batch.device, batch.contiguous()
     graphs = torch.arange(batch_size, device=device, dtype=batch.dtype)
     starts = torch.searchsorted(batch, graphs)  # batch is sorted: no count to read back

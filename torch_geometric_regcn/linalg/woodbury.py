@@ -183,7 +183,7 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
             vtw = differentiable_all_reduce(local_gram(v, w), group)
         else:
             batch_size = graph_count(batch, batch_size)  # checked above unless compiling
-            vtw = graph_gram(v, w, graph_blocks(batch, batch_size), batch_size)
+            vtw = graph_gram(v, w, graph_blocks(batch, batch_size, w.size(0)), batch_size)
     lu, pivots, _ = torch.linalg.lu_factor_ex(
         torch.eye(w.size(1), dtype=w.dtype, device=w.device) + vtw)
     if not is_compiling() and lu.numel() > 0:
@@ -573,7 +573,7 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
             _check_batched_core(core, batch_size)
         with torch.autocast(x.device.type, enabled=False):
             y = x.to(w.dtype)
-            blocks, parts = graph_blocks(batch, batch_size), []
+            blocks, parts = graph_blocks(batch, batch_size, w.size(0)), []
             for block in blocks:  # each graph's W_g (I + V_g^T W_g)^-1 V_g^T X_g
                 summary = block_gram(v, y, block)
                 solved = torch.linalg.lu_solve(core.lu[block.graphs],

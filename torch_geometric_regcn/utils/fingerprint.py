@@ -114,7 +114,7 @@ def _content(part: Tensor) -> Tuple[Any, ...]:
     torch's grain size, so one thread sums a block), weighted by position in
     the block, then the block sums, weighted by the block's index, in float64
     (a float32 tensor's blocks in float32, without a copy)."""
-    flat = part.detach().reshape(-1).contiguous()  # a strided 1-D view has no word view
+    flat = part.detach().reshape(-1)  # strided if part is a strided 1-D view
     floating = flat.is_floating_point()
     dtype = flat.dtype if flat.dtype in (torch.float32, torch.float64) else torch.float64
     total = torch.zeros(2, dtype=torch.float64, device=part.device)
@@ -123,10 +123,11 @@ def _content(part: Tensor) -> Tuple[Any, ...]:
     with torch.autocast(part.device.type, enabled=False):
         inner = _weights(_BLOCK, part.device).to(dtype)
         for s in range(0, flat.numel(), _CHUNK):
-            words += _words(flat[s:s + _CHUNK], s // _CHUNK)
+            piece = flat[s:s + _CHUNK].contiguous()  # words need a contiguous chunk
+            words += _words(piece, s // _CHUNK)
             if not floating:
                 continue
-            chunk = flat[s:s + _CHUNK].to(dtype)
+            chunk = piece.to(dtype)
             tail = -chunk.numel() % _BLOCK
             if tail:
                 chunk = torch.cat([chunk, chunk.new_zeros(tail)])

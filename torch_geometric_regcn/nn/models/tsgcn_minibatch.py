@@ -56,6 +56,22 @@ def _row_checksums(rows: Tensor) -> Tensor:
     return row_checksums(rows, magnitudes=True, dtype=solve_dtype(rows.dtype)).double()
 
 
+def _same_numbers(kept: Optional[Tensor], t: Tensor) -> bool:
+    r"""Whether :obj:`t` is the parameter :obj:`kept` or a view of all of
+    its numbers (:obj:`kept.detach()`, what :func:`torch.func.functional_call`
+    is given for the model's own parameters): the same memory, so the same
+    numbers, not a copy that may hold others."""
+    if kept is None or kept is t:
+        return kept is t
+    try:
+        return (t.shape == kept.shape and t.dtype == kept.dtype and t.device == kept.device
+                and t.stride() == kept.stride()
+                and t.storage_offset() == kept.storage_offset()
+                and t.untyped_storage().data_ptr() == kept.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):  # a wrapper without storage (torch.func)
+        return False
+
+
 class _Graph(NamedTuple):
     r"""What :class:`MiniBatchTSGCN` derives from one whole graph's data
     alone, and what identifies that data: the layout, shape, dtype and device
@@ -251,8 +267,7 @@ class MiniBatchTSGCN(torch.nn.Module):
         self._replaced_at_refresh: Optional[Tuple[int, ...]] = None
         self._scales_at_refresh: Optional[Tuple[float, ...]] = None
         self._summary_at_refresh: Optional[str] = None
-        self._versions_written: Optional[Tuple[Tuple[str, int], ...]] = None
-        self._factor_prints: Optional[Tuple[Any, ...]] = None
+        self._factors_at_refresh: Optional[Tuple[Tensor, ...]] = None
         self._forgotten_by = reason
 
     def _apply(self, fn: Any, recurse: bool = True) -> 'MiniBatchTSGCN':
@@ -299,8 +314,6 @@ class MiniBatchTSGCN(torch.nn.Module):
         else:  # the copy's parameters and buffers, built before its state is set
             self._identities_at_refresh = (self._parameter_identities()
                                            if state.get('_identities_at_refresh') else None)
-            if getattr(self, '_versions_written', None) is not None:
-                self._versions_written = self._buffer_versions()
 
     def _device(self) -> torch.device:
         return self.convs[0].lin.weight.device
@@ -317,29 +330,26 @@ class MiniBatchTSGCN(torch.nn.Module):
         identity, which no value check could tell from an optimizer step."""
         return tuple(weakref.ref(p) for p in self.parameters())
 
-    def _buffer_versions(self) -> Tuple[Tuple[str, int], ...]:
-        r"""The version counter of every kept buffer: what the model's own
-        writes left (see :meth:`_check_unwritten`)."""
-        return tuple((name, b._version) for name, b in self._buffers.items() if b is not None)
-
-    def _kept_factor_prints(self) -> Tuple[Any, ...]:
-        r"""Fingerprints of what the factors and the features determine: the
-        core and :math:`\mathbf{V}^{\top}\mathbf{X}`."""
-        return tuple(fingerprint(t) for t in (self.core_lu, self.core_pivots, self.summary_0))
+    def _kept_factors(self) -> Tuple[Tensor, ...]:
+        r"""What the factors and the features determine: the core and
+        :math:`\mathbf{V}^{\top}\mathbf{X}`."""
+        return self.core_lu, self.core_pivots, self.summary_0
 
     def _check_unwritten(self) -> None:
-        r"""Checks that nothing but the model wrote into its kept buffers
-        since it last did (:meth:`refresh`, a pass of mode :obj:`"history"`).
-        A write that left the core and :math:`\mathbf{V}^{\top}\mathbf{X}` as
-        they were (their fingerprints, :math:`O(r (r + F))`) is accepted, as
-        :class:`~torch.nn.parallel.DistributedDataParallel`'s broadcast of
-        equal buffers is; one that changed them would combine another graph's
-        or factorisation's with this process's rows, and raises."""
-        written = getattr(self, '_versions_written', None)  # None: an earlier pickle
-        if written is None or written == self._buffer_versions():
+        r"""Checks that the core and :math:`\mathbf{V}^{\top}\mathbf{X}` hold
+        the numbers of :meth:`refresh` (compared with a private copy,
+        :math:`O(r (r + F))` and one synchronisation per pass), whoever wrote
+        into them or rebound them since: a broadcast of equal buffers by
+        :class:`~torch.nn.parallel.DistributedDataParallel` is accepted, one
+        of another graph's or factorisation's raises. Version counters could
+        not tell: DDP's broadcast before each pass preserves them."""
+        kept = getattr(self, '_factors_at_refresh', None)  # None: an earlier pickle
+        if kept is None:
             return
-        if getattr(self, '_factor_prints', None) == self._kept_factor_prints():
-            self._versions_written = self._buffer_versions()
+        now = self._kept_factors()
+        if all(a.shape == b.shape and a.dtype == b.dtype and a.device == b.device
+               for a, b in zip(kept, now)) \
+                and bool(torch.stack([torch.eq(a, b).all() for a, b in zip(kept, now)]).all()):
             return
         raise RuntimeError(
             f"The core or the summaries of {type(self).__name__} were overwritten since "
@@ -373,9 +383,10 @@ class MiniBatchTSGCN(torch.nn.Module):
                         f"{b[2]} {shape(b)} (converted or moved since)")
         identities = getattr(self, '_identities_at_refresh', None)  # None: an earlier pickle
         for ref, (name, p) in zip(identities or (), self.named_parameters()):
-            if ref() is not p:
+            if not _same_numbers(ref(), p):
                 return (f"'{name}' is another Parameter than at refresh() (one assigned "
-                        f"in its place, or swapped in by torch.func.functional_call)")
+                        f"in its place, or swapped in by torch.func.functional_call; "
+                        f"functional_call may pass the model's own, p.detach())")
         return None
 
     def _replacements(self) -> Tuple[int, ...]:
@@ -604,8 +615,7 @@ class MiniBatchTSGCN(torch.nn.Module):
             self._replaced_at_refresh = self._replacements()
             self._scales_at_refresh = tuple(conv.scale for conv in self.convs)
             self._summary_at_refresh = self.summary
-            self._factor_prints = self._kept_factor_prints()
-            self._versions_written = self._buffer_versions()
+            self._factors_at_refresh = tuple(t.clone() for t in self._kept_factors())
             return self
         if self.summary != 'history':
             raise ValueError("refresh(index=...) updates the rows of mode 'history'; in mode "
@@ -727,7 +737,6 @@ class MiniBatchTSGCN(torch.nn.Module):
         updated = summary + v.to(summary.dtype).T @ change
         history[n_id] = h
         setattr(self, f'summary_{layer}', updated)
-        self._versions_written = self._buffer_versions()
 
     def forward(self, x: Tensor, w: Tensor, v: Tensor, n_id: Optional[Tensor] = None) -> Tensor:
         r"""Runs the network on the rows of a mini-batch of nodes.
