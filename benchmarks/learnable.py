@@ -98,7 +98,7 @@ import math
 import os.path as osp
 import statistics
 import time
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -312,10 +312,12 @@ class _TrainingLoss:
     route ``bilevel-implicit``): the cross-entropy of the training nodes in
     evaluation mode plus the L2 term of Adam's weight decay, in the weights
     and in the coefficients, at the weights moved by :obj:`scale` times a
-    direction (restored after, bit for bit: the same numbers are subtracted
-    that were added, from a copy)."""
-    def __init__(self, forward, run, weights: List[Tensor], coefs: List[Tensor],
-                 weight_decay: float) -> None:
+    direction (restored after from a copy, bit for bit). The implicit
+    function theorem holds at a minimum of that loss; the route assumes the
+    weights near one from the warm-up on, and does not check it (the
+    Hessian may be indefinite there)."""
+    def __init__(self, forward: Callable[[], Tensor], run: Any, weights: List[Tensor],
+                 coefs: List[Tensor], weight_decay: float) -> None:
         self.forward, self.run, self.weight_decay = forward, run, weight_decay
         self.weights, self.coefs = weights, coefs
 
@@ -361,7 +363,8 @@ class _TrainingLoss:
         return [-m for m in mixed]
 
 
-def fit_bilevel(model: RegularizerGNN, forward, run, epochs: int, weight_decay: float,
+def fit_bilevel(model: RegularizerGNN, forward: Callable[[], Tensor], run: Any,
+                epochs: int, weight_decay: float,
                 calibrated: bool, restarts: bool, trace: List[Dict[str, List[float]]],
                 expected_error: bool = False, implicit: bool = False
                 ) -> Tuple[FitResult, int]:

@@ -214,3 +214,49 @@ def test_the_implicit_route_adds_the_neumann_hypergradient_of_the_dense_network(
     expected = [-m for m in products([eta * t for t in total])[len(w):]]
     torch.testing.assert_close(torch.stack(got), torch.stack(expected), rtol=1e-5,
                                atol=1e-5 * float(torch.stack(expected).abs().max()))
+
+
+def test_the_implicit_route_steps_on_the_direct_plus_the_indirect_term(monkeypatch):
+    # fit_bilevel(implicit=True): before the warm-up the coefficients step on the
+    # direct gradient alone (as 'bilevel'); from it on, on direct + indirect. The
+    # reference: the gradient the coefficient step receives against the direct
+    # gradient of the same validation loss plus the spied indirect term (float64,
+    # the same arithmetic; 1e-12).
+    from types import SimpleNamespace
+
+    import benchmarks.learnable as learnable
+    from tests.regularizers.test_bilevel import problem, tsgcn
+    from torch_geometric_regcn.regularizers import BilevelStep, coefficient_parameters
+    x, edge_index, semantic, y, train, val = problem()
+    model = tsgcn()
+    raws = coefficient_parameters(model)
+    added, received = [], []
+    indirect = learnable._TrainingLoss.indirect
+
+    def spy_indirect(self, g):
+        out = indirect(self, g)
+        added.append(torch.stack([t.detach() for t in out]))
+        return out
+    step = BilevelStep.coefficient_step
+
+    def spy_step(self, loss):
+        received.append(torch.stack(torch.autograd.grad(loss, raws, retain_graph=True)))
+        return step(self, loss)
+    monkeypatch.setattr(learnable._TrainingLoss, 'indirect', spy_indirect)
+    monkeypatch.setattr(BilevelStep, 'coefficient_step', spy_step)
+    monkeypatch.setattr(learnable, 'IMPLICIT_WARMUP', 3)
+    forward = lambda: model(x, edge_index, semantic_edge_index=semantic)  # noqa: E731
+    run = SimpleNamespace(y=y, train_mask=train, val_mask=val, test_mask=val)
+    directs = []
+    original = learnable.calibrated_cross_entropy
+
+    def spy_loss(input, target):
+        loss = original(input, target)
+        directs.append(torch.stack(torch.autograd.grad(loss, raws, retain_graph=True)))
+        return loss
+    monkeypatch.setattr(learnable, 'calibrated_cross_entropy', spy_loss)
+    learnable.fit_bilevel(model, forward, run, 4, 5e-4, True, True, [], implicit=True)
+    assert len(received) == len(directs) == 4 and len(added) == 2  # epochs 3 and 4
+    for epoch in range(4):
+        expected = directs[epoch] + (added[epoch - 2] if epoch >= 2 else 0)
+        torch.testing.assert_close(received[epoch], expected, rtol=1e-12, atol=1e-14)
