@@ -744,7 +744,9 @@ class MiniBatchTSGCN(torch.nn.Module):
         With :obj:`n_id`, the rows of :obj:`x`, :obj:`w` and :obj:`v` are
         first checked to be those of these nodes in the graph of the last
         :meth:`refresh` (by their row checksums, :math:`O(B (F + 2r))` and one
-        synchronisation); without, only their shapes and dtypes are.
+        synchronisation); without, only their shapes and dtypes are. The kept
+        core and :math:`\mathbf{V}^{\top}\mathbf{X}` are compared with those
+        of :meth:`refresh` (:math:`O(r (r + F))`, one synchronisation).
 
         Args:
             x (torch.Tensor): The batch's node features
