@@ -47,7 +47,7 @@ ties):
   ``bilevel`` with the validation loss :func:`calibrated_expected_error`,
   the expected error at the calibrated temperature, a smooth surrogate of
   the validation error the grid minimises.
-- ``bilevel-implicit`` (optional, tried on CiteSeer): ``bilevel`` whose
+- ``bilevel-implicit`` (optional, tried on Cora and CiteSeer): ``bilevel`` whose
   coefficient step adds the indirect term of the implicit-function
   hypergradient, :math:`-\partial^2_{\lambda W} L_{\text{train}}\,
   \mathbf{H}^{-1} \nabla_W L_{\text{val}}` (:math:`\mathbf{H}` the
@@ -61,8 +61,9 @@ ties):
   product a central difference of first-order gradients (a step of
   :obj:`DIFFERENCE_STEP` times the weights' norm; the CG solve's backward has
   no double backward); from the :obj:`IMPLICIT_WARMUP`-th epoch of each
-  training cycle, where the weights are near a minimum of the training loss,
-  as the implicit function theorem assumes. Cost per epoch: about
+  training cycle, where the weights are taken to be near a minimum of the
+  training loss, as the implicit function theorem assumes (not checked).
+  Cost per epoch: about
   :math:`2 \times` :obj:`NEUMANN_STEPS` :math:`+ 2` more gradient evaluations
   of the training loss.
 - ``bilevel-refit`` (optional): ``bilevel``, then the weights trained again
@@ -150,6 +151,15 @@ NEUMANN_STEPS = 3  #: terms of the Neumann series of the inverse Hessian beyond 
 NEUMANN_SCALE = 0.5  #: its step, over the Hessian's gain on the validation gradient
 DIFFERENCE_STEP = 1e-3  #: of the central differences, relative to the weights' norm
 IMPLICIT_WARMUP = 5  #: epochs of a training cycle before the indirect term is added
+#: the fields of a ``bilevel-implicit`` run that record those constants
+IMPLICIT_FIELDS = ('neumann_steps', 'neumann_scale', 'difference_step', 'implicit_warmup')
+
+
+def implicit_constants() -> Tuple[Any, ...]:
+    r"""The constants of the indirect term, in the order of :obj:`IMPLICIT_FIELDS`."""
+    return NEUMANN_STEPS, NEUMANN_SCALE, DIFFERENCE_STEP, IMPLICIT_WARMUP
+
+
 DEFAULT_ROUTES = ['bilevel', 'grid']
 EPOCHS, SEEDS = 500, 10  #: the protocol
 HIDDEN, LR = 32, 0.01
@@ -226,12 +236,15 @@ def settings(r: dict) -> Tuple:
     r"""What a stored run was made with beyond its key (:func:`record_key`):
     :obj:`k`, dropout, weight decay, the starting :math:`(\alpha, \beta)`, the
     hidden size, and (bilevel routes) the coefficients' learning rate, the
-    patience and the Newton steps of the calibrated validation loss. Runs
+    patience and the Newton steps of the calibrated validation loss, and
+    (``bilevel-implicit``) the constants of its indirect term. Runs
     stored before the hidden size was recorded used 32, calibrated runs stored
     before the Newton steps were recorded used 10."""
+    implicit = (tuple(r[name] for name in IMPLICIT_FIELDS) if r['route'] in IMPLICIT
+                else None)
     return (r['k'], r['dropout'], r['weight_decay'], r['alpha0'], r['beta0'],
             r.get('hidden', 32), r.get('coefficient_lr'), r.get('patience'),
-            newton_steps(r))
+            newton_steps(r), implicit)
 
 
 def newton_steps(r: dict) -> Optional[int]:
@@ -248,7 +261,8 @@ def job_settings(job: 'Run') -> Tuple:
     return (tuned.k, tuned.dropout, tuned.weight_decay, alpha, beta, HIDDEN,
             COEFFICIENT_LR if on_validation else None,
             PATIENCE if on_validation and restarts else None,
-            NEWTON_STEPS if on_validation and calibrated else None)
+            NEWTON_STEPS if on_validation and calibrated else None,
+            implicit_constants() if job.route in IMPLICIT else None)
 
 
 def start_point(job: 'Run') -> Tuple[float, float]:
@@ -481,8 +495,7 @@ def train(data, job: Run, device: torch.device) -> dict:
         record.update(search_acc=100 * search.accuracy, search_val=100 * search.val_accuracy,
                       search_epoch=search.best_epoch, search_seconds=search.seconds)
     if job.route in IMPLICIT:
-        record.update(neumann_steps=NEUMANN_STEPS, neumann_scale=NEUMANN_SCALE,
-                      difference_step=DIFFERENCE_STEP, implicit_warmup=IMPLICIT_WARMUP)
+        record.update(zip(IMPLICIT_FIELDS, implicit_constants()))
     if on_validation:
         record.update(cycles=cycles, coefficient_lr=COEFFICIENT_LR, calibrated=calibrated,
                       newton_steps=NEWTON_STEPS if calibrated else None,

@@ -8,6 +8,7 @@ import torch
 
 from benchmarks.learnable import (
     GRIDS,
+    IMPLICIT_FIELDS,
     TUNED,
     Run,
     choose,
@@ -23,7 +24,8 @@ from harness.report import Report
 
 
 def _record(job, **changes):
-    k, dropout, decay, alpha, beta, hidden, coefficient_lr, patience, steps = job_settings(job)
+    (k, dropout, decay, alpha, beta, hidden, coefficient_lr, patience, steps,
+     implicit) = job_settings(job)
     record = dict(dataset=job.dataset, route=job.route, seed=job.seed, epochs=job.epochs,
                   alpha0=alpha, beta0=beta, k=k, dropout=dropout, weight_decay=decay,
                   hidden=hidden, acc=70.0, f1=60.0, val=70.0, last_acc=70.0, epoch=1,
@@ -31,6 +33,8 @@ def _record(job, **changes):
     if coefficient_lr is not None:
         record.update(coefficient_lr=coefficient_lr, patience=patience,
                       calibrated=steps is not None, newton_steps=steps)
+    if implicit is not None:
+        record.update(zip(IMPLICIT_FIELDS, implicit))
     record.update(changes)
     return record
 
@@ -47,6 +51,17 @@ def test_a_run_stored_with_other_settings_is_refused(tmp_path):
     path.write_text(json.dumps(_record(job)) + '\n')
     train_all([open_cells(str(path))], [job], torch.device('cpu'), 'test')
     assert record_key(_record(job)) == 'CiteSeer__bilevel__e500__0'
+
+
+def test_an_implicit_run_of_other_constants_is_refused(tmp_path):
+    # The indirect term's constants are part of a bilevel-implicit run's settings.
+    job = Run('CiteSeer', 'bilevel-implicit', 0, 500, None)
+    path = tmp_path / 'cells.jsonl'
+    path.write_text(json.dumps(_record(job, neumann_steps=5)) + '\n')
+    with pytest.raises(ValueError, match="stored with .* pass another --cells file"):
+        train_all([open_cells(str(path))], [job], torch.device('cpu'), 'test')
+    path.write_text(json.dumps(_record(job)) + '\n')
+    train_all([open_cells(str(path))], [job], torch.device('cpu'), 'test')  # reused
 
 
 def test_routes_of_other_settings_are_not_summarised_together():
