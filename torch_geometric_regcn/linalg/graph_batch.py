@@ -17,6 +17,19 @@ WITH_GROUP = ("'batch' (graphs each with their own factors) cannot be combined w
               "rank takes its own batches of whole graphs (group=None)")
 
 
+#: The order of a batch vector's entries (checked by both functions below).
+_ORDER = ("'batch' must be non-negative and non-decreasing, each graph's nodes "
+          "contiguous, as PyG's Batch orders them (sort the nodes by graph, or pass "
+          "'data.batch' unchanged)")
+
+
+def _check_length(batch: Tensor, num_rows: int) -> None:
+    if batch.numel() != num_rows:
+        raise ValueError(f"'batch' must hold one graph index per node ({num_rows}), got "
+                         f"{batch.numel()}: pass the 'batch' vector of the same Batch as "
+                         f"'x' and the factors")
+
+
 def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None,
                 device: Optional[torch.device] = None) -> Optional[int]:
     r"""Returns the number of graphs of the batch vector :obj:`batch`, which
@@ -43,10 +56,7 @@ def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None,
     if device is not None and batch.device != device:
         raise ValueError(f"'batch' is on {batch.device} but the node features and factors "
                          f"on {device}; move it with 'batch.to(device)'")
-    if batch.numel() != num_rows:
-        raise ValueError(f"'batch' must hold one graph index per node ({num_rows}), got "
-                         f"{batch.numel()}: pass the 'batch' vector of the same Batch as "
-                         f"'x' and the factors")
+    _check_length(batch, num_rows)
     if batch_size is not None:
         batch_size = check_int('batch_size', batch_size, minimum=1)
     if num_rows == 0:
@@ -54,9 +64,7 @@ def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None,
     low, high, unsorted = torch.stack([
         batch.min(), batch.max(), (batch[1:] < batch[:-1]).sum()]).tolist()
     if low < 0 or unsorted:
-        raise ValueError("'batch' must be non-negative and non-decreasing, each graph's "
-                         "nodes contiguous, as PyG's Batch orders them (sort the nodes by "
-                         "graph, or pass 'data.batch' unchanged)")
+        raise ValueError(_ORDER)
     if batch_size is not None and high >= batch_size:
         raise ValueError(f"'batch' refers to graph {high} but 'batch_size' is {batch_size}; "
                          f"pass the number of graphs (or omit 'batch_size')")
@@ -93,10 +101,8 @@ def graph_blocks(batch: Tensor, batch_size: int,
     one block. :math:`O(N + B \log N)` time, one synchronisation (the
     number of graphs in each group). :obj:`num_rows`, the rows the blocks
     index, must be :obj:`batch`'s length when given."""
-    if num_rows is not None and batch.numel() != num_rows:  # check_batch's rule (compile)
-        raise ValueError(f"'batch' must hold one graph index per node ({num_rows}), got "
-                         f"{batch.numel()}: pass the 'batch' vector of the same Batch as "
-                         f"'x' and the factors")
+    if num_rows is not None:  # check_batch's rules, where it does not run (compile)
+        _check_length(batch, num_rows)
     num_rows, device, batch = batch.numel(), batch.device, batch.contiguous()
     graphs = torch.arange(batch_size, device=device, dtype=batch.dtype)
     starts = torch.searchsorted(batch, graphs)  # batch is sorted: no count to read back
@@ -112,9 +118,8 @@ def graph_blocks(batch: Tensor, batch_size: int,
               | (batch[-1:] >= batch_size).any()).long()
     *counts, broken = torch.cat([counts, broken.reshape(1)]).tolist()
     if broken:
-        raise ValueError("'batch' must be non-negative and non-decreasing, each graph's "
-                         "nodes contiguous, with entries below 'batch_size' (sort the nodes "
-                         "by graph, or pass 'data.batch' and 'data.num_graphs' unchanged)")
+        raise ValueError(f"{_ORDER}, with entries below 'batch_size' "
+                         f"('data.num_graphs')")
     blocks, offset = [], counts[0]  # bucket -1 first: the empty graphs
     for value, count in enumerate(counts[1:]):
         if count:
