@@ -78,6 +78,14 @@ def reference(model, x, w, v):
     return dense_network(model.state_dict(), x, w, v)
 
 
+def assert_exact_after_refresh(model, x, w, v, batch):
+    r"""The remedy every refusal names works: refreshed, the model's rows of
+    :obj:`batch` are the dense reference's."""
+    model.refresh(x, w, v)
+    torch.testing.assert_close(model(x[batch], w[batch], v[batch], batch),
+                               reference(model, x, w, v)[batch], **TOL)
+
+
 def edit(tensor, how, factor=2.0):
     r"""Writes to :obj:`tensor` in place, in ways the version counter does
     not see ('data', 'numpy', 'row': one row through .data) and one it does."""
@@ -182,9 +190,7 @@ def test_load_state_dict_forgets_the_summaries(graph, summary):
     if summary == 'history':
         with pytest.raises(RuntimeError, match='refresh'):
             model.refresh(x, w, v, index=batch)
-    model.refresh(x, w, v)
-    torch.testing.assert_close(model(x[batch], w[batch], v[batch], batch),
-                               reference(model, x, w, v)[batch], **TOL)
+    assert_exact_after_refresh(model, x, w, v, batch)
 
 
 def test_load_state_dict_of_an_enclosing_module_forgets_the_summaries(graph):
@@ -268,9 +274,7 @@ def test_a_parameter_assigned_in_place_of_another_is_refused(graph, summary):
     with pytest.raises(RuntimeError, match=r"'convs.0.lin.weight' is another Parameter .* "
                                            r"call 'model.refresh\(x, w, v\)' again"):
         model(x[batch], w[batch], v[batch], batch)
-    model.refresh(x, w, v)
-    torch.testing.assert_close(model(x[batch], w[batch], v[batch], batch),
-                               reference(model, x, w, v)[batch], **TOL)
+    assert_exact_after_refresh(model, x, w, v, batch)
 
 
 def test_optimizer_step_keeps_the_documented_approximation(graph):
@@ -294,9 +298,7 @@ def test_optimizer_step_keeps_the_documented_approximation(graph):
     expected = hidden @ weight.T - w[batch] @ torch.linalg.solve(core, stale @ weight.T) + bias
     model.eval()
     torch.testing.assert_close(model(x[batch], w[batch], v[batch], batch), expected, **TOL)
-    model.refresh(x, w, v)
-    torch.testing.assert_close(model(x[batch], w[batch], v[batch], batch),
-                               reference(model, x, w, v)[batch], **TOL)
+    assert_exact_after_refresh(model, x, w, v, batch)
 
 
 @pytest.mark.parametrize('tensor', ['x', 'w', 'v'])
@@ -326,9 +328,7 @@ def test_batch_rows_edited_after_refresh_are_refused(graph, how):
     with pytest.raises(ValueError, match=r"rows of 'x' are not those.*was changed since "
                                          r"refresh\(\)"):
         model(x[batch], w[batch], v[batch], batch)
-    model.refresh(x, w, v)
-    torch.testing.assert_close(model(x[batch], w[batch], v[batch], batch),
-                               reference(model, x, w, v)[batch], **TOL)
+    assert_exact_after_refresh(model, x, w, v, batch)
 
 
 @pytest.mark.parametrize('layout', ['dense', 'csr'])
@@ -558,9 +558,7 @@ def test_a_write_into_the_kept_buffers_is_refused_unless_it_changed_nothing(grap
             model.summary_0[0, 0] += 1e-12
         with pytest.raises(RuntimeError, match='were overwritten since refresh'):
             model(x[batch], w[batch], v[batch], batch)
-        model.refresh(x, w, v)
-        torch.testing.assert_close(model(x[batch], w[batch], v[batch], batch),
-                                   reference(model, x, w, v)[batch], **TOL)
+        assert_exact_after_refresh(model, x, w, v, batch)
 
 
 def test_a_write_that_keeps_the_version_counters_or_a_copy_is_still_refused(graph):
