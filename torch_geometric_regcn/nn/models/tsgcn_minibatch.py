@@ -615,7 +615,9 @@ class MiniBatchTSGCN(torch.nn.Module):
             self._replaced_at_refresh = self._replacements()
             self._scales_at_refresh = tuple(conv.scale for conv in self.convs)
             self._summary_at_refresh = self.summary
-            self._factors_at_refresh = tuple(t.clone() for t in self._kept_factors())
+            # The refresh's own tensors, never written (the buffers are their copies
+            # and inference() replaces the cache without touching them).
+            self._factors_at_refresh = (*graph.core, graph.first)
             return self
         if self.summary != 'history':
             raise ValueError("refresh(index=...) updates the rows of mode 'history'; in mode "
