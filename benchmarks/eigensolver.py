@@ -20,13 +20,17 @@ Run from the repository root::
     python -m benchmarks.eigensolver            # about 15 min on 2 cores
     python -m benchmarks.eigensolver --quick    # PubMed only, about 2 min
     python -m benchmarks.eigensolver --device cuda --threads 16   # ours on the GPU
+    python -m benchmarks.eigensolver --device cuda --cupy          # and CuPy's eigsh
 
 Writes ``benchmarks/results/eigensolver.md`` (``--device cuda``:
 ``eigensolver_cuda.md``; ``--quick``: the git-ignored
 ``benchmarks/results/eigensolver-quick.tmp``; ``--output``: elsewhere). With
 ``--device cuda`` our solver runs on the GPU (its time includes a
 ``torch.cuda.synchronize()``, its peak is the GPU's allocation above the
-start) while eigsh keeps the CPU.
+start) while eigsh keeps the CPU. ``--cupy`` adds CuPy's
+``cupyx.scipy.sparse.linalg.eigsh`` on the same GPU (the same float32 CSR
+arrays, the same seeded ``v0``, at every ``--eigsh-tols``; its allocations go
+through torch's allocator, so that its peak is measured as ours is).
 """
 import argparse
 import datetime
@@ -53,6 +57,40 @@ from torch_geometric_regcn.utils.sparse import compact_csr
 warnings.filterwarnings('ignore', message=r'.*sparse.*beta', category=UserWarning)
 
 EIG_TOL, SIN_TOL = 1e-4, 1e-2
+#: CuPy's eigsh would run 10 N restarts before giving up (it does not warn)
+CUPY_MAXITER = 2000
+
+
+def _to_cupy(mat):
+    r"""The scipy CSR matrix :obj:`mat` as CuPy's, on the current GPU, with
+    every CuPy allocation from then on taken from torch's caching allocator
+    (so that ``torch.cuda.max_memory_allocated`` sees CuPy's peak as it sees
+    ours)."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    def through_torch(size: int):
+        block = torch.empty(max(size, 1), dtype=torch.uint8, device='cuda')
+        return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(block.data_ptr(), size, block), 0)
+
+    cupy.cuda.set_allocator(through_torch)
+    return csp.csr_matrix(mat)
+
+
+def _cupy_eigsh(mat, rank: int, tol: float, v0: np.ndarray):
+    r"""CuPy's thick-restart Lanczos ``eigsh`` of the CuPy matrix :obj:`mat`
+    (the seeded :obj:`v0` where this CuPy takes one, else its own seeded
+    start), at most :obj:`CUPY_MAXITER` restarts; returns NumPy arrays."""
+    import inspect
+
+    import cupy
+    import cupyx.scipy.sparse.linalg as csla
+    cupy.random.seed(0)
+    start = ({'v0': cupy.asarray(v0)} if 'v0' in inspect.signature(csla.eigsh).parameters
+             else {})
+    vals, vecs = csla.eigsh(mat, rank, which='LA', tol=tol, maxiter=CUPY_MAXITER, **start)
+    cupy.cuda.Device().synchronize()
+    return cupy.asnumpy(vals), cupy.asnumpy(vecs)
 
 
 def solve(spec: dict) -> dict:
@@ -68,7 +106,8 @@ def solve(spec: dict) -> dict:
         device = torch.device(spec.get('device', 'cpu'))
         cuda = device.type == 'cuda' and spec['solver'] != 'eigsh'
         # 32-bit indices, as in the scipy matrix that eigsh gets
-        op = compact_csr(scipy_to_csr(mat)).to(device) if spec['solver'] != 'eigsh' else None
+        op = (None if spec['solver'] == 'eigsh' else _to_cupy(mat) if spec['solver'] == 'cupy'
+              else compact_csr(scipy_to_csr(mat)).to(device))
         for _ in range(spec['repeats']):
             meter = PeakMeter().start()
             if cuda:
@@ -79,6 +118,9 @@ def solve(spec: dict) -> dict:
             if spec['solver'] == 'eigsh':
                 v0 = np.random.default_rng(0).standard_normal(mat.shape[0]).astype(mat.dtype)
                 vals, vecs = sla.eigsh(mat, rank, which='LA', tol=tol, v0=v0)
+            elif spec['solver'] == 'cupy':
+                v0 = np.random.default_rng(0).standard_normal(mat.shape[0]).astype(mat.dtype)
+                vals, vecs = _cupy_eigsh(op, rank, tol, v0)
             else:
                 pairs = extreme_eigenpairs(op, rank, 'LA', tol, spec['max_iter'],
                                            spec['solver'],
@@ -146,7 +188,8 @@ def run_graph(rep, args, name, path, note, tmp):
         runs.append(res)
         return res
 
-    ref = run('reference (eigsh float64, tol 1e-10)', 1, solver='eigsh', tol=1e-10,
+    # the reference's time is not compared: all the threads asked for
+    ref = run('reference (eigsh float64, tol 1e-10)', args.threads[-1], solver='eigsh', tol=1e-10,
               dtype='float64', rank=rank + 1, repeats=1)
     if 'error' in ref:
         rep(f'**{name}**: the reference failed ({ref["error"]}); skipped.\n')
@@ -162,6 +205,10 @@ def run_graph(rep, args, name, path, note, tmp):
             run(f'ours lanczos tol={tol:g}' + (' (default)' if tol == 1e-4 else '') + on,
                 threads, solver='lanczos', tol=tol, max_iter=100, device=args.device,
                 **again)
+        if args.cupy and threads == args.threads[-1]:  # the GPU's: once
+            for tol in args.eigsh_tols:
+                run(f'cupy eigsh tol={tol:g}, {args.device}', threads, solver='cupy', tol=tol,
+                    device=args.device, **again)
         if args.chebyshev and not name.startswith('Synthetic'):
             run(f'ours chebyshev subspace iteration tol=1e-4{on}', threads,
                 solver='chebyshev', tol=1e-4, max_iter=100, device=args.device, **again)
@@ -199,23 +246,28 @@ def run_graph(rep, args, name, path, note, tmp):
         if ours is None:
             rep(f'- {threads} thread(s): no comparison (our run failed)')
             continue
-        for name, meets in criteria.items():
-            eigsh = [r for r in same if r['spec']['solver'] == 'eigsh' and meets(r)]
-            verdict = 'meets' if meets(ours) else 'does NOT meet'
-            if not eigsh:
-                rep(f'- {threads} thread(s), criterion {name}: ours {ours["time"]:.2f} s '
-                    f'({verdict} it); no eigsh run in the sweep meets it')
+        for peer, label in (('eigsh', 'eigsh'), ('cupy', 'CuPy eigsh')):
+            runs_of = [r for r in same if r['spec']['solver'] == peer]
+            if not runs_of:
                 continue
-            best = min(eigsh, key=lambda r: r['time'])
-            rep(f'- {threads} thread(s), criterion {name}: ours {ours["time"]:.2f} s '
-                f'({verdict} it) vs the fastest eigsh that meets it ({best["label"]}, '
-                f'{best["time"]:.2f} s): **eigsh / ours = {best["time"] / ours["time"]:.2f}×**')
-        eigsh_peak = max((r['peak_mib'] for r in same if r['spec']['solver'] == 'eigsh'),
-                         default=None)
-        if eigsh_peak:
-            rep(f'- {threads} thread(s), memory: ours {ours["peak_mib"]:.0f} MiB vs eigsh '
-                f'{eigsh_peak:.0f} MiB (the largest of its runs): **ours / eigsh = '
-                f'{ours["peak_mib"] / eigsh_peak:.2f}×**')
+            for name, meets in criteria.items():
+                good = [r for r in runs_of if meets(r)]
+                verdict = 'meets' if meets(ours) else 'does NOT meet'
+                if not good:
+                    rep(f'- {threads} thread(s), criterion {name}: ours {ours["time"]:.2f} s '
+                        f'({verdict} it); no {label} run in the sweep meets it')
+                    continue
+                best = min(good, key=lambda r: r['time'])
+                rep(f'- {threads} thread(s), criterion {name}: ours {ours["time"]:.2f} s '
+                    f'({verdict} it) vs the fastest {label} that meets it ({best["label"]}, '
+                    f'{best["time"]:.2f} s): **{label} / ours = '
+                    f'{best["time"] / ours["time"]:.2f}×**')
+            if (peer == 'cupy') != (args.device != 'cpu'):
+                continue  # a GPU's allocation against a CPU process's resident set: not compared
+            peak = max(r['peak_mib'] for r in runs_of)
+            rep(f'- {threads} thread(s), memory: ours {ours["peak_mib"]:.0f} MiB vs {label} '
+                f'{peak:.0f} MiB (the largest of its runs): **ours / {label} = '
+                f'{ours["peak_mib"] / peak:.2f}×**')
     rep()
 
 
@@ -234,11 +286,15 @@ def main(argv=None):
     p.add_argument('--no-chebyshev', dest='chebyshev', action='store_false',
                    help='leave out the subspace-iteration rows')
     p.add_argument('--device', default='cpu', help="where our solver runs (eigsh: the CPU)")
+    p.add_argument('--cupy', action='store_true',
+                   help="also CuPy's eigsh on --device (a CUDA device)")
     p.add_argument('--output', default=None,
                    help='markdown output (default: benchmarks/results/eigensolver.md, '
                         'eigensolver_<device>.md, or eigensolver-quick.tmp with --quick)')
     args = p.parse_args(argv)
     args.threads = sorted(set(args.threads))
+    if args.cupy and torch.device(args.device).type != 'cuda':
+        p.error('--cupy needs --device cuda (CuPy runs on a CUDA device)')
     if args.quick:
         args.repeats, args.threads = 1, args.threads[:1]
 
@@ -270,7 +326,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix='eigensolver-') as tmp:
         for name, (path, note) in build_operators(args, tmp).items():
             run_graph(rep, args, name, path, note, tmp)
-    rep.write(out)
+            rep.write(out)  # after each graph: a run stopped later keeps this one
     print(f'written to {out}')
 
 

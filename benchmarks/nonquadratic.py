@@ -4,6 +4,7 @@ Run from the repository root::
 
     python -m benchmarks.nonquadratic [--datasets cora citeseer pubmed]
         [--models elastic airgnn pgnn robust] [--epochs 20] [--repeats 5]
+        [--device cuda]
 
 Each model is the network of ``harness.heterophily.MODELS`` (an MLP of 2
 layers, 64 hidden, and a parameter-free propagation: PyG's ``APPNP`` with
@@ -13,7 +14,9 @@ epoch = one forward, backward and step). The models run in alternating blocks
 of ``--epochs`` epochs, ``--repeats`` times each, so that a change in the
 machine's load hits all of them alike; the result is each model's median
 seconds per epoch over its blocks and its ratio to APPNP's. Pin the threads
-(``OMP_NUM_THREADS=1``) and run on a quiet machine.
+(``OMP_NUM_THREADS=1``) and run on a quiet machine. With ``--device cuda``
+every model and the graph live on the GPU, and each block's time ends with a
+``torch.cuda.synchronize()``.
 """
 import argparse
 import os
@@ -38,7 +41,7 @@ def _model(name: str, data) -> tuple:
     config = configurations(name)[0]
     torch.manual_seed(0)
     model = MODELS[name].build(Dims(data.num_features, int(data.y.max()) + 1, data.num_nodes),
-                               config)
+                               config).to(data.x.device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config['lr'],
                                  weight_decay=config['weight_decay'])
     return model, optimizer
@@ -52,6 +55,8 @@ def _block(name: str, model, optimizer, data, epochs: int) -> float:
         out = MODELS[name].run(model, data)
         F.cross_entropy(out[data.train_mask], data.y[data.train_mask]).backward()
         optimizer.step()
+    if data.x.is_cuda:
+        torch.cuda.synchronize()
     return (time.perf_counter() - start) / epochs
 
 
@@ -63,12 +68,15 @@ def main() -> None:
                         choices=['elastic', 'airgnn', 'pgnn', 'robust'])
     parser.add_argument('--epochs', type=positive_int, default=20)
     parser.add_argument('--repeats', type=positive_int, default=5)
+    parser.add_argument('--device', default='cpu')
     args = parser.parse_args()
     names = ['appnp'] + args.models
-    print(f"threads {torch.get_num_threads()}; seconds per epoch (median of {args.repeats} "
+    where = (torch.cuda.get_device_name(args.device) if torch.device(args.device).type == 'cuda'
+             else f'threads {torch.get_num_threads()}')
+    print(f"{where}; seconds per epoch (median of {args.repeats} "
           f"blocks of {args.epochs}), ratio to APPNP")
     for dataset in args.datasets:
-        data = official_split(load_homophilous(dataset, 1), 0)
+        data = official_split(load_homophilous(dataset, 1), 0).to(args.device)
         models = {name: _model(name, data) for name in names}
         for name in names:  # warm up: operators built, allocator settled
             _block(name, *models[name], data, 2)

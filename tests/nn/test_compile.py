@@ -16,7 +16,7 @@ import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 from torch_geometric.data import Data
 
-from tests.conftest import undirected_graph
+from tests.conftest import CUDA, undirected_graph
 from torch_geometric_regcn import TSGCN, LowRankInverse, RegularizerConv, TSGCNConv
 from torch_geometric_regcn.regularizers import REGISTRY
 
@@ -149,6 +149,60 @@ def test_compiled_non_quadratic_layer_equals_eager(data, name, solver):
     assert_same(got, expected)
     with pytest.raises(torch._dynamo.exc.Unsupported, match='non-quadratic.*eagerly'):
         torch.compile(layer, fullgraph=True, backend='eager')(data.x, data.edge_index)
+
+
+def _weighted(data, device):
+    # Symmetric positive edge weights on the same graph (issue 30: with edge_weight).
+    gen = torch.Generator().manual_seed(3)
+    w = 0.5 + torch.rand(N, N, generator=gen, dtype=torch.float64)
+    w = (w + w.T)[data.edge_index[0], data.edge_index[1]]
+    return data.x.to(device), dict(edge_index=data.edge_index.to(device),
+                                   edge_weight=w.to(device))
+
+
+@CUDA
+@pytest.mark.parametrize('name, solver', NON_QUADRATIC)
+def test_non_quadratic_layer_on_cuda_equals_cpu_with_edge_weights(data, name, solver):
+    # The same float64 iteration on both devices: only the order of the sums
+    # differs (CUDA's scatter adds atomically), within TOL as above.
+    layer = RegularizerConv(F_IN, F_OUT, name, solver=solver, tol=1e-12, K=3,
+                            irls_tol=1e-15).double()
+    torch.nn.init.normal_(layer.bias)
+    with warnings.catch_warnings():  # 3 reweightings stop short of irls_tol (on purpose)
+        warnings.simplefilter('ignore')
+        x, kwargs = _weighted(data, 'cpu')
+        expected = forward_backward(layer, x, **kwargs)
+        x, kwargs = _weighted(data, 'cuda')
+        got = forward_backward(layer.cuda(), x, **kwargs)
+    assert all(g.is_cuda for g in got)
+    assert_same([g.cpu() for g in got], expected)
+
+
+@CUDA
+@pytest.mark.parametrize('name, solver', [(name, REGISTRY[name].solvers[0]) for name in
+                                          ('elastic', 'airgnn', 'pgnn', 'robust', 'appnp')]
+                         + [('tsgcn', 'lowrank')])
+def test_compiled_layer_on_cuda_equals_eager(data, name, solver):
+    # Inductor's CUDA kernels for the dense parts, the eager solvers between
+    # them (a graph break), against the same layer run eagerly on the GPU.
+    kwargs = dict(K=3, irls_tol=1e-15) if name in ('elastic', 'airgnn', 'pgnn', 'robust') \
+        else coefficients(name)
+    layer = RegularizerConv(F_IN, F_OUT, name, solver=solver, tol=1e-12,
+                            **kwargs).double().cuda()
+    torch.nn.init.normal_(layer.bias)
+    if solver == 'lowrank':
+        x = data.x.cuda()
+        inputs_ = {k: v.cuda() for k, v in inputs(data, name, solver).items()}
+    else:
+        x, inputs_ = _weighted(data, 'cuda')
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        expected = forward_backward(layer, x, **inputs_)
+        counter = CompileCounterWithBackend('inductor')
+        got = forward_backward(torch.compile(layer, backend=counter), x, **inputs_)
+    assert counter.frame_count >= 1
+    assert all(g.is_cuda for g in got if g is not None)
+    assert_same(got, expected)
 
 
 
