@@ -58,7 +58,7 @@ def forward_backward(module, x, **kwargs):
     the input and every parameter."""
     x = x.clone().requires_grad_()
     out = module(x, **kwargs)
-    weight = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    weight = torch.linspace(-1, 1, out.numel(), dtype=out.dtype, device=out.device).view_as(out)
     params = [p for p in module.parameters()  # DAGNN's gate is used by 'series' only
               if p.requires_grad and not torch.nn.parameter.is_lazy(p)]
     grads = torch.autograd.grad((out * weight).sum(), [x, *params], allow_unused=True)
