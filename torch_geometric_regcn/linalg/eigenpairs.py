@@ -110,7 +110,12 @@ def small_eigh(matrix: Tensor, group: Group = None) -> Tuple[Tensor, Tensor]:
     eigenvectors that one process does not; this sign follows the matrix
     continuously except where two entries of largest magnitude (nearly) tie,
     as they never do for the near-identity rotation of converged, separated
-    pairs. Cost: :math:`O(b^2)` beyond the eigendecomposition.
+    pairs. A float32 matrix is decomposed in float64 and its pairs rounded
+    back: the rounding of a float32 eigendecomposition, magnified by the
+    small gaps of the projected spectrum, is what limits the Ritz residuals
+    of the float32 solvers (``benchmarks/precision_floor.py``). Cost: the
+    eigendecomposition of a :math:`b \times b` matrix in float64, plus
+    :math:`O(b^2)`.
 
     With a :obj:`group` (the matrix all-reduced, the same on every rank),
     every rank gets rank 0's eigenpairs (one broadcast of :math:`b (b + 1)`
@@ -122,8 +127,9 @@ def small_eigh(matrix: Tensor, group: Group = None) -> Tuple[Tensor, Tensor]:
     b = matrix.size(0)
     packed = matrix.new_full((b + 1, b), math.nan)
     if rank_of(group) == 0:
+        wide = torch.float64 if matrix.dtype == torch.float32 else matrix.dtype
         try:  # a failure here must not leave the other ranks in the broadcast
-            values, vectors = torch.linalg.eigh(matrix)
+            values, vectors = torch.linalg.eigh(matrix.to(wide))
         except RuntimeError:  # LAPACK's non-convergence
             if group is None:
                 raise
@@ -131,6 +137,7 @@ def small_eigh(matrix: Tensor, group: Group = None) -> Tuple[Tensor, Tensor]:
             if vectors.numel():
                 largest = vectors.gather(0, vectors.abs().argmax(dim=0, keepdim=True))
                 vectors = vectors * torch.where(largest < 0, -1.0, 1.0).to(vectors.dtype)
+            values, vectors = values.to(matrix.dtype), vectors.to(matrix.dtype)
             if group is None:
                 return values, vectors
             packed[0], packed[1:] = values, vectors
