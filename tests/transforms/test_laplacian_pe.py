@@ -398,6 +398,18 @@ def test_cuda_matches_cpu():
     assert torch.equal(again.laplacian_eigenvector_pe, pe)
 
 
+@CUDA
+def test_a_small_graph_on_cuda_gets_the_cpu_encoding_on_cuda():
+    # At most DENSE_THRESHOLD nodes: solved on the CPU, so the same bits.
+    path = torch.arange(11)
+    edge_index = torch.cat([torch.stack([path, path + 1]), torch.stack([path + 1, path])], 1)
+    data = Data(edge_index=edge_index, num_nodes=12)
+    cpu = LaplacianEigenPE(3, dtype=torch.float64)(data.clone()).laplacian_eigenvector_pe
+    pe = LaplacianEigenPE(3, dtype=torch.float64)(data.clone().to('cuda'))
+    pe = pe.laplacian_eigenvector_pe
+    assert pe.device.type == 'cuda' and torch.equal(pe.cpu(), cpu)
+
+
 def example_accuracies(section):
     """The test accuracies the example lists in `section`, by input."""
     return {name: float(acc) for name, acc in

@@ -98,7 +98,9 @@ class LaplacianEigenPE(BaseTransform):
     float32 (the trivial vector deflated) and refined in float64, dense
     again up to :obj:`DENSE_FALLBACK` nodes when Lanczos does not reach
     :obj:`tol`), in float64 on the device of
-    :obj:`data.edge_index`, cast at the end. A
+    :obj:`data.edge_index` (a graph of at most :obj:`DENSE_THRESHOLD` nodes
+    on an accelerator on the CPU, where its few small steps do not wait for
+    kernel launches, and the result moved back), cast at the end. A
     connected graph of at most :obj:`DENSE_THRESHOLD` nodes (a molecule)
     takes a shortcut with the same result: its Laplacian is built densely
     and solved by one float64 :func:`torch.linalg.eigh`
@@ -263,6 +265,18 @@ class LaplacianEigenPE(BaseTransform):
         if isinstance(weight, Tensor) and isinstance(edge_index, Tensor):
             check_real_dtype('edge_weight', weight)  # before the cast drops a part
             weight = weight.to(edge_index.device, torch.float64)
+        device = edge_index.device
+        if num_nodes <= self.DENSE_THRESHOLD and device.type != 'cpu':
+            # A small graph costs an accelerator a few kernel launches and host syncs
+            # per step, far more than the arithmetic: solved on the CPU, moved back.
+            pairs = self._solve(edge_index.cpu(), None if weight is None else weight.cpu(),
+                                num_nodes, stacklevel + 1)
+            return pairs._replace(eigenvalues=pairs.eigenvalues.to(device),
+                                  eigenvectors=pairs.eigenvectors.to(device))
+        return self._solve(edge_index, weight, num_nodes, stacklevel + 1)
+
+    def _solve(self, edge_index: Tensor, weight: Optional[Tensor], num_nodes: int,
+               stacklevel: int) -> EigenPairs:
         if num_nodes <= self.DENSE_THRESHOLD:  # one dense eigh when connected
             check_edge_index(edge_index, num_nodes, weight)
             pairs = connected_dense_eigenpairs(edge_index, weight, num_nodes, self.k, self.tol)
