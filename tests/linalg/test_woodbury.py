@@ -556,6 +556,30 @@ def test_the_verdict_on_a_batch_of_cores_is_that_of_its_worst_graph():
         woodbury_core(w, v, batch=batch)
 
 
+def test_each_graph_of_a_batch_is_judged_against_its_own_rounding_level():
+    # Graph A: a well-conditioned core of entries ~1e6 (its rounding level ~4e-9);
+    # graph B: core diag(1e-9, 1) of entries ~1 (rounding level ~7e-15), a pivot
+    # far above its own rounding. Each alone is accepted silently, so the batch
+    # must be: B's pivot against A's rounding level refused it as singular.
+    # Reference: each graph's own verdict.
+    gen = torch.Generator().manual_seed(0)
+    wa = torch.randn(6, 2, dtype=torch.float64, generator=gen) * 1e3
+    q = torch.linalg.qr(torch.randn(5, 2, dtype=torch.float64, generator=gen))[0]
+    vb = q * torch.tensor([-(1 - 1e-9), 0.0], dtype=torch.float64)
+    w, v = torch.cat([wa, q]), torch.cat([wa, vb])
+    batch = torch.repeat_interleave(torch.arange(2), torch.tensor([6, 5]))
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        woodbury_core(wa, wa)
+        woodbury_core(q, vb)
+        core = woodbury_core(w, v, batch=batch)
+    assert float(core.lu[1].diagonal().abs().min()) == pytest.approx(1e-9, rel=1e-6)
+    # B's pivot taken below its own rounding level is still refused in the batch.
+    vb = q * torch.tensor([-(1 - 1e-16), 0.0], dtype=torch.float64)
+    with pytest.raises(ValueError, match='numerically singular'):
+        woodbury_core(torch.cat([wa, q]), torch.cat([wa, vb]), batch=batch)
+
+
 def test_a_batch_of_eigenpair_factors_is_checked_graph_by_graph():
     # Two graphs with the eigenvalues (0.6, 0.3) each: stacked without the batch
     # vector they imply 1.2 > 1 (refused); with it, each graph's core is I - Lambda.

@@ -330,9 +330,10 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
     # rounding cancels. Its sign does not count: a pivot well above the rounding
     # level is accurate either way (an indefinite core still has an inverse),
     # and rounding moves one below it by less than that level. A batch of graphs'
-    # cores (a leading dimension) gets the verdict of its worst graph.
-    smallest = lu.diagonal(dim1=-2, dim2=-1).abs().min()
-    lower = smallest
+    # cores (a leading dimension) is judged graph by graph, each pivot against its
+    # own graph's rounding level, and gets the verdict of its worst graph.
+    smallest = lu.diagonal(dim1=-2, dim2=-1).abs().amin(-1)  # of each graph
+    lower_each = smallest
     if not from_eigenpairs:
         # A general core (learned or edited factors) may be nearly singular with
         # moderate pivots (a Kahan-like triangular one: cond 2^r, every pivot
@@ -342,18 +343,25 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
         # The near-diagonal core of eigenpairs has its pivots.
         eye = torch.eye(lu.size(-1), dtype=lu.dtype, device=lu.device).expand_as(lu)
         inverse = torch.linalg.lu_solve(lu, pivots, eye).flatten(-2).norm(dim=-1)
-        lower = torch.minimum(smallest, torch.nan_to_num(1 / inverse, nan=0.0).min())
-    stats = [torch.isfinite(lu).all(), smallest, vtw.abs().max(), lower]
+        lower_each = torch.minimum(smallest, torch.nan_to_num(1 / inverse, nan=0.0))
+    largest_each = vtw.detach().abs().amax((-2, -1))
+    units = ROUNDING_UNITS * torch.finfo(computed).eps
+    rounding_each = units * (1 + largest_each)
+    worst = (lower_each / rounding_each).flatten().argmin()  # the first NaN, where one is
+    stats = [torch.isfinite(lu).all(),
+             *(t.flatten()[worst] for t in (smallest, largest_each, lower_each))]
     if from_eigenpairs:
-        diagonal = vtw.diagonal(dim1=-2, dim2=-1)  # -Lambda (of each graph)
-        stats += [_relative_off_diagonal(vtw), diagonal.min(), diagonal.amin(-1).amax()]
+        diagonal = vtw.diagonal(dim1=-2, dim2=-1).amin(-1)  # -lambda_max of each graph
+        beyond = -diagonal - 1 - rounding_each  # > 0: an eigenvalue beyond 1 + rounding
+        stats += [_relative_off_diagonal(vtw), diagonal.flatten()[beyond.flatten().argmax()],
+                  beyond.amax(), diagonal.amax()]
     finite, pivot, largest, lower, *off = torch.stack(
         [t.detach().to(vtw.dtype) for t in stats]).tolist()
     if not finite:
         raise ValueError("the factors 'w' and 'v' contain NaN or infinite values; "
                          'recompute them (e.g. with LowRankInverse)')
     tolerance = eigenpair_tolerance(computed)
-    if off and vtw.size(-1) and off[2] > 0:
+    if off and vtw.size(-1) and off[3] > 0:
         # V^T W = -Lambda: every eigenvalue negative, which the top pairs of tsGCN's S,
         # whose largest eigenvalue is its non-negative Perron root, never are.
         raise ValueError(
@@ -361,8 +369,8 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
             "of S that are all negative, which no tsGCN operator's top pairs have: was "
             "'w' passed for 'v'? Pass v=data.lowrank_v (the layers take (x, lowrank_w, "
             "lowrank_v) in that order)")
-    rounding = ROUNDING_UNITS * torch.finfo(computed).eps * (1 + largest)
-    if off and vtw.size(-1) and -off[1] - 1 > rounding:
+    rounding = units * (1 + largest)
+    if off and vtw.size(-1) and off[2] > 0:
         # An eigenvalue of S beyond 1, which no tsGCN operator has (its spectrum lies
         # within +-(alpha + beta) / (1 + alpha + beta)): the factors of several graphs
         # stacked by rows without their batch vector, whose V^T W = -(sum of their
@@ -395,9 +403,15 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
             f"'batch' (a Batch of graphs), each graph's own factors are expected "
             f"(LowRankInverse applied to each graph before batching)")
     if lower < pivot and CoreCondition(lower, rounding, computed).error > GAIN_ACCURACY:
+        # The screen of the worst graph warns: every graph's exact smallest singular
+        # value (another graph's may now be the worst), the verdict of the worst.
         core = torch.eye(vtw.size(-1), dtype=vtw.dtype, device=vtw.device) + vtw.detach()
-        exact = float(torch.linalg.svdvals(core.nan_to_num(0.0, 0.0, 0.0))[..., -1].min())
-        pivot = min(pivot, exact)
+        exact = torch.linalg.svdvals(core.nan_to_num(0.0, 0.0, 0.0))[..., -1]
+        each = torch.minimum(smallest, exact)
+        worst = (each / rounding_each).flatten().argmin()
+        pivot, largest = torch.stack([each.flatten()[worst],
+                                      largest_each.flatten()[worst]]).tolist()
+        rounding = units * (1 + largest)
     check_core_condition(CoreCondition(pivot, rounding, computed))
 
 
