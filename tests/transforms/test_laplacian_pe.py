@@ -398,6 +398,13 @@ def test_cuda_matches_cpu():
     assert torch.equal(again.laplacian_eigenvector_pe, pe)
 
 
+def test_a_graph_on_the_meta_device_is_refused_naming_the_argument():
+    data = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]], device='meta'),
+                num_nodes=3)
+    with pytest.raises(ValueError, match="'edge_index' is on the 'meta' device"):
+        LaplacianEigenPE(1)(data)
+
+
 @CUDA
 def test_a_small_graph_on_cuda_gets_the_cpu_encoding_on_cuda():
     # At most DENSE_THRESHOLD nodes: solved on the CPU, so the same bits.

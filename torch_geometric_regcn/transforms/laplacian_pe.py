@@ -30,6 +30,7 @@ from torch_geometric_regcn.utils.validation import (
     check_dtype,
     check_edge_index,
     check_int,
+    check_materialized,
     check_real,
     check_real_dtype,
     check_seed,
@@ -265,6 +266,7 @@ class LaplacianEigenPE(BaseTransform):
         if isinstance(weight, Tensor) and isinstance(edge_index, Tensor):
             check_real_dtype('edge_weight', weight)  # before the cast drops a part
             weight = weight.to(edge_index.device, torch.float64)
+        check_materialized(edge_index=edge_index, edge_weight=weight)
         device = edge_index.device
         if num_nodes <= self.DENSE_THRESHOLD and device.type != 'cpu':
             # A small graph costs an accelerator a few kernel launches and host syncs
