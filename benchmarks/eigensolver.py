@@ -308,8 +308,9 @@ def main(argv=None):
     rep()
     rep(f'Command (from the repository root): `{command_line("benchmarks.eigensolver", argv)}`')
     rep()
-    gpu = (f" GPU: {torch.cuda.get_device_name(args.device)} (our solver runs there; eigsh "
-           "on the CPU)." if args.device != 'cpu' else '')
+    there = "our solver and CuPy's eigsh run" if args.cupy else 'our solver runs'
+    gpu = (f" GPU: {torch.cuda.get_device_name(args.device)} ({there} there; scipy's eigsh on "
+           "the CPU)." if args.device != 'cpu' else '')
     rep(f"Machine: {info['cpu']}, {info['cpu_count']} CPUs, {info['ram_gib']:.1f} GiB RAM.{gpu} "
         f"Python {info['python']}, torch {info['torch']}, scipy {info['scipy']}, numpy "
         f"{info['numpy']}. Load average at start: {info['load']}. Date: "
@@ -317,6 +318,11 @@ def main(argv=None):
     rep()
     rep(__doc__.split('\n\n')[1].replace('\n', ' '))
     rep()
+    if args.device != 'cpu':
+        rep(f"On the GPU the peak of the rows marked {args.device} is the GPU's allocation above "
+            "the start of the call, for ours and CuPy's alike (CuPy allocating through torch); "
+            "the eigsh rows' is the resident set of their CPU process, not comparable with it.")
+        rep()
     rep('Ours: `extreme_eigenpairs(S, 64, "LA", tol, method=...)` as `LowRankInverse` calls '
         'it (`lanczos`: Chebyshev-filtered thick-restart block Lanczos, the default; '
         '`chebyshev`: the previous default, filtered subspace iteration). eigsh: '

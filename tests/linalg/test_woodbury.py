@@ -29,6 +29,7 @@ from torch_geometric_regcn.linalg.woodbury import (
     SINGULAR_ERROR,
     CoreCondition,
     check_core_condition,
+    _check_core,
     eigenpair_tolerance,
 )
 
@@ -631,3 +632,30 @@ def test_a_batch_of_one_large_float32_graph_is_propagated_as_the_graph_alone():
     bound = 2 * w.size(1) * eps * terms + 2 * eps * one.abs().max()
     assert float(bound) < 30 * eps * float((x - one).abs().max())  # far below the 70 eps
     torch.testing.assert_close(batched, one, rtol=0, atol=float(bound))
+
+
+def test_the_verdict_on_a_core_reads_the_device_once():
+    # One synchronisation: the stats as one .tolist(), no .item() (indexing with a
+    # 0-dim integer tensor is one, in PyTorch's indexing), batched or not.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Items(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten._local_scalar_dense.default:
+                Items.count += 1
+            return func(*args, **(kwargs or {}))
+
+    gen = torch.Generator().manual_seed(0)
+    parts = [factors_from_eigenpairs(
+        torch.tensor([0.6, 0.3], dtype=torch.float64),
+        torch.linalg.qr(torch.randn(n, 2, dtype=torch.float64, generator=gen))[0])
+        for n in (10, 14)]
+    vtw = torch.stack([v.T @ w for w, v in parts])
+    lu, pivots = torch.linalg.lu_factor(torch.eye(2, dtype=torch.float64) + vtw)
+    for eigenpairs in (True, False):
+        for args in ((lu, pivots, vtw), (lu[0], pivots[0], vtw[0])):
+            with Items():
+                _check_core(*args, eigenpairs, torch.float64)
+    assert Items.count == 0

@@ -403,6 +403,11 @@ def test_a_graph_on_the_meta_device_is_refused_naming_the_argument():
                 num_nodes=3)
     with pytest.raises(ValueError, match="'edge_index' is on the 'meta' device"):
         LaplacianEigenPE(1)(data)
+    # Only the weights on the meta device: named too (was torch's 'Cannot copy out').
+    data = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]),
+                edge_weight=torch.ones(4, device='meta'), num_nodes=3)
+    with pytest.raises(ValueError, match="'edge_weight' is on the 'meta' device"):
+        LaplacianEigenPE(1)(data)
 
 
 @CUDA

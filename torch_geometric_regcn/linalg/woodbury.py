@@ -347,13 +347,16 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
     largest_each = vtw.detach().abs().amax((-2, -1))
     units = ROUNDING_UNITS * torch.finfo(computed).eps
     rounding_each = units * (1 + largest_each)
-    worst = (lower_each / rounding_each).flatten().argmin()  # the first NaN, where one is
+    # A 1-element index: indexing with a 0-dim integer tensor reads it on the host
+    # (.item(), a device sync), which would break the one synchronisation below.
+    worst = (lower_each / rounding_each).flatten().argmin().view(1)  # the first NaN, if any
     stats = [torch.isfinite(lu).all(),
-             *(t.flatten()[worst] for t in (smallest, largest_each, lower_each))]
+             *(t.flatten()[worst].squeeze(0) for t in (smallest, largest_each, lower_each))]
     if from_eigenpairs:
         diagonal = vtw.diagonal(dim1=-2, dim2=-1).amin(-1)  # -lambda_max of each graph
         beyond = -diagonal - 1 - rounding_each  # > 0: an eigenvalue beyond 1 + rounding
-        stats += [_relative_off_diagonal(vtw), diagonal.flatten()[beyond.flatten().argmax()],
+        stats += [_relative_off_diagonal(vtw),
+                  diagonal.flatten()[beyond.flatten().argmax().view(1)].squeeze(0),
                   beyond.amax(), diagonal.amax()]
     finite, pivot, largest, lower, *off = torch.stack(
         [t.detach().to(vtw.dtype) for t in stats]).tolist()
@@ -408,9 +411,9 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
         core = torch.eye(vtw.size(-1), dtype=vtw.dtype, device=vtw.device) + vtw.detach()
         exact = torch.linalg.svdvals(core.nan_to_num(0.0, 0.0, 0.0))[..., -1]
         each = torch.minimum(smallest, exact)
-        worst = (each / rounding_each).flatten().argmin()
-        pivot, largest = torch.stack([each.flatten()[worst],
-                                      largest_each.flatten()[worst]]).tolist()
+        worst = (each / rounding_each).flatten().argmin().view(1)
+        pivot, largest = torch.cat([each.flatten()[worst],
+                                    largest_each.flatten()[worst]]).tolist()
         rounding = units * (1 + largest)
     check_core_condition(CoreCondition(pivot, rounding, computed))
 

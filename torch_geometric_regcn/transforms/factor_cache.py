@@ -37,7 +37,7 @@ from torch_geometric_regcn.utils.validation import as_root
 from torch_geometric_regcn.version import __version__  # solver changes come with releases
 
 #: Bumped whenever a solver change alters the cached results.
-CACHE_FORMAT = 'regcn-lowrank-3'
+CACHE_FORMAT = 'regcn-lowrank-4'
 
 #: The layout of a cache file (the tensors, :obj:`meta`, its key and a checksum).
 FILE_FORMAT = 'regcn-cache-3'

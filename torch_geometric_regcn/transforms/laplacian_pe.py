@@ -263,10 +263,10 @@ class LaplacianEigenPE(BaseTransform):
         if edge_index is None:
             device = data.x.device if data.x is not None else torch.device('cpu')
             edge_index = torch.empty(2, 0, dtype=torch.long, device=device)
+        check_materialized(edge_index=edge_index, edge_weight=weight)  # before any copy
         if isinstance(weight, Tensor) and isinstance(edge_index, Tensor):
             check_real_dtype('edge_weight', weight)  # before the cast drops a part
             weight = weight.to(edge_index.device, torch.float64)
-        check_materialized(edge_index=edge_index, edge_weight=weight)
         device = edge_index.device
         if num_nodes <= self.DENSE_THRESHOLD and device.type != 'cpu':
             # A small graph costs an accelerator a few kernel launches and host syncs
