@@ -133,12 +133,18 @@ NON_QUADRATIC = [(name, solver) for name in ('elastic', 'airgnn', 'pgnn', 'robus
                  for solver in REGISTRY[name].solvers]
 
 
-@pytest.mark.parametrize('name, solver', NON_QUADRATIC)
-def test_compiled_non_quadratic_layer_equals_eager(data, name, solver):
-    # The outer iterations run eagerly (a graph break), as the sparse solvers do.
+def non_quadratic_layer(name, solver):
+    # 3 steps or reweightings, short of irls_tol on purpose (its warning is ignored)
     layer = RegularizerConv(F_IN, F_OUT, name, solver=solver, tol=1e-12, K=3,
                             irls_tol=1e-15).double()
     torch.nn.init.normal_(layer.bias)
+    return layer
+
+
+@pytest.mark.parametrize('name, solver', NON_QUADRATIC)
+def test_compiled_non_quadratic_layer_equals_eager(data, name, solver):
+    # The outer iterations run eagerly (a graph break), as the sparse solvers do.
+    layer = non_quadratic_layer(name, solver)
     with warnings.catch_warnings():  # 3 reweightings stop short of irls_tol (on purpose)
         warnings.simplefilter('ignore')
         expected = forward_backward(layer, data.x, edge_index=data.edge_index)
@@ -165,9 +171,7 @@ def _weighted(data, device):
 def test_non_quadratic_layer_on_cuda_equals_cpu_with_edge_weights(data, name, solver):
     # The same float64 iteration on both devices: only the order of the sums
     # differs (CUDA's scatter adds atomically), within TOL as above.
-    layer = RegularizerConv(F_IN, F_OUT, name, solver=solver, tol=1e-12, K=3,
-                            irls_tol=1e-15).double()
-    torch.nn.init.normal_(layer.bias)
+    layer = non_quadratic_layer(name, solver)
     with warnings.catch_warnings():  # 3 reweightings stop short of irls_tol (on purpose)
         warnings.simplefilter('ignore')
         x, kwargs = _weighted(data, 'cpu')
@@ -185,11 +189,12 @@ def test_non_quadratic_layer_on_cuda_equals_cpu_with_edge_weights(data, name, so
 def test_compiled_layer_on_cuda_equals_eager(data, name, solver):
     # Inductor's CUDA kernels for the dense parts, the eager solvers between
     # them (a graph break), against the same layer run eagerly on the GPU.
-    kwargs = dict(K=3, irls_tol=1e-15) if name in ('elastic', 'airgnn', 'pgnn', 'robust') \
-        else coefficients(name)
-    layer = RegularizerConv(F_IN, F_OUT, name, solver=solver, tol=1e-12,
-                            **kwargs).double().cuda()
-    torch.nn.init.normal_(layer.bias)
+    if (name, solver) in NON_QUADRATIC:
+        layer = non_quadratic_layer(name, solver).cuda()
+    else:
+        layer = RegularizerConv(F_IN, F_OUT, name, solver=solver, tol=1e-12,
+                                **coefficients(name)).double().cuda()
+        torch.nn.init.normal_(layer.bias)
     if solver == 'lowrank':
         x = data.x.cuda()
         inputs_ = {k: v.cuda() for k, v in inputs(data, name, solver).items()}
