@@ -4,17 +4,18 @@ in turn done in float64.
 
 On an NVIDIA H200 (2026-11-30) the float32 solve of the tsGCN operator of a
 100k-node graph stopped at a relative residual of 1.4e-4, while the same solve
-on the CPU reached 2e-6 and the float64 solve on the GPU 3e-7, in 3 cycles
-each; the float32 sparse product and a 64-column Gram matrix were accurate
+on the CPU reached 2e-6 and the float64 solve on the GPU converged in 3
+cycles; the float32 sparse product and a 64-column Gram matrix were accurate
 there (relative errors 9e-8 and 2e-7). This script runs the float32 solve
-(rank 64, ``'LA'``, a fixed number of restart cycles, tol 1e-12: no
-stopping test is met) once
-as it is and once with each part below computed in float64 and rounded back
-to float32, so that the part whose float64 version lowers the residual to
-the CPU's level is the one that limits it:
+(rank 64, ``'LA'``, ``--cycles`` restart cycles, tol 1e-12, which no cycle
+meets) once as it is and once with each part below computed in float64 and
+rounded back to float32, so that the part whose float64 version lowers the
+residual to the CPU's level is the one that limits it:
 
-- ``eigh``: the eigendecompositions of the small projected matrices
-  (``torch.linalg.eigh``/``eigvalsh``, on the CPU in float64);
+- ``eigh``: the eigendecompositions of the small projected matrices, which
+  the solvers already do in float64 on the matrix's device
+  (:func:`~torch_geometric_regcn.linalg.eigenpairs.small_eigh`): here on the
+  CPU (LAPACK against the device's own library), with ``eigvalsh`` too;
 - ``gram``: the Gram matrices :math:`\mathbf{A}^{\top}\mathbf{B}` of the
   blocks (``linalg.blocks.local_gram``);
 - ``product``: the products with the sparse operator in the Chebyshev filter;
