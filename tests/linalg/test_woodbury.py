@@ -28,8 +28,8 @@ from torch_geometric_regcn.linalg.woodbury import (
     ROUNDING_UNITS,
     SINGULAR_ERROR,
     CoreCondition,
-    check_core_condition,
     _check_core,
+    check_core_condition,
     eigenpair_tolerance,
 )
 
