@@ -122,8 +122,13 @@ def solve(spec: dict) -> dict:
                 v0 = np.random.default_rng(0).standard_normal(mat.shape[0]).astype(mat.dtype)
                 vals, vecs = _cupy_eigsh(op, rank, tol, v0)
             else:
+                trace = None
+                if spec.get('trace'):  # each cycle's residual and time, as it happens
+                    def trace(cycle, residual, start=time.perf_counter()):
+                        print(f'      cycle {cycle}: residual {residual:.2e}, '
+                              f'{time.perf_counter() - start:.2f} s', flush=True)
                 pairs = extreme_eigenpairs(op, rank, 'LA', tol, spec['max_iter'],
-                                           spec['solver'],
+                                           spec['solver'], callback=trace,
                                            generator=torch.Generator(device).manual_seed(0))
                 if cuda:
                     torch.cuda.synchronize()
@@ -204,7 +209,7 @@ def run_graph(rep, args, name, path, note, tmp):
         for tol in args.ours_tols:
             run(f'ours lanczos tol={tol:g}' + (' (default)' if tol == 1e-4 else '') + on,
                 threads, solver='lanczos', tol=tol, max_iter=100, device=args.device,
-                **again)
+                trace=args.trace, **again)
         if args.cupy and threads == args.threads[-1]:  # the GPU's: once
             for tol in args.eigsh_tols:
                 run(f'cupy eigsh tol={tol:g}, {args.device}', threads, solver='cupy', tol=tol,
@@ -286,6 +291,8 @@ def main(argv=None):
     p.add_argument('--no-chebyshev', dest='chebyshev', action='store_false',
                    help='leave out the subspace-iteration rows')
     p.add_argument('--device', default='cpu', help="where our solver runs (eigsh: the CPU)")
+    p.add_argument('--trace', action='store_true',
+                   help="print each cycle's residual and time of our solver as it runs")
     p.add_argument('--cupy', action='store_true',
                    help="also CuPy's eigsh on --device (a CUDA device)")
     p.add_argument('--output', default=None,

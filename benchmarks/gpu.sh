@@ -51,11 +51,12 @@ step smoke 90 python3 -m benchmarks.scale --device "$DEVICE" --nodes 20000 \
 # H200 of 2026-11-30 stopped at 1.4e-4 where the CPU reached 2e-6).
 step precision_floor 60 python3 -m benchmarks.precision_floor --device "$DEVICE"
 # Ours and CuPy's eigsh on the GPU, scipy's on the CPU (its report is written after
-# each graph).
+# each graph; --trace prints our cycles: on 2026-11-30 our 169k run did not return in
+# ~80 s there, where the same solve called directly ran 20 cycles in 0.8 s).
 cupy=(); [[ $DEVICE == cuda* ]] && python3 -c 'import cupyx.scipy.sparse.linalg' 2>/dev/null \
   && cupy=(--cupy)
 step eigensolver 200 python3 -m benchmarks.eigensolver --device "$DEVICE" "${cupy[@]}" \
-  --threads "$(nproc)" --repeats 2 --eigsh-tols 1e-5 --no-chebyshev --synthetic-nodes "$SYNTH" \
+  --trace --threads "$(nproc)" --repeats 2 --eigsh-tols 1e-5 --no-chebyshev --synthetic-nodes "$SYNTH" \
   --output "benchmarks/results/eigensolver_$DEVICE.md"
 # LaplacianEigenPE on the GPU against PyG's (scipy, on the CPU) on the three workloads
 # (its report is written after each family; PyG's eigs on PubMed did not return in
