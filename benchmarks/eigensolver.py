@@ -93,6 +93,15 @@ def _cupy_eigsh(mat, rank: int, tol: float, v0: np.ndarray):
     return cupy.asnumpy(vals), cupy.asnumpy(vecs)
 
 
+def _trace(start: float):
+    r"""The callback of :func:`extreme_eigenpairs` that prints each cycle's
+    residual and the time since :obj:`start`, as it happens."""
+    def report(cycle: int, residual: float) -> None:
+        print(f'      cycle {cycle}: residual {residual:.2e}, '
+              f'{time.perf_counter() - start:.2f} s', flush=True)
+    return report
+
+
 def solve(spec: dict) -> dict:
     r"""In a spawned process: ``spec['repeats']`` calls of one solver on the
     operator in ``spec['op_path']``, timed, with their peak memory (on a GPU,
@@ -122,11 +131,7 @@ def solve(spec: dict) -> dict:
                 v0 = np.random.default_rng(0).standard_normal(mat.shape[0]).astype(mat.dtype)
                 vals, vecs = _cupy_eigsh(op, rank, tol, v0)
             else:
-                trace = None
-                if spec.get('trace'):  # each cycle's residual and time, as it happens
-                    def trace(cycle, residual, start=time.perf_counter()):
-                        print(f'      cycle {cycle}: residual {residual:.2e}, '
-                              f'{time.perf_counter() - start:.2f} s', flush=True)
+                trace = _trace(t0) if spec.get('trace') else None
                 pairs = extreme_eigenpairs(op, rank, 'LA', tol, spec['max_iter'],
                                            spec['solver'], callback=trace,
                                            generator=torch.Generator(device).manual_seed(0))
