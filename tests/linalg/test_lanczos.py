@@ -136,18 +136,20 @@ def test_block_lanczos_keeps_the_degree_when_progress_is_slow_far_above_rounding
 
 def test_block_lanczos_returns_the_best_pairs_across_restarts():
     # The stall (float32's floor, about 1e-6 here, from cycle 3) restarts Lanczos
-    # at a lower degree at cycle 9 of 10 from a random block; the pairs of
-    # cycles 1-8 are better than the restart's two cycles.
+    # at a lower degree from a random block (at cycle 9 on the machines measured;
+    # 12 cycles leave room for a floor reached a cycle or two later elsewhere):
+    # the restart's first cycles are far worse than the pairs kept before it.
     s = operator()
     reports = []
     with pytest.warns(UserWarning, match='relative residual'):
-        pairs = block_lanczos(s.float(), 8, tol=1e-12, max_iter=10, degree=16,
+        pairs = block_lanczos(s.float(), 8, tol=1e-12, max_iter=12, degree=16,
                               generator=torch.Generator().manual_seed(0),
                               callback=lambda cycle, residual: reports.append((cycle, residual)))
     assert reports[0] == (0, math.inf)  # the spectrum located, no pairs yet
-    assert [cycle for cycle, _ in reports[1:]] == list(range(1, 11))
+    assert [cycle for cycle, _ in reports[1:]] == list(range(1, 13))
     residuals = [residual for _, residual in reports[1:]]
-    assert residuals[-1] > 100 * min(residuals)
+    best = residuals.index(min(residuals))
+    assert max(residuals[best + 1:], default=0.0) > 100 * min(residuals)  # a restart after it
     assert pairs.residual == min(residuals)
     # float32 rounding plus a residual of ~1e-6 (times ‖S‖ ≤ 1) bound the error.
     np.testing.assert_allclose(pairs.eigenvalues.double().numpy(), reference(s, 8, 'LA')[0],

@@ -158,12 +158,11 @@ def test_compiled_non_quadratic_layer_equals_eager(data, name, solver):
 
 
 def _weighted(data, device):
-    # Symmetric positive edge weights on the same graph (issue 30: with edge_weight).
-    gen = torch.Generator().manual_seed(3)
-    w = 0.5 + torch.rand(N, N, generator=gen, dtype=torch.float64)
-    w = (w + w.T)[data.edge_index[0], data.edge_index[1]]
-    return data.x.to(device), dict(edge_index=data.edge_index.to(device),
-                                   edge_weight=w.to(device))
+    # The fixture's graph with its symmetric positive weights (issue 30: with edge_weight).
+    edge_index, weight = undirected_graph(0, N, weighted=True)
+    assert torch.equal(edge_index, data.edge_index)
+    return data.x.to(device), dict(edge_index=edge_index.to(device),
+                                   edge_weight=weight.to(device))
 
 
 @CUDA
