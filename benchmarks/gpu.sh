@@ -47,6 +47,10 @@ python3 -c 'import torch, torch_geometric, scipy, os; print("torch", torch.__ver
 step tests 180 python3 -m pytest -q -p no:cacheprovider -k 'cuda or device' tests || exit 1
 step smoke 90 python3 -m benchmarks.scale --device "$DEVICE" --nodes 20000 \
   --recall-sample 5000 || exit 1
+# The non-quadratic regularisers' time per epoch against APPNP's (issue 30: 4.3-5.6x
+# on 2026-11-30, launch-bound), with the operators and kernels of an epoch.
+step nonquadratic 60 python3 -m benchmarks.nonquadratic --device "$DEVICE" --epochs 10 \
+  --repeats 3 --count-ops
 # Which float32 part of the eigensolver limits its residual on this device (the
 # H200 of 2026-11-30 stopped at 1.4e-4 where the CPU reached 2e-6).
 step precision_floor 60 python3 -m benchmarks.precision_floor --device "$DEVICE"
@@ -66,9 +70,6 @@ step eigen_pe 130 python3 -m benchmarks.eigen_pe --device "$DEVICE" --threads "$
   --limit 15 --limit-large 40 --output "benchmarks/results/eigen_pe_$DEVICE.md"
 step scale 90 python3 -m benchmarks.scale --device "$DEVICE" --nodes "$NODES" \
   --output "benchmarks/results/scale_$DEVICE.md"
-# The non-quadratic regularisers' time per epoch against APPNP's (issue 30), on the GPU.
-step nonquadratic 60 python3 -m benchmarks.nonquadratic --device "$DEVICE" --epochs 10 \
-  --repeats 3
 # Table 3 cells: first 3 seeds of everything missing, then up to 10.
 step accuracy3 400 python3 -m benchmarks.accuracy --device "$DEVICE" --seeds 3 \
   --datasets PubMed ACM UAI BlogCatalog Flickr CiteSeer

@@ -4,7 +4,7 @@ Run from the repository root::
 
     python -m benchmarks.nonquadratic [--datasets cora citeseer pubmed]
         [--models elastic airgnn pgnn robust] [--epochs 20] [--repeats 5]
-        [--device cuda]
+        [--device cuda] [--count-ops]
 
 Each model is the network of ``harness.heterophily.MODELS`` (an MLP of 2
 layers, 64 hidden, and a parameter-free propagation: PyG's ``APPNP`` with
@@ -17,6 +17,13 @@ seconds per epoch over its blocks and its ratio to APPNP's. Pin the threads
 (``OMP_NUM_THREADS=1``) and run on a quiet machine. With ``--device cuda``
 every model and the graph live on the GPU, and each block's time ends with a
 ``torch.cuda.synchronize()``.
+
+With ``--count-ops`` it also profiles one training epoch of each model
+(``torch.profiler``) and prints the operator calls it made (the top-level
+``aten`` operators: each one a dispatch, and on a GPU at least one kernel
+launch), the autograd nodes its backward pass ran and, on a GPU, the kernels
+launched, each with its ratio to APPNP's: where an epoch is bound by launches
+rather than arithmetic (small graphs on a GPU), these counts decide its time.
 """
 import argparse
 import os
@@ -60,6 +67,27 @@ def _block(name: str, model, optimizer, data, epochs: int) -> float:
     return (time.perf_counter() - start) / epochs
 
 
+def _count_ops(name: str, model, optimizer, data) -> dict:
+    r"""The operator calls, autograd nodes and (on a GPU) kernel launches of
+    one training epoch of :obj:`model`, after the warm-up epochs."""
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if data.x.is_cuda else [])
+    with profile(activities=activities) as prof:
+        _block(name, model, optimizer, data, 1)
+    events = prof.events()
+    counts = {
+        'operators': sum(1 for e in events if e.name.startswith('aten::') and (
+            e.cpu_parent is None or not e.cpu_parent.name.startswith('aten::'))),
+        'autograd nodes': sum(1 for e in events
+                              if e.name.startswith('autograd::engine::evaluate_function')),
+    }
+    if data.x.is_cuda:
+        counts['kernels'] = sum(1 for e in events if e.name in ('cudaLaunchKernel',
+                                                               'cuLaunchKernel',
+                                                               'cudaLaunchKernelExC'))
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--datasets', nargs='+', type=str.lower, default=list(HOMOPHILOUS),
@@ -69,6 +97,8 @@ def main() -> None:
     parser.add_argument('--epochs', type=positive_int, default=20)
     parser.add_argument('--repeats', type=positive_int, default=5)
     parser.add_argument('--device', default='cpu')
+    parser.add_argument('--count-ops', action='store_true',
+                        help='also count the operators, autograd nodes and kernels of an epoch')
     args = parser.parse_args()
     names = ['appnp'] + args.models
     where = (torch.cuda.get_device_name(args.device) if torch.device(args.device).type == 'cuda'
@@ -88,6 +118,13 @@ def main() -> None:
         cells = [f'{name} {1e3 * statistics.median(times[name]):.1f} ms '
                  f'({statistics.median(times[name]) / base:.2f}x)' for name in names]
         print(f'{dataset}: ' + ', '.join(cells), flush=True)
+        if args.count_ops:
+            counts = {name: _count_ops(name, *models[name], data) for name in names}
+            for what in counts['appnp']:
+                base_count = counts['appnp'][what]
+                cells = [f'{name} {counts[name][what]} ({counts[name][what] / base_count:.2f}x)'
+                         for name in names]
+                print(f'{dataset}, {what} per epoch: ' + ', '.join(cells), flush=True)
 
 
 if __name__ == '__main__':

@@ -73,3 +73,44 @@ def test_entries_that_are_not_symmetric_are_refused_and_duplicates_summed():
     b[torch.arange(inc.num_edges), inc.dst] -= inc.dst_coef
     expected = torch.tensor([[0.5, -0.5], [-0.5, 0.5]], dtype=torch.float64)
     torch.testing.assert_close(b.T @ b, expected, atol=1e-15, rtol=0)
+
+
+@pytest.mark.parametrize('weighted', [False, True])
+def test_the_sparse_rows_give_the_products_and_their_gradients(weighted):
+    # Reference: the dense B0 (the rows without the weights) and autograd
+    # through its products, in float64 (sums of a few O(1) terms: 1e-13).
+    w, ei, weight = dense_weights(weighted=weighted)
+    index, value = adjacency_edges(ei, N, weight, torch.float64)
+    inc = normalized_incidence(index, value, N).with_csr()
+    base, _ = inc.split()
+    assert inc.csr is not None and base.csr is inc.csr
+    b0 = torch.zeros(inc.num_edges, N, dtype=torch.float64)
+    rows = torch.arange(inc.num_edges)
+    b0[rows, inc.src], b0[rows, inc.dst] = inc.src_norm, -inc.dst_norm
+    assert torch.equal(inc.csr[0].to_dense(), b0) and torch.equal(inc.csr[1].to_dense(), b0.T)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(N, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    z = torch.randn(inc.num_edges, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    g_edges = torch.randn(inc.num_edges, 3, dtype=torch.float64, generator=gen)
+    g_nodes = torch.randn(N, 3, dtype=torch.float64, generator=gen)
+    for ours, dense_product, point, seed in ((base.gradient, lambda t: b0 @ t, x, g_edges),
+                                             (base.divergence, lambda t: b0.T @ t, z, g_nodes)):
+        out = ours(point)
+        assert torch.allclose(out, dense_product(point), atol=1e-13)
+        grad, = torch.autograd.grad(out, point, seed, create_graph=True)
+        expected, = torch.autograd.grad(dense_product(point), point, seed)
+        assert torch.allclose(grad, expected, atol=1e-13)
+    # The weighted rows keep the index path (their weights are not in csr).
+    assert torch.allclose(inc.gradient(x), dense(inc) @ x, atol=1e-13)
+
+
+def test_sparse_rows_are_not_built_from_coefficients_that_want_a_gradient():
+    # Their values would be constants: the gradient in the edge weights lost.
+    _, ei, weight = dense_weights(weighted=True)
+    weight = weight.clone().requires_grad_(True)
+    index, value = adjacency_edges(ei, N, weight, torch.float64)
+    inc = normalized_incidence(index, value, N)
+    assert inc.with_csr().csr is None
+    with torch.no_grad():
+        index, value = adjacency_edges(ei, N, weight, torch.float64)
+    assert normalized_incidence(index, value, N).with_csr().csr is not None

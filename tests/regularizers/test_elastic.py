@@ -10,10 +10,11 @@ import warnings
 import pytest
 import torch
 
-from tests.conftest import dense_normalized_adjacency
+from tests.conftest import dense_normalized_adjacency, undirected_graph
 from tests.regularizers.helpers import N, dense_incidence, dense_weights, h_in, operators
 from torch_geometric_regcn import RegularizerConv
 from torch_geometric_regcn import regularizers as R
+from torch_geometric_regcn.regularizers.graph import build_graph
 
 
 def official_emp(x, w, ei, K, lambda1, lambda2, l21):
@@ -92,3 +93,35 @@ def test_errors():
         RegularizerConv(4, 4, regularizer='elastic', solver='cg')
     with pytest.raises(NotImplementedError, match='not a linear filter'):
         R.ElasticRegularizer().frequency_response(torch.zeros(3))
+
+
+@pytest.mark.parametrize('norm', ['l21', 'l1'])
+def test_float32_emp_and_its_gradients_are_the_float64_ones(norm):
+    # Float32 projects each dual row by its norm summed in float64 and keeps
+    # B0's rows as sparse matrices; float64 takes the scaled-row route and the
+    # same sparse rows. Reference: float64, with edge weights (one of them 0,
+    # where the radius is 0). Float32 rounding (6e-8) over 10 steps of a few
+    # O(1) operations per edge and node, values and gradients of size ~1:
+    # 1e-5 with a margin of about 10.
+    ei, weight = undirected_graph(0, weighted=True)
+    weight = weight.to(torch.float64)
+    weight[0] = weight[(ei[0] == ei[1, 0]) & (ei[1] == ei[0, 0])] = 0.0  # both directions
+    reg = R.ElasticRegularizer(1.0, 2.0, norm=norm, K=10)
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(N, 4, dtype=torch.float64, generator=gen)
+    c = torch.randn(N, 4, dtype=torch.float64, generator=gen)
+    results = {}
+    for dtype in (torch.float64, torch.float32):
+        xd = x.to(dtype).requires_grad_(True)
+        wd = weight.to(dtype, copy=True).requires_grad_(True)
+        out = reg.propagate(xd, build_graph(reg, ei, N, wd, dtype), 'emp')
+        grads = torch.autograd.grad((out * c.to(dtype)).sum(), (xd, wd))
+        results[dtype] = [t.double() for t in (out, *grads)]
+    for ours, expected in zip(results[torch.float32], results[torch.float64]):
+        torch.testing.assert_close(ours, expected, rtol=1e-5, atol=1e-5)
+    # And without a gradient in the weights, through the sparse rows of B0.
+    graph = build_graph(reg, ei, N, weight.float(), torch.float32)
+    xd = x.float().requires_grad_(True)
+    grad, = torch.autograd.grad((reg.propagate(xd, graph, 'emp') * c.float()).sum(), xd)
+    assert reg.incidence(graph).csr is not None
+    torch.testing.assert_close(grad.double(), results[torch.float64][1], rtol=1e-5, atol=1e-5)

@@ -34,6 +34,13 @@ class Incidence(NamedTuple):
     #: forms linearly, so their gradient is exact also at :math:`w_e = 0`
     src_norm: Optional[Tensor] = None
     dst_norm: Optional[Tensor] = None
+    #: :math:`\mathbf{B}_0` and :math:`\mathbf{B}_0^{\top}` (the rows
+    #: without the weights, or those of the coefficients where the caller
+    #: built the rows from coefficients alone) as sparse CSR matrices
+    #: :obj:`[E', N]` and :obj:`[N, E']`, built by :meth:`with_csr` where the
+    #: coefficients want no gradient: the products of :math:`\mathbf{B}_0`
+    #: are then one sparse product each, forward and backward
+    csr: Optional[Tuple[Tensor, Tensor]] = None
 
     @property
     def num_edges(self) -> int:
@@ -43,12 +50,16 @@ class Incidence(NamedTuple):
     def gradient(self, x: Tensor) -> Tensor:
         r""":math:`\mathbf{B}\mathbf{X}`, one row per edge, :obj:`[E', F]`.
         Cost: :math:`O(E' F)`."""
+        if self.csr is not None and self.weight is None:
+            return _adjoint_product(self.csr[0], self.csr[1], x)
         return (self.src_coef.unsqueeze(-1) * x.index_select(0, self.src)
                 - self.dst_coef.unsqueeze(-1) * x.index_select(0, self.dst))
 
     def divergence(self, z: Tensor) -> Tensor:
         r""":math:`\mathbf{B}^{\top}\mathbf{Z}` for one row of :obj:`z` per edge,
         :obj:`[N, F]`. Cost: :math:`O(E' F)`."""
+        if self.csr is not None and self.weight is None:
+            return _adjoint_product(self.csr[1], self.csr[0], z)
         out = z.new_zeros((self.num_nodes,) + tuple(z.shape[1:]))
         out = out.index_add(0, self.src, self.src_coef.unsqueeze(-1) * z)
         return out.index_add(0, self.dst, -self.dst_coef.unsqueeze(-1) * z)
@@ -60,8 +71,30 @@ class Incidence(NamedTuple):
         for rows built from coefficients alone."""
         if self.src_norm is None or self.dst_norm is None or self.weight is None:
             return self, None
-        return Incidence(self.src, self.dst, self.src_norm, self.dst_norm,
-                         self.num_nodes), self.weight
+        return Incidence(self.src, self.dst, self.src_norm, self.dst_norm, self.num_nodes,
+                         csr=self.csr), self.weight
+
+    def with_csr(self) -> 'Incidence':
+        r"""This incidence matrix with :attr:`csr` built, where the
+        coefficients of :math:`\mathbf{B}_0` want no gradient (else as it is:
+        the index operations of the products differentiate them). Cost: one
+        stable sort of the :math:`2E'` entries by node."""
+        src_coef, dst_coef = ((self.src_coef, self.dst_coef) if self.src_norm is None
+                              or self.dst_norm is None else (self.src_norm, self.dst_norm))
+        if self.csr is not None or src_coef.requires_grad or dst_coef.requires_grad:
+            return self
+        edges, n = self.num_edges, self.num_nodes
+        node = torch.stack([self.src, self.dst], dim=1).reshape(-1)  # entry 2e + side
+        value = torch.stack([src_coef, -dst_coef], dim=1).reshape(-1).detach()
+        crow = torch.arange(0, 2 * edges + 1, 2, device=node.device)
+        matrix = torch.sparse_csr_tensor(crow, node, value, (edges, n), check_invariants=False)
+        order = torch.sort(node, stable=True).indices  # by node, then by edge
+        counts = torch.bincount(node, minlength=n)
+        crow_t = torch.zeros(n + 1, dtype=torch.long, device=node.device)
+        torch.cumsum(counts, 0, out=crow_t[1:])
+        adjoint = torch.sparse_csr_tensor(crow_t, order // 2, value[order], (n, edges),
+                                          check_invariants=False)
+        return self._replace(csr=(matrix, adjoint))
 
     def scaled(self, weight: Optional[Tensor]) -> Tuple['Incidence', Optional[Tensor]]:
         r""":math:`\mathbf{B}_0` and the edge weights :math:`\mathbf{w} \odot
@@ -102,6 +135,26 @@ class Incidence(NamedTuple):
         out = weight.new_zeros((self.num_nodes,) + tuple(weight.shape[1:]))
         out = out.index_add(0, self.src, base.src_coef.square().view(shape) * scale)
         return out.index_add(0, self.dst, base.dst_coef.square().view(shape) * scale)
+
+
+class _AdjointProduct(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, matrix: Tensor, adjoint: Tensor, x: Tensor) -> Tensor:  # type: ignore[override]
+        ctx.adjoint, ctx.matrix = adjoint, matrix  # constant: kept as they are
+        return matrix @ x
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        return None, None, _adjoint_product(ctx.adjoint, ctx.matrix, grad)
+
+
+def _adjoint_product(matrix: Tensor, adjoint: Tensor, x: Tensor) -> Tensor:
+    r""":math:`\mathbf{M}\mathbf{X}` for a constant sparse CSR matrix whose
+    transpose :obj:`adjoint` is at hand: the backward pass multiplies by it
+    (torch's own would form the transpose, a sort, on every call)."""
+    if not (x.requires_grad and torch.is_grad_enabled()):
+        return matrix @ x
+    return _AdjointProduct.apply(matrix, adjoint, x)
 
 
 def weight_sqrt(weight: Tensor) -> Tensor:

@@ -1,12 +1,13 @@
 r"""ElasticGNN's regulariser: :math:`\ell_1` or :math:`\ell_{21}` graph trend
 filtering with Laplacian smoothing, solved by elastic message passing."""
 import math
-from typing import Any, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
-from torch_geometric_regcn.linalg.incidence import weight_sqrt
+from torch_geometric_regcn.linalg.incidence import Incidence, weight_sqrt
 from torch_geometric_regcn.regularizers.graph import GraphOperators
 from torch_geometric_regcn.regularizers.iterative import (
     IterativeRegularizer,
@@ -74,8 +75,9 @@ class ElasticRegularizer(IterativeRegularizer):
 
     Costs per step: :math:`O(E F)`, about twice APPNP's step for
     :obj:`"emp"` (one product with :math:`\hat{\mathbf{A}}`, one with
-    :math:`\mathbf{B}` and two with :math:`\mathbf{B}^{\top}`); memory
-    :math:`O(E F)` for the dual, per step kept for the backward pass.
+    :math:`\mathbf{B}` and one with :math:`\mathbf{B}^{\top}`, whose result
+    the next step reuses); memory :math:`O(E F)` for the dual, per step kept
+    for the backward pass.
 
     **Projection: identity, decoupled** (:obj:`decoupled=True`), as in the
     paper: a network transforms the features first (an MLP) and propagates
@@ -132,35 +134,62 @@ class ElasticRegularizer(IterativeRegularizer):
     def step(self, solver: str, h: Tensor, x: Tensor, graph: GraphOperators,
              state: Any) -> Tuple[Tensor, Any]:
         gamma = 1.0 / (1.0 + self.lambda2)
-        y = gamma * x + (1.0 - gamma) * graph.matmul(graph.adj, h) if self.lambda2 > 0 else x
+        if state is None:
+            state = self._start(x, graph, gamma)
+        y = (torch.add(state.scaled_x, graph.matmul(graph.adj, h), alpha=1.0 - gamma)
+             if self.lambda2 > 0 else x)
         if self.lambda1 == 0:
-            return y, None
+            return y, state
+        base, w, q, moved = state.base, state.weight, state.q, state.moved
+        step = base.gradient(y if moved is None else torch.add(y, moved, alpha=-gamma))
+        beta = 0.5 / gamma
+        if q is None:
+            q_bar = beta * step if w is None else (beta * w) * step
+        else:
+            q_bar = (torch.add(q, step, alpha=beta) if w is None
+                     else torch.addcmul(q, w, step, value=beta))
+        q = self._project(q_bar, state.radius)
+        moved = base.divergence(q)
+        return torch.add(y, moved, alpha=-gamma), state._replace(q=q, moved=moved)
+
+    def _start(self, x: Tensor, graph: GraphOperators, gamma: float) -> '_Dual':
+        r"""What every step of :obj:`"emp"` reads: :math:`\gamma\mathbf{X}`,
+        :math:`\mathbf{B}_0`, the weights and the radii of the projection, and
+        the dual, zero at the start."""
+        scaled_x = gamma * x if self.lambda2 > 0 else x
+        if self.lambda1 == 0:
+            return _Dual(scaled_x, None, None, self.lambda1)
         # In the variable Q = diag(sqrt(w)) Z, with B = diag(sqrt(w)) B0, the
         # graph's weights enter linearly but for the radius of each row's
         # ball, lambda1 sqrt(w_e) (where Q is small next to it, near w_e = 0,
         # the projection is the identity): so the gradient in an edge weight
         # is exact also at zero, where that of sqrt(w) in B is not.
         base, w = self.incidence(graph).split()
-        q = state if state is not None else x.new_zeros(base.num_edges, x.size(-1))
-        w = w.unsqueeze(-1) if w is not None else None
-        step = base.gradient(y - gamma * base.divergence(q))
-        q_bar = q + (0.5 / gamma) * (step if w is None else w * step)
-        q = self._project(q_bar, w)
-        return y - gamma * base.divergence(q), q
+        if w is None:
+            return _Dual(scaled_x, base, None, self.lambda1)
+        w = w.unsqueeze(-1)
+        radius = self.lambda1 * weight_sqrt(w)
+        if self.norm == 'l21' and x.dtype != torch.float64:
+            # Compared with the rows' norms, summed in float64; at least the
+            # smallest normal number, so that a zero row of a zero-weight edge
+            # is inside its ball (scaled by 1, as the float64 route takes it).
+            radius = radius.double().clamp_min(torch.finfo(torch.float64).tiny)
+        return _Dual(scaled_x, base, w, radius)
 
-    def _project(self, q: Tensor, w: Optional[Tensor]) -> Tensor:
+    def _project(self, q: Tensor, radius: Union[float, Tensor]) -> Tensor:
         r"""Each row (:obj:`"l21"`) or entry (:obj:`"l1"`) of :math:`\mathbf{Q}`
-        onto the ball of radius :math:`\lambda_1\sqrt{w_e}` (:obj:`w` :obj:`[E',
-        1]`; :obj:`None`: ones): :math:`\mathbf{Z}`'s projection onto radius
-        :math:`\lambda_1`, in the variable :math:`\mathbf{Q}`."""
-        radius = self.lambda1 if w is None else self.lambda1 * weight_sqrt(w)
+        onto the ball of radius :math:`\lambda_1\sqrt{w_e}` (:obj:`radius`,
+        :obj:`[E', 1]` or a number): :math:`\mathbf{Z}`'s projection onto
+        radius :math:`\lambda_1`, in the variable :math:`\mathbf{Q}`."""
         if self.norm == 'l1':  # each entry onto [-radius, radius]
             return q.clamp(-radius, radius)
         if q.size(-1) == 0:
             return q
-        # Each row onto the l2 ball, q * min(1, radius / ||q||), with ||q|| =
-        # largest * norm never formed: its squares and the norm itself may
-        # overflow for finite q (radius / inf would zero the row).
+        if q.dtype != torch.float64:
+            return _RowProjection.apply(q, radius)
+        # Float64: each row divided by its largest magnitude first, with
+        # ||q|| = largest * norm never formed: its squares and the norm itself
+        # may overflow for finite q (radius / inf would zero the row).
         tiny = torch.finfo(q.dtype).tiny
         largest = q.abs().amax(dim=-1, keepdim=True)
         unit = q / largest.clamp_min(tiny)  # largest magnitude 1 (a zero row stays 0)
@@ -169,3 +198,54 @@ class ElasticRegularizer(IterativeRegularizer):
         # Clamped at 1, not at tiny: radius / tiny overflows, and the branch
         # torch.where leaves out still passes 0 * inf = NaN to the gradient.
         return torch.where(inside, q, unit * (radius / norm.clamp_min(1.0)))
+
+
+class _Dual(NamedTuple):
+    r"""The state of :obj:`"emp"` between steps."""
+    #: :math:`\gamma\mathbf{X}`
+    scaled_x: Tensor
+    #: :math:`\mathbf{B}_0`, the incidence matrix without the weights
+    #: (:obj:`None` without trend filtering, :math:`\lambda_1 = 0`)
+    base: Optional[Incidence]
+    #: the graph's edge weights :obj:`[E', 1]` (:obj:`None`: ones)
+    weight: Optional[Tensor]
+    #: the radius of each row's ball, :math:`\lambda_1\sqrt{w_e}` (in float64
+    #: for the rows' norms of a narrower :math:`\mathbf{Q}`)
+    radius: Union[float, Tensor]
+    #: the dual :math:`\mathbf{Q}` (:obj:`None`: zero, the start)
+    q: Optional[Tensor] = None
+    #: :math:`\mathbf{B}_0^{\top}\mathbf{Q}`, kept for the next step's
+    #: extrapolation :math:`\mathbf{Y} - \gamma\mathbf{B}^{\top}\mathbf{Z}`
+    moved: Optional[Tensor] = None
+
+
+class _RowProjection(torch.autograd.Function):
+    r"""Each row :math:`\mathbf{q}_e` of a float32 (or narrower)
+    :math:`\mathbf{Q}` onto the :math:`\ell_2` ball of radius :math:`r_e > 0`:
+    scaled by :math:`s_e = r_e / \max(\|\mathbf{q}_e\|, r_e)`, with the norm's
+    squares summed in float64, where no such row overflows. The backward pass
+    is written out, :math:`s_e(\mathbf{g}_e - \mathbf{q}_e(\mathbf{q}_e \cdot
+    \mathbf{g}_e)/\|\mathbf{q}_e\|^2)` for a row outside its ball and
+    :math:`\mathbf{g}_e` inside, and :math:`(\mathbf{q}_e \cdot
+    \mathbf{g}_e)/\|\mathbf{q}_e\|` for a radius outside (a few operations,
+    where autograd runs about twenty); it is not differentiated again."""
+    @staticmethod
+    def forward(ctx, q: Tensor, radius: Union[float, Tensor]) -> Tensor:  # type: ignore[override]
+        norm = torch.linalg.vector_norm(q, dim=-1, keepdim=True, dtype=torch.float64)
+        is_tensor = isinstance(radius, Tensor)
+        scale = radius / (torch.maximum(norm, radius) if is_tensor else norm.clamp_min(radius))
+        ctx.save_for_backward(q, norm, scale, radius if is_tensor else None)
+        ctx.radius = None if is_tensor else radius
+        return q * scale.to(q.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        q, norm, scale, radius = ctx.saved_tensors
+        outside = norm > (radius if radius is not None else ctx.radius)
+        inverse = torch.where(outside, norm.reciprocal(), 0.0)  # a zero row is inside
+        ratio = (q * grad).sum(dim=-1, keepdim=True, dtype=torch.float64) * inverse
+        coef = (scale * ratio * inverse).to(q.dtype)  # (q . g) s / ||q||^2 outside
+        grad_q = torch.addcmul(grad * scale.to(q.dtype), q, coef, value=-1.0)
+        grad_radius = ratio if radius is not None and ctx.needs_input_grad[1] else None
+        return grad_q, grad_radius

@@ -42,6 +42,7 @@ from torch_geometric_regcn.linalg.graph_operator import (
     normalized_rows,
 )
 from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
+from torch_geometric_regcn.linalg.symmetric_product import symmetric_matmul
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.sparse import csr_matrix, sparse_identity
 from torch_geometric_regcn.utils.validation import (
@@ -395,8 +396,14 @@ class GraphOperators:
     def matmul(self, matrix: Tensor, x: Tensor) -> Tensor:
         r"""The product :math:`\mathbf{A}\mathbf{X}` of a sparse operator
         :obj:`matrix` of this graph with node features :obj:`x`, through
-        :attr:`propagate` when set."""
-        return matrix @ x if self.propagate is None else self.propagate(matrix, x)
+        :attr:`propagate` when set. In one process and undirected, every
+        operator of the graph is symmetric, and its product's backward pass is
+        one more product with it (:func:`symmetric_matmul`)."""
+        if self.propagate is not None:
+            return self.propagate(matrix, x)
+        if self.group is None and self.direction is None:
+            return symmetric_matmul(matrix, x)
+        return matrix @ x
 
     def memo(self, key: Hashable, build: Callable[[], T], version: Hashable = 0) -> T:
         r"""Returns :obj:`build()`, computed on the first call for :obj:`key`

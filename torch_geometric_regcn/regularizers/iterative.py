@@ -124,14 +124,17 @@ class IterativeRegularizer(Regularizer):
 
     def incidence(self, graph: GraphOperators) -> Incidence:
         r"""The normalised incidence matrix of the graph, built once per graph
-        (one process: a rank's shard of the graph is refused)."""
+        (one process: a rank's shard of the graph is refused), with its
+        unweighted rows as sparse matrices where the graph's weights want no
+        gradient (:meth:`Incidence.with_csr`)."""
         if graph.partition is not None or graph.group is not None:
             raise ValueError(f"{type(self).__name__} runs in one process: its incidence "
                              f"matrix is not built on shards (drop 'partition' and 'group')")
 
         def build() -> Incidence:
             index, value = graph.adjacency_edges()
-            return normalized_incidence(index, value, graph.num_nodes, self.self_loops)
+            return normalized_incidence(index, value, graph.num_nodes,
+                                        self.self_loops).with_csr()
         return graph.memo(('incidence', self.self_loops), build)
 
     def operator(self, graph: GraphOperators) -> Tensor:
@@ -159,8 +162,9 @@ class IterativeRegularizer(Regularizer):
         every iteration (one more pass over the edges each). A NaN or an
         infinity in :obj:`x`, a coefficient that torch cannot convert to its
         dtype, and an iterate that overflows (checked after every step: one
-        reduction and one synchronisation) raise a :class:`ValueError`
-        naming them."""
+        reduction each, read on the host after the last step, or at every
+        step of :obj:`"irls"` and with :obj:`trace`) raise a
+        :class:`ValueError` naming them."""
         solver = self.check_solver(solver)
         return _solve(self, x, graph, solver, tol, max_iter, trace)
 
@@ -292,6 +296,7 @@ def _iterate(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators
         h = regularizer.irls_start(x, graph)
     label = _components(regularizer, graph) if solver == 'irls' or trace else None
     energies = [regularizer.objective(h, x, graph).detach()] if trace else []
+    bounds: List[Tuple[Tensor, Tensor]] = []  # of the steps not yet checked
     iterations = 0
     for iterations in range(1, regularizer.K + 1):
         if solver == 'irls':
@@ -302,10 +307,12 @@ def _iterate(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators
         else:
             new, state = regularizer.step(solver, h, x, graph, state)
         # Every step (one reduction): a rule has no residual that would show it.
-        if not all_finite(new):
-            raise ValueError(f"{regularizer!r} diverged: its {solver!r} iteration {iterations} "
-                             f"produced NaN or infinite values; check the input and the "
-                             f"coefficients (their size against {x.dtype}'s range)")
+        # Read on the host at once where the step synchronises anyway (IRLS,
+        # trace), else after the last step, which then names the first.
+        if new.numel() and (solver == 'irls' or trace):
+            _check_steps(regularizer, solver, [torch.aminmax(new.detach())], iterations, x)
+        elif new.numel():
+            bounds.append(torch.aminmax(new.detach()))
         if solver == 'irls' or trace:
             change = float(_relative_change(new, h, label))
         h = new
@@ -313,6 +320,7 @@ def _iterate(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators
             energies.append(regularizer.objective(h, x, graph).detach())
         if solver == 'irls' and change <= regularizer.irls_tol:
             break
+    _check_steps(regularizer, solver, bounds, 1, x)
     if solver == 'irls' and change > regularizer.irls_tol:
         warn_once(regularizer, 'irls', (
             f"{regularizer!r}: IRLS stopped after K={regularizer.K} reweightings with relative "
@@ -320,6 +328,22 @@ def _iterate(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators
             f"'irls_tol' (this regulariser warns once; solve() reports the change of every "
             f"call)"), stacklevel=outside_stacklevel())
     return Solve(h, torch.stack(energies) if trace else None, iterations, change)
+
+
+def _check_steps(regularizer: IterativeRegularizer, solver: str,
+                 bounds: List[Tuple[Tensor, Tensor]], first: int, x: Tensor) -> None:
+    r"""Raises the error that names the first of the iterations
+    :obj:`first, first + 1, ...` whose iterate's smallest or largest entry
+    (:obj:`bounds`, from :func:`torch.aminmax`) is NaN or infinite: one
+    synchronisation for all of them."""
+    if not bounds:
+        return
+    finite = torch.stack([torch.stack(pair) for pair in bounds]).isfinite().all(dim=-1)
+    if not bool(finite.all()):
+        iteration = first + int((~finite).nonzero()[0, 0])
+        raise ValueError(f"{regularizer!r} diverged: its {solver!r} iteration {iteration} "
+                         f"produced NaN or infinite values; check the input and the "
+                         f"coefficients (their size against {x.dtype}'s range)")
 
 
 def _cg(product: Callable[[Tensor], Tensor], diag: Tensor, rhs: Tensor, tol: float,
