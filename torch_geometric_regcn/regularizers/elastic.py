@@ -140,33 +140,33 @@ class ElasticRegularizer(IterativeRegularizer):
              if self.lambda2 > 0 else x)
         if self.lambda1 == 0:
             return y, state
-        base, w, q, moved = state.base, state.weight, state.q, state.moved
+        base, step_size, q, moved = state.base, state.step_size, state.q, state.moved
         step = base.gradient(y if moved is None else torch.add(y, moved, alpha=-gamma))
-        beta = 0.5 / gamma
         if q is None:
-            q_bar = beta * step if w is None else (beta * w) * step
+            q_bar = step_size * step
         else:
-            q_bar = (torch.add(q, step, alpha=beta) if w is None
-                     else torch.addcmul(q, w, step, value=beta))
+            q_bar = (torch.add(q, step, alpha=step_size) if not isinstance(step_size, Tensor)
+                     else torch.addcmul(q, step_size, step))
         q = self._project(q_bar, state.radius)
         moved = base.divergence(q)
         return torch.add(y, moved, alpha=-gamma), state._replace(q=q, moved=moved)
 
     def _start(self, x: Tensor, graph: GraphOperators, gamma: float) -> '_Dual':
         r"""What every step of :obj:`"emp"` reads: :math:`\gamma\mathbf{X}`,
-        :math:`\mathbf{B}_0`, the weights and the radii of the projection, and
-        the dual, zero at the start."""
+        :math:`\mathbf{B}_0`, the dual's step and the radius of the projection
+        on each edge, and the dual, zero at the start."""
         scaled_x = gamma * x if self.lambda2 > 0 else x
         if self.lambda1 == 0:
-            return _Dual(scaled_x, None, None, self.lambda1)
+            return _Dual(scaled_x, None, 0.0, self.lambda1)
         # In the variable Q = diag(sqrt(w)) Z, with B = diag(sqrt(w)) B0, the
         # graph's weights enter linearly but for the radius of each row's
         # ball, lambda1 sqrt(w_e) (where Q is small next to it, near w_e = 0,
         # the projection is the identity): so the gradient in an edge weight
         # is exact also at zero, where that of sqrt(w) in B is not.
         base, w = self.incidence(graph).split()
+        beta = 0.5 / gamma
         if w is None:
-            return _Dual(scaled_x, base, None, self.lambda1)
+            return _Dual(scaled_x, base, beta, self.lambda1)
         w = w.unsqueeze(-1)
         radius = self.lambda1 * weight_sqrt(w)
         if self.norm == 'l21' and x.dtype != torch.float64:
@@ -174,7 +174,7 @@ class ElasticRegularizer(IterativeRegularizer):
             # smallest normal number, so that a zero row of a zero-weight edge
             # is inside its ball (scaled by 1, as the float64 route takes it).
             radius = radius.double().clamp_min(torch.finfo(torch.float64).tiny)
-        return _Dual(scaled_x, base, w, radius)
+        return _Dual(scaled_x, base, beta * w, radius)
 
     def _project(self, q: Tensor, radius: Union[float, Tensor]) -> Tensor:
         r"""Each row (:obj:`"l21"`) or entry (:obj:`"l1"`) of :math:`\mathbf{Q}`
@@ -207,8 +207,9 @@ class _Dual(NamedTuple):
     #: :math:`\mathbf{B}_0`, the incidence matrix without the weights
     #: (:obj:`None` without trend filtering, :math:`\lambda_1 = 0`)
     base: Optional[Incidence]
-    #: the graph's edge weights :obj:`[E', 1]` (:obj:`None`: ones)
-    weight: Optional[Tensor]
+    #: the dual's step :math:`\beta w_e` on each edge, :obj:`[E', 1]` (a
+    #: number: :math:`\beta`, for rows without weights)
+    step_size: Union[float, Tensor]
     #: the radius of each row's ball, :math:`\lambda_1\sqrt{w_e}` (in float64
     #: for the rows' norms of a narrower :math:`\mathbf{Q}`)
     radius: Union[float, Tensor]

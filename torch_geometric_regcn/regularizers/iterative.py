@@ -338,9 +338,9 @@ def _check_steps(regularizer: IterativeRegularizer, solver: str,
     synchronisation for all of them."""
     if not bounds:
         return
-    finite = torch.stack([torch.stack(pair) for pair in bounds]).isfinite().all(dim=-1)
+    finite = torch.stack([value for pair in bounds for value in pair]).isfinite()
     if not bool(finite.all()):
-        iteration = first + int((~finite).nonzero()[0, 0])
+        iteration = first + int((~finite).nonzero()[0, 0]) // 2
         raise ValueError(f"{regularizer!r} diverged: its {solver!r} iteration {iteration} "
                          f"produced NaN or infinite values; check the input and the "
                          f"coefficients (their size against {x.dtype}'s range)")
