@@ -37,3 +37,24 @@ def test_values_that_want_a_gradient_take_torchs_product():
                     requires_grad=True)
     assert torch.autograd.gradcheck(
         lambda w, y: symmetric_matmul(adjacency(ei, N, w, torch.float64), y), (weight, x))
+
+
+def test_a_given_product_forms_the_forward_pass_only():
+    # A layer's message passing forms the forward product (its hooks see it);
+    # the backward pass is the plain product. Reference: dense float64, 1e-13.
+    ei, weight = undirected_graph(1, N, weighted=True)
+    a = adjacency(ei, N, weight, torch.float64)
+    calls = []
+
+    def product(matrix, x):
+        calls.append(x.shape)
+        return matrix @ x
+
+    x = torch.randn(N, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2),
+                    requires_grad=True)
+    out = symmetric_matmul(a, x, product)
+    grad, = torch.autograd.grad(out.square().sum(), x)
+    dense = dense_normalized_adjacency(ei, N, weight)
+    assert len(calls) == 1
+    assert torch.allclose(out, dense @ x, atol=1e-13)
+    assert torch.allclose(grad, 2 * dense @ (dense @ x), atol=1e-13)

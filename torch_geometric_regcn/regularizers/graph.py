@@ -398,12 +398,13 @@ class GraphOperators:
         :obj:`matrix` of this graph with node features :obj:`x`, through
         :attr:`propagate` when set. In one process and undirected, every
         operator of the graph is symmetric, and its product's backward pass is
-        one more product with it (:func:`symmetric_matmul`)."""
-        if self.propagate is not None:
+        one more product with it (:func:`symmetric_matmul`), but where
+        :attr:`propagate` applies an explainer's edge mask."""
+        if self.group is not None or self.direction is not None:
+            return matrix @ x if self.propagate is None else self.propagate(matrix, x)
+        if self.propagate is not None and (self.masked or self.propagate_params):
             return self.propagate(matrix, x)
-        if self.group is None and self.direction is None:
-            return symmetric_matmul(matrix, x)
-        return matrix @ x
+        return symmetric_matmul(matrix, x, self.propagate)
 
     def memo(self, key: Hashable, build: Callable[[], T], version: Hashable = 0) -> T:
         r"""Returns :obj:`build()`, computed on the first call for :obj:`key`
