@@ -125,3 +125,42 @@ def test_float32_emp_and_its_gradients_are_the_float64_ones(norm):
     grad, = torch.autograd.grad((reg.propagate(xd, graph, 'emp') * c.float()).sum(), xd)
     assert reg.incidence(graph).csr is not None
     torch.testing.assert_close(grad.double(), results[torch.float64][1], rtol=1e-5, atol=1e-5)
+
+
+def test_float32_projection_gradient_far_outside_the_ball():
+    # Rows of the dual far outside their ball (features of 1e25): the
+    # projection's term q (q . g) / ||q||^2 underflowed float32 when scaled by
+    # s = r / ||q|| first, and the edge weights' gradient (lambda2 = 0, where
+    # no other path dominates it) came out ~5x too large. Reference: float64,
+    # where nothing underflows; float32 rounding over 3 steps: 1e-5.
+    ei = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
+    weight = torch.tensor([1.0, 1.0, 0.5, 0.5, 2.0, 2.0], dtype=torch.float64)
+    gen = torch.Generator().manual_seed(0)
+    x, c = (torch.randn(4, 3, dtype=torch.float64, generator=gen) for _ in range(2))
+    reg = R.ElasticRegularizer(1.0, 0.0, norm='l21', K=3)
+    grads = {}
+    for dtype in (torch.float64, torch.float32):
+        xd = (1e25 * x).to(dtype).requires_grad_(True)
+        wd = weight.to(dtype).requires_grad_(True)
+        out = reg.propagate(xd, build_graph(reg, ei, 4, wd, dtype), 'emp')
+        grads[dtype] = torch.autograd.grad((out * c.to(dtype)).sum(), wd)[0].double()
+    torch.testing.assert_close(grads[torch.float32], grads[torch.float64], rtol=1e-5, atol=1e-6)
+
+
+def test_float32_second_derivative_through_the_projection():
+    # create_graph=True: the written-out backward is constant to autograd, so a
+    # Hessian-vector product silently lost the projection's part (1% off here).
+    # Reference: float64 (autograd through the scaled-row route); float32
+    # rounding of 4 steps: 1e-5.
+    ei, _ = undirected_graph(0)
+    gen = torch.Generator().manual_seed(1)
+    x = 3 * torch.randn(N, 3, dtype=torch.float64, generator=gen)
+    v = torch.randn(N, 3, dtype=torch.float64, generator=gen)
+    reg = R.ElasticRegularizer(0.2, 1.0, norm='l21', K=4)
+    hv = {}
+    for dtype in (torch.float64, torch.float32):
+        xd = x.to(dtype).requires_grad_(True)
+        out = reg.propagate(xd, build_graph(reg, ei, N, None, dtype), 'emp')
+        g, = torch.autograd.grad(out.square().sum(), xd, create_graph=True)
+        hv[dtype] = torch.autograd.grad((g * v.to(dtype)).sum(), xd)[0].double()
+    torch.testing.assert_close(hv[torch.float32], hv[torch.float64], rtol=1e-5, atol=1e-5)

@@ -134,3 +134,24 @@ def test_missing_semantic_inputs_and_cg_on_a_directed_graph_are_refused_up_front
     with pytest.raises(ValueError, match="solver='cg' needs a symmetric.*directed"):
         reg.propagate(x, graph, 'cg')
     reg.propagate(x, graph, 'series')  # what a directed graph takes
+
+
+def test_matmul_differentiates_a_matrix_by_its_transpose_unless_told_it_is_symmetric():
+    # A user's regulariser may multiply by its own operator, e.g. the random
+    # walk D~^-1 (A + I), which is not symmetric: its gradient needs the
+    # transpose. Reference: autograd through the dense matrices, float64 (a
+    # few O(1) terms per entry: 1e-13).
+    ei, weight = undirected_graph(0, 30, weighted=True)
+    graph = GraphOperators(30, ei, weight, torch.float64)
+    a_hat = dense_normalized_adjacency(ei, 30, weight)
+    walk = a_hat * a_hat.diagonal().sqrt()[:, None] / a_hat.diagonal().sqrt()[None, :]
+    assert not torch.allclose(walk, walk.T)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(30, 2, dtype=torch.float64, generator=gen, requires_grad=True)
+    seed = torch.randn(30, 2, dtype=torch.float64, generator=gen)
+    for matrix, dense, symmetric in ((walk.to_sparse_csr(), walk, False),
+                                     (graph.adj, a_hat, True)):
+        out = graph.matmul(matrix, x, symmetric=symmetric)
+        grad, = torch.autograd.grad(out, x, seed)
+        assert torch.allclose(out, dense @ x, atol=1e-13)
+        assert torch.allclose(grad, dense.T @ seed, atol=1e-13)

@@ -124,7 +124,8 @@ class AdaptiveResidualRegularizer(IterativeRegularizer):
 
     def step(self, solver: str, h: Tensor, x: Tensor, graph: GraphOperators,
              state: Any) -> Tuple[Tensor, Any]:
-        y = graph.matmul(graph.adj, h)  # H - 2 gamma (1 - lam) L~ H with gamma = 1/(2(1 - lam))
+        # H - 2 gamma (1 - lam) L~ H with gamma = 1/(2(1 - lam))
+        y = graph.matmul(graph.adj, h, symmetric=True)
         if self.lam == 0:  # no residual term: pure smoothing
             return y, None
         if self.lam == 1:  # gamma infinite: the residual term alone, minimised by X

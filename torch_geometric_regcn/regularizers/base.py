@@ -636,7 +636,7 @@ class Regularizer(torch.nn.Module):
         term = omega * self.numerator(x, graph)
         out = term
         for _ in range(self.K - 1):
-            term = term - omega * graph.matmul(matrix, term)
+            term = term - omega * graph.matmul(matrix, term, symmetric=True)
             out = out + term
         return out
 
@@ -922,7 +922,7 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
     def product(_: Tensor, y: Tensor) -> Tensor:  # M(θ) y, differentiable in θ
         out = None
         for c, matrix in terms:
-            term = c * (y if matrix is None else graph.matmul(matrix, y))
+            term = c * (y if matrix is None else graph.matmul(matrix, y, symmetric=True))
             out = term if out is None else out + term
         return out
 

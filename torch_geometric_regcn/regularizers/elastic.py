@@ -5,7 +5,6 @@ from typing import Any, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from torch_geometric_regcn.linalg.incidence import Incidence, weight_sqrt
 from torch_geometric_regcn.regularizers.graph import GraphOperators
@@ -136,8 +135,8 @@ class ElasticRegularizer(IterativeRegularizer):
         gamma = 1.0 / (1.0 + self.lambda2)
         if state is None:
             state = self._start(x, graph, gamma)
-        y = (torch.add(state.scaled_x, graph.matmul(graph.adj, h), alpha=1.0 - gamma)
-             if self.lambda2 > 0 else x)
+        y = (torch.add(state.scaled_x, graph.matmul(graph.adj, h, symmetric=True),
+                       alpha=1.0 - gamma) if self.lambda2 > 0 else x)
         if self.lambda1 == 0:
             return y, state
         base, step_size, q, moved = state.base, state.step_size, state.q, state.moved
@@ -229,7 +228,8 @@ class _RowProjection(torch.autograd.Function):
     \mathbf{g}_e)/\|\mathbf{q}_e\|^2)` for a row outside its ball and
     :math:`\mathbf{g}_e` inside, and :math:`(\mathbf{q}_e \cdot
     \mathbf{g}_e)/\|\mathbf{q}_e\|` for a radius outside (a few operations,
-    where autograd runs about twenty); it is not differentiated again."""
+    where autograd runs about twenty); under :obj:`create_graph=True`, autograd
+    through the same formula, so that second derivatives are right."""
     @staticmethod
     def forward(ctx, q: Tensor, radius: Union[float, Tensor]) -> Tensor:  # type: ignore[override]
         norm = torch.linalg.vector_norm(q, dim=-1, keepdim=True, dtype=torch.float64)
@@ -240,13 +240,35 @@ class _RowProjection(torch.autograd.Function):
         return q * scale.to(q.dtype)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         q, norm, scale, radius = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: the formula, differentiated again
+            return _RowProjection._differentiable_backward(ctx, q, radius, grad)
         outside = norm > (radius if radius is not None else ctx.radius)
         inverse = torch.where(outside, norm.reciprocal(), 0.0)  # a zero row is inside
         ratio = (q * grad).sum(dim=-1, keepdim=True, dtype=torch.float64) * inverse
-        coef = (scale * ratio * inverse).to(q.dtype)  # (q . g) s / ||q||^2 outside
-        grad_q = torch.addcmul(grad * scale.to(q.dtype), q, coef, value=-1.0)
+        # s (g - q (q . g) / ||q||^2): the factor (q . g) / ||q||^2 ~ |g| / ||q|| is
+        # rounded to q's dtype, not s times it (~ r |g| / ||q||^2, which underflows
+        # float32 for rows far outside their ball and dropped the projection's term)
+        coef = (ratio * inverse).to(q.dtype)
+        grad_q = torch.addcmul(grad, q, coef, value=-1.0) * scale.to(q.dtype)
         grad_radius = ratio if radius is not None and ctx.needs_input_grad[1] else None
         return grad_q, grad_radius
+
+    @staticmethod
+    def _differentiable_backward(ctx, q: Tensor, radius: Optional[Tensor], grad: Tensor):
+        # Under create_graph=True: autograd through the projection's formula
+        # (the same numbers), so that a second derivative is right.
+        r = radius if radius is not None else ctx.radius
+        wanted = [t if t is not None and t.requires_grad and need else None
+                  for t, need in zip((q, radius), ctx.needs_input_grad)]
+        inputs = [t for t in wanted if t is not None]
+        if not inputs:
+            return None, None
+        with torch.enable_grad():
+            norm = torch.linalg.vector_norm(q, dim=-1, keepdim=True, dtype=torch.float64)
+            scale = r / (torch.maximum(norm, r) if radius is not None else norm.clamp_min(r))
+            out = q * scale.to(q.dtype)
+            found = iter(torch.autograd.grad(out, inputs, grad, create_graph=True,
+                                             allow_unused=True))
+        return tuple(None if t is None else next(found) for t in wanted)

@@ -393,14 +393,17 @@ class GraphOperators:
         from them, which they receive no gradient through otherwise."""
         return wanting_gradients(self.edge_weight, self.edge_index)
 
-    def matmul(self, matrix: Tensor, x: Tensor) -> Tensor:
+    def matmul(self, matrix: Tensor, x: Tensor, symmetric: bool = False) -> Tensor:
         r"""The product :math:`\mathbf{A}\mathbf{X}` of a sparse operator
         :obj:`matrix` of this graph with node features :obj:`x`, through
-        :attr:`propagate` when set. In one process and undirected, every
-        operator of the graph is symmetric, and its product's backward pass is
-        one more product with it (:func:`symmetric_matmul`), but where
-        :attr:`propagate` applies an explainer's edge mask."""
-        if self.group is not None or self.direction is not None:
+        :attr:`propagate` when set. With :obj:`symmetric=True`, the caller's
+        word that :obj:`matrix` is symmetric (the adjacencies of an undirected
+        graph, :math:`\mathbf{S}`, a regulariser's :math:`\mathbf{M}`), the
+        product's backward pass is one more product with it
+        (:func:`symmetric_matmul`) in one process on an undirected graph, but
+        where :attr:`propagate` applies an explainer's edge mask; otherwise,
+        and on shards or directed operators, torch's own."""
+        if not symmetric or self.group is not None or self.direction is not None:
             return matrix @ x if self.propagate is None else self.propagate(matrix, x)
         if self.propagate is not None and (self.masked or self.propagate_params):
             return self.propagate(matrix, x)

@@ -193,7 +193,7 @@ class PolynomialRegularizer(Regularizer):
         gamma = self.gamma
         out, term = gamma[0] * x, x
         for k in range(1, self.K + 1):
-            term = graph.matmul(graph.adj, term)
+            term = graph.matmul(graph.adj, term, symmetric=True)
             out = out + gamma[k] * term
         return out
 

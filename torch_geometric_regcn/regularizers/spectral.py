@@ -77,7 +77,7 @@ class AffineRegularizer(Regularizer):
 
     def numerator(self, x: Tensor, graph: GraphOperators) -> Tensor:
         b0, b1 = self.b
-        return b0 * x + b1 * graph.matmul(graph.adj, x) if b1 else b0 * x
+        return b0 * x + b1 * graph.matmul(graph.adj, x, symmetric=True) if b1 else b0 * x
 
     def neumann(self, x: Tensor, graph: GraphOperators, terms: int) -> Tensor:
         r""":math:`m_0^{-1}\sum_{k<\text{terms}} (-m_1\hat{\mathbf{A}}/m_0)^k
@@ -86,7 +86,7 @@ class AffineRegularizer(Regularizer):
         term = self.numerator(x, graph) / m0
         out = term
         for _ in range(terms - 1):
-            term = (-m1 / m0) * graph.matmul(graph.adj, term)
+            term = (-m1 / m0) * graph.matmul(graph.adj, term, symmetric=True)
             out = out + term
         return out
 
@@ -167,7 +167,7 @@ class SGCRegularizer(GCNRegularizer):
 
     def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
         for _ in range(self.K):
-            x = graph.matmul(graph.adj, x)
+            x = graph.matmul(graph.adj, x, symmetric=True)
         return x
 
     def frequency_response(self, lam: Tensor) -> Tensor:
@@ -212,7 +212,7 @@ class APPNPRegularizer(AffineRegularizer):
     def series(self, x: Tensor, graph: GraphOperators) -> Tensor:
         h = x
         for _ in range(self.K):
-            h = (1.0 - self.alpha) * graph.matmul(graph.adj, h) + self.alpha * x
+            h = (1.0 - self.alpha) * graph.matmul(graph.adj, h, symmetric=True) + self.alpha * x
         return h
 
     def frequency_response(self, lam: Tensor) -> Tensor:
@@ -300,7 +300,7 @@ class DAGNNRegularizer(AffineRegularizer):
             return self.neumann(x, graph, self.K + 1)
         hops = [x]
         for _ in range(self.K):
-            hops.append(graph.matmul(graph.adj, hops[-1]))
+            hops.append(graph.matmul(graph.adj, hops[-1], symmetric=True))
         stack = torch.stack(hops, dim=1)  # [N, K + 1, F]
         # The gate in its own dtype (half precision is solved in float32).
         weight = self.gate.weight

@@ -234,12 +234,12 @@ class TSGCNRegularizer(Regularizer):
             gain, parts = self.gain, self.operator_terms(graph)[1:]
 
             def step(y: Tensor) -> Tensor:
-                return sum(-c * gain * graph.matmul(m, y) for c, m in parts)
+                return sum(-c * gain * graph.matmul(m, y, symmetric=True) for c, m in parts)
         else:
             adjacency = self.adjacency(graph)
 
             def step(y: Tensor) -> Tensor:
-                return graph.matmul(adjacency, y)
+                return graph.matmul(adjacency, y, symmetric=True)
         term = self.gain * x
         out = term
         for _ in range(self.K - 1):

@@ -54,6 +54,23 @@ def test_appnp_equals_pyg_appnp(K, alpha):
     torch.testing.assert_close(ours(x, ei), expected, atol=_float64_bound(K), rtol=0)
 
 
+def test_appnp_gradients_equal_pyg_appnps():
+    # The layer's products differentiate by the same (symmetric) matrix
+    # rather than torch's transpose of it: the gradients in the input and the
+    # weights must be PyG's (gather/scatter message passing), to the same
+    # float64 bound as the outputs (the backward pass is K more propagations).
+    x, ei = setup()
+    ours = conv('appnp', K=10, alpha=0.1)
+    seed = torch.randn(N, F_OUT, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    grads = []
+    for forward in (lambda inp: ours(inp, ei),
+                    lambda inp: APPNP(10, 0.1)(inp @ ours.lin.weight.T, ei)):
+        inp = x.clone().requires_grad_(True)
+        grads.append(torch.autograd.grad((forward(inp) * seed).sum(), (inp, ours.lin.weight)))
+    for mine, theirs in zip(*grads):
+        torch.testing.assert_close(mine, theirs, atol=_float64_bound(10), rtol=0)
+
+
 def test_sparse_adjacency_input_equals_edge_index():
     x, ei = setup()
     layer = conv('appnp')
