@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from torch_geometric_regcn.linalg.cg import cg_solve, conjugate_gradient
+import torch_geometric_regcn.linalg.cg as cg
+from torch_geometric_regcn.linalg.cg import cg_solve, conjugate_gradient, implicit_cg_solve
 
 
 def spd(n=40, seed=0):
@@ -248,3 +249,64 @@ def test_a_matrix_that_requires_a_gradient_needs_params():
     with torch.no_grad():
         cg_solve(matrix, torch.ones(3, 1, dtype=torch.float64))
     cg_solve(matrix.detach(), torch.ones(3, 1, dtype=torch.float64))
+
+
+def test_a_start_near_the_solution_takes_fewer_iterations_to_the_same_test():
+    # Reference: the dense solve, float64; both runs stop at the same test
+    # (relative residual 1e-10), so both are within cond * 1e-10 of it.
+    m = spd(seed=3)
+    b = torch.randn(40, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    exact = torch.linalg.solve(m, b)
+    sparse = m.to_sparse_csr()
+    cold = conjugate_gradient(sparse, b, tol=1e-10)
+    near = exact + 1e-6 * torch.randn(40, 2, dtype=torch.float64,
+                                      generator=torch.Generator().manual_seed(5))
+    warm = conjugate_gradient(sparse, b, tol=1e-10, start=near)
+    bound = float(torch.linalg.cond(m)) * 1e-10 * float(exact.abs().max())
+    for result in (cold, warm):
+        assert result.residual <= 1e-10
+        assert torch.allclose(result.solution, exact, atol=bound, rtol=0)
+    assert warm.iterations < cold.iterations
+    with pytest.raises(ValueError, match=r"'start' must be shaped and typed as 'rhs'"):
+        conjugate_gradient(sparse, b, start=near[:, :1])
+    with pytest.raises(ValueError, match=r"'start'"):
+        conjugate_gradient(sparse, b, start=torch.full_like(near, math.nan))
+
+
+def test_implicit_cg_solve_differentiates_the_product_and_the_rhs_by_one_solve():
+    # M(theta) = D + theta * L (L a graph Laplacian, D a positive diagonal),
+    # differentiable in theta and in D through the product alone. Reference:
+    # autograd through the dense solve, float64; CG to 1e-12 at a condition
+    # below 1e3: 1e-8.
+    gen = torch.Generator().manual_seed(6)
+    a = (torch.rand(30, 30, dtype=torch.float64, generator=gen) < 0.2).double()
+    a = torch.triu(a, 1)
+    laplacian = torch.diag((a + a.T).sum(1)) - (a + a.T)
+    theta = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    d = (torch.rand(30, dtype=torch.float64, generator=gen) + 1.0).requires_grad_(True)
+    b = torch.randn(30, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    c = torch.randn(30, 3, dtype=torch.float64, generator=gen)
+    sparse = laplacian.to_sparse_csr()
+
+    def product(y):
+        return d[:, None] * y + theta * (sparse @ y)
+
+    diag = (d + theta * laplacian.diagonal()).detach()
+    pre = torch.diag(diag).to_sparse_csr()
+    solves = []
+    original = cg._solve
+    cg._solve = lambda *args, **kw: solves.append(1) or original(*args, **kw)
+    try:
+        y = implicit_cg_solve(product, pre, b, tol=1e-12)
+        grads = torch.autograd.grad((y * c).sum(), (b, theta, d))
+    finally:
+        cg._solve = original
+    assert len(solves) == 2  # the forward solve and one in the backward pass
+    expected_y = torch.linalg.solve(torch.diag(d) + theta * laplacian, b)
+    expected = torch.autograd.grad((expected_y * c).sum(), (b, theta, d))
+    assert torch.allclose(y, expected_y, atol=1e-8)
+    for ours, reference in zip(grads, expected):
+        assert torch.allclose(ours, reference, atol=1e-8)
+    y = implicit_cg_solve(product, pre, b, tol=1e-12)
+    with pytest.raises(RuntimeError, match=r'second derivative'):
+        torch.autograd.grad((y * c).sum(), b, create_graph=True)

@@ -32,7 +32,8 @@ class CGResult(NamedTuple):
 
 
 def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 1000,
-                       matmul: Optional[MatMul] = None) -> CGResult:
+                       matmul: Optional[MatMul] = None,
+                       start: Optional[Tensor] = None) -> CGResult:
     r"""Solves :math:`\mathbf{M} \mathbf{Y} = \mathbf{B}` column by column with
     Jacobi-preconditioned conjugate gradient, all columns at once.
 
@@ -52,6 +53,9 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     and the number of iterations. :obj:`matmul(matrix, p)`,
     if given, computes the products (e.g. through a layer's
     :meth:`~torch_geometric.nn.conv.MessagePassing.propagate`).
+    :obj:`start`, if given, is the first iterate (shaped as :obj:`rhs`, e.g.
+    the solution of a nearby system, one more product), else zero; the
+    stopping test is the same.
 
     Raises :class:`TypeError` unless :obj:`rhs` is float32 or float64 and
     :obj:`matrix` of the same dtype, and :class:`ValueError` when
@@ -77,6 +81,11 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
                         f"other's dtype (e.g. 'matrix.to(rhs.dtype)')")
     check_finite('rhs', b)
     check_finite('matrix', matrix)
+    if start is not None:
+        if start.shape != rhs.shape or start.dtype != rhs.dtype:
+            raise ValueError(f"'start' must be shaped and typed as 'rhs' ({list(rhs.shape)}, "
+                             f"{rhs.dtype}; got {list(start.shape)}, {start.dtype})")
+        check_finite('start', start)
     diag = diagonal(matrix)
     if b.numel() and not bool((diag > 0).all()):
         raise ValueError("'matrix' has a non-positive diagonal entry, so it is not positive "
@@ -99,8 +108,11 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     def product(x: Tensor) -> Tensor:
         return matrix @ x if matmul is None else matmul(matrix, x)
 
-    y = torch.zeros_like(b)
-    r = b.clone()
+    if start is None:
+        y, r = torch.zeros_like(b), b.clone()
+    else:  # scaled as the columns of b
+        y = (start.unsqueeze(-1) if squeeze else start).detach() * scale
+        r = b - product(y)
     iteration, restarted = 0, math.inf
     while True:
         residual = float((_column_norms(r) / b_norm).max().detach()) if b.numel() else 0.0
@@ -170,8 +182,8 @@ def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, b_norm: 
 
 
 def _solve(matrix: Tensor, rhs: Tensor, tol: float, max_iter: int,
-           matmul: Optional[MatMul]) -> Tensor:
-    y, residual, iteration = conjugate_gradient(matrix, rhs, tol, max_iter, matmul)
+           matmul: Optional[MatMul], start: Optional[Tensor] = None) -> Tensor:
+    y, residual, iteration = conjugate_gradient(matrix, rhs, tol, max_iter, matmul, start)
     if residual > tol:
         fix = ("raise 'max_iter' or 'tol'" if iteration >= max_iter else
                f"restarts no longer halve it: the rounding of {rhs.dtype} limits this "
@@ -194,20 +206,7 @@ class _CGSolve(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
-        # Y = M⁻¹ B with M symmetric, so dL/dB = G = M⁻¹ dL/dY: one more solve.
-        # A column of the upstream gradient with a NaN or an infinity makes the
-        # whole column of G NaN, as the exact inverse would.
-        finite = grad.isfinite().all(dim=0)
-        if bool(finite.all()):
-            solved = _solve(ctx.matrix, grad, ctx.tol, ctx.max_iter, ctx.matmul)
-        else:
-            warnings.warn(f"cg_solve received a non-finite gradient in {int((~finite).sum())} "
-                          f"of {finite.numel()} columns; their gradient is NaN (the loss or a "
-                          f"layer above produced NaN or infinity)", RuntimeWarning, stacklevel=2)
-            solved = torch.full_like(grad, math.nan)
-            if bool(finite.any()):
-                solved[:, finite] = _solve(ctx.matrix, grad[:, finite], ctx.tol, ctx.max_iter,
-                                           ctx.matmul)
+        solved = _gradient_solve(ctx.matrix, grad, ctx.tol, ctx.max_iter, ctx.matmul)
         params = ctx.saved_tensors[1:] if ctx.saved_tensors else ()
         wanted = [p for p, need in zip(params, ctx.needs_input_grad[5:]) if need]
         grads: Tuple[Optional[Tensor], ...] = (None,) * len(params)
@@ -227,6 +226,76 @@ class _CGSolve(torch.autograd.Function):
                           else next(found) if need else None
                           for need in ctx.needs_input_grad[5:])
         return (None, solved, None, None, None, *grads)
+
+
+def _gradient_solve(matrix: Tensor, grad: Tensor, tol: float, max_iter: int,
+                    matmul: Optional[MatMul]) -> Tensor:
+    r"""For :math:`\mathbf{Y} = \mathbf{M}^{-1}\mathbf{B}` with :math:`\mathbf{M}`
+    symmetric, :math:`\partial L/\partial\mathbf{B} = \mathbf{G} =
+    \mathbf{M}^{-1}\,\partial L/\partial\mathbf{Y}`: one more solve. A column
+    of the upstream gradient with a NaN or an infinity makes the whole column
+    of :math:`\mathbf{G}` NaN, as the exact inverse would (with a warning)."""
+    finite = grad.isfinite().all(dim=0)
+    if bool(finite.all()):
+        return _solve(matrix, grad, tol, max_iter, matmul)
+    warnings.warn(f"A conjugate gradient solve received a non-finite gradient in "
+                  f"{int((~finite).sum())} of {finite.numel()} columns; their gradient is NaN "
+                  f"(the loss or a layer above produced NaN or infinity)", RuntimeWarning,
+                  stacklevel=3)
+    solved = torch.full_like(grad, math.nan)
+    if bool(finite.any()):
+        solved[:, finite] = _solve(matrix, grad[:, finite], tol, max_iter, matmul)
+    return solved
+
+
+class _ImplicitSolution(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, y: Tensor, rhs: Tensor, moved: Tensor, matrix: Tensor,  # type: ignore[override]
+                tol: float, max_iter: int, matmul: MatMul) -> Tensor:
+        ctx.matrix, ctx.tol, ctx.max_iter, ctx.matmul = matrix, tol, max_iter, matmul
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:  # type: ignore[override]
+        if torch.is_grad_enabled():
+            raise RuntimeError("implicit_cg_solve's gradient holds the solution fixed: a "
+                               "second derivative (create_graph=True) through it is not "
+                               "supported")
+        solved = _gradient_solve(ctx.matrix, grad, ctx.tol, ctx.max_iter, ctx.matmul)
+        need_rhs, need_moved = ctx.needs_input_grad[1:3]
+        return (None, solved if need_rhs else None, -solved if need_moved else None,
+                None, None, None, None)
+
+
+def implicit_cg_solve(product: Callable[[Tensor], Tensor], preconditioner: Tensor, rhs: Tensor,
+                      tol: float = 1e-6, max_iter: int = 1000,
+                      start: Optional[Tensor] = None) -> Tensor:
+    r"""Returns :math:`\mathbf{Y} = \mathbf{M}(\theta)^{-1}\mathbf{B}` by
+    conjugate gradient (from :obj:`start`, else zero), for the symmetric
+    positive definite :math:`\mathbf{M}(\theta)` whose product
+    :obj:`product(Y)` is differentiable in whatever :math:`\theta` it reads
+    (weights computed from other tensors, edge weights): autograd finds them.
+    The backward pass solves once, :math:`\mathbf{G} = \mathbf{M}^{-1}\,
+    \partial L/\partial\mathbf{Y}`, and gives :math:`\mathbf{B}` the gradient
+    :math:`\mathbf{G}` and every :math:`\theta` :math:`-\mathbf{G}^{\top}
+    (\partial\mathbf{M}/\partial\theta)\mathbf{Y}`, through one product at
+    the solution (made in the forward pass). :obj:`preconditioner` is a
+    matrix whose diagonal is :math:`\mathbf{M}`'s (Jacobi's preconditioner;
+    only its diagonal is read). Warns, raises and stops as
+    :func:`conjugate_gradient` and :func:`cg_solve`; a second derivative
+    (:obj:`create_graph=True`) raises :class:`RuntimeError`. Cost: the
+    solve, one more product, and one solve in the backward pass."""
+    def matmul(_: Tensor, y: Tensor) -> Tensor:
+        return product(y)
+
+    with torch.no_grad():  # the iterations record nothing
+        y = _solve(preconditioner, rhs.detach(), tol, max_iter, matmul, start)
+    if not torch.is_grad_enabled():
+        return y
+    moved = product(y)  # M(θ) Y at the fixed solution, differentiable in θ
+    if not (rhs.requires_grad or moved.requires_grad):
+        return y
+    return _ImplicitSolution.apply(y, rhs, moved, preconditioner, tol, max_iter, matmul)
 
 
 #: Why a second derivative through CG's implicit gradient in its params is refused.

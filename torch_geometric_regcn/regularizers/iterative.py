@@ -6,7 +6,7 @@ from typing import Any, Callable, ClassVar, List, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_regcn.linalg.cg import cg_solve, first_order
+from torch_geometric_regcn.linalg.cg import first_order, implicit_cg_solve
 from torch_geometric_regcn.linalg.components import graph_components
 from torch_geometric_regcn.linalg.incidence import Incidence, normalized_incidence
 from torch_geometric_regcn.regularizers.base import Regularizer
@@ -59,7 +59,8 @@ class IterativeRegularizer(Regularizer):
       :class:`~torch_geometric_regcn.regularizers.penalties.Penalty`) and
       solves the weighted quadratic problem exactly, by conjugate gradient
       with the implicit backward pass
-      (:func:`~torch_geometric_regcn.linalg.cg.cg_solve`, to the layer's
+      (:func:`~torch_geometric_regcn.linalg.cg.implicit_cg_solve`, from the
+      previous iterate, to the layer's
       :obj:`tol`), so the energy never increases. It stops when the relative
       change of :math:`\mathbf{H}` (the largest over the graph's connected
       components, so that rows elsewhere, isolated nodes or a batch's graphs
@@ -302,7 +303,7 @@ def _iterate(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators
         if solver == 'irls':
             product, diag, rhs = regularizer.system(h, x, graph)
             # Weights that overflowed: named here, not as CG's bad 'matrix'.
-            new = _cg(product, diag, rhs, tol, max_iter) \
+            new = _cg(product, diag, rhs, tol, max_iter, h) \
                 if all_finite(diag) and all_finite(rhs) else diag.new_full((), math.nan)
         else:
             new, state = regularizer.step(solver, h, x, graph, state)
@@ -347,30 +348,18 @@ def _check_steps(regularizer: IterativeRegularizer, solver: str,
 
 
 def _cg(product: Callable[[Tensor], Tensor], diag: Tensor, rhs: Tensor, tol: float,
-        max_iter: int) -> Tensor:
+        max_iter: int, start: Tensor) -> Tensor:
     r"""One reweighted solve :math:`\mathbf{Y} = \mathbf{M}^{-1}\mathbf{B}` by
-    :func:`cg_solve`, preconditioned by :obj:`diag`. Its gradient with respect
-    to whatever :math:`\mathbf{M}` is built from (the weights, hence the
-    previous iterate, and the edge weights) is :math:`-\mathbf{M}^{-1}
-    (\partial\mathbf{M})\mathbf{Y}`, carried by a second solve whose
-    right-hand side :math:`\mathbf{M}\mathbf{Y} - \mathrm{sg}(\mathbf{M}
-    \mathbf{Y})` is zero in value (no iteration in the forward pass, one
-    solve in the backward pass) and has the gradient of :math:`\mathbf{M}
-    \mathbf{Y}` with :math:`\mathbf{Y}` held fixed."""
+    :func:`implicit_cg_solve` from the previous iterate :obj:`start`,
+    preconditioned by :obj:`diag`. Its gradient with respect to whatever
+    :math:`\mathbf{M}` is built from (the weights, hence the previous
+    iterate, and the edge weights) is :math:`-\mathbf{M}^{-1}
+    (\partial\mathbf{M})\mathbf{Y}`, and that in :math:`\mathbf{B}`
+    :math:`\mathbf{M}^{-1}`: one solve in the backward pass for both."""
     n = diag.numel()
     index = torch.arange(n, device=diag.device).expand(2, -1)
     matrix = torch.sparse_coo_tensor(index, diag.detach(), (n, n),
                                      check_invariants=False).to_sparse_csr()
-
-    def matmul(_: Tensor, y: Tensor) -> Tensor:
-        return product(y)
-
-    y = cg_solve(matrix, rhs, tol, max_iter, matmul)
-    if torch.is_grad_enabled():
-        fixed = y.detach()
-        moved = product(fixed)
-        if moved.requires_grad:
-            y = y - cg_solve(matrix, moved - moved.detach(), tol, max_iter, matmul)
-            # Its gradient holds the weights' derivative; a second one is wrong.
-            y = first_order(y, "The IRLS step's implicit gradient")
-    return y
+    y = implicit_cg_solve(product, matrix, rhs, tol, max_iter, start)
+    # Its gradient holds the weights' derivative; a second one is wrong.
+    return first_order(y, "The IRLS step's implicit gradient")
