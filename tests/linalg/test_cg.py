@@ -310,3 +310,42 @@ def test_implicit_cg_solve_differentiates_the_product_and_the_rhs_by_one_solve()
     y = implicit_cg_solve(product, pre, b, tol=1e-12)
     with pytest.raises(RuntimeError, match=r'second derivative'):
         torch.autograd.grad((y * c).sum(), b, create_graph=True)
+
+
+def test_a_zero_rhs_column_is_solved_at_once_from_any_start():
+    # Its solution is exactly zero; from a non-zero start the test
+    # ||r|| <= tol ||b|| = 0 could not be met: 1000 iterations for every
+    # column and a residual of 4e292 (or 'diverged' for a larger start).
+    m = spd(20, seed=7)
+    b = torch.randn(20, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    b[:, 1] = 0
+    start = torch.linalg.solve(m, torch.randn(20, 3, dtype=torch.float64,
+                                              generator=torch.Generator().manual_seed(9)))
+    sparse = m.to_sparse_csr()
+    cold = conjugate_gradient(sparse, b, tol=1e-10)
+    for scale in (1.0, 100.0):
+        warm = conjugate_gradient(sparse, b, tol=1e-10, start=scale * start)
+        assert warm.residual <= 1e-10 and warm.iterations <= cold.iterations + 5
+        assert bool((warm.solution[:, 1] == 0).all())
+
+
+def test_implicit_cg_solve_of_a_1d_rhs_gives_the_product_one_column():
+    # Reference: the dense float64 solve and its autograd gradient. CG called
+    # product() with [N, 1] and the backward's product with [N]: a product
+    # written for blocks failed in the backward pass, one written for vectors
+    # broadcast to [N, N] and returned it, silently.
+    gen = torch.Generator().manual_seed(10)
+    m = spd(12, seed=11)
+    d = (torch.rand(12, dtype=torch.float64, generator=gen) + 1).requires_grad_()
+    b = torch.randn(12, dtype=torch.float64, generator=gen)
+    sparse = m.to_sparse_csr()
+    pre = torch.diag((d + m.diagonal()).detach()).to_sparse_csr()
+    y = implicit_cg_solve(lambda v: d[:, None] * v + sparse @ v, pre, b, tol=1e-13)
+    (grad,) = torch.autograd.grad(y.sum(), d)
+    exact = torch.linalg.solve(torch.diag(d) + m, b)
+    (expected,) = torch.autograd.grad(exact.sum(), d)
+    assert y.shape == (12,)
+    torch.testing.assert_close(y, exact.detach(), rtol=0, atol=1e-10)
+    torch.testing.assert_close(grad, expected, rtol=0, atol=1e-10)
+    with pytest.raises(ValueError, match=r"'matmul' must return M @ x shaped as x"):
+        implicit_cg_solve(lambda v: d * v + sparse @ v, pre, b)

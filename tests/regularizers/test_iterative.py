@@ -627,3 +627,25 @@ def test_irls_on_no_feature_columns_returns_them(norm):
     x = torch.zeros(N, 0, dtype=torch.float64)
     out = reg.propagate(x, operators(reg), 'irls')
     assert out.shape == (N, 0)
+
+
+def test_irls_does_not_stop_on_a_reweighting_that_cg_left_unmoved(monkeypatch):
+    # From the previous iterate, CG's test relative to ||u x|| held at once on
+    # AirGNN's system (its weights lam/eps at the isolated nodes 0-2, where
+    # h = x, dominate the right-hand side): the iterate came back unmoved,
+    # change 0 <= irls_tol, after 16 reweightings (109 from zero) with 4x the
+    # error, and no warning.
+    import torch_geometric_regcn.linalg.cg as cg
+    iterations = []
+    original = cg.conjugate_gradient
+
+    def spy(*args, **kwargs):
+        result = original(*args, **kwargs)
+        iterations.append(result.iterations)
+        return result
+    monkeypatch.setattr(cg, 'conjugate_gradient', spy)
+    ei, w = undirected_graph(2, weighted=True)
+    x = 3 * torch.randn(N, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(12))
+    reg = R.get('airgnn', K=300, irls_tol=1e-6)
+    result = reg.solve(x, build_graph(reg, ei, N, w, torch.float64), 'irls', tol=1e-6)
+    assert 0 not in iterations and result.change > 0

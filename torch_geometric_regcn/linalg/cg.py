@@ -14,6 +14,7 @@ from torch_geometric_regcn.utils.validation import (
     check_finite,
     check_stopping_rule,
 )
+from torch_geometric_regcn.utils.warn_once import outside_stacklevel
 
 #: Computes :obj:`matrix @ x` (see :func:`conjugate_gradient`).
 MatMul = Callable[[Tensor, Tensor], Tensor]
@@ -106,12 +107,21 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     b_norm = _column_norms(b).clamp_min(finfo.tiny)
 
     def product(x: Tensor) -> Tensor:
-        return matrix @ x if matmul is None else matmul(matrix, x)
+        out = matrix @ x if matmul is None else matmul(matrix, x)
+        if out.shape != x.shape:  # e.g. a product written for vectors, broadcast
+            raise ValueError(f"'matmul' must return M @ x shaped as x, an [N, F] block "
+                             f"(got {list(out.shape)} for {list(x.shape)})")
+        return out
 
     if start is None:
         y, r = torch.zeros_like(b), b.clone()
-    else:  # scaled as the columns of b
-        y = (start.unsqueeze(-1) if squeeze else start).detach() * scale
+    else:  # scaled as the columns of b; a zero column's solution is zero
+        y = torch.where(top > 0, (start.unsqueeze(-1) if squeeze else start).detach() * scale,
+                        0.0)
+        if not all_finite(y):
+            raise ValueError("'start' is too large for the scale of 'rhs' (a column of it "
+                             "overflows once scaled as that column of 'rhs'); pass a start of "
+                             "the solution's size, or none")
         r = b - product(y)
     iteration, restarted = 0, math.inf
     while True:
@@ -190,7 +200,8 @@ def _solve(matrix: Tensor, rhs: Tensor, tol: float, max_iter: int,
                f"system; solve in float64 or raise 'tol'")
         warnings.warn(
             f"Conjugate gradient stopped after {iteration} iterations with relative residual "
-            f"{residual:.2e} > tol={tol:.0e}; {fix}", UserWarning, stacklevel=3)
+            f"{residual:.2e} > tol={tol:.0e}; {fix}", UserWarning,
+            stacklevel=outside_stacklevel())
     return y
 
 
@@ -241,7 +252,7 @@ def _gradient_solve(matrix: Tensor, grad: Tensor, tol: float, max_iter: int,
     warnings.warn(f"A conjugate gradient solve received a non-finite gradient in "
                   f"{int((~finite).sum())} of {finite.numel()} columns; their gradient is NaN "
                   f"(the loss or a layer above produced NaN or infinity)", RuntimeWarning,
-                  stacklevel=3)
+                  stacklevel=outside_stacklevel())
     solved = torch.full_like(grad, math.nan)
     if bool(finite.any()):
         solved[:, finite] = _solve(matrix, grad[:, finite], tol, max_iter, matmul)
@@ -273,7 +284,8 @@ def implicit_cg_solve(product: Callable[[Tensor], Tensor], preconditioner: Tenso
     r"""Returns :math:`\mathbf{Y} = \mathbf{M}(\theta)^{-1}\mathbf{B}` by
     conjugate gradient (from :obj:`start`, else zero), for the symmetric
     positive definite :math:`\mathbf{M}(\theta)` whose product
-    :obj:`product(Y)` is differentiable in whatever :math:`\theta` it reads
+    :obj:`product(Y)` (always of an :obj:`[N, F]` block: a 1-D :obj:`rhs`
+    is one column) is differentiable in whatever :math:`\theta` it reads
     (weights computed from other tensors, edge weights): autograd finds them.
     The backward pass solves once, :math:`\mathbf{G} = \mathbf{M}^{-1}\,
     \partial L/\partial\mathbf{Y}`, and gives :math:`\mathbf{B}` the gradient
@@ -285,6 +297,10 @@ def implicit_cg_solve(product: Callable[[Tensor], Tensor], preconditioner: Tenso
     :func:`conjugate_gradient` and :func:`cg_solve`; a second derivative
     (:obj:`create_graph=True`) raises :class:`RuntimeError`. Cost: the
     solve, one more product, and one solve in the backward pass."""
+    if rhs.dim() == 1:  # product() reads [N, F] blocks, in CG and at the solution alike
+        return implicit_cg_solve(product, preconditioner, rhs.unsqueeze(-1), tol, max_iter,
+                                 None if start is None else start.unsqueeze(-1)).squeeze(-1)
+
     def matmul(_: Tensor, y: Tensor) -> Tensor:
         return product(y)
 

@@ -59,8 +59,7 @@ class IterativeRegularizer(Regularizer):
       :class:`~torch_geometric_regcn.regularizers.penalties.Penalty`) and
       solves the weighted quadratic problem exactly, by conjugate gradient
       with the implicit backward pass
-      (:func:`~torch_geometric_regcn.linalg.cg.implicit_cg_solve`, from the
-      previous iterate, to the layer's
+      (:func:`~torch_geometric_regcn.linalg.cg.implicit_cg_solve`, to the layer's
       :obj:`tol`), so the energy never increases. It stops when the relative
       change of :math:`\mathbf{H}` (the largest over the graph's connected
       components, so that rows elsewhere, isolated nodes or a batch's graphs
@@ -303,7 +302,7 @@ def _iterate(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators
         if solver == 'irls':
             product, diag, rhs = regularizer.system(h, x, graph)
             # Weights that overflowed: named here, not as CG's bad 'matrix'.
-            new = _cg(product, diag, rhs, tol, max_iter, h) \
+            new = _cg(product, diag, rhs, tol, max_iter) \
                 if all_finite(diag) and all_finite(rhs) else diag.new_full((), math.nan)
         else:
             new, state = regularizer.step(solver, h, x, graph, state)
@@ -348,11 +347,14 @@ def _check_steps(regularizer: IterativeRegularizer, solver: str,
 
 
 def _cg(product: Callable[[Tensor], Tensor], diag: Tensor, rhs: Tensor, tol: float,
-        max_iter: int, start: Tensor) -> Tensor:
+        max_iter: int) -> Tensor:
     r"""One reweighted solve :math:`\mathbf{Y} = \mathbf{M}^{-1}\mathbf{B}` by
-    :func:`implicit_cg_solve` from the previous iterate :obj:`start`,
-    preconditioned by :obj:`diag`. Its gradient with respect to whatever
-    :math:`\mathbf{M}` is built from (the weights, hence the previous
+    :func:`implicit_cg_solve` from zero, not from the previous iterate: CG's
+    test relative to :math:`\|\mathbf{B}\|` can hold there already (AirGNN's
+    right-hand side :math:`u \odot \mathbf{X}` is dominated by the rows
+    where :math:`u = \lambda/\epsilon`), and an unmoved iterate reads as
+    IRLS's convergence; preconditioned by :obj:`diag`. Its gradient with
+    respect to whatever :math:`\mathbf{M}` is built from (the weights, hence the previous
     iterate, and the edge weights) is :math:`-\mathbf{M}^{-1}
     (\partial\mathbf{M})\mathbf{Y}`, and that in :math:`\mathbf{B}`
     :math:`\mathbf{M}^{-1}`: one solve in the backward pass for both."""
@@ -360,6 +362,6 @@ def _cg(product: Callable[[Tensor], Tensor], diag: Tensor, rhs: Tensor, tol: flo
     index = torch.arange(n, device=diag.device).expand(2, -1)
     matrix = torch.sparse_coo_tensor(index, diag.detach(), (n, n),
                                      check_invariants=False).to_sparse_csr()
-    y = implicit_cg_solve(product, matrix, rhs, tol, max_iter, start)
+    y = implicit_cg_solve(product, matrix, rhs, tol, max_iter)
     # Its gradient holds the weights' derivative; a second one is wrong.
     return first_order(y, "The IRLS step's implicit gradient")
