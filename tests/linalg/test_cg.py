@@ -273,7 +273,7 @@ def test_a_start_near_the_solution_takes_fewer_iterations_to_the_same_test():
         conjugate_gradient(sparse, b, start=torch.full_like(near, math.nan))
 
 
-def test_implicit_cg_solve_differentiates_the_product_and_the_rhs_by_one_solve():
+def test_implicit_cg_solve_differentiates_the_product_and_the_rhs_by_one_solve(monkeypatch):
     # M(theta) = D + theta * L (L a graph Laplacian, D a positive diagonal),
     # differentiable in theta and in D through the product alone. Reference:
     # autograd through the dense solve, float64; CG to 1e-12 at a condition
@@ -295,12 +295,10 @@ def test_implicit_cg_solve_differentiates_the_product_and_the_rhs_by_one_solve()
     pre = torch.diag(diag).to_sparse_csr()
     solves = []
     original = cg._solve
-    cg._solve = lambda *args, **kw: solves.append(1) or original(*args, **kw)
-    try:
-        y = implicit_cg_solve(product, pre, b, tol=1e-12)
-        grads = torch.autograd.grad((y * c).sum(), (b, theta, d))
-    finally:
-        cg._solve = original
+    monkeypatch.setattr(cg, '_solve', lambda *args, **kw: solves.append(1) or original(*args,
+                                                                                     **kw))
+    y = implicit_cg_solve(product, pre, b, tol=1e-12)
+    grads = torch.autograd.grad((y * c).sum(), (b, theta, d))
     assert len(solves) == 2  # the forward solve and one in the backward pass
     expected_y = torch.linalg.solve(torch.diag(d) + theta * laplacian, b)
     expected = torch.autograd.grad((expected_y * c).sum(), (b, theta, d))
