@@ -82,9 +82,8 @@ def _count_ops(name: str, model, optimizer, data) -> dict:
                               if e.name.startswith('autograd::engine::evaluate_function')),
     }
     if data.x.is_cuda:
-        counts['kernels'] = sum(1 for e in events if e.name in ('cudaLaunchKernel',
-                                                               'cuLaunchKernel',
-                                                               'cudaLaunchKernelExC'))
+        counts['kernels'] = sum(1 for e in events if e.name in (
+            'cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cuLaunchKernelEx'))
     return counts
 
 
@@ -122,8 +121,9 @@ def main() -> None:
             counts = {name: _count_ops(name, *models[name], data) for name in names}
             for what in counts['appnp']:
                 base_count = counts['appnp'][what]
-                cells = [f'{name} {counts[name][what]} ({counts[name][what] / base_count:.2f}x)'
-                         for name in names]
+                cells = [f'{name} {counts[name][what]}' + (
+                    f' ({counts[name][what] / base_count:.2f}x)' if base_count else '')
+                    for name in names]
                 print(f'{dataset}, {what} per epoch: ' + ', '.join(cells), flush=True)
 
 
