@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import coalesce
 
+from torch_geometric_regcn.linalg.adjoint_product import adjoint_matmul
 from torch_geometric_regcn.utils.validation import check_edge_index
 
 
@@ -51,7 +52,7 @@ class Incidence(NamedTuple):
         r""":math:`\mathbf{B}\mathbf{X}`, one row per edge, :obj:`[E', F]`.
         Cost: :math:`O(E' F)`."""
         if self.csr is not None and self.weight is None:
-            return _adjoint_product(self.csr[0], self.csr[1], x)
+            return adjoint_matmul(self.csr[0], self.csr[1], x)
         return (self.src_coef.unsqueeze(-1) * x.index_select(0, self.src)
                 - self.dst_coef.unsqueeze(-1) * x.index_select(0, self.dst))
 
@@ -59,7 +60,7 @@ class Incidence(NamedTuple):
         r""":math:`\mathbf{B}^{\top}\mathbf{Z}` for one row of :obj:`z` per edge,
         :obj:`[N, F]`. Cost: :math:`O(E' F)`."""
         if self.csr is not None and self.weight is None:
-            return _adjoint_product(self.csr[1], self.csr[0], z)
+            return adjoint_matmul(self.csr[1], self.csr[0], z)
         out = z.new_zeros((self.num_nodes,) + tuple(z.shape[1:]))
         out = out.index_add(0, self.src, self.src_coef.unsqueeze(-1) * z)
         return out.index_add(0, self.dst, -self.dst_coef.unsqueeze(-1) * z)
@@ -135,26 +136,6 @@ class Incidence(NamedTuple):
         out = weight.new_zeros((self.num_nodes,) + tuple(weight.shape[1:]))
         out = out.index_add(0, self.src, base.src_coef.square().view(shape) * scale)
         return out.index_add(0, self.dst, base.dst_coef.square().view(shape) * scale)
-
-
-class _AdjointProduct(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, matrix: Tensor, adjoint: Tensor, x: Tensor) -> Tensor:  # type: ignore[override]
-        ctx.adjoint, ctx.matrix = adjoint, matrix  # constant: kept as they are
-        return matrix @ x
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):  # type: ignore[override]
-        return None, None, _adjoint_product(ctx.adjoint, ctx.matrix, grad)
-
-
-def _adjoint_product(matrix: Tensor, adjoint: Tensor, x: Tensor) -> Tensor:
-    r""":math:`\mathbf{M}\mathbf{X}` for a constant sparse CSR matrix whose
-    transpose :obj:`adjoint` is at hand: the backward pass multiplies by it
-    (torch's own would form the transpose, a sort, on every call)."""
-    if not (x.requires_grad and torch.is_grad_enabled()):
-        return matrix @ x
-    return _AdjointProduct.apply(matrix, adjoint, x)
 
 
 def weight_sqrt(weight: Tensor) -> Tensor:

@@ -231,10 +231,17 @@ class _RowProjection(torch.autograd.Function):
     where autograd runs about twenty); under :obj:`create_graph=True`, autograd
     through the same formula, so that second derivatives are right."""
     @staticmethod
-    def forward(ctx, q: Tensor, radius: Union[float, Tensor]) -> Tensor:  # type: ignore[override]
+    def scales(q: Tensor, radius: Union[float, Tensor]) -> Tuple[Tensor, Tensor]:
+        r"""The rows' norms (in float64) and :math:`s_e`."""
         norm = torch.linalg.vector_norm(q, dim=-1, keepdim=True, dtype=torch.float64)
+        bound = (torch.maximum(norm, radius) if isinstance(radius, Tensor)
+                 else norm.clamp_min(radius))
+        return norm, radius / bound
+
+    @staticmethod
+    def forward(ctx, q: Tensor, radius: Union[float, Tensor]) -> Tensor:  # type: ignore[override]
+        norm, scale = _RowProjection.scales(q, radius)
         is_tensor = isinstance(radius, Tensor)
-        scale = radius / (torch.maximum(norm, radius) if is_tensor else norm.clamp_min(radius))
         ctx.save_for_backward(q, norm, scale, radius if is_tensor else None)
         ctx.radius = None if is_tensor else radius
         return q * scale.to(q.dtype)
@@ -266,9 +273,7 @@ class _RowProjection(torch.autograd.Function):
         if not inputs:
             return None, None
         with torch.enable_grad():
-            norm = torch.linalg.vector_norm(q, dim=-1, keepdim=True, dtype=torch.float64)
-            scale = r / (torch.maximum(norm, r) if radius is not None else norm.clamp_min(r))
-            out = q * scale.to(q.dtype)
+            out = q * _RowProjection.scales(q, r)[1].to(q.dtype)
             found = iter(torch.autograd.grad(out, inputs, grad, create_graph=True,
                                              allow_unused=True))
         return tuple(None if t is None else next(found) for t in wanted)

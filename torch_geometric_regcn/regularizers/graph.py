@@ -32,6 +32,7 @@ from torch_geometric_regcn.distributed.row_partition import (
     node_id_sums,
 )
 from torch_geometric_regcn.knn import knn_graph_cosine
+from torch_geometric_regcn.linalg.adjoint_product import symmetric_matmul
 from torch_geometric_regcn.linalg.cg import first_order
 from torch_geometric_regcn.linalg.directed_adjacency import DIRECTIONS, directed_adjacency
 from torch_geometric_regcn.linalg.graph_operator import (
@@ -42,7 +43,6 @@ from torch_geometric_regcn.linalg.graph_operator import (
     normalized_rows,
 )
 from torch_geometric_regcn.linalg.sharded_matrix import ShardedMatrix
-from torch_geometric_regcn.linalg.symmetric_product import symmetric_matmul
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.sparse import csr_matrix, sparse_identity
 from torch_geometric_regcn.utils.validation import (

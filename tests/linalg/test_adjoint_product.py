@@ -1,9 +1,9 @@
-r"""The product with a symmetric operator:
-:mod:`torch_geometric_regcn.linalg.symmetric_product`."""
+r"""Products with a known transpose:
+:mod:`torch_geometric_regcn.linalg.adjoint_product`."""
 import torch
 
 from tests.conftest import dense_normalized_adjacency, undirected_graph
-from torch_geometric_regcn.linalg.symmetric_product import symmetric_matmul
+from torch_geometric_regcn.linalg.adjoint_product import symmetric_matmul
 from torch_geometric_regcn.regularizers.graph import adjacency
 
 N = 30
