@@ -8,10 +8,11 @@ import torch
 from torch_geometric_regcn.linalg.blocks import GRAM_CHUNK, local_gram
 from torch_geometric_regcn.linalg.graph_batch import (
     check_batch,
-    gather_block,
+    gather_blocks,
     graph_blocks,
     graph_gram,
-    subtract_blocks,
+    scatter_blocks,
+    slots_of,
 )
 
 
@@ -36,7 +37,7 @@ def test_blocks_hold_every_row_once_with_less_than_twice_the_rows(sizes):
             assert torch.equal(real, torch.arange(starts[graph], starts[graph + 1]))
 
 
-def test_graph_gram_and_subtract_blocks_equal_a_loop_over_the_graphs():
+def test_graph_gram_equals_a_loop_over_the_graphs():
     sizes = [5, 0, 3, 8, 9, 16, 17, 1]
     gen = torch.Generator().manual_seed(0)
     n = sum(sizes)
@@ -52,9 +53,33 @@ def test_graph_gram_and_subtract_blocks_equal_a_loop_over_the_graphs():
         # Two orders of an n-term sum: each within n eps of the sum of |terms|.
         bound = 2 * sizes[g] * eps * (a[lo:hi].abs().T @ b[lo:hi].abs())
         assert ((gram[g] - a[lo:hi].T @ b[lo:hi]).abs() <= bound).all()
-    # Each block's rows of b, doubled, taken from b: -b (exactly, float64).
-    parts = [2 * gather_block(b, block) for block in blocks]
-    torch.testing.assert_close(subtract_blocks(b, parts, blocks), -b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize('sizes', [[5, 0, 3, 8, 9, 16, 17, 1], [1], [64] * 3])
+def test_gather_and_scatter_blocks_are_inverse_and_each_the_others_adjoint(sizes):
+    gen = torch.Generator().manual_seed(0)
+    n = sum(sizes)
+    blocks = graph_blocks(batch_of(sizes), len(sizes))
+    slots = slots_of(blocks, n)
+    t = torch.randn(n, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    parts = gather_blocks(t, blocks, slots)
+    for part, block in zip(parts, blocks):  # each slot its row of t, padding zero
+        padded = torch.cat([t, t.new_zeros(1, 3)])
+        assert torch.equal(part, padded[block.rows])
+    assert torch.equal(scatter_blocks(parts, slots), t)
+    # <gather(t), p> = <t, scatter(p)> for any p, padding slots included: the
+    # gradient of each is the other applied to the incoming gradient.
+    p = [torch.randn(part.shape, dtype=torch.float64, generator=gen) for part in parts]
+    grad, = torch.autograd.grad(sum((a * b).sum() for a, b in zip(parts, p)), t)
+    q = [torch.where(block.rows[..., None] < n, x, 0) for x, block in zip(p, blocks)]
+    assert torch.equal(grad, scatter_blocks(q, slots))
+    u = [x.detach().requires_grad_() for x in p]
+    grads = torch.autograd.grad((scatter_blocks(u, slots) * t.detach()).sum(), u)
+    for g, expected in zip(grads, gather_blocks(t.detach(), blocks, slots)):
+        assert torch.equal(g, expected)
+    assert torch.autograd.gradcheck(lambda x: scatter_blocks(gather_blocks(x, blocks, slots),
+                                                             slots), (t,))
+    assert torch.autograd.gradgradcheck(lambda x: gather_blocks(x, blocks, slots)[0], (t,))
 
 
 def test_a_graph_above_gram_chunk_gets_the_sums_of_local_gram_of_its_rows():

@@ -2,7 +2,7 @@ r"""The graphs of a PyG mini-batch of graphs (a
 :class:`~torch_geometric.data.Batch` and its :obj:`batch` vector) as dense
 blocks of graphs of similar sizes, so that each graph's low-rank factors act
 on its own rows only."""
-from typing import Any, List, NamedTuple, Optional
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -132,47 +132,98 @@ def graph_blocks(batch: Tensor, batch_size: int,
     return blocks
 
 
-def gather_block(t: Tensor, block: GraphBlock) -> Tensor:
-    r"""The rows of :obj:`t` :obj:`[N, c]` in the slots of :obj:`block`,
-    :obj:`[b, n, c]`, padding slots zero (differentiable in :obj:`t`)."""
-    return torch.cat([t, t.new_zeros(1, t.size(1))])[block.rows]
+class Slots(NamedTuple):
+    r"""Where the rows of a batch lie in the slots of its blocks of
+    :func:`graph_blocks`, both ways (:func:`slots_of`): the slots of all
+    blocks together are their slots in order, block by block, each block's
+    :obj:`[b, n]` slots row-major."""
+    rows: Tensor  #: the row of each slot, :obj:`[S]`; :math:`N` for a padding slot
+    position: Tensor  #: the slot of each row, :obj:`[N]`
+    sizes: List[int]  #: the slots of each block
 
 
-def block_gram(a: Tensor, b: Tensor, block: GraphBlock) -> Tensor:
+def slots_of(blocks: List[GraphBlock], num_rows: int) -> Slots:
+    r"""The :class:`Slots` of :obj:`blocks` (:func:`graph_blocks` of
+    :obj:`num_rows` rows): :math:`O(S)`, no synchronisation."""
+    if not blocks:
+        empty = torch.zeros(0, dtype=torch.long)
+        return Slots(empty, empty, [])
+    rows = torch.cat([block.rows.flatten() for block in blocks])
+    position = torch.empty(num_rows + 1, dtype=rows.dtype, device=rows.device)
+    # Every row is in exactly one slot; the padding slots all write row N, cut off.
+    position.index_copy_(0, rows, torch.arange(rows.numel(), device=rows.device))
+    return Slots(rows, position[:num_rows], [block.rows.numel() for block in blocks])
+
+
+def _padded(t: Tensor) -> Tensor:
+    return torch.cat([t, t.new_zeros(1, t.size(1))])
+
+
+class _ToSlots(torch.autograd.Function):
+    r""":obj:`t [N, c]` to :obj:`[S, c]` (padding slots zero) and back
+    (:obj:`back=True`: the rows' slots of :obj:`[S, c]`): each the other's
+    adjoint, so that both directions and their backward passes are
+    gathers (:meth:`~torch.Tensor.index_select`), never an indexed sum:
+    every row has exactly one slot."""
+    @staticmethod
+    def forward(ctx: Any, t: Tensor, slots: Slots, back: bool) -> Tensor:
+        ctx.slots, ctx.back = slots, back
+        if back:
+            return t.index_select(0, slots.position)
+        return _padded(t).index_select(0, slots.rows)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Tensor, None, None]:
+        return _ToSlots.apply(grad, ctx.slots, not ctx.back), None, None
+
+
+def gather_blocks(t: Tensor, blocks: List[GraphBlock], slots: Slots) -> List[Tensor]:
+    r"""The rows of :obj:`t` :obj:`[N, c]` in the slots of each block of
+    :obj:`blocks`, :obj:`[b, n, c]` each (padding slots zero): one gather
+    for all blocks, differentiable in :obj:`t` (its backward pass one
+    gather too)."""
+    parts = _ToSlots.apply(t, slots, False).split(slots.sizes)
+    return [part.view(*block.rows.shape, t.size(1)) for part, block in zip(parts, blocks)]
+
+
+def scatter_blocks(parts: List[Tensor], slots: Slots) -> Tensor:
+    r"""The rows :obj:`[N, c]` of :obj:`parts`, each :obj:`[b, n, c]` on
+    the slots of its block (the inverse of :func:`gather_blocks`; the
+    padding slots dropped): one gather, differentiable."""
+    return _ToSlots.apply(torch.cat([part.flatten(0, 1) for part in parts]), slots, True)
+
+
+def blocks_gram(a: Tensor, b: Tensor, blocks: List[GraphBlock], slots: Slots) -> Tensor:
     r""":math:`\mathbf{A}_g^{\top}\mathbf{B}_g` of the graphs of
-    :obj:`block`, :obj:`[b, k, m]`, of :obj:`a` :obj:`[N, k]` and :obj:`b`
-    :obj:`[N, m]`: one batched product of the padded block, or, for graphs
-    of more than :data:`GRAM_CHUNK
+    :obj:`blocks` in their order (:obj:`torch.cat` of their
+    :obj:`graphs`), :obj:`[G, k, m]`, of :obj:`a` :obj:`[N, k]` and
+    :obj:`b` :obj:`[N, m]`: one batched product per block of the padded
+    slots, or, for graphs of more than :data:`GRAM_CHUNK
     <torch_geometric_regcn.linalg.blocks.GRAM_CHUNK>` rows (at most
     :math:`N / 2^{12}` of them, one synchronisation), :func:`local_gram
     <torch_geometric_regcn.linalg.blocks.local_gram>` of each graph's rows,
     whose float32 sums in float64 chunks are those of the graph alone."""
-    if block.rows.size(1) <= GRAM_CHUNK:
-        return gather_block(a, block).transpose(1, 2) @ gather_block(b, block)
-    first, size = torch.stack([block.rows[:, 0], (block.rows < a.size(0)).sum(1)]).tolist()
-    return torch.stack([local_gram(a[s:s + n], b[s:s + n]) for s, n in zip(first, size)])
+    if all(block.rows.size(1) <= GRAM_CHUNK for block in blocks):
+        return torch.cat([x.transpose(1, 2) @ y for x, y in
+                          zip(gather_blocks(a, blocks, slots), gather_blocks(b, blocks, slots))])
+    out = []
+    for block in blocks:
+        if block.rows.size(1) <= GRAM_CHUNK:
+            padded_a, padded_b = _padded(a)[block.rows], _padded(b)[block.rows]
+            out.append(padded_a.transpose(1, 2) @ padded_b)
+            continue
+        first, size = torch.stack([block.rows[:, 0], (block.rows < a.size(0)).sum(1)]).tolist()
+        out.append(torch.stack([local_gram(a[s:s + n], b[s:s + n]) for s, n in zip(first, size)]))
+    return torch.cat(out)
 
 
 def graph_gram(a: Tensor, b: Tensor, blocks: List[GraphBlock], batch_size: int) -> Tensor:
     r""":math:`\mathbf{A}_g^{\top}\mathbf{B}_g` for every graph :math:`g` of
     the batch, :obj:`[batch_size, k, m]` (zero for an empty graph), of
-    :obj:`a` :obj:`[N, k]` and :obj:`b` :obj:`[N, m]`: one batched product
-    per block of :func:`graph_blocks`, :math:`O(N k m)` time (at most
-    :math:`2N` rows with the padding)."""
+    :obj:`a` :obj:`[N, k]` and :obj:`b` :obj:`[N, m]`: :func:`blocks_gram`,
+    :math:`O(N k m)` time (at most :math:`2N` rows with the padding)."""
     out = a.new_zeros(batch_size, a.size(1), b.size(1))
-    for block in blocks:
-        out = out.index_copy(0, block.graphs, block_gram(a, b, block))
-    return out
-
-
-def subtract_blocks(y: Tensor, parts: List[Tensor], blocks: List[GraphBlock]) -> Tensor:
-    r""":obj:`y` :obj:`[N, c]` minus the rows :obj:`parts` computed block
-    by block (each :obj:`[b, n, c]` on the slots of its block of
-    :func:`graph_blocks`, which hold every row once): one indexed addition
-    into :obj:`y` and one spare row that the padding slots (row :math:`N`)
-    fall into, :math:`O(N c)` (fewer than :math:`2N` slots), no
-    synchronisation (no boolean mask), differentiable in both."""
-    rows = torch.cat([block.rows.flatten() for block in blocks])
-    values = torch.cat([part.flatten(0, 1) for part in parts])
-    spare = torch.cat([y, y.new_zeros(1, y.size(1))])
-    return spare.index_add_(0, rows, values, alpha=-1)[:-1]
+    if not blocks:
+        return out
+    graphs = torch.cat([block.graphs for block in blocks])
+    return out.index_copy(0, graphs, blocks_gram(a, b, blocks, slots_of(blocks, a.size(0))))

@@ -16,13 +16,14 @@ from torch_geometric_regcn.distributed.collectives import (
 from torch_geometric_regcn.linalg.blocks import local_gram
 from torch_geometric_regcn.linalg.graph_batch import (
     WITH_GROUP,
-    block_gram,
+    blocks_gram,
     check_batch,
-    gather_block,
+    gather_blocks,
     graph_blocks,
     graph_count,
     graph_gram,
-    subtract_blocks,
+    scatter_blocks,
+    slots_of,
 )
 from torch_geometric_regcn.utils.compat import is_compiling
 from torch_geometric_regcn.utils.fingerprint import fingerprint
@@ -590,15 +591,17 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
             _check_batched_core(core, batch_size)
         with torch.autocast(x.device.type, enabled=False):
             y = x.to(w.dtype)
-            blocks, parts = graph_blocks(batch, batch_size, w.size(0)), []
-            for block in blocks:  # each graph's W_g (I + V_g^T W_g)^-1 V_g^T X_g
-                summary = block_gram(v, y, block)
-                solved = torch.linalg.lu_solve(core.lu[block.graphs],
-                                               core.pivots[block.graphs], summary)
-                parts.append(gather_block(w, block) @ solved)
+            blocks = graph_blocks(batch, batch_size, w.size(0))
             if not blocks:  # no rows
                 return x.clone()
-            return subtract_blocks(y, parts, blocks).to(x.dtype)
+            # Each graph's W_g (I + V_g^T W_g)^-1 V_g^T X_g: the graphs in the blocks'
+            # order, one solve for all, one batched product per block.
+            slots, graphs = slots_of(blocks, w.size(0)), torch.cat([b.graphs for b in blocks])
+            solved = torch.linalg.lu_solve(core.lu[graphs], core.pivots[graphs],
+                                           blocks_gram(v, y, blocks, slots))
+            parts = [wb @ sb for wb, sb in zip(gather_blocks(w, blocks, slots),
+                                               solved.split([b.graphs.numel() for b in blocks]))]
+            return (y - scatter_blocks(parts, slots)).to(x.dtype)
     if not is_compiling():
         check_batch(None, 0, batch_size)  # refuses a lone batch_size
     if core is not None and core.lu.dim() != 2 and not is_compiling():
