@@ -1,0 +1,155 @@
+r"""Each model's chosen configuration retrained at another dropout, on the same
+official splits: is a model's rank on a heterophilous graph the protocol's
+dropout?
+
+Issue 29's protocol trains every model with dropout 0.5. On minesweeper the
+deep models' best epochs come at the end of the 300 (median 260-295), as if
+under-trained, and half the nodes are training nodes, so there is little to
+regularise. This retrains, for each model named, the configuration that
+``examples.heterophily`` chose on validation (``"chosen"`` of its record, the
+protocol's dropout 0.5) with the protocol's ``dropout`` field set to
+``--dropout`` (a model's own dropouts, such as Polynormer's
+``global_dropout`` or GAT's attention dropout, stay as they are), with the
+same seeds (the split's number) and budget, and compares both per split.
+The package's recommended model (``"recommended"``) is chosen again at the
+new dropout by mean validation score among the chosen points of
+``harness.heterophily.RECOMMENDED`` (one per model: the others were not
+retrained). Nothing is chosen on test.
+
+Run from the repository root (one process per shard; runs already in the
+journal are read back, not retrained)::
+
+    OMP_NUM_THREADS=1 python -m benchmarks.heterophily_dropout --dataset minesweeper \
+        --models regcn regcn_polynormer polynormer sage gcn --dropout 0.2 \
+        --journal runs.jsonl [--shard I N]
+    python -m benchmarks.heterophily_dropout --dataset minesweeper ... --summary
+
+The summary table goes to stdout (``--output``: also to a file).
+"""
+import argparse
+import json
+import math
+import os.path as osp
+import statistics
+from typing import Dict, List
+
+import torch
+
+from harness.cli import check_writable, positive_int
+from harness.heterophily import MODELS, RECOMMENDED, fit_model, load_heterophilous, official_split
+from harness.heterophily_results import RECOMMENDED_NAME, Journal, mean_and_error
+from torch_geometric_regcn.datasets import HETEROPHILOUS
+from torch_geometric_regcn.datasets.heterophilous import normalize_name
+
+RECORDS = osp.join(osp.dirname(osp.abspath(__file__)), 'results', 'heterophily')
+
+
+def chosen_configs(record: Dict, models: List[str]) -> Dict[str, Dict]:
+    r"""The configuration each of :obj:`models` chose on validation in
+    :obj:`record` (a JSON record of ``examples.heterophily``)."""
+    missing = [m for m in models if m not in record['chosen']]
+    if missing:
+        raise ValueError(f'the record holds no search of {missing}: run examples.heterophily '
+                         f'with --models {" ".join(missing)} first')
+    return {m: {k: v for k, v in record['chosen'][m]['config'].items() if k != 'model'}
+            for m in models}
+
+
+def _fmt(mean_err) -> str:
+    mean, err = mean_err
+    return f'{100 * mean:.1f} ± {100 * err:.1f}' if not math.isnan(err) else f'{100 * mean:.1f}'
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog='python -m benchmarks.heterophily_dropout')
+    parser.add_argument('--dataset', type=normalize_name, required=True)
+    parser.add_argument('--record', default=None,
+                        help='the record of examples.heterophily '
+                             '(default: benchmarks/results/heterophily/<dataset>.json)')
+    parser.add_argument('--models', nargs='+', required=True, choices=sorted(MODELS))
+    parser.add_argument('--dropout', type=float, required=True)
+    parser.add_argument('--splits', type=positive_int, default=10)
+    parser.add_argument('--journal', required=True)
+    parser.add_argument('--shard', type=int, nargs=2, default=(0, 1), metavar=('I', 'N'))
+    parser.add_argument('--summary', action='store_true',
+                        help='train nothing: summarise the runs in the journal')
+    parser.add_argument('--output', default=None)
+    args = parser.parse_args()
+    if not 0 <= args.dropout < 1:
+        parser.error(f'--dropout must lie in [0, 1) (got {args.dropout})')
+    index, shards = args.shard
+    if not 0 <= index < shards:
+        parser.error(f'--shard I N needs 0 <= I < N (got {index} {shards})')
+    record_path = args.record or osp.join(RECORDS, f'{args.dataset}.json')
+    if not osp.isfile(record_path):
+        parser.error(f'--record {record_path}: no such file; run examples.heterophily '
+                     f'--dataset {args.dataset} --json PATH first')
+    if not args.summary:
+        check_writable(parser, '--journal', args.journal)
+    elif not osp.isfile(args.journal):
+        parser.error(f'--journal {args.journal}: no such file (with --summary it is read)')
+    if args.output:
+        check_writable(parser, '--output', args.output)
+    with open(record_path) as f:
+        record = json.load(f)
+    try:
+        base = chosen_configs(record, args.models)
+    except ValueError as error:
+        parser.error(f'--models: {error}')
+    metric = HETEROPHILOUS[args.dataset].metric
+    changed = {m: {**c, 'dropout': args.dropout} for m, c in base.items()}
+    journal = Journal(args.journal)
+    jobs = [(m, k) for k in range(args.splits) for m in args.models]
+    if not args.summary:
+        torch.set_num_threads(1)
+        data = load_heterophilous(args.dataset)
+        for m, k in jobs[index::shards]:
+            if journal.get(args.dataset, m, changed[m], k, 'cpu') is None:
+                result = fit_model(m, official_split(data, k), metric, changed[m], k)
+                journal.add(args.dataset, m, changed[m], k, 'cpu', result)
+                print(m, k, result, flush=True)
+        return
+    splits = list(range(args.splits))
+    before = {m: record['results'][m] for m in args.models}
+    after, val = {}, {}
+    for m in args.models:
+        runs = [journal.get(args.dataset, m, changed[m], k, 'cpu') for k in splits]
+        if any(r is None for r in runs):
+            raise SystemExit(f'{m}: {sum(r is None for r in runs)} of {len(splits)} runs are '
+                             f'missing from {args.journal}')
+        after[m], val[m] = [r.test for r in runs], statistics.fmean(r.val for r in runs)
+    recommended = [m for m in RECOMMENDED if m in args.models]
+    lines = [f'{args.dataset} ({metric}), {args.splits} official splits; each model at its '
+             f'configuration chosen at dropout 0.5 ({record_path}), retrained at dropout '
+             f'{args.dropout}', '',
+             f'| model (chosen point) | dropout 0.5 | dropout {args.dropout} | change | '
+             f'mean val at {args.dropout} |', '|---|---|---|---|---|']
+    for m in args.models:
+        c = base[m]
+        point = f"{c['layers']} layers" + (', residual' if c.get('residual') else '')
+        change = [a - b for a, b in zip(after[m], before[m])]
+        lines.append(f'| {MODELS[m].label} ({point}) | {_fmt(mean_and_error(before[m]))} | '
+                     f'{_fmt(mean_and_error(after[m]))} | {_fmt(mean_and_error(change))} | '
+                     f'{100 * val[m]:.2f} |')
+    if recommended:
+        pick = max(recommended, key=lambda m: (val[m], -RECOMMENDED.index(m)))
+        lines += ['', f'Recommended at dropout {args.dropout} (by mean validation among '
+                  f'{", ".join(recommended)}): {pick}, {_fmt(mean_and_error(after[pick]))}']
+        for m in args.models:
+            if m not in RECOMMENDED:
+                diff = [a - b for a, b in zip(after[pick], after[m])]
+                lines.append(f'- recommended − {MODELS[m].label} (both at {args.dropout}): '
+                             f'{_fmt(mean_and_error(diff))}')
+        if RECOMMENDED_NAME in record['results']:
+            diff = [a - b for a, b in zip(after[pick], record['results'][RECOMMENDED_NAME])]
+            lines.append(f'- recommended at {args.dropout} − recommended at 0.5: '
+                         f'{_fmt(mean_and_error(diff))}')
+    text = '\n'.join(lines)
+    print(text)
+    if args.output:
+        with open(args.output, 'w') as f:
+            f.write(text + '\n')
+
+
+if __name__ == '__main__':
+    main()
