@@ -30,13 +30,21 @@ import argparse
 import json
 import math
 import os.path as osp
-import statistics
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import torch
 
 from harness.cli import check_writable, positive_int
-from harness.heterophily import MODELS, RECOMMENDED, fit_model, load_heterophilous, official_split
+from harness.heterophily import (
+    MODELS,
+    RECOMMENDED,
+    SEARCH_BUDGET,
+    fit_model,
+    load_heterophilous,
+    mean_validation,
+    official_split,
+    select,
+)
 from harness.heterophily_results import RECOMMENDED_NAME, Journal, mean_and_error
 from torch_geometric_regcn.datasets import HETEROPHILOUS
 from torch_geometric_regcn.datasets.heterophilous import normalize_name
@@ -55,9 +63,25 @@ def chosen_configs(record: Dict, models: List[str]) -> Dict[str, Dict]:
             for m in models}
 
 
-def _fmt(mean_err) -> str:
+def _fmt(mean_err: Tuple[float, float], sign: str = '') -> str:
     mean, err = mean_err
-    return f'{100 * mean:.1f} ± {100 * err:.1f}' if not math.isnan(err) else f'{100 * mean:.1f}'
+    text = f'{100 * mean:{sign}.1f}'
+    return text if math.isnan(err) else f'{text} ± {100 * err:.1f}'
+
+
+def depth_grid(text: str) -> Tuple[str, List[int]]:
+    r"""``MODEL:L,L,...`` as the model and its depths."""
+    model, _, depths = text.partition(':')
+    try:
+        values = [int(d) for d in depths.split(',')]
+    except ValueError:
+        values = []
+    if model not in MODELS or not values or min(values) < 1 \
+            or len(set(values)) != len(values) or len(values) > SEARCH_BUDGET:
+        raise argparse.ArgumentTypeError(
+            f'{text!r}: must be MODEL:L,L,... with a model of harness.heterophily.MODELS and '
+            f'1 to {SEARCH_BUDGET} distinct depths of at least 1 (e.g. regcn:4,8,12)')
+    return model, values
 
 
 def main() -> None:
@@ -68,6 +92,10 @@ def main() -> None:
                              '(default: benchmarks/results/heterophily/<dataset>.json)')
     parser.add_argument('--models', nargs='+', required=True, choices=sorted(MODELS))
     parser.add_argument('--dropout', type=float, required=True)
+    parser.add_argument('--depths', nargs='+', type=depth_grid, default=[], metavar='MODEL:L,..',
+                        help='a grid over depth for a model of --models: its chosen '
+                             'configuration at each depth, the one of best mean validation '
+                             'score chosen (default: its chosen depth alone)')
     parser.add_argument('--splits', type=positive_int, default=10)
     parser.add_argument('--journal', required=True)
     parser.add_argument('--shard', type=int, nargs=2, default=(0, 1), metavar=('I', 'N'))
@@ -77,6 +105,10 @@ def main() -> None:
     args = parser.parse_args()
     if not 0 <= args.dropout < 1:
         parser.error(f'--dropout must lie in [0, 1) (got {args.dropout})')
+    depths = dict(args.depths)
+    if len(depths) != len(args.depths) or set(depths) - set(args.models):
+        parser.error(f'--depths: one grid per model, each of --models (got '
+                     f'{[m for m, _ in args.depths]})')
     index, shards = args.shard
     if not 0 <= index < shards:
         parser.error(f'--shard I N needs 0 <= I < N (got {index} {shards})')
@@ -97,40 +129,64 @@ def main() -> None:
     except ValueError as error:
         parser.error(f'--models: {error}')
     metric = HETEROPHILOUS[args.dataset].metric
-    changed = {m: {**c, 'dropout': args.dropout} for m, c in base.items()}
+    # Each model's points at the new dropout: its chosen configuration at each depth.
+    points = {m: [{**c, 'dropout': args.dropout, 'layers': layers}
+                  for layers in depths.get(m, [c['layers']])] for m, c in base.items()}
     journal = Journal(args.journal)
-    jobs = [(m, k) for k in range(args.splits) for m in args.models]
     if not args.summary:
+        jobs = [(m, config, k) for k in range(args.splits) for m in args.models
+                for config in points[m]]
         torch.set_num_threads(1)
         data = load_heterophilous(args.dataset)
-        for m, k in jobs[index::shards]:
-            if journal.get(args.dataset, m, changed[m], k, 'cpu') is None:
-                result = fit_model(m, official_split(data, k), metric, changed[m], k)
-                journal.add(args.dataset, m, changed[m], k, 'cpu', result)
-                print(m, k, result, flush=True)
+        for m, config, k in jobs[index::shards]:
+            if journal.get(args.dataset, m, config, k, 'cpu') is None:
+                result = fit_model(m, official_split(data, k), metric, config, k)
+                journal.add(args.dataset, m, config, k, 'cpu', result)
+                print(m, config['layers'], k, result, flush=True)
         return
+    print(summary(args, record, record_path, metric, base, points, journal))
+
+
+def summary(args: argparse.Namespace, record: Dict, record_path: str, metric: str,
+            base: Dict[str, Dict], points: Dict[str, List[Dict]], journal: Journal) -> str:
+    r"""The table of the runs in :obj:`journal` (written to ``--output`` too)."""
     splits = list(range(args.splits))
     before = {m: record['results'][m] for m in args.models}
-    after, val = {}, {}
+    after, val, depth, lines = {}, {}, {}, []
+    grid_lines = []
     for m in args.models:
-        runs = [journal.get(args.dataset, m, changed[m], k, 'cpu') for k in splits]
-        if any(r is None for r in runs):
-            raise SystemExit(f'{m}: {sum(r is None for r in runs)} of {len(splits)} runs are '
-                             f'missing from {args.journal}')
-        after[m], val[m] = [r.test for r in runs], statistics.fmean(r.val for r in runs)
-    recommended = [m for m in RECOMMENDED if m in args.models]
-    lines = [f'{args.dataset} ({metric}), {args.splits} official splits; each model at its '
-             f'configuration chosen at dropout 0.5 ({record_path}), retrained at dropout '
-             f'{args.dropout}', '',
-             f'| model (chosen point) | dropout 0.5 | dropout {args.dropout} | change | '
-             f'mean val at {args.dropout} |', '|---|---|---|---|---|']
+        runs = [[journal.get(args.dataset, m, config, k, 'cpu') for k in splits]
+                for config in points[m]]
+        missing = sum(r is None for point in runs for r in point)
+        if missing:
+            raise SystemExit(f'{m}: {missing} of {len(splits) * len(runs)} runs are missing '
+                             f'from {args.journal}')
+        mean_val = [mean_validation(point) for point in runs]
+        chosen = select(mean_val)
+        after[m], val[m] = [r.test for r in runs[chosen]], mean_val[chosen]
+        depth[m] = points[m][chosen]['layers']
+        if len(runs) > 1:
+            grid_lines.append(f'- {MODELS[m].label}: ' + '; '.join(
+                f"{config['layers']} layers: val {100 * v:.2f}, test "
+                f"{_fmt(mean_and_error([r.test for r in point]))}"
+                + (' (chosen)' if i == chosen else '')
+                for i, (config, v, point) in enumerate(zip(points[m], mean_val, runs))))
+    lines += [f'{args.dataset} ({metric}), {args.splits} official splits; each model at its '
+              f'configuration chosen at dropout 0.5 ({osp.relpath(record_path)}), retrained at '
+              f'dropout {args.dropout} (at the depths of --depths where given, one chosen by '
+              f'mean validation score)', '',
+              f'| model (depth at 0.5 → at {args.dropout}) | dropout 0.5 | dropout '
+              f'{args.dropout} | change | mean val at {args.dropout} |', '|---|---|---|---|---|']
     for m in args.models:
         c = base[m]
-        point = f"{c['layers']} layers" + (', residual' if c.get('residual') else '')
         change = [a - b for a, b in zip(after[m], before[m])]
-        lines.append(f'| {MODELS[m].label} ({point}) | {_fmt(mean_and_error(before[m]))} | '
-                     f'{_fmt(mean_and_error(after[m]))} | {_fmt(mean_and_error(change))} | '
-                     f'{100 * val[m]:.2f} |')
+        lines.append(f"| {MODELS[m].label} ({c['layers']} → {depth[m]}"
+                     f"{', residual' if c.get('residual') else ''}) | "
+                     f'{_fmt(mean_and_error(before[m]))} | {_fmt(mean_and_error(after[m]))} | '
+                     f"{_fmt(mean_and_error(change), '+')} | {100 * val[m]:.2f} |")
+    if grid_lines:
+        lines += ['', 'Grids over depth:'] + grid_lines
+    recommended = [m for m in RECOMMENDED if m in args.models]
     if recommended:
         pick = max(recommended, key=lambda m: (val[m], -RECOMMENDED.index(m)))
         lines += ['', f'Recommended at dropout {args.dropout} (by mean validation among '
@@ -139,16 +195,16 @@ def main() -> None:
             if m not in RECOMMENDED:
                 diff = [a - b for a, b in zip(after[pick], after[m])]
                 lines.append(f'- recommended − {MODELS[m].label} (both at {args.dropout}): '
-                             f'{_fmt(mean_and_error(diff))}')
+                             f"{_fmt(mean_and_error(diff), '+')}")
         if RECOMMENDED_NAME in record['results']:
             diff = [a - b for a, b in zip(after[pick], record['results'][RECOMMENDED_NAME])]
             lines.append(f'- recommended at {args.dropout} − recommended at 0.5: '
-                         f'{_fmt(mean_and_error(diff))}')
+                         f"{_fmt(mean_and_error(diff), '+')}")
     text = '\n'.join(lines)
-    print(text)
     if args.output:
         with open(args.output, 'w') as f:
             f.write(text + '\n')
+    return text
 
 
 if __name__ == '__main__':
