@@ -30,7 +30,7 @@ import argparse
 import json
 import math
 import os.path as osp
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 
@@ -84,6 +84,21 @@ def depth_grid(text: str) -> Tuple[str, List[int]]:
     return model, values
 
 
+def setting(text: str) -> Tuple[str, str, Any]:
+    r"""``MODEL:KEY=VALUE`` (the value as JSON) as the model, key and value."""
+    model, _, assignment = text.partition(':')
+    key, _, value = assignment.partition('=')
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if model not in MODELS or not key or parsed is None:
+        raise argparse.ArgumentTypeError(
+            f'{text!r}: must be MODEL:KEY=VALUE with a model of harness.heterophily.MODELS and '
+            f'a JSON value (e.g. regcn_polynormer:K=1)')
+    return model, key, parsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog='python -m benchmarks.heterophily_dropout')
     parser.add_argument('--dataset', type=normalize_name, required=True)
@@ -96,6 +111,9 @@ def main() -> None:
                         help='a grid over depth for a model of --models: its chosen '
                              'configuration at each depth, the one of best mean validation '
                              'score chosen (default: its chosen depth alone)')
+    parser.add_argument('--set', nargs='+', type=setting, default=[], metavar='MODEL:KEY=VALUE',
+                        help="another value of a key of a model's chosen configuration "
+                             '(a variant; the key must be one the configuration holds)')
     parser.add_argument('--splits', type=positive_int, default=10)
     parser.add_argument('--journal', required=True)
     parser.add_argument('--shard', type=int, nargs=2, default=(0, 1), metavar=('I', 'N'))
@@ -128,6 +146,12 @@ def main() -> None:
         base = chosen_configs(record, args.models)
     except ValueError as error:
         parser.error(f'--models: {error}')
+    for m, key, value in args.set:
+        if m not in base or key not in base[m] or key in ('dropout', 'layers', 'epochs'):
+            parser.error(f'--set {m}:{key}: {m} must be one of --models and {key} a key of its '
+                         f"configuration other than dropout, layers and epochs (its keys: "
+                         f'{sorted(base.get(m, {}))})')
+        base[m] = {**base[m], key: value}
     metric = HETEROPHILOUS[args.dataset].metric
     # Each model's points at the new dropout: its chosen configuration at each depth.
     points = {m: [{**c, 'dropout': args.dropout, 'layers': layers}
@@ -174,7 +198,10 @@ def summary(args: argparse.Namespace, record: Dict, record_path: str, metric: st
     lines += [f'{args.dataset} ({metric}), {args.splits} official splits; each model at its '
               f'configuration chosen at dropout 0.5 ({osp.relpath(record_path)}), retrained at '
               f'dropout {args.dropout} (at the depths of --depths where given, one chosen by '
-              f'mean validation score)', '',
+              f'mean validation score)'
+              + ''.join(f'; {m} with {key} = {value!r} (chosen at 0.5: '
+                        f"{record['chosen'][m]['config'].get(key)!r})"
+                        for m, key, value in args.set), '',
               f'| model (depth at 0.5 → at {args.dropout}) | dropout 0.5 | dropout '
               f'{args.dropout} | change | mean val at {args.dropout} |', '|---|---|---|---|---|']
     for m in args.models:
