@@ -63,3 +63,24 @@ def test_a_missing_run_is_named_not_read_as_a_score(tmp_path, monkeypatch):
         '--journal', str(tmp_path / 'journal.jsonl')])
     with pytest.raises(SystemExit, match='regcn: 2 of 2 runs are missing'):
         heterophily_dropout.main()
+
+
+def test_a_variant_trains_and_reads_its_own_configuration(tmp_path, monkeypatch, capsys):
+    regcn = _config('regcn')
+    assert regcn['K'] == 1
+    (tmp_path / 'record.json').write_text(json.dumps(
+        {'chosen': {'regcn': {'config': regcn}}, 'results': {'regcn': [0.9, 0.9]}}))
+    with open(tmp_path / 'journal.jsonl', 'w') as f:
+        for split in range(2):  # the chosen configuration at K = 1 (no variant) scores 0
+            for k, test in [(1, 0.0), (3, 0.95)]:
+                f.write(json.dumps({'dataset': 'minesweeper', 'model': 'regcn', 'config': {
+                    **regcn, 'dropout': 0.2, 'K': k}, 'split': split, 'device': 'cpu',
+                    'test': test, 'val': test, 'best_epoch': 1, 'seconds': 1.0}) + '\n')
+    monkeypatch.setattr(sys, 'argv', [
+        'heterophily_dropout', '--dataset', 'minesweeper', '--models', 'regcn', '--dropout',
+        '0.2', '--set', 'regcn:K=3', '--splits', '2', '--summary', '--record',
+        str(tmp_path / 'record.json'), '--journal', str(tmp_path / 'journal.jsonl')])
+    heterophily_dropout.main()
+    out = capsys.readouterr().out
+    assert 'regcn with K = 3 (chosen at 0.5: 1)' in out
+    assert '| 90.0 ± 0.0 | 95.0 ± 0.0 | +5.0 ± 0.0 |' in out
