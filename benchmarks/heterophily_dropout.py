@@ -10,21 +10,25 @@ regularise. This retrains, for each model named, the configuration that
 protocol's dropout 0.5) with the protocol's ``dropout`` field set to
 ``--dropout`` (a model's own dropouts, such as Polynormer's
 ``global_dropout`` or GAT's attention dropout, stay as they are), with the
-same seeds (the split's number) and budget, and compares both per split.
-The package's recommended model (``"recommended"``) is chosen again at the
-new dropout by mean validation score among the chosen points of
-``harness.heterophily.RECOMMENDED`` (one per model: the others were not
-retrained). Nothing is chosen on test.
+same seeds (the split's number) and budget, on the CPU, one thread per
+process, and compares both per split. ``--depths MODEL:L,L`` trains that
+model's configuration at each depth and keeps the one of best mean
+validation score; ``--set MODEL:KEY=VALUE`` changes one more key of its
+configuration (a variant, named in the summary). The package's recommended
+model is chosen again by mean validation score among the chosen points of
+the models of ``harness.heterophily.RECOMMENDED`` that run. Nothing is
+chosen on test.
 
 Run from the repository root (one process per shard; runs already in the
 journal are read back, not retrained)::
 
     OMP_NUM_THREADS=1 python -m benchmarks.heterophily_dropout --dataset minesweeper \
-        --models regcn regcn_polynormer polynormer sage gcn --dropout 0.2 \
-        --journal runs.jsonl [--shard I N]
+        --models regcn polynormer sage gcn --depths regcn:4,8 polynormer:7,10 \
+        --dropout 0.2 --journal runs.jsonl [--shard I N]
     python -m benchmarks.heterophily_dropout --dataset minesweeper ... --summary
 
-The summary table goes to stdout (``--output``: also to a file).
+The summary table goes to stdout (``--output``: also to a file);
+``benchmarks/results/heterophily.md`` has the runs of 2026-12-01.
 """
 import argparse
 import json
