@@ -144,10 +144,8 @@ class Slots(NamedTuple):
 
 def slots_of(blocks: List[GraphBlock], num_rows: int) -> Slots:
     r"""The :class:`Slots` of :obj:`blocks` (:func:`graph_blocks` of
-    :obj:`num_rows` rows): :math:`O(S)`, no synchronisation."""
-    if not blocks:
-        empty = torch.zeros(0, dtype=torch.long)
-        return Slots(empty, empty, [])
+    :obj:`num_rows` rows, at least one block): :math:`O(S)`, no
+    synchronisation."""
     rows = torch.cat([block.rows.flatten() for block in blocks])
     position = torch.empty(num_rows + 1, dtype=rows.dtype, device=rows.device)
     # Every row is in exactly one slot; the padding slots all write row N, cut off.
@@ -206,7 +204,7 @@ def blocks_gram(a: Tensor, b: Tensor, blocks: List[GraphBlock], slots: Slots) ->
     if all(block.rows.size(1) <= GRAM_CHUNK for block in blocks):
         return torch.cat([x.transpose(1, 2) @ y for x, y in
                           zip(gather_blocks(a, blocks, slots), gather_blocks(b, blocks, slots))])
-    out = []
+    out = []  # a large graph among them: no copy of its padded rows, each small block its own
     for block in blocks:
         if block.rows.size(1) <= GRAM_CHUNK:
             padded_a, padded_b = _padded(a)[block.rows], _padded(b)[block.rows]
