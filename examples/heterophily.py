@@ -221,9 +221,7 @@ def main() -> None:
         print(f'journal {args.journal}: {len(journal)} runs recorded')
     searches, from_journal = [], [False]  # whether the last run was read back
     for name in args.models:
-        if args.points is not None:  # a smaller budget, the same for every model
-            MODELS[name] = MODELS[name]._replace(grid=MODELS[name].grid[:args.points])
-        grid = MODELS[name].grid
+        grid = MODELS[name].grid[:args.points]  # a smaller budget, the same for every model
 
         def fit(name, split, metric, config, seed):
             found = None if journal is None else journal.get(args.dataset, name, config, seed,
@@ -244,7 +242,8 @@ def main() -> None:
                   f'{100 * result.val:.1f}, best epoch {result.best_epoch}, '
                   f"{result.seconds:.1f}s{', from the journal' if from_journal[0] else ''})")
 
-        found = search(name, data, metric, range(args.splits), protocol, fit, report)
+        found = search(name, data, metric, range(args.splits), protocol, fit, report,
+                       points=args.points)
         print(f'{MODELS[name].label}: chosen [{found.index + 1}/{len(grid)}: '
               f'{describe(grid[found.index])}] by mean validation {metric} '
               f"({', '.join(f'{100 * v:.1f}' for v in found.mean_val)})")

@@ -724,10 +724,12 @@ MODELS: Dict[str, Model] = {
 RECOMMENDED: Tuple[str, ...] = ('regcn', 'regcn_polynormer')
 
 
-def configurations(name: str, protocol: Protocol = PROTOCOL) -> List[Config]:
+def configurations(name: str, protocol: Protocol = PROTOCOL,
+                   points: Optional[int] = None) -> List[Config]:
     r"""The configurations of model :obj:`name` that :func:`search` tries,
-    one per grid point: :obj:`protocol`'s fields, then the model's
-    :obj:`config`, then the point.
+    one per grid point (the first :obj:`points` of its grid, all if
+    :obj:`None`): :obj:`protocol`'s fields, then the model's :obj:`config`,
+    then the point.
 
     Raises :class:`ValueError` naming the model when it has no grid point
     or more than :obj:`SEARCH_BUDGET`, or when a point sets a key that is
@@ -740,9 +742,11 @@ def configurations(name: str, protocol: Protocol = PROTOCOL) -> List[Config]:
     if not 1 <= len(model.grid) <= SEARCH_BUDGET:
         raise ValueError(f'{name}: the grid must hold 1 to SEARCH_BUDGET = {SEARCH_BUDGET} '
                          f'points, the same budget for every model (got {len(model.grid)})')
+    if points is not None:
+        check_int('points', points, 1)
     base = {**protocol._asdict(), **model.config}
     out = []
-    for point in model.grid:
+    for point in model.grid[:points]:
         unknown = sorted(set(point) - set(base))
         if unknown:
             raise ValueError(f'{name}: grid point {point} sets {unknown}, which is neither a '
@@ -831,10 +835,11 @@ FitFn = Callable[[str, Data, str, Config, int], SplitResult]
 
 def search(name: str, data: Data, metric: str, splits: Sequence[int],
            protocol: Protocol = PROTOCOL, fit: Optional[FitFn] = None,
-           on_run: Callable[[int, int, SplitResult], None] = lambda point, k, result: None
-           ) -> Search:
-    r"""Trains model :obj:`name` in every configuration of its grid
-    (:func:`configurations` under :obj:`protocol`) on each official split
+           on_run: Callable[[int, int, SplitResult], None] = lambda point, k, result: None,
+           points: Optional[int] = None) -> Search:
+    r"""Trains model :obj:`name` in every configuration of its grid (the
+    first :obj:`points` of it if given; :func:`configurations` under
+    :obj:`protocol`) on each official split
     :obj:`k` of :obj:`splits` (:func:`official_split` of :obj:`data`,
     seeded with :obj:`k`, the same seeds for every point), and chooses the
     configuration of best mean validation score over those splits
@@ -846,7 +851,7 @@ def search(name: str, data: Data, metric: str, splits: Sequence[int],
     (default :func:`fit_model`); :obj:`on_run(point, k, result)` is called
     after each. The configurations and splits are checked before the first
     run."""
-    configs = configurations(name, protocol)
+    configs = configurations(name, protocol, points)
     splits = [check_int('splits', k, 0) for k in splits]
     if not splits or len(set(splits)) != len(splits):
         raise ValueError(f"'splits' must be distinct official splits, at least one (got "
@@ -861,4 +866,5 @@ def search(name: str, data: Data, metric: str, splits: Sequence[int],
             runs[-1].append(result)
             on_run(point, k, result)
     mean_val = [mean_validation(point_runs) for point_runs in runs]
-    return Search(name, MODELS[name].grid, configs, splits, runs, mean_val, select(mean_val))
+    return Search(name, MODELS[name].grid[:len(configs)], configs, splits, runs, mean_val,
+                  select(mean_val))

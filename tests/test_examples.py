@@ -1,6 +1,7 @@
-"""A fast smoke run of each example: one small dataset, a few epochs. The examples
-that use the repository's harness run as modules from the repository root, as do
-the figure scripts of benchmarks/."""
+"""A fast smoke run of each example: one small dataset, a few epochs. The scripts a
+user starts by their path run so, in a fresh process; the examples that use the
+repository's harness and the figure scripts of benchmarks/ run as modules, in
+this process (tests/entry_points.py)."""
 import ast
 import importlib
 import importlib.util
@@ -12,8 +13,8 @@ import sys
 import pytest
 
 from tests.conftest import SHARED_DATA
+from tests.entry_points import run_module
 
-#: Each test runs a script in a fresh process.
 pytestmark = pytest.mark.slow
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -22,9 +23,17 @@ needs_data = pytest.mark.skipif(not osp.isdir(osp.join(SHARED_DATA, 'Cora')),
 
 
 def run(*args: str) -> str:
+    """``python ARGS`` from the repository root, in a fresh process."""
     out = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def run_main(name: str, *argv: str) -> str:
+    """``python -m NAME ARGV``, in this process."""
+    out = run_module(name, *argv)
+    assert out.code == 0, out.stderr[-2000:]
     return out.stdout
 
 
@@ -42,7 +51,7 @@ def test_explain_example(solver):
 
 @needs_data
 def test_tsgcn_example():
-    out = run('-m', 'examples.tsgcn', '--dataset', 'Cora', '--runs', '2', '--epochs', '5')
+    out = run_main('examples.tsgcn', '--dataset', 'Cora', '--runs', '2', '--epochs', '5')
     assert 'rank=169 (N // 16)' in out
     assert out.count('run ') == 2 and 'ACC: ' in out and 'F1: ' in out
     assert 'precompute' in out and 'training' in out
@@ -51,8 +60,8 @@ def test_tsgcn_example():
 @needs_data
 @pytest.mark.parametrize('model', ['GAT', 'APPNP', 'tsgcn-inv'])
 def test_regularizers_example(model):
-    out = run('-m', 'examples.regularizers', '--dataset', 'Cora', '--model', model, '--runs', '1',
-              '--epochs', '3')
+    out = run_main('examples.regularizers', '--dataset', 'Cora', '--model', model, '--runs',
+                   '1', '--epochs', '3')
     assert 'ACC: ' in out and 'F1: ' in out
 
 
@@ -64,7 +73,7 @@ def test_model_names_need_no_shell_quoting():
 
 
 def test_help_shows_every_default():
-    out = run('-m', 'examples.tsgcn', '--help')
+    out = run_main('examples.tsgcn', '--help')
     assert '(default: 10)' in out and '(default: 500)' in out
 
 
@@ -81,7 +90,7 @@ def test_figure_script_states_and_takes_its_command_line(name):
     assert f'python -m benchmarks.{name}' in doc
     if name != 'capacity_plan' and importlib.util.find_spec('matplotlib') is None:
         pytest.skip('the figure scripts draw with matplotlib (pip install -e ".[docs]")')
-    assert run('-m', f'benchmarks.{name}', '--help').startswith(f'usage: {name}.py')
+    assert run_main(f'benchmarks.{name}', '--help').startswith(f'usage: {name}.py')
 
 
 @pytest.mark.parametrize('example, argv, message', [

@@ -474,6 +474,21 @@ def test_search_chooses_by_mean_validation_never_by_test(monkeypatch):
         assert torch.equal(split.test_mask, data.test_mask[:, k])
 
 
+def test_search_with_fewer_points_tries_the_first_ones_only(monkeypatch):
+    # The example's --points: a smaller budget that leaves the model's grid whole
+    # (it was cut in MODELS, so a second search in the same process saw the cut).
+    grid = ({'option': 0}, {'option': 1}, {'option': 2})
+    monkeypatch.setitem(MODELS, 'fake', fake_model(*grid))
+    calls = []
+    found = search('fake', official(), 'accuracy', [3, 5, 7], fit=fake_fit(calls), points=2)
+    assert found.grid == grid[:2] and found.configs == configurations('fake')[:2]
+    assert found.mean_val == pytest.approx([sum(v) / 3 for v in VAL[:2]])
+    assert found.index == 1 and {c[3]['option'] for c in calls} == {0, 1}
+    assert MODELS['fake'].grid == grid and len(configurations('fake')) == 3
+    with pytest.raises(ValueError, match=r"'points' must be a positive integer \(got 0\)"):
+        configurations('fake', points=0)
+
+
 def test_search_checks_the_splits_before_training(monkeypatch):
     monkeypatch.setitem(MODELS, 'fake', fake_model({'option': 0}))
     calls = []
