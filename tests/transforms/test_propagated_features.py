@@ -153,6 +153,16 @@ def test_argument_checks_before_any_work():
         PropagateFeatures(prefix='1x')
     with pytest.raises(TypeError, match='no coefficient'):
         PropagateFeatures(solver='cg', gamma=1.0)
+    # The factors hold their coefficients: these were accepted, shown in the
+    # repr, and ignored (alpha=50 propagated as LowRankInverse's alpha=1).
+    with pytest.raises(ValueError, match=r"^\['alpha', 'beta'\] would be ignored: "
+                                         r"solver='lowrank' of TSGCNRegularizer does not "
+                                         r"read them \(the factors of LowRankInverse"):
+        PropagateFeatures(alpha=50.0, beta=0.0)
+    with pytest.raises(ValueError, match=r"^\['K'\] would be ignored: solver='cg'"):
+        PropagateFeatures(solver='cg', K=5)
+    # Without normalize they set the gain 1 / (1 + alpha + beta): read.
+    PropagateFeatures(alpha=1.0, beta=0.3, normalize=False)
     # DAGNN's gate would propagate with its random start (two transforms
     # differed by 1.9 on one graph): refused, its Neumann weights accepted.
     with pytest.raises(ValueError, match=r"has trainable parts \['gate.weight', 'gate.bias'\]"
@@ -326,4 +336,4 @@ def test_factors_recomputed_for_a_batch_leave_the_callers_batch_collated():
     assert 'lowrank_w' not in whole.to_data_list()[0]
     assert torch.equal(batch.to_data_list()[1].lowrank_w, graphs[1].lowrank_w)
     with pytest.raises(ValueError, match="collated from each graph's own"):
-        PropagateFeatures(alpha=0.4, beta=0.0)(batch)
+        PropagateFeatures()(batch)

@@ -302,6 +302,12 @@ class Regularizer(torch.nn.Module):
         adjacency alone."""
         return frozenset({'adj'})
 
+    def unread(self, solver: str) -> FrozenSet[str]:
+        r"""The constructor's arguments that :obj:`solver` never reads (a
+        transform given one of them explicitly refuses it, rather than
+        propagate as if it had): none by default."""
+        return frozenset()
+
     def coefficients(self) -> Dict[str, Any]:
         r"""The fixed coefficients, as passed to the constructor (learned ones
         are parameters, see :meth:`learn`)."""

@@ -278,7 +278,9 @@ class DAGNNRegularizer(AffineRegularizer):
     Args:
         K (int, optional): Number of hops. (default: :obj:`10`)
         beta (float, optional): :math:`\beta \geq 0`. (default: :obj:`1.0`)
-        adaptive (bool, optional): Learn the retainment scores.
+        adaptive (bool, optional): Learn the retainment scores, which only
+            :obj:`"series"` reads; :obj:`"closed"` and :obj:`"cg"` solve with
+            :math:`\mathbf{R}` and need :obj:`adaptive=False`.
             (default: :obj:`True`)
     """
     name = 'dagnn'
@@ -306,6 +308,20 @@ class DAGNNRegularizer(AffineRegularizer):
         weight = self.gate.weight
         scores = torch.sigmoid(self.gate(stack.to(weight.dtype))).to(stack.dtype)  # [N, K+1, 1]
         return (scores * stack).sum(dim=1)
+
+    def check_solver(self, solver: Optional[str]) -> str:
+        r"""As :meth:`Regularizer.check_solver
+        <torch_geometric_regcn.regularizers.Regularizer.check_solver>`; the
+        learned gate is read by :obj:`"series"` only (the exact solvers solve
+        with :math:`\mathbf{R}`, which it is not part of), so with
+        :obj:`adaptive=True` any other raises: its parameters would never be
+        used or trained."""
+        solver = super().check_solver(solver)
+        if self.gate is not None and solver != 'series':
+            raise ValueError(f"solver={solver!r} solves with R = I + beta L and never reads "
+                             f"DAGNN's learned gate (adaptive=True): use solver='series' to "
+                             f"propagate with the gate, or adaptive=False for the closed form")
+        return solver
 
     def initialize_channels(self, channels: int) -> None:
         # The gate's input size, known to a layer: no lazy parameter left in

@@ -195,6 +195,15 @@ class TSGCNRegularizer(Regularizer):
         :obj:`normalize`."""
         return 1.0 if self.normalize else 1.0 / (1.0 + self.alpha + self.beta)
 
+    def unread(self, solver: str) -> FrozenSet[str]:
+        r""":obj:`"lowrank"` reads the factors, which hold the coefficients
+        :class:`~torch_geometric_regcn.LowRankInverse` computed them for, and
+        :obj:`alpha` and :obj:`beta` only for the gain of
+        :obj:`normalize=False`; :obj:`K` is the series' alone."""
+        if solver == 'lowrank':
+            return frozenset({'k', 'K'} | ({'alpha', 'beta'} if self.normalize else set()))
+        return frozenset() if solver == 'series' else frozenset({'K'})
+
     def requires(self, solver: str) -> FrozenSet[str]:
         if solver == 'lowrank':
             return frozenset({'lowrank'})

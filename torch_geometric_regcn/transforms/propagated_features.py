@@ -107,8 +107,11 @@ class PropagateFeatures(BaseTransform):
             before any work (delete it first, or choose another prefix).
             (default: :obj:`"x"`)
         **coefficients (optional): The regulariser's coefficients, e.g.
-            :obj:`alpha=1.0, beta=0.3` for :obj:`"tsgcn"` with :obj:`"cg"`
-            (the low-rank factors already hold theirs).
+            :obj:`alpha=1.0, beta=0.3` for :obj:`"tsgcn"` with :obj:`"cg"`.
+            One that the solver does not read raises a :class:`ValueError`
+            (see :meth:`~torch_geometric_regcn.regularizers.Regularizer.unread`):
+            :obj:`"lowrank"`'s factors hold the coefficients
+            :class:`~torch_geometric_regcn.LowRankInverse` was given.
 
     Example:
         .. code-block:: python
@@ -140,6 +143,14 @@ class PropagateFeatures(BaseTransform):
                 f"regulariser without them (for DAGNN, adaptive=False: the Neumann weights), "
                 f"or freeze trained ones first ('regularizer.requires_grad_(False)')")
         self.solver = self.regularizer.check_solver(solver)
+        unread = sorted(set(coefficients) & self.regularizer.unread(self.solver))
+        if unread:
+            hint = (" (the factors of LowRankInverse hold the coefficients they were computed "
+                    "for: give them there, or solver='cg' to propagate with these)"
+                    if self.solver == 'lowrank' else '')
+            raise ValueError(f"{unread} would be ignored: solver={self.solver!r} of "
+                             f"{type(self.regularizer).__name__} does not read "
+                             f"{'it' if len(unread) == 1 else 'them'}{hint}")
         self.block_size = check_int('block_size', block_size)
         try:
             self.tol = check_real('tol', tol, 0.0, low_open=True)

@@ -102,10 +102,15 @@ def test_dagnn_learns_per_node_retainment_scores():
     torch.testing.assert_close(out, (scores * hops).sum(1))
     layer(x, ei).sum().backward()
     assert gate.weight.grad is not None
-    # The exact solvers give the regulariser's closed form (I + βL̃)⁻¹.
-    exact = conv('dagnn', beta=0.5, solver='closed')
+    # The exact solvers give the regulariser's closed form (I + βL̃)⁻¹, without
+    # the gate; with it they refuse (it was built, trained never, and ignored).
+    exact = conv('dagnn', beta=0.5, solver='closed', adaptive=False)
     expected = torch.linalg.solve(EYE + 0.5 * (EYE - a), x @ exact.lin.weight.T)
     torch.testing.assert_close(exact(x, ei), expected)
+    for solver in ('closed', 'cg'):
+        with pytest.raises(ValueError, match=f"solver='{solver}' solves with R = I \\+ beta L "
+                                             f"and never reads DAGNN's learned gate"):
+            conv('dagnn', beta=0.5, solver=solver)
 
 
 @pytest.mark.parametrize('solver', ['closed', 'cg'])
