@@ -44,8 +44,10 @@ class SemanticGraph(SharesGroup, BaseTransform):
         \frac{\mathbf{x}_i^{\top}\mathbf{x}_j}{\|\mathbf{x}_i\|\,\|\mathbf{x}_j\|},
 
     and the graph is symmetrised (:math:`j \in \mathcal{N}_k(i)` or
-    :math:`i \in \mathcal{N}_k(j)`). Ties go to the lower node index (on a
-    shard of :func:`~torch_geometric_regcn.distributed.partition`, the lower
+    :math:`i \in \mathcal{N}_k(j)`). Ties (similarities equal as computed:
+    two that are equal in exact arithmetic may round apart) go to the lower
+    node index (on a shard of
+    :func:`~torch_geometric_regcn.distributed.partition`, the lower
     original index, :obj:`data.node_id`, by which IVF also draws its random
     rows: METIS shards, which renumber the nodes, get the graph of one
     process); a zero
