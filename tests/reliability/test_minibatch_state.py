@@ -375,6 +375,17 @@ def test_copies_keep_a_verified_state(graph):
         twin.convs[1].bias = torch.nn.Parameter(twin.convs[1].bias.detach().clone())
         with pytest.raises(RuntimeError, match=r"'convs.1.bias' is another Parameter"):
             twin(x[batch], w[batch], v[batch], batch)  # its own parameters, not the original's
+    # A copy made after a replacement: it took its identities from the parameters
+    # it was given, the replacement included, and propagated with the old summaries
+    # (2.1 off the exact model). It forgets them instead.
+    model.convs[0].lin.weight = torch.nn.Parameter(2 * model.convs[0].lin.weight.detach())
+    for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        with pytest.raises(RuntimeError, match=r"no summaries since a copy or pickle made after "
+                                               r"'convs.0.lin.weight' was replaced"):
+            twin(x[batch], w[batch], v[batch], batch)
+        twin.refresh(x, w, v)
+        torch.testing.assert_close(twin(x[batch], w[batch], v[batch], batch),
+                                   reference(twin, x, w, v)[batch], **TOL)
 
 
 # -- class 5: named errors before any work -----------------------------------------------

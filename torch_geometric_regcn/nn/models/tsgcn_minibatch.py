@@ -299,18 +299,23 @@ class MiniBatchTSGCN(torch.nn.Module):
     def __getstate__(self) -> Dict[str, Any]:
         # A cache: copies and pickles recompute it. Weak references do not
         # pickle and would name the original's parameters: kept as a flag,
-        # taken anew from the copy's own parameters.
+        # taken anew from the copy's own parameters, unless one was replaced
+        # already (the copy could not tell: it forgets its summaries).
         return {**self.__dict__, '_cache': None,
                 '_identities_at_refresh': getattr(self, '_identities_at_refresh', None)
-                is not None}
+                is not None, '_replaced_before_copy': self._replaced_parameter()}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         earlier = '_parameters_at_refresh' not in state  # pickled by an earlier version
         for name in ('_woodbury', '_first'):  # its caches, keyed by version counters
             state.pop(name, None)
+        replaced = state.pop('_replaced_before_copy', None)
         super().__setstate__(state)
         if earlier:
             self._forget('unpickling (it was saved by an earlier version)')
+        elif replaced is not None:
+            self._forget(f"a copy or pickle made after '{replaced}' was replaced by another "
+                         f"Parameter")
         else:  # the copy's parameters and buffers, built before its state is set
             self._identities_at_refresh = (self._parameter_identities()
                                            if state.get('_identities_at_refresh') else None)
@@ -381,12 +386,20 @@ class MiniBatchTSGCN(torch.nn.Module):
             if a[1:3] != b[1:3] or (a[3] is not None and a[3] != b[3]):
                 return (f"'{b[0]}' was {a[1]} on {a[2]} {shape(a)} and is now {b[1]} on "
                         f"{b[2]} {shape(b)} (converted or moved since)")
+        name = self._replaced_parameter()
+        if name is not None:
+            return (f"'{name}' is another Parameter than at refresh() (one assigned "
+                    f"in its place, or swapped in by torch.func.functional_call; "
+                    f"functional_call may pass the model's own, p.detach())")
+        return None
+
+    def _replaced_parameter(self) -> Optional[str]:
+        r"""The name of the first parameter that is not the one (or a view of
+        all of its numbers) that the summaries were computed with."""
         identities = getattr(self, '_identities_at_refresh', None)  # None: an earlier pickle
         for ref, (name, p) in zip(identities or (), self.named_parameters()):
             if not _same_numbers(ref(), p):
-                return (f"'{name}' is another Parameter than at refresh() (one assigned "
-                        f"in its place, or swapped in by torch.func.functional_call; "
-                        f"functional_call may pass the model's own, p.detach())")
+                return name
         return None
 
     def _replacements(self) -> Tuple[int, ...]:
