@@ -161,6 +161,21 @@ def _global_mean(rank, group, g, dtype=torch.float64, shape=(), grad=False):
     return global_mean(torch.ones(shape, dtype=dtype, requires_grad=grad), 3, group)
 
 
+def _weight_beyond_float32_on_rank_1(rank, group, g):
+    # A float64 weight that a float32 computation cannot hold: it was refused
+    # on its rank alone, before the agreement, and the other waited.
+    shard = _shard(g, rank, keys=('x', 'edge_index', 'edge_weight'))
+    shard.x = shard.x.float()
+    if rank == 1:
+        shard.edge_weight = shard.edge_weight.clone().index_fill_(0, torch.tensor([0]), 1e300)
+    return LowRankInverse(1.0, 0.0, R, progress=False, group=group)(shard).lowrank_w
+
+
+def _woodbury(rank, group, g, **arguments):
+    x, w, v = _rows(g, rank, g.x, g.w, g.v)
+    return woodbury_apply(x, w, v, woodbury_core(w, v, group=group), group, **arguments)
+
+
 #: Every rank raises the same ValueError, holding each of these strings.
 DISAGREE = {
     # the four of the issue
@@ -240,6 +255,11 @@ DISAGREE = {
     'block_lanczos k': (lambda rank, group, g: block_lanczos(
         _operator(rank, group, g), _on_rank_1(rank, R, R - 2)),
         ["'k' must be the same", f'{R - 2} on rank 1']),
+    # a summary skips the all-reduce: on one rank only, the others' was paired with
+    # that rank's next collective (a result 249 off, then a timeout)
+    'woodbury_apply summary on one rank': (lambda rank, group, g: _woodbury(
+        rank, group, g, summary=_on_rank_1(rank, None, g.v.T @ g.x)),
+        ["whether 'summary' is given", 'True on rank 1']),
     'global_mean dtype': (lambda rank, group, g: _global_mean(
         rank, group, g, dtype=_on_rank_1(rank, torch.float64, torch.float32)),
         ["the dtype and device type of 'local_sum'", "(torch.float32, 'cpu') on rank 1"]),
@@ -267,6 +287,23 @@ ONE_RANK_FAILS = {
     'extreme_eigenpairs method': (lambda rank, group, g: extreme_eigenpairs(
         _operator(rank, group, g), R, method=_on_rank_1(rank, 'lanczos', 'power')),
         ["needs method='lanczos'", 'extreme_eigenpairs failed its checks on rank(s) [1]']),
+    'LowRankInverse weight beyond float32 on one rank': (
+        _weight_beyond_float32_on_rank_1,
+        ["'edge_weight' holds finite torch.float64 weights beyond the range of the layer's "
+         "torch.float32", 'normalized_adjacency failed its checks on rank(s) [1]']),
+    'normalized_adjacency group without partition on one rank': (
+        lambda rank, group, g: normalized_adjacency(
+            _shard(g, rank).edge_index, N, group=group,
+            partition=_on_rank_1(rank, RowPartition(EVEN, rank), None)),
+        ["'group' needs the 'partition'", 'normalized_adjacency failed its checks on rank(s) [1]']),
+    'woodbury_apply batch_size without batch on one rank': (
+        lambda rank, group, g: _woodbury(rank, group, g, batch_size=_on_rank_1(rank, None, 2)),
+        ["'batch_size' was given without 'batch'",
+         'woodbury_apply failed its checks on rank(s) [1]']),
+    'woodbury_core batch with a group on one rank': (
+        lambda rank, group, g: woodbury_core(*_rows(g, rank, g.w, g.v), group=group, batch=(
+            _on_rank_1(rank, None, torch.zeros(N // 2, dtype=torch.long)))),
+        ["cannot be combined with 'group'", 'woodbury_core failed its checks on rank(s) [1]']),
 }
 
 

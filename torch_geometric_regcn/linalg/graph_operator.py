@@ -433,9 +433,10 @@ def _checked_partition(edge_index: Tensor, num_nodes: int, edge_weight: Optional
     same on every rank) and returns the row blocks: one part without a
     :obj:`partition`."""
     if partition is None:
-        if group is not None:
-            raise ValueError("'group' needs the 'partition' of the shards (a RowPartition, "
-                             "as torch_geometric_regcn.distributed.partition() gives it)")
+        if group is not None:  # the ranks given a partition are at the agreement below
+            agree_arguments(group, 'normalized_adjacency', {}, ValueError(
+                "'group' needs the 'partition' of the shards (a RowPartition, as "
+                "torch_geometric_regcn.distributed.partition() gives it)"))
         check_choice('reduce', reduce, REDUCE)
         num_nodes = _check_size(num_nodes, dtype)
         check_edge_index(edge_index, num_nodes, edge_weight, name, weight_name)

@@ -166,7 +166,7 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     raise; one all-gather of a flag), for factors of eigenpairs at a
     rounding level they decide together (float32 for float64 factors only
     if every rank holding rows has float32 casts)."""
-    if batch is not None and group is not None:
+    if batch is not None and group is not None and (agreed or is_compiling()):
         raise ValueError(WITH_GROUP)
     if group is None and not is_compiling():
         check_factors(w, v, None)
@@ -174,6 +174,8 @@ def woodbury_core(w: Tensor, v: Tensor, from_eigenpairs: bool = False,
     elif not agreed and not is_compiling():
         error, same = None, {}
         try:
+            if batch is not None:  # agreed first: the other ranks are at the agreement
+                raise ValueError(WITH_GROUP)
             check_factors(w, v, None)
             same = factor_arguments(w, v, from_eigenpairs)
         except (TypeError, ValueError) as failure:
@@ -537,10 +539,11 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
     f` product :math:`\mathbf{V}^{\top}\mathbf{X}` is all-reduced (and its
     gradient in the backward pass), the only communication; no halo is
     needed. A given :obj:`summary` is taken as the whole graph's, never
-    all-reduced. Before, the ranks agree that each one's rows fit and that
-    they hold the same widths and dtypes (:func:`factor_arguments`, the
-    number of columns of :obj:`x`, whether :obj:`core` is given; one
-    all-gather of a few integers), unless the caller did
+    all-reduced. Before, the ranks agree that each one's arguments pass
+    their checks and that they hold the same widths and dtypes
+    (:func:`factor_arguments` without a :obj:`summary`, the number of
+    columns of :obj:`x`, whether :obj:`core` and :obj:`summary` are given;
+    one all-gather of a few integers), unless the caller did
     (:obj:`agreed=True`).
 
     With a :obj:`batch` vector, the rows are those of a batch of graphs,
@@ -575,6 +578,9 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
         batch_size (int, optional): The number of graphs in :obj:`batch`.
             (default: :obj:`None`, :obj:`batch[-1] + 1`)
     """
+    if group is not None and not agreed and not is_compiling():
+        _agree_apply(x, w, v, core, group, summary, batch, batch_size)
+        agreed = True
     if batch is not None:
         if group is not None:
             raise ValueError(WITH_GROUP)
@@ -604,28 +610,13 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
             return (y - scatter_blocks(parts, slots)).to(x.dtype)
     if not is_compiling():
         check_batch(None, 0, batch_size)  # refuses a lone batch_size
-    if core is not None and core.lu.dim() != 2 and not is_compiling():
-        raise ValueError(f"'core' holds {core.lu.size(0)} cores, one per graph of a batch: "
-                         f"pass that batch's 'batch' vector too")
-    if group is not None and summary is None and not agreed and not is_compiling():
-        error, same = None, {}
-        try:
-            _check_rows(x, w, v)
-            same = {**factor_arguments(w, v, False), "the number of columns of 'x'": x.size(1),
-                    "the dtype of 'x'": x.dtype, "whether 'core' is given": core is not None}
-        except (TypeError, ValueError) as failure:
-            error = failure
-        agree_arguments(group, 'woodbury_apply', same, error)
-        agreed = True
-    elif (group is None or summary is not None) and not is_compiling():
-        _check_rows(x, w, v, summary)  # no collective follows that a lone error could strand
-    if summary is None and v is None:
-        raise ValueError("woodbury_apply needs the factor 'v', or the summary V^T X of all "
-                         "rows as 'summary=' (with 'core=')")
+        _check_one_core(core)
+        _check_rows(x, w, v, summary)
+    if summary is None and v is None:  # under torch.compile, where _check_rows does not run
+        raise ValueError(_NEEDS_V)
     if core is None:
         if summary is not None:
-            raise ValueError("'summary' needs 'core' (woodbury_core of the whole graph's "
-                             "factors): the rows 'w' given with a summary may be a batch's")
+            raise ValueError(_NEEDS_CORE)
         core = woodbury_core(w, v, group=group, agreed=agreed)
     with torch.autocast(x.device.type, enabled=False):
         y = x.to(w.dtype)
@@ -633,6 +624,46 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
             summary = differentiable_all_reduce(local_gram(v, y), group)
         return (y - w @ torch.linalg.lu_solve(core.lu, core.pivots, summary.to(w.dtype))
                 ).to(x.dtype)
+
+
+_NEEDS_V = ("woodbury_apply needs the factor 'v', or the summary V^T X of all rows as "
+            "'summary=' (with 'core=')")
+_NEEDS_CORE = ("'summary' needs 'core' (woodbury_core of the whole graph's factors): the rows "
+               "'w' given with a summary may be a batch's")
+
+
+def _agree_apply(x: Tensor, w: Tensor, v: Optional[Tensor], core: Optional[WoodburyCore],
+                 group: Group, summary: Optional[Tensor], batch: Optional[Tensor],
+                 batch_size: Optional[int]) -> None:
+    r"""Every check of :func:`woodbury_apply` with a :obj:`group` on every
+    rank, then one agreement on the shapes, dtypes and on which optional
+    arguments are given (:func:`factor_arguments` where the factors are
+    multiplied): a check that fails on one rank, or a :obj:`summary` (which
+    skips the all-reduce) on some ranks only, raises on every rank instead
+    of leaving the others in a collective."""
+    error, same = None, {}
+    try:
+        if batch is not None:
+            raise ValueError(WITH_GROUP)
+        check_batch(None, 0, batch_size)
+        _check_one_core(core)
+        _check_rows(x, w, v, summary)
+        if core is None and summary is not None:
+            raise ValueError(_NEEDS_CORE)
+        same = {**(factor_arguments(w, v, False) if summary is None else {}),
+                "the number of columns of 'x'": x.size(1), "the dtype of 'x'": x.dtype,
+                "whether 'core' is given": core is not None,
+                "whether 'summary' is given": summary is not None}
+    except (TypeError, ValueError) as failure:
+        error = failure
+    agree_arguments(group, 'woodbury_apply', same, error)
+
+
+def _check_one_core(core: Optional[WoodburyCore]) -> None:
+    r"""A core given without a batch vector is one graph's."""
+    if core is not None and core.lu.dim() != 2:
+        raise ValueError(f"'core' holds {core.lu.size(0)} cores, one per graph of a batch: "
+                         f"pass that batch's 'batch' vector too")
 
 
 def _check_batched_core(core: WoodburyCore, batch_size: int) -> None:
@@ -653,8 +684,7 @@ def _check_rows(x: Tensor, w: Tensor, v: Optional[Tensor],
     check_node_features(x, finite=False)
     if summary is None:
         if v is None:
-            raise ValueError("woodbury_apply needs the factor 'v', or the summary V^T X of all "
-                             "rows as 'summary=' (with 'core=')")
+            raise ValueError(_NEEDS_V)
         check_factors(w, v, None)
     else:
         check_tensor('w', w, 'a tensor [num_rows, rank]')

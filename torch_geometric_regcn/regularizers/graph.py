@@ -166,15 +166,30 @@ def adjacency_edges(edge_index: Any, num_nodes: int, edge_weight: Optional[Tenso
     replaced by unit ones. The caller's tensors and their flags are never
     modified. On a graph without repeated entries the sum changes nothing:
     the result is the one of :obj:`reduce="max"`, to the bit."""
-    edge_index, edge_weight, weight_name = _graph_arguments(edge_index, edge_weight, dtype, name)
+    edge_index, edge_weight, weight_name = _graph_arguments(edge_index, edge_weight, dtype, name,
+                                                            group)
     return normalized_adjacency(edge_index, num_nodes, edge_weight, dtype, name, weight_name,
                                 reduce=DUPLICATES, partition=partition, group=group)
 
 
 def _graph_arguments(edge_index: Any, edge_weight: Optional[Tensor], dtype: torch.dtype,
-                     name: str) -> Tuple[Tensor, Optional[Tensor], str]:
+                     name: str, group: Group = None) -> Tuple[Tensor, Optional[Tensor], str]:
     r"""An :obj:`edge_index` or :obj:`torch.sparse` adjacency as
-    :obj:`(edge_index, edge_weight in dtype, the weight's name for errors)`."""
+    :obj:`(edge_index, edge_weight in dtype, the weight's name for errors)`.
+    With a :obj:`group`, a failed check raises on every rank: the others
+    are at the first agreement of :func:`normalized_rows`, which this
+    rank's error joins."""
+    try:
+        return _edges_and_weights(edge_index, edge_weight, dtype, name)
+    except (TypeError, ValueError) as error:
+        if group is None:
+            raise
+        agree_arguments(group, 'normalized_adjacency', {}, error)
+        raise
+
+
+def _edges_and_weights(edge_index: Any, edge_weight: Optional[Tensor], dtype: torch.dtype,
+                       name: str) -> Tuple[Tensor, Optional[Tensor], str]:
     weight_name = 'edge_weight'
     if is_sparse_tensor(edge_index) or edge_index.layout != torch.strided:
         weight_name = f'{name}.values()'
@@ -200,7 +215,8 @@ def adjacency_rows(edge_index: Any, num_nodes: int, edge_weight: Optional[Tensor
     global, 32-bit column indices where they fit (the whole matrix in one
     process), built without a list of pairs
     (:func:`~torch_geometric_regcn.linalg.graph_operator.normalized_rows`)."""
-    edge_index, edge_weight, weight_name = _graph_arguments(edge_index, edge_weight, dtype, name)
+    edge_index, edge_weight, weight_name = _graph_arguments(edge_index, edge_weight, dtype, name,
+                                                            group)
     return normalized_rows(edge_index, num_nodes, edge_weight, dtype, name, weight_name,
                            reduce=DUPLICATES, partition=partition, group=group)[0]
 
