@@ -137,7 +137,11 @@ def subspace_iteration(
         if method == 'power':
             block = ritz_image + bound * ritz if which == 'LA' else ritz_image
         else:
-            cut = float(theta[-1]) if which == 'LA' else abs(float(theta[-1]))
+            # 'LM': |theta| of a mixture of eigenvectors of +-lambda (a bipartite
+            # spectrum) can be near zero, a cut that filters nothing; ||S v||, at
+            # least |theta| and lambda for such a mixture, is the scale it holds.
+            cut = (float(theta[-1]) if which == 'LA'
+                   else float(ritz_image.norm(dim=0).min()))
             lower = -bound if which == 'LA' else -cut
             upper = max(cut, lower + 1e-3 * bound)
             block = chebyshev_filter(operator, lower, upper, degree, bound)(ritz)
