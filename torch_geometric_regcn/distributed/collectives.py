@@ -348,7 +348,8 @@ def agree_arguments(group: Group, what: str, values: Mapping[str, Any],
       and :obj:`fix` (only then are the descriptions themselves gathered,
       by every rank, as all saw the same digests).
 
-    Without a :obj:`group` only :obj:`error` is raised. Returns the
+    Without a :obj:`group` only :obj:`error` is raised, and so it is before
+    :func:`check_group`'s error where :obj:`group` is not a usable one. Returns the
     :obj:`share` integers of every rank, in rank order: a caller that must
     also learn something every rank may hold differently (whether its cache
     is fresh, a count) gets it from the same collective.
@@ -368,6 +369,12 @@ def agree_arguments(group: Group, what: str, values: Mapping[str, Any],
         if error is not None:
             raise error
         return [list(share)]
+    try:
+        check_group(group)
+    except (TypeError, ValueError):  # no collective to join: this rank's own error first
+        if error is not None:
+            raise error from None
+        raise
     descriptions = [] if error is not None else [(name, describe(value))
                                                  for name, value in values.items()]
     mine = [int(error is not None), _digest(descriptions)]
