@@ -15,7 +15,7 @@ from torch_geometric_regcn.distributed.collectives import (
     any_rank,
     consensus,
 )
-from torch_geometric_regcn.linalg.blocks import gram, tall_qr
+from torch_geometric_regcn.linalg.blocks import gram, rayleigh_gram, tall_qr
 from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
 from torch_geometric_regcn.linalg.eigenpairs import (
     EigenPairs,
@@ -383,8 +383,9 @@ class _FilteredCycles:
             if stored:
                 image[:, start:start + chunk] = block
             else:  # V^T S V one block of columns at a time
-                projected[:, start:start + chunk] = gram(ritz, block, group)
-        values, rotation = small_eigh(gram(ritz, image, group) if stored else projected, group)
+                projected[:, start:start + chunk] = rayleigh_gram(ritz, block, group)
+        values, rotation = small_eigh(rayleigh_gram(ritz, image, group) if stored else projected,
+                                      group)
         values, rotation = select(values, rotation, k, which)
         if not stored:  # S times the Ritz vectors V R, into the free columns
             image = spare[:, :k] if spare.size(1) >= k else ritz.new_empty(ritz.size(0), k)
