@@ -72,7 +72,7 @@ def rayleigh_gram(a: Tensor, b: Tensor, group: Group) -> Tensor:
         return gram(a, b, group)
     total = a.new_zeros(a.size(1), b.size(1), dtype=torch.float64)
     for start in range(0, a.size(0), GRAM_CHUNK):
-        total.addmm_(a[start:start + GRAM_CHUNK].T.double(), b[start:start + GRAM_CHUNK].double())
+        _add_gram64(total, a[start:start + GRAM_CHUNK], b[start:start + GRAM_CHUNK])
     return all_reduce(total, group).to(torch.promote_types(a.dtype, b.dtype))
 
 
@@ -232,11 +232,12 @@ def cholesky_qr_limit(dtype: torch.dtype) -> float:
     return min(1e-2 / torch.finfo(dtype).eps, 1e-1 / math.sqrt(eps64))
 
 
-def _add_gram64(out: Tensor, rows: Tensor) -> None:
-    r"""Adds :math:`\mathbf{B}^{\top}\mathbf{B}` of :obj:`rows` to the
-    float64 :obj:`out`."""
+def _add_gram64(out: Tensor, rows: Tensor, other: Optional[Tensor] = None) -> None:
+    r"""Adds :math:`\mathbf{B}^{\top}\mathbf{B}` of :obj:`rows` (with
+    :obj:`other`, :math:`\mathbf{B}^{\top}\mathbf{C}` of the same rows of
+    it) to the float64 :obj:`out`, the products in float64."""
     rows = rows.double()
-    out.addmm_(rows.T, rows)
+    out.addmm_(rows.T, rows if other is None else other.double())
 
 
 @ieee_float32_matmul()

@@ -578,9 +578,10 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
         batch_size (int, optional): The number of graphs in :obj:`batch`.
             (default: :obj:`None`, :obj:`batch[-1] + 1`)
     """
-    if group is not None and not agreed and not is_compiling():
+    checked = is_compiling()  # the checks below, once: in the agreement where there is one
+    if group is not None and not agreed and not checked:
         _agree_apply(x, w, v, core, group, summary, batch, batch_size)
-        agreed = True
+        agreed = checked = True
     if batch is not None:
         if group is not None:
             raise ValueError(WITH_GROUP)
@@ -608,7 +609,7 @@ def woodbury_apply(x: Tensor, w: Tensor, v: Optional[Tensor],
             parts = [wb @ sb for wb, sb in zip(gather_blocks(w, blocks, slots),
                                                solved.split([b.graphs.numel() for b in blocks]))]
             return (y - scatter_blocks(parts, slots)).to(x.dtype)
-    if not is_compiling():
+    if not checked:
         check_batch(None, 0, batch_size)  # refuses a lone batch_size
         _check_one_core(core)
         _check_rows(x, w, v, summary)
