@@ -46,6 +46,20 @@ def test_small_chunks_cut_anywhere(monkeypatch):
     assert not torch.equal(other['x'], reference['x'])
 
 
+def test_graph_key_names_the_graph_not_the_shard():
+    # The key the distributed transforms compare between ranks: one value for
+    # every rank and number of parts of one graph, another for any argument
+    # that changes the graph (shards of different draws were accepted unkeyed).
+    kwargs = dict(num_classes=3, num_features=4, avg_degree=3.0, homophily=0.7, seed=5)
+    keys = {contextual_sbm_shard(300, parts, rank, **kwargs).graph_key
+            for parts in (1, 2, 3) for rank in range(parts)}
+    assert len(keys) == 1
+    for change in (dict(seed=6), dict(homophily=0.6), dict(avg_degree=4.0),
+                   dict(num_features=5), dict(num_classes=4), dict(signal=2.0)):
+        assert contextual_sbm_shard(300, 2, 0, **{**kwargs, **change}).graph_key not in keys
+    assert contextual_sbm_shard(301, 2, 0, **kwargs).graph_key not in keys
+
+
 @pytest.mark.parametrize('num_parts', [2, 3])
 def test_shards_have_the_format_of_partition(num_parts):
     shards, cat = whole(3_000, num_parts, num_classes=5, num_features=6, seed=1)

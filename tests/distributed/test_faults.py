@@ -12,7 +12,7 @@ import torch.distributed as dist
 
 from tests.distributed.launch import requires_gloo, run_ranks
 from torch_geometric_regcn import TSGCN, LowRankInverse
-from torch_geometric_regcn.datasets import contextual_sbm
+from torch_geometric_regcn.datasets import contextual_sbm, contextual_sbm_shard
 from torch_geometric_regcn.distributed import partition
 from torch_geometric_regcn.regularizers import GraphOperators
 from torch_geometric_regcn.transforms import SemanticGraph
@@ -239,10 +239,16 @@ def test_sharded_factors_that_may_miss_copies_of_the_top_eigenvalue_warn():
 def _shards_of_two_graphs(rank, world_size):
     # Shards read from the local disks of two machines, one of which holds an
     # older graph of the same size: no marker file can tell, the ranks' keys do.
-    from torch_geometric_regcn.datasets import contextual_sbm
     data = contextual_sbm(num_nodes=200, num_classes=3, num_features=8, seed=rank)
     shard = partition(data, world_size)[rank]
     out = {}
+    # Drawn shard by shard with another seed on each rank: keyed by its arguments.
+    drawn = contextual_sbm_shard(200, world_size, rank, num_classes=3, num_features=8,
+                                 seed=rank)
+    try:
+        LowRankInverse(1.0, 0.2, 6, progress=False, group=dist.group.WORLD)(drawn)
+    except ValueError as error:
+        out['drawn'] = str(error)
     for name, transform in [('semantic', SemanticGraph(k=4, progress=False,
                                                        group=dist.group.WORLD)),
                             ('lowrank', LowRankInverse(1.0, 0.2, 6, progress=False,
@@ -257,7 +263,7 @@ def _shards_of_two_graphs(rank, world_size):
 @pytest.mark.slow
 def test_shards_of_different_graphs_raise_on_every_rank():
     for out in run_ranks(_shards_of_two_graphs, 2, timeout=120.0):
-        for name in ('semantic', 'lowrank'):
+        for name in ('semantic', 'lowrank', 'drawn'):
             assert "the graph the shard was cut from ('data.graph_key'" in out[name]
 
 

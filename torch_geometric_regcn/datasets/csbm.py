@@ -155,7 +155,12 @@ def contextual_sbm_shard(num_nodes: int, num_parts: int, rank: int, num_classes:
     :obj:`RowPartition.even(num_nodes, num_parts)` in :obj:`x` and :obj:`y`,
     the edges whose first (source) index is one of them in :obj:`edge_index`,
     with global indices, :obj:`node_id` (:obj:`arange(start, end)`),
-    :obj:`partition` and :obj:`num_nodes`, the number of local nodes.
+    :obj:`partition`, :obj:`num_nodes`, the number of local nodes, and
+    :obj:`graph_key`, a digest of the arguments that define the graph (all
+    but :obj:`num_parts` and :obj:`rank`), the same on every rank, so that
+    shards drawn with different arguments on some ranks are refused, as
+    those :func:`~torch_geometric_regcn.distributed.partition` cuts from
+    different graphs are.
 
     Node :math:`i` has class :math:`y_i = i \bmod C` and features
 
@@ -252,5 +257,8 @@ def contextual_sbm_shard(num_nodes: int, num_parts: int, rank: int, num_classes:
         cuts = torch.searchsorted(chunk_edges[0], torch.tensor([first, last])).tolist()
         edges.append(chunk_edges[:, cuts[0]:cuts[1]])
     node_id = torch.arange(start, end)
+    key = hashlib.blake2b(repr(('contextual_sbm_shard', num_nodes, num_classes, num_features,
+                                avg_degree, homophily, signal, seed)).encode(),
+                          digest_size=20).hexdigest()
     return Data(x=x, y=node_id % num_classes, edge_index=torch.cat(edges, dim=1),
-                node_id=node_id, partition=part, num_nodes=end - start)
+                node_id=node_id, partition=part, num_nodes=end - start, graph_key=key)
