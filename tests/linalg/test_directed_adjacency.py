@@ -56,12 +56,29 @@ def test_dtype_and_errors():
         assert torch.equal(directed_adjacency(EDGES.to(dtype), 7).to_dense(), expected)
     with pytest.raises(ValueError, match='edge_index'):
         directed_adjacency(EDGES, 5)  # an index beyond num_nodes
-    # A float64 weight finite there but not in float32 made inf / inf = NaN entries.
+    # A float64 weight finite there but not in float32 made inf / inf = NaN entries;
+    # now the weights' ratios are what float32 cannot hold (1e-39: subnormal).
     weight = torch.ones(EDGES.size(1), dtype=torch.float64)
     weight[0] = 1e39
-    with pytest.raises(ValueError, match="'edge_weight' overflows torch.float32"):
+    with pytest.raises(ValueError, match="'edge_weight' spans more than torch.float32 holds: "
+                       "its smallest positive weight is 1e-39 times its largest"):
         directed_adjacency(EDGES, 7, weight, torch.float32)
     assert directed_adjacency(EDGES, 7, weight, torch.float64).values().isfinite().all()
+
+
+@pytest.mark.parametrize('scale', [1e39, 1e-44, 1e-50])
+def test_the_weights_scale_does_not_matter_in_float32(scale):
+    # Dir-GNN's normalisation is invariant to the weights' scale. Cast to float32
+    # first, float64 weights below its range became zeros (the graph lost every
+    # edge), subnormal ones few-bit values (entries 0.014 off), large ones
+    # infinities. Reference: the dense float64 construction of the unscaled
+    # weights; each entry is w / sqrt(d_in d_out) of float32 values within one
+    # rounding of the reference's, so within a few float32 eps (2.4e-7 at 1).
+    weight = torch.rand(EDGES.size(1), dtype=torch.float64) + 0.1
+    expected = dense_reference(EDGES, 7, weight)
+    for direction, reference in (('in', expected), ('out', expected.T)):
+        got = directed_adjacency(EDGES, 7, weight * scale, torch.float32, direction)
+        torch.testing.assert_close(got.to_dense().double(), reference, atol=1e-6, rtol=0)
 
 
 def test_an_edge_of_weight_zero_keeps_its_gradient():

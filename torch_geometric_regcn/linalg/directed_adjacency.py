@@ -7,7 +7,6 @@ from torch_geometric.utils import coalesce
 
 from torch_geometric_regcn.utils.sparse import to_csr
 from torch_geometric_regcn.utils.validation import (
-    all_finite,
     check_choice,
     check_dtype,
     check_edge_index,
@@ -47,7 +46,10 @@ def directed_adjacency(edge_index: Tensor, num_nodes: int, edge_weight: Optional
     Args:
         edge_index (torch.Tensor): The directed edges, shape :obj:`[2, E]`.
         num_nodes (int): The number of nodes :math:`N`.
-        edge_weight (torch.Tensor, optional): Non-negative weights :obj:`[E]`.
+        edge_weight (torch.Tensor, optional): Non-negative weights :obj:`[E]`;
+            only their ratios matter, so they are divided by the largest
+            before the cast to :obj:`dtype` (:class:`ValueError` where a
+            positive ratio is below :obj:`dtype`'s smallest normal number).
             (default: :obj:`None`, all ones)
         dtype (torch.dtype, optional): The dtype of the result.
             (default: :obj:`torch.float32`)
@@ -65,15 +67,25 @@ def directed_adjacency(edge_index: Tensor, num_nodes: int, edge_weight: Optional
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
     else:  # non-negative, finite: checked above
-        edge_weight = edge_weight.to(dtype)
+        # The operator does not change with the weights' scale: divided by the
+        # largest first, in their own dtype, they keep their ratios in 'dtype'
+        # whatever their magnitude (cast as they were, weights below float32's
+        # smallest normal number became zeros, and the graph lost its edges).
+        given = edge_weight.detach()
+        top = given.amax() if given.numel() else given.new_zeros(())
+        edge_weight = (edge_weight / torch.where(top > 0, top, 1)).to(dtype)
+        tiny = torch.finfo(dtype).tiny
+        if bool(((given > 0) & (edge_weight.detach() < tiny)).any()):  # one sync
+            smallest = float(given[given > 0].amin() / top)
+            raise ValueError(f"'edge_weight' spans more than {dtype} holds: its smallest "
+                             f"positive weight is {smallest:.3g} times its largest, below "
+                             f"{dtype}'s smallest normal number {tiny:.3g}; use a float64 "
+                             f"layer ('.double()') or drop the negligible edges")
     source, target = edge_index
     out_degree = torch.zeros(num_nodes, dtype=dtype, device=edge_index.device)
     in_degree = torch.zeros_like(out_degree)
     out_degree.scatter_add_(0, source, edge_weight)
     in_degree.scatter_add_(0, target, edge_weight)
-    if num_nodes and not all_finite(torch.stack([out_degree.amax(), in_degree.amax()])):
-        raise ValueError(f"'edge_weight' overflows {dtype}: a weight or a node's sum of weights "
-                         f"is infinite there; rescale the weights")
     root_out, root_in = out_degree.sqrt(), in_degree.sqrt()
     # Entries of weight zero are kept where both degrees are positive: their value
     # is zero, but their gradient in the weight is not (dropped, an edge weight of
