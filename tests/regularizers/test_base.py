@@ -508,6 +508,31 @@ def test_operators_of_another_graph_are_named():
         reg.energy(x, x, graph)
 
 
+@pytest.mark.parametrize('name', ['appnp', 'signed', 'polynomial'])
+def test_operators_of_another_dtype_are_named_before_any_work(name):
+    # x in float64 beside float32 operators: CG named both, but 'series' and
+    # 'closed' raised torch's "expected scalar type Float but found Double", and
+    # energy() did so after building the dense R (an SVD and a solve for
+    # 'polynomial') (review s55/hetreg).
+    reg = R.get(name)
+    edge_index, _ = undirected_graph(0, N)
+    graph = build_graph(reg, edge_index, N, None, torch.float32)
+    x = torch.ones(N, 2, dtype=torch.float64)
+    fix = (r"'x' is torch.float64 but the GraphOperators were built in torch.float32: build "
+           r"them in torch.float64 \(build_graph\(..., dtype=torch.float64\)\) or pass "
+           r"'x.to\(torch.float32\)'")
+    for solver in reg.solvers:
+        if solver != 'lowrank':
+            with pytest.raises(TypeError, match=fix):
+                reg.propagate(x, graph, solver)
+    with pytest.raises(TypeError, match=r"'h' is torch.float64 but the GraphOperators"):
+        reg.energy(x, x, graph)
+    # The operators' own dtype passes (float32 against the float64 solve).
+    out = reg.propagate(x.float(), graph, 'closed')
+    expected = reg.propagate(x, build_graph(reg, edge_index, N, None, torch.float64), 'closed')
+    torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=0)
+
+
 def test_a_state_does_not_load_into_a_registered_subclass():
     # SGCRegularizer derives from GCNRegularizer: a GCN layer's state loaded
     # into an SGC layer with strict=True, which then computed another model.

@@ -620,7 +620,7 @@ class Regularizer(torch.nn.Module):
         operators and loop in Python, run eagerly, as a graph break (so
         :obj:`fullgraph=True` works with :obj:`"lowrank"` only)."""
         solver = self.check_solver(solver)
-        graph.check_rows('x', x)
+        graph.check_features('x', x)
         if solver == 'lowrank':
             return self.lowrank(x, graph)
         return _sparse_propagate(self, x, graph, solver, tol, max_iter)
@@ -682,7 +682,7 @@ class Regularizer(torch.nn.Module):
                              f"{list(h.shape)} and {list(h_in.shape)})")
         ops = edge_index if isinstance(edge_index, GraphOperators) else build_graph(
             self, edge_index, h.size(0), dtype=h.dtype, **graph)
-        ops.check_rows('h', h)
+        ops.check_features('h', h)
         if ops.direction is not None:  # R is not symmetric: no energy has it as its Hessian
             raise ValueError(f"energy() needs an undirected graph (got GraphOperators with "
                              f"direction={ops.direction!r}): a directed layer's operators are "

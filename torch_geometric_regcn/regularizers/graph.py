@@ -391,6 +391,17 @@ class GraphOperators:
                              f"{'nodes' if self.partition is None else 'rows of this shard'}: "
                              f"build them for this graph (build_graph)")
 
+    def check_features(self, name: str, x: Tensor) -> None:
+        r""":meth:`check_rows`, and :class:`TypeError` unless :obj:`x` has the
+        dtype the operators were built in (:attr:`dtype`): no solver mixes
+        two dtypes, so the error names both fixes before any work."""
+        self.check_rows(name, x)
+        if x.dtype != self.dtype:
+            raise TypeError(f"'{name}' is {x.dtype} but the GraphOperators were built in "
+                            f"{self.dtype}: build them in {x.dtype} "
+                            f"(build_graph(..., dtype={x.dtype})) or pass "
+                            f"'{name}.to({self.dtype})'")
+
     def dense(self, matrix: Tensor) -> Tensor:
         r"""The sparse operator :obj:`matrix` as a dense matrix: under an
         explainer's edge mask (:attr:`masked`) its product with the identity
