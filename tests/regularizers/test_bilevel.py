@@ -464,3 +464,83 @@ def test_an_ignored_label_is_refused():
     z = torch.tensor([[5.0, 0.0], [0.0, 5.0], [5.0, 0.0]])
     with pytest.raises(ValueError, match=r"'target' must hold classes in \[0, 2\)"):
         calibrated_cross_entropy(z, torch.tensor([0, 1, -100]))
+
+
+@pytest.mark.parametrize('patience', [None, 3])
+def test_a_non_finite_loss_leaves_the_parameters_and_the_optimizers_as_they_were(patience):
+    # A NaN validation loss was reported (with patience) only after Adam had
+    # stepped on its NaN gradient: the coefficients and Adam's moments were NaN,
+    # every later forward refused to run; without patience, nothing was said
+    # (review s55/bilevel). Reference: the state before the failed steps.
+    x, edge_index, semantic, y, train, val = problem()
+    model = tsgcn()
+    step = BilevelStep(model, torch.optim.Adam(weight_parameters(model), lr=0.01),
+                       torch.optim.Adam(coefficient_parameters(model), lr=0.05),
+                       patience=patience)
+    for _ in range(2):  # some state worth keeping
+        out = model(x, edge_index, semantic_edge_index=semantic)
+        step.weight_step(F.cross_entropy(out[train], y[train]))
+        out = model(x, edge_index, semantic_edge_index=semantic)
+        step.coefficient_step(calibrated_cross_entropy(out[val], y[val]))
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    moments = [{k: v.clone() for k, v in s.items()}
+               for opt in (step.weight_optimizer, step.coefficient_optimizer)
+               for s in opt.state.values()]
+    out = model(x, edge_index, semantic_edge_index=semantic)
+    with pytest.warns(RuntimeWarning, match='non-finite gradient'), \
+            pytest.raises(ValueError, match=r"The validation loss is nan: the coefficients "
+                                            r"cannot learn on it and were left as they were"):
+        step.coefficient_step(calibrated_cross_entropy(out[val], y[val]) * math.nan)
+    out = model(x, edge_index, semantic_edge_index=semantic)
+    with pytest.raises(ValueError, match=r"The training loss is inf: the weights"):
+        step.weight_step(F.cross_entropy(out[train], y[train]) * math.inf)
+    for name, p in model.named_parameters():
+        assert torch.equal(p, before[name]), name
+        assert p.grad is None, name
+    after = [s for opt in (step.weight_optimizer, step.coefficient_optimizer)
+             for s in opt.state.values()]
+    assert len(after) == len(moments)
+    for old, new in zip(moments, after):
+        assert all(torch.equal(old[k], new[k]) for k in old)
+    # and training goes on from there
+    out = model(x, edge_index, semantic_edge_index=semantic)
+    assert math.isfinite(float(step.coefficient_step(calibrated_cross_entropy(out[val],
+                                                                              y[val]))))
+
+
+def test_a_param_group_added_after_the_step_was_made_is_refused():
+    # The steps backpropagate into the parameters held at construction: a head
+    # added by add_param_group() was never trained, silently (review s55/bilevel).
+    x, edge_index, semantic, y, train, val = problem()
+    model = tsgcn()
+    weights = torch.optim.Adam(weight_parameters(model))
+    coefficients = torch.optim.Adam(coefficient_parameters(model))
+    step = BilevelStep(model, weights, coefficients)
+    head = torch.nn.Linear(C, C).double()
+    weights.add_param_group({'params': head.parameters()})
+    out = head(model(x, edge_index, semantic_edge_index=semantic))
+    with pytest.raises(ValueError, match=r"'weight_optimizer' holds 4 parameter\(s\) now, 2 of "
+                                         r"them among the 2 BilevelStep was made with"):
+        step.weight_step(F.cross_entropy(out[train], y[train]))
+    weights.param_groups.pop()
+    coefficients.add_param_group({'params': [torch.nn.Parameter(torch.zeros(()))]})
+    with pytest.raises(ValueError, match=r"'coefficient_optimizer' holds 5 parameter\(s\)"):
+        step.coefficient_step(F.cross_entropy(out[val], y[val]))
+
+
+def test_a_masked_class_is_calibrated_as_if_absent():
+    # A logit of -inf made 0 * inf = NaN in the Newton steps, and the temperature
+    # fell back to 1 silently (review s55/bilevel). Reference: scipy's minimiser
+    # of the cross-entropy without the masked column, which a class of
+    # probability 0 does not change.
+    gen = GEN().manual_seed(3)
+    z = 2 * torch.randn(40, 4, dtype=torch.float64, generator=gen)
+    y = (z[:, :3] + 2 * torch.randn(40, 3, dtype=torch.float64, generator=gen)).argmax(1)
+    _, tau = scipy_calibrated(z[:, :3], y)
+    masked = z.clone()
+    masked[:, 3] = -math.inf
+    assert math.isclose(float(calibrated_temperature(masked, y)), tau, rel_tol=1e-6)
+    for bad in (math.nan, math.inf):
+        masked[5, 1] = bad
+        with pytest.raises(ValueError, match=r"'input' holds NaN or \+inf logits"):
+            calibrated_temperature(masked, y)

@@ -133,8 +133,10 @@ def calibrated_cross_entropy(input: Tensor, target: Tensor, iterations: int = 30
     (:math:`\tau` grows with every step, the loss and its gradient shrink
     towards 0), and where the logits predict no better than chance, at
     :math:`\tau \to 0` (the loss tends to :math:`\log C`, its gradient to
-    0). Cost: :math:`O(\text{iterations} \cdot N C)`, one synchronisation
-    (the check of the targets' range).
+    0). A class whose logit is :math:`-\infty` (masked) has probability 0
+    at every temperature; NaN or :math:`+\infty` logits raise
+    :class:`ValueError`. Cost: :math:`O(\text{iterations} \cdot N C)`, one
+    synchronisation (the check of the targets' range and of the logits).
 
     Args:
         input (torch.Tensor): The logits :math:`\mathbf{Z}`, floating point.
@@ -179,17 +181,24 @@ def calibrated_temperature(input: Tensor, target: Tensor, iterations: int = 30) 
     if input.size(0) == 0:
         raise ValueError("'input' has no rows: the validation mask selects no node, so there "
                          "is no loss to learn the coefficients on")
-    if not bool(((target >= 0) & (target < input.size(1))).all()):  # one synchronisation
-        raise ValueError(f"'target' must hold classes in [0, {input.size(1)}) (an ignored "
-                         f"label such as -100 included): select the labelled rows first")
     z = input.detach().double()
+    masked = z.isneginf()  # a class ruled out: probability 0 at every temperature
+    in_range = (target >= 0) & (target < input.size(1))
+    if not bool(in_range.all() & ~(z.isnan() | z.isposinf()).any()):  # one synchronisation
+        if not bool(in_range.all()):
+            raise ValueError(f"'target' must hold classes in [0, {input.size(1)}) (an ignored "
+                             f"label such as -100 included): select the labelled rows first")
+        raise ValueError("'input' holds NaN or +inf logits, which no temperature calibrates "
+                         "(check the model's output)")
     zy = z.gather(1, target.view(-1, 1).long()).squeeze(1)
     tau = torch.ones((), dtype=z.dtype, device=z.device)
     for _ in range(iterations):
         p = torch.softmax(tau * z, dim=1)
-        mean = (p * z).sum(1)
+        # A class of logit -inf (masked) has p = 0 and adds nothing: not 0 * inf = NaN.
+        pz = torch.where(masked, 0.0, p * z)
+        mean = pz.sum(1)
         slope = (mean - zy).mean()  # d CE / d tau
-        curvature = ((p * z * z).sum(1) - mean * mean).mean()  # d2 CE / d tau2 >= 0
+        curvature = (torch.where(masked, 0.0, pz * z).sum(1) - mean * mean).mean()  # >= 0
         step = slope / curvature.clamp_min(torch.finfo(z.dtype).tiny)
         tau = (tau - step).clamp(tau / 10, tau * 10)
     return torch.where(torch.isfinite(tau), tau, torch.ones_like(tau)).to(input.dtype)
@@ -231,8 +240,10 @@ class BilevelStep:
     Cost per epoch, over training the weights alone: the backward pass of the
     validation loss through every solve (for :obj:`"cg"`, one more solve per
     layer and a product with :math:`\mathbf{M}`); the forward pass is the
-    evaluation's. With :obj:`patience`: one synchronisation per coefficient
-    step (the loss's value) and a copy of the weights.
+    evaluation's. One synchronisation per step: a step whose loss (or, for
+    the coefficients, their gradient) is NaN or infinite raises
+    :class:`ValueError` before the optimizer moves anything, so the work so
+    far is kept. With :obj:`patience`, a copy of the weights.
 
     Args:
         model (torch.nn.Module): The model, with learned coefficients (see
@@ -343,6 +354,7 @@ class BilevelStep:
                              "the optimizer and BilevelStep")
         self._weights = weights
         self._coefficients = coefficients
+        self._held = (set(_held(weight_optimizer)), set(_held(coefficient_optimizer)))
         self._initial = ([p.detach().clone() for p in weights] if patience is not None
                          else None)
         self._best, self._since = math.inf, 0
@@ -360,6 +372,15 @@ class BilevelStep:
                              f"{len(self._split)} BilevelStep was made with: build a new "
                              f"BilevelStep (and its optimizers) after changing what the "
                              f"model learns")
+        for name, optimizer, made in zip(('weight_optimizer', 'coefficient_optimizer'),
+                                         (self.weight_optimizer, self.coefficient_optimizer),
+                                         self._held):
+            held = set(_held(optimizer))
+            if held != made:  # e.g. add_param_group(): the steps would not train those
+                raise ValueError(f"'{name}' holds {len(held)} parameter(s) now, "
+                                 f"{len(held & made)} of them among the {len(made)} "
+                                 f"BilevelStep was made with: build a new BilevelStep after "
+                                 f"changing what its optimizers hold (add_param_group())")
 
     def weight_step(self, loss: Tensor) -> Tensor:
         r"""One step of the weights on :obj:`loss`, the training loss (a
@@ -368,7 +389,9 @@ class BilevelStep:
         those of them that require gradients now, alone, and steps
         :obj:`weight_optimizer`. Returns :obj:`loss`, detached."""
         self._check_split()
-        _backward(loss, [p for p in self._weights if p.requires_grad], self.weight_optimizer)
+        params = [p for p in self._weights if p.requires_grad]
+        _backward(loss, params, self.weight_optimizer)
+        _check_finite(loss, [], 'training', 'weights', self.weight_optimizer)
         self.weight_optimizer.step()
         return loss.detach()
 
@@ -382,15 +405,13 @@ class BilevelStep:
         cycle's lowest for :obj:`patience` steps. Returns :obj:`loss`,
         detached."""
         self._check_split()
-        _backward(loss, [p for p in self._coefficients if p.requires_grad],
-                  self.coefficient_optimizer)
+        params = [p for p in self._coefficients if p.requires_grad]
+        _backward(loss, params, self.coefficient_optimizer)
+        _check_finite(loss, params, 'validation', 'coefficients', self.coefficient_optimizer)
         self.coefficient_optimizer.step()
         loss = loss.detach()
         if self.patience is not None:
             value = float(loss)
-            if not math.isfinite(value):
-                raise ValueError(f"The validation loss is {value}: the coefficients cannot "
-                                 f"learn on it (check the logits and the validation mask)")
             if value < self._best:
                 self._best, self._since = value, 0
             else:
@@ -426,6 +447,24 @@ class BilevelStep:
 
 def _held(optimizer: torch.optim.Optimizer) -> Dict[int, Tensor]:
     return {id(p): p for group in optimizer.param_groups for p in group['params']}
+
+
+def _check_finite(loss: Tensor, params: List[Tensor], which: str, what: str,
+                  optimizer: torch.optim.Optimizer) -> None:
+    r"""Raises, before :obj:`optimizer` steps, where :obj:`loss` or a
+    gradient of :obj:`params` is NaN or infinite (one synchronisation): the
+    step would make the parameters and the optimizer's moments NaN, and the
+    work so far would be lost. The gradients are cleared, nothing else moves."""
+    values = [loss.detach().reshape(1)] + [p.grad.detach().reshape(-1) for p in params
+                                           if p.grad is not None]
+    if bool(torch.stack([v.isfinite().all() for v in values]).all()):
+        return
+    optimizer.zero_grad(set_to_none=True)
+    value = float(loss.detach())
+    cause = (f"The {which} loss is {value}" if not math.isfinite(value) else
+             f"The {which} loss is finite but its gradient in the {what} is not")
+    raise ValueError(f"{cause}: the {what} cannot learn on it and were left as they were "
+                     f"(check the logits, the {which} mask and the input)")
 
 
 def _backward(loss: Tensor, params: List[Tensor], optimizer: torch.optim.Optimizer) -> None:
