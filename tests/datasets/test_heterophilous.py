@@ -328,3 +328,26 @@ def test_a_changed_raw_file_is_processed_again(tmp_path, name):
     assert_matches(load_dataset(name, str(tmp_path))[0], arrays, directed=False)
     assert os.stat(processed).st_mtime_ns != stamp
     assert (tmp_path / name / 'processed' / 'raw_files.json').is_file()
+
+
+def test_a_downloaded_raw_file_is_recorded_and_not_processed_again(tmp_path, monkeypatch):
+    # The raw files were listed before PyG's download, so the file it wrote
+    # read as a change: no record, and the next load processed the dataset (and
+    # ran its pre_transform) again (review s55/pe_cache). Reference: the
+    # processed file's modification time and the pre_transform's calls.
+    def download(self):  # what download_url writes, offline
+        write_npz(tmp_path, 'tolokers', num_nodes=7)
+
+    monkeypatch.setattr(HeterophilousGraphDataset, 'download', download)
+    calls = []
+
+    def count(data):
+        calls.append(1)
+        return data
+
+    load_dataset('tolokers', str(tmp_path), pre_transform=count)
+    assert (tmp_path / 'tolokers' / 'processed' / 'raw_files.json').is_file()
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert load_dataset('tolokers', str(tmp_path), pre_transform=count)[0].num_nodes == 7
+    assert len(calls) == 1

@@ -78,15 +78,16 @@ def record_raw_files(folder: str, raw_dir: str,
     r"""Writes :data:`RAW_RECORD` into the processed :obj:`folder`: the raw
     files (:func:`raw_files`) that its processed files were just made from
     or checked against. Given :obj:`before`, the raw files when the load
-    began, the record is written only if they did not change meanwhile (a
-    file replaced while the loader read it may not be what it read), and
-    removed otherwise, so that the next load processes them again. Nothing
-    when the folder is missing or read-only."""
+    began, the record is written only if none of them changed or vanished
+    meanwhile (a file replaced while the loader read it may not be what it
+    read), and removed otherwise, so that the next load processes them
+    again; files that appeared meanwhile are the loader's download, which
+    it read. Nothing when the folder is missing or read-only."""
     if not (osp.isdir(folder) and os.access(folder, os.W_OK)):
         return
     path = osp.join(folder, RAW_RECORD)
     now = raw_files(raw_dir)
-    if before is not None and before != now:
+    if before is not None and any(now.get(name) != stat for name, stat in before.items()):
         if osp.isfile(path):
             os.remove(path)
         return
