@@ -225,6 +225,26 @@ def test_directed_graph_is_symmetrised_and_is_undirected_changes_nothing():
             assert torch.allclose(out.laplacian_eigenvector_pe, expected, atol=1e-5)
 
 
+@pytest.mark.parametrize('nodes', [200, 400])  # the dense solve, and Lanczos
+def test_the_weights_scale_does_not_matter(nodes):
+    # L is the same for weights c w: with c = 2^-1060 (exact, deep in float64's
+    # subnormals) the products of degrees underflowed, the dense path gave an
+    # encoding 1e-5 off and the Lanczos path refused its own 'degree' (review
+    # s55/pe_cache). Reference: the encoding of w, solved alike; both are
+    # deterministic, so they agree to the rounding of the division by the
+    # largest weight (exact: a power of two) and of the solve (1e-12 allows the
+    # Lanczos residual 1e-13 over the gap).
+    gen = torch.Generator().manual_seed(0)
+    edge_index = torch.randint(0, nodes, (2, 8 * nodes), generator=gen)
+    weight = torch.randint(1, 9, (edge_index.size(1),), generator=gen).double()
+    expected = LaplacianEigenPE(4)(Data(edge_index=edge_index, edge_weight=weight,
+                                        num_nodes=nodes)).laplacian_eigenvector_pe
+    for scale in (2.0**-1060, 2.0**1000):
+        got = LaplacianEigenPE(4)(Data(edge_index=edge_index, edge_weight=weight * scale,
+                                       num_nodes=nodes)).laplacian_eigenvector_pe
+        torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+
+
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
 def test_dtypes(dtype):
     data, _ = components_graph([320, 60], isolated=4, seed=7)

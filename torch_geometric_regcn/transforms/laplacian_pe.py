@@ -267,6 +267,10 @@ class LaplacianEigenPE(BaseTransform):
         if isinstance(weight, Tensor) and isinstance(edge_index, Tensor):
             check_real_dtype('edge_weight', weight)  # before the cast drops a part
             weight = weight.to(edge_index.device, torch.float64)
+            # L does not change with the weights' scale: divided by the largest,
+            # tiny weights no longer make subnormal degrees and products.
+            top = weight.amax() if weight.numel() else weight.new_zeros(())
+            weight = weight / torch.where(top.isfinite() & (top > 0), top, 1)
         device = edge_index.device
         if num_nodes <= self.DENSE_THRESHOLD and device.type != 'cpu':
             # A small graph costs an accelerator a few kernel launches and host syncs
