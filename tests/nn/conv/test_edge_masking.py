@@ -251,6 +251,18 @@ def test_a_mask_of_the_wrong_length_is_named():
         clear_masks(layer)
 
 
+def test_explain_without_a_mask_is_named():
+    # explain=True set by hand (a custom explainer that forgot set_masks): the
+    # mask check read None.numel(), an AttributeError (review s55/conv), where
+    # PyG's own layers name the missing mask.
+    x, ei = setup()
+    layer = conv('appnp')
+    layer.explain = True
+    with pytest.raises(ValueError, match="set to explain without an edge mask; use "
+                                         "torch_geometric.explain.Explainer"):
+        layer(x, ei)
+
+
 @pytest.mark.parametrize('regularizer, learn', [('appnp', ()), ('gnn_hf', ()), ('jknet', ()),
                                                 ('tsgcn', ()), ('appnp', ('alpha',))])
 def test_closed_applies_the_mask_to_the_whole_system_as_cg_does(regularizer, learn):

@@ -39,6 +39,10 @@ from torch_geometric_regcn.utils.validation import (
 )
 from torch_geometric_regcn.utils.warn_once import warn_once
 
+#: Why a layer set to explain without an edge mask cannot run.
+_NO_MASK = ("RegularizerConv was set to explain without an edge mask; use "
+            "torch_geometric.explain.Explainer (or set_masks)")
+
 
 class RegularizerConv(MessagePassing):
     r"""The graph convolution of the regularizer-centred framework from the
@@ -509,6 +513,8 @@ class RegularizerConv(MessagePassing):
                       ) -> GraphOperators:
         # The graph of this call under the explainer's edge mask; the layer's
         # (cached) graph is never changed.
+        if getattr(self, '_edge_mask', None) is None:  # explain=True set by hand
+            raise ValueError(_NO_MASK)
         if isinstance(edge_index, Tensor) and edge_index.layout == torch.strided \
                 and self._edge_mask.numel() != edge_index.size(-1):
             raise ValueError(f"The explainer's edge mask of this layer has "
@@ -584,8 +590,7 @@ class RegularizerConv(MessagePassing):
         r"""Scales the messages of an operator's entries by the explainer's
         edge mask (see :class:`~torch_geometric_regcn.nn.conv.edge_masking.EdgeMasking`)."""
         if self._masking is None:
-            raise ValueError("RegularizerConv was set to explain without an edge mask; use "
-                             "torch_geometric.explain.Explainer (or set_masks)")
+            raise ValueError(_NO_MASK)
         masking, matrix = self._masking
         return inputs * masking.weights(matrix).view(-1, 1).to(inputs.dtype)
 
