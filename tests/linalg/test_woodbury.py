@@ -343,6 +343,26 @@ def test_woodbury_core_judges_the_pivot_one_minus_the_largest_eigenvalue(gap, ve
     assert level == pytest.approx(rounding, rel=0.05)
 
 
+def test_two_stacked_graphs_whose_eigenvalues_add_up_to_one_are_named():
+    # Each graph's S at alpha + beta = 1 reaches 1/2: two graphs' factors stacked
+    # by rows (batch= forgotten) give V^T W = -(1/2 + 1/2) = -1, not beyond 1,
+    # and the singular verdict advised float64 or a smaller alpha + beta, neither
+    # of which helps (review s55/conv). Reference: the stacked core, diag(0, 0.6).
+    gen = torch.Generator().manual_seed(1)
+    lam = torch.tensor([0.5, 0.2], dtype=torch.float64)
+    pieces = [factors_from_eigenpairs(lam, torch.linalg.qr(torch.randn(
+        n, 2, dtype=torch.float64, generator=gen))[0]) for n in (20, 15)]
+    w, v = (torch.cat(parts) for parts in zip(*pieces))
+    torch.testing.assert_close(-(v.T @ w).diagonal(), 2 * lam, rtol=0, atol=16 * EPS)
+    with pytest.raises(ValueError, match=r"numerically singular in torch\.float64.*S an "
+                                         r"eigenvalue 1, 1 to rounding.*stacked by rows.*"
+                                         r"batch=data\.batch"):
+        woodbury_core(w, v, from_eigenpairs=True)
+    with pytest.raises(ValueError, match='numerically singular') as error:
+        woodbury_core(w, v)  # general factors: nothing known of S
+    assert 'batch=data.batch' not in str(error.value)
+
+
 def test_an_indefinite_core_is_judged_by_the_magnitude_of_its_pivot():
     # I + VᵀW = diag(-0.5, 1, 0.7): indefinite, well conditioned, (I + W Vᵀ)⁻¹
     # exists, and nothing is said of general factors.

@@ -358,9 +358,11 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
     if from_eigenpairs:
         diagonal = vtw.diagonal(dim1=-2, dim2=-1).amin(-1)  # -lambda_max of each graph
         beyond = -diagonal - 1 - rounding_each  # > 0: an eigenvalue beyond 1 + rounding
+        near = -diagonal - 1 + rounding_each  # >= 0: one at 1, to rounding, or beyond
         stats += [_relative_off_diagonal(vtw),
                   diagonal.flatten()[beyond.flatten().argmax().view(1)].squeeze(0),
-                  beyond.amax(), diagonal.amax()]
+                  beyond.amax(), diagonal.amax(), near.amax(),
+                  diagonal.flatten()[near.flatten().argmax().view(1)].squeeze(0)]
     finite, pivot, largest, lower, *off = torch.stack(
         [t.detach().to(vtw.dtype) for t in stats]).tolist()
     if not finite:
@@ -418,7 +420,21 @@ def _check_core(lu: Tensor, pivots: Tensor, vtw: Tensor, from_eigenpairs: bool,
         pivot, largest = torch.cat([each.flatten()[worst],
                                     largest_each.flatten()[worst]]).tolist()
         rounding = units * (1 + largest)
-    check_core_condition(CoreCondition(pivot, rounding, computed))
+    try:
+        check_core_condition(CoreCondition(pivot, rounding, computed))
+    except ValueError as error:
+        if not (off and vtw.size(-1) and off[4] >= 0):
+            raise
+        # An eigenvalue of S at 1 to rounding, where one graph's lie below
+        # (alpha + beta) / (1 + alpha + beta) < 1: alpha + beta that large, or
+        # graphs stacked by rows whose top eigenvalues add up to 1 (two graphs
+        # at alpha + beta = 1, whose S each reach 1/2), which only the caller knows.
+        raise ValueError(
+            f"{error}. The factors give S an eigenvalue {-off[5]:.6g}, 1 to rounding: if "
+            f"they are the factors of several graphs stacked by rows (a Batch of graphs "
+            f"that each carry their own factors), whose eigenvalues add up, pass the "
+            f"Batch's graph index (batch=data.batch) to TSGCNConv, TSGCN, RegularizerConv "
+            f"or RegularizerGNN instead") from None
 
 
 class WoodburyCache:
