@@ -347,3 +347,64 @@ def test_implicit_cg_solve_of_a_1d_rhs_gives_the_product_one_column():
     torch.testing.assert_close(grad, expected, rtol=0, atol=1e-10)
     with pytest.raises(ValueError, match=r"'matmul' must return M @ x shaped as x"):
         implicit_cg_solve(lambda v: d * v + sparse @ v, pre, b)
+
+
+def block_system(scales=(1.0, 1e-6), sizes=(40, 30), seed=3):
+    r"""A block-diagonal SPD matrix of graphs with their own right-hand sides
+    at the given scales, the rows of each graph numbered as a Batch does."""
+    blocks = [spd(n, seed + i) for i, n in enumerate(sizes)]
+    gen = torch.Generator().manual_seed(seed)
+    rhs = torch.cat([s * torch.randn(n, 3, dtype=torch.float64, generator=gen)
+                     for s, n in zip(scales, sizes)])
+    batch = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
+    return blocks, torch.block_diag(*blocks), rhs, batch
+
+
+def test_each_graph_of_a_batch_meets_its_own_tolerance():
+    # A test over the whole column let a graph whose features are 1e-6 of
+    # another's stop at ~1e-1 of its own solution. With batch=, each graph is
+    # its own system. Reference: each block's dense solve; CG's relative
+    # residual tol bounds the relative error by tol * cond (cond < 1e3 here).
+    blocks, m, rhs, batch = block_system()
+    exact = [torch.linalg.solve(blocks[0], rhs[:40]), torch.linalg.solve(blocks[1], rhs[40:])]
+    cond = max(float(torch.linalg.cond(b)) for b in blocks)
+    assert cond < 1e3
+
+    def errors(y):
+        return [float((y[:40] - exact[0]).norm() / exact[0].norm()),
+                float((y[40:] - exact[1]).norm() / exact[1].norm())]
+
+    y, residual, _ = conjugate_gradient(m.to_sparse_csr(), rhs, tol=1e-8, batch=batch)
+    assert residual <= 1e-8 and max(errors(y)) <= 1e-8 * cond
+    y, _, _ = conjugate_gradient(m.to_sparse_csr(), rhs, tol=1e-8)  # one test per column
+    assert errors(y)[1] > 1e3 * 1e-8 * cond  # the small graph far from its tolerance
+    # Any numbering of the blocks, e.g. connected components, not only a Batch's.
+    order = torch.randperm(70, generator=torch.Generator().manual_seed(0))
+    shuffled = m[order][:, order]
+    y2, _, _ = conjugate_gradient(shuffled.to_sparse_csr(), rhs[order], tol=1e-8,
+                                  batch=1 - batch[order], batch_size=2)
+    assert max(errors(y2[order.argsort()])) <= 1e-8 * cond
+
+
+def test_the_gradient_of_each_graph_of_a_batch_is_its_own():
+    # The backward solve uses the blocks too: reference, the dense gradient of
+    # sum(w * M^-1 B) per block, w a random weight at the small graph's scale.
+    blocks, m, rhs, batch = block_system(scales=(1.0, 1.0))
+    rhs.requires_grad_(True)
+    weight = torch.ones(70, 3, dtype=torch.float64)
+    weight[40:] *= 1e-6
+    y = cg_solve(m.to_sparse_csr(), rhs, tol=1e-10, batch=batch)
+    grad, = torch.autograd.grad((weight * y).sum(), rhs)
+    expected = torch.cat([torch.linalg.solve(blocks[0], weight[:40]),
+                          torch.linalg.solve(blocks[1], weight[40:])])
+    torch.testing.assert_close(grad, expected, rtol=1e-7, atol=0)
+
+
+def test_a_bad_batch_is_named():
+    _, m, rhs, batch = block_system()
+    with pytest.raises(ValueError, match="'batch' must be non-negative"):
+        conjugate_gradient(m, rhs, batch=batch - 1)
+    with pytest.raises(ValueError, match="'batch'"):
+        conjugate_gradient(m, rhs, batch=batch[:-1])
+    with pytest.raises(ValueError, match="'batch' refers to graph 1 but 'batch_size' is 1"):
+        conjugate_gradient(m, rhs, batch=batch, batch_size=1)

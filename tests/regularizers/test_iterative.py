@@ -321,6 +321,33 @@ def test_rows_that_never_move_do_not_dilute_the_change():
         torch.testing.assert_close(batched[2], alone[2], atol=1e-9, rtol=0)
 
 
+def test_a_graph_beside_one_of_larger_features_gets_its_own_solution():
+    # Each reweighted solve tested CG's residual over whole columns, so in a
+    # batch whose other graph has features 1e4 larger a graph stopped at its
+    # share of that test: 3e-3 (Huber), 3e-3 (pGNN), 2e-3 (elastic) off its
+    # solution alone at the default tol (review s54, left then). Each connected
+    # component is now its own system. Reference: the graph solved alone, at
+    # CG's tol 1e-12 (before: ~1e-12 * 1e4 * cond off), to 1e-9.
+    gen = torch.Generator().manual_seed(0)
+    ring = torch.arange(30)
+    ring = torch.stack([ring, (ring + 1) % 30])
+    ring = torch.cat([ring, ring.flip(0)], dim=1)
+    other, _ = undirected_graph(1, n=25)
+    x_ring = torch.randn(30, 3, dtype=torch.float64, generator=gen)
+    x_other = 1e4 * torch.randn(25, 3, dtype=torch.float64, generator=gen)
+    edges, x = torch.cat([ring, other + 30], dim=1), torch.cat([x_ring, x_other])
+    makers = [lambda: R.get('robust', penalty='huber'), lambda: R.get('pgnn'),
+              lambda: R.ElasticRegularizer(lambda1=1.0, lambda2=3.0)]
+    for make in makers:
+        reg = make()
+        alone = reg.solve(x_ring, build_graph(reg, ring, 30, None, torch.float64), 'irls',
+                          tol=1e-12)
+        reg = make()
+        batched = reg.solve(x, build_graph(reg, edges, 55, None, torch.float64), 'irls',
+                            tol=1e-12)
+        torch.testing.assert_close(batched.out[:30], alone.out, rtol=1e-9, atol=0)
+
+
 def test_a_zero_iterate_is_no_divergence():
     # AirGNN at lam = 0 is h <- A^ h; on pairs of nodes with opposite features
     # A^ x = 0 exactly, and the traced change ||H_1 - X|| / ||H_1|| was inf:

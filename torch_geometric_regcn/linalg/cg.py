@@ -7,6 +7,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.linalg.graph_batch import check_batch
 from torch_geometric_regcn.utils.deprecation import moved
 from torch_geometric_regcn.utils.sparse import diagonal
 from torch_geometric_regcn.utils.validation import (
@@ -34,7 +35,8 @@ class CGResult(NamedTuple):
 
 def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 1000,
                        matmul: Optional[MatMul] = None,
-                       start: Optional[Tensor] = None) -> CGResult:
+                       start: Optional[Tensor] = None, batch: Optional[Tensor] = None,
+                       batch_size: Optional[int] = None) -> CGResult:
     r"""Solves :math:`\mathbf{M} \mathbf{Y} = \mathbf{B}` column by column with
     Jacobi-preconditioned conjugate gradient, all columns at once.
 
@@ -57,6 +59,17 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     :obj:`start`, if given, is the first iterate (shaped as :obj:`rhs`, e.g.
     the solution of a nearby system, one more product), else zero; the
     stopping test is the same.
+
+    :obj:`batch` (with :obj:`batch_size`), the graph of each row as
+    :class:`~torch_geometric.data.Batch` numbers them, or any numbering of
+    blocks in :math:`[0, \text{batch\_size})` such as the connected
+    components, for a block-diagonal :obj:`matrix` (no entry between two
+    blocks: the caller's promise): each block's part of each column is
+    solved as its own system, with its own scale, steps and stopping test,
+    so that every graph's solution meets the tolerance it meets alone (a
+    test over the whole column let a graph of small features stop far from
+    it); the residual is the largest over the blocks and columns.
+    Each iteration then reduces by block, :math:`O(N F)` more.
 
     Raises :class:`TypeError` unless :obj:`rhs` is float32 or float64 and
     :obj:`matrix` of the same dtype, and :class:`ValueError` when
@@ -82,6 +95,8 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
                         f"other's dtype (e.g. 'matrix.to(rhs.dtype)')")
     check_finite('rhs', b)
     check_finite('matrix', matrix)
+    blocks = _Blocks(batch, check_batch(batch, b.size(0), batch_size, b.device,
+                                        contiguous=False))
     if start is not None:
         if start.shape != rhs.shape or start.dtype != rhs.dtype:
             raise ValueError(f"'start' must be shaped and typed as 'rhs' ({list(rhs.shape)}, "
@@ -100,11 +115,12 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     # subnormal products r^T z, where it would stall far above tol.
     finfo = torch.finfo(b.dtype)
     largest = int(math.log2(finfo.max)) - 1  # 2 ** +-largest are normal numbers
-    top = b.abs().amax(dim=0) if b.size(0) else b.new_zeros(b.size(1))
+    top = blocks.amax(b.abs())
     shift = (-torch.frexp(top).exponent).clamp(-largest, largest)
     scale = torch.exp2(shift.to(torch.float64)).to(b.dtype)  # exact in b's dtype
+    top, scale = blocks.rows(top), blocks.rows(scale)  # [F], or each row's graph's [N, F]
     b = b * scale
-    b_norm = _column_norms(b).clamp_min(finfo.tiny)
+    b_norm = blocks.norms(b).clamp_min(finfo.tiny)
 
     def product(x: Tensor) -> Tensor:
         out = matrix @ x if matmul is None else matmul(matrix, x)
@@ -125,14 +141,15 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
         r = b - product(y)
     iteration, restarted = 0, math.inf
     while True:
-        residual = float((_column_norms(r) / b_norm).max().detach()) if b.numel() else 0.0
+        residual = float((blocks.norms(r) / b_norm).max().detach()) if b.numel() else 0.0
         if residual <= tol or iteration >= max_iter or residual > restarted / 2:
             break  # converged, out of iterations, or at the floor of the dtype
         # A restart aims below tol: from a true residual under 2 tol, one that
         # stopped at tol could not halve it, and CG would give up a step short.
         target = tol if restarted == math.inf else tol / 2
         restarted = residual
-        y, iteration = _iterate(product, y, r, b_norm, inv_diag, target, max_iter, iteration)
+        y, iteration = _iterate(product, y, r, b_norm, inv_diag, target, max_iter, iteration,
+                                blocks)
         r = b - product(y)  # the true residual: the recurrence's drifts in finite precision
     y = y / scale
     if b.numel() and not all_finite(y):  # the unscaled solution beyond the dtype's range
@@ -142,41 +159,68 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     return CGResult(y.squeeze(-1) if squeeze else y, residual, iteration)
 
 
-def _column_norms(x: Tensor) -> Tensor:
-    r"""The Euclidean norm of each column of :obj:`x` [N, F], as the square
-    root of its sum of squares: a reduction over rows, several times faster
-    on CPU than :meth:`~torch.Tensor.norm` over :obj:`dim=0`. Every column
-    of the right-hand side is scaled to a largest entry near one, so the
-    squares stay normal numbers down to CG's tolerances; a residual grown
-    past the square root of the dtype's largest number reads as infinite,
-    which CG reports as divergence."""
-    return (x * x).sum(dim=0).sqrt()
+class _Blocks:
+    r"""The reductions of CG over the rows of each column (:obj:`batch`
+    :obj:`None`), or over each graph's rows of each column: a sum, the
+    largest entry and the Euclidean norm of an :obj:`[N, F]` block,
+    :obj:`[F]` or :obj:`[B, F]`, and :meth:`rows`, which spreads such
+    per-graph values back to the rows they came from."""
+    def __init__(self, batch: Optional[Tensor], batch_size: Optional[int]) -> None:
+        self.batch = None if batch is None else batch.long()
+        self.size = batch_size
+
+    def sum(self, x: Tensor) -> Tensor:
+        if self.batch is None:
+            return x.sum(dim=0)
+        return x.new_zeros(self.size, x.size(1)).index_add_(0, self.batch, x)
+
+    def amax(self, x: Tensor) -> Tensor:
+        r"""Of non-negative entries (0 for no rows)."""
+        if self.batch is None:
+            return x.amax(dim=0) if x.size(0) else x.new_zeros(x.size(1))
+        index = self.batch.view(-1, 1).expand_as(x)
+        return x.new_zeros(self.size, x.size(1)).scatter_reduce_(0, index, x, 'amax')
+
+    def norms(self, x: Tensor) -> Tensor:
+        r"""The Euclidean norms, as the square root of the sum of squares: a
+        reduction over rows, several times faster on CPU than
+        :meth:`~torch.Tensor.norm` over :obj:`dim=0`. Every column of the
+        right-hand side is scaled to a largest entry near one, so the
+        squares stay normal numbers down to CG's tolerances; a residual
+        grown past the square root of the dtype's largest number reads as
+        infinite, which CG reports as divergence."""
+        return self.sum(x * x).sqrt()
+
+    def rows(self, value: Tensor) -> Tensor:
+        return value if self.batch is None else value[self.batch]
 
 
 def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, b_norm: Tensor,
-             inv_diag: Tensor, tol: float, max_iter: int, iteration: int
+             inv_diag: Tensor, tol: float, max_iter: int, iteration: int, blocks: _Blocks
              ) -> Tuple[Tensor, int]:
     r"""CG's iterations from :obj:`y` and its residual :obj:`r` until the
     recurrence's relative residual reaches :obj:`tol` or :obj:`max_iter`
-    iterations have run in all; returns :obj:`y` and the iteration count."""
+    iterations have run in all; returns :obj:`y` and the iteration count.
+    Each column (of each graph, with :obj:`blocks` of a batch) takes its
+    own steps."""
     z = inv_diag * r
     p = z.clone()
-    rz = (r * z).sum(dim=0)
-    relative = _column_norms(r) / b_norm
+    rz = blocks.sum(r * z)
+    relative = blocks.norms(r) / b_norm
     dtype, residual = r.dtype, float(relative.max().detach())
     while residual > tol and iteration < max_iter:
         iteration += 1
         mp = product(p)
-        curvature = (p * mp).sum(dim=0)
+        curvature = blocks.sum(p * mp)
         # Columns still above tol need p^T M p > 0 (converged ones may underflow).
         breakdown = ((curvature <= 0) & (relative > tol)).any()
-        step = rz / curvature.clamp_min(torch.finfo(dtype).tiny)
+        step = blocks.rows(rz / curvature.clamp_min(torch.finfo(dtype).tiny))
         y = torch.addcmul(y, step, p)
         r = torch.addcmul(r, step, mp, value=-1)
         z = inv_diag * r
-        rz, rz_old = (r * z).sum(dim=0), rz
-        p = torch.addcmul(z, rz / rz_old.clamp_min(torch.finfo(dtype).tiny), p)
-        relative = _column_norms(r) / b_norm
+        rz, rz_old = blocks.sum(r * z), rz
+        p = torch.addcmul(z, blocks.rows(rz / rz_old.clamp_min(torch.finfo(dtype).tiny)), p)
+        relative = blocks.norms(r) / b_norm
         residual, broke = torch.stack([relative.max(), breakdown.to(dtype)]).detach().tolist()
         if broke:
             raise ValueError(
@@ -191,9 +235,15 @@ def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, b_norm: 
     return y, iteration
 
 
+#: :obj:`(batch, batch_size)` of :func:`conjugate_gradient`, or :obj:`None`.
+Graphs = Optional[Tuple[Tensor, Optional[int]]]
+
+
 def _solve(matrix: Tensor, rhs: Tensor, tol: float, max_iter: int,
-           matmul: Optional[MatMul], start: Optional[Tensor] = None) -> Tensor:
-    y, residual, iteration = conjugate_gradient(matrix, rhs, tol, max_iter, matmul, start)
+           matmul: Optional[MatMul], start: Optional[Tensor] = None,
+           graphs: Graphs = None) -> Tensor:
+    y, residual, iteration = conjugate_gradient(matrix, rhs, tol, max_iter, matmul, start,
+                                                *(graphs or (None, None)))
     if residual > tol:
         fix = ("raise 'max_iter' or 'tol'" if iteration >= max_iter else
                f"restarts no longer halve it: the rounding of {rhs.dtype} limits this "
@@ -208,18 +258,20 @@ def _solve(matrix: Tensor, rhs: Tensor, tol: float, max_iter: int,
 class _CGSolve(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, matrix: Tensor, rhs: Tensor, tol: float, max_iter: int,
-                matmul: Optional[MatMul], *params: Tensor) -> Tensor:
+                matmul: Optional[MatMul], graphs: Graphs, *params: Tensor) -> Tensor:
         ctx.matrix, ctx.tol, ctx.max_iter, ctx.matmul = matrix, tol, max_iter, matmul
-        y = _solve(matrix, rhs, tol, max_iter, matmul)
+        ctx.graphs = graphs
+        y = _solve(matrix, rhs, tol, max_iter, matmul, graphs=graphs)
         if params:
             ctx.save_for_backward(y, *params)
         return y
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
-        solved = _gradient_solve(ctx.matrix, grad, ctx.tol, ctx.max_iter, ctx.matmul)
+        solved = _gradient_solve(ctx.matrix, grad, ctx.tol, ctx.max_iter, ctx.matmul,
+                                 ctx.graphs)
         params = ctx.saved_tensors[1:] if ctx.saved_tensors else ()
-        wanted = [p for p, need in zip(params, ctx.needs_input_grad[5:]) if need]
+        wanted = [p for p, need in zip(params, ctx.needs_input_grad[6:]) if need]
         grads: Tuple[Optional[Tensor], ...] = (None,) * len(params)
         if wanted:
             # Implicit differentiation: dL/dθ = -Gᵀ (∂M/∂θ) Y, by autograd through
@@ -235,12 +287,12 @@ class _CGSolve(torch.autograd.Function):
             # params: differentiating it in any of them reaches the refusal.
             grads = tuple(_refused(next(found), _SECOND, grad, *wanted) if need and second
                           else next(found) if need else None
-                          for need in ctx.needs_input_grad[5:])
-        return (None, solved, None, None, None, *grads)
+                          for need in ctx.needs_input_grad[6:])
+        return (None, solved, None, None, None, None, *grads)
 
 
 def _gradient_solve(matrix: Tensor, grad: Tensor, tol: float, max_iter: int,
-                    matmul: Optional[MatMul]) -> Tensor:
+                    matmul: Optional[MatMul], graphs: Graphs) -> Tensor:
     r"""For :math:`\mathbf{Y} = \mathbf{M}^{-1}\mathbf{B}` with :math:`\mathbf{M}`
     symmetric, :math:`\partial L/\partial\mathbf{B} = \mathbf{G} =
     \mathbf{M}^{-1}\,\partial L/\partial\mathbf{Y}`: one more solve. A column
@@ -248,22 +300,24 @@ def _gradient_solve(matrix: Tensor, grad: Tensor, tol: float, max_iter: int,
     of :math:`\mathbf{G}` NaN, as the exact inverse would (with a warning)."""
     finite = grad.isfinite().all(dim=0)
     if bool(finite.all()):
-        return _solve(matrix, grad, tol, max_iter, matmul)
+        return _solve(matrix, grad, tol, max_iter, matmul, graphs=graphs)
     warnings.warn(f"A conjugate gradient solve received a non-finite gradient in "
                   f"{int((~finite).sum())} of {finite.numel()} columns; their gradient is NaN "
                   f"(the loss or a layer above produced NaN or infinity)", RuntimeWarning,
                   stacklevel=outside_stacklevel())
     solved = torch.full_like(grad, math.nan)
     if bool(finite.any()):
-        solved[:, finite] = _solve(matrix, grad[:, finite], tol, max_iter, matmul)
+        solved[:, finite] = _solve(matrix, grad[:, finite], tol, max_iter, matmul,
+                                   graphs=graphs)
     return solved
 
 
 class _ImplicitSolution(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, y: Tensor, rhs: Tensor, moved: Tensor, matrix: Tensor,  # type: ignore[override]
-                tol: float, max_iter: int, matmul: MatMul) -> Tensor:
+                tol: float, max_iter: int, matmul: MatMul, graphs: Graphs) -> Tensor:
         ctx.matrix, ctx.tol, ctx.max_iter, ctx.matmul = matrix, tol, max_iter, matmul
+        ctx.graphs = graphs
         return y.view_as(y)
 
     @staticmethod
@@ -272,15 +326,17 @@ class _ImplicitSolution(torch.autograd.Function):
             raise RuntimeError("implicit_cg_solve's gradient holds the solution fixed: a "
                                "second derivative (create_graph=True) through it is not "
                                "supported")
-        solved = _gradient_solve(ctx.matrix, grad, ctx.tol, ctx.max_iter, ctx.matmul)
+        solved = _gradient_solve(ctx.matrix, grad, ctx.tol, ctx.max_iter, ctx.matmul,
+                                 ctx.graphs)
         need_rhs, need_moved = ctx.needs_input_grad[1:3]
         return (None, solved if need_rhs else None, -solved if need_moved else None,
-                None, None, None, None)
+                None, None, None, None, None)
 
 
 def implicit_cg_solve(product: Callable[[Tensor], Tensor], preconditioner: Tensor, rhs: Tensor,
                       tol: float = 1e-6, max_iter: int = 1000,
-                      start: Optional[Tensor] = None) -> Tensor:
+                      start: Optional[Tensor] = None, batch: Optional[Tensor] = None,
+                      batch_size: Optional[int] = None) -> Tensor:
     r"""Returns :math:`\mathbf{Y} = \mathbf{M}(\theta)^{-1}\mathbf{B}` by
     conjugate gradient (from :obj:`start`, else zero), for the symmetric
     positive definite :math:`\mathbf{M}(\theta)` whose product
@@ -293,25 +349,30 @@ def implicit_cg_solve(product: Callable[[Tensor], Tensor], preconditioner: Tenso
     (\partial\mathbf{M}/\partial\theta)\mathbf{Y}`, through one product at
     the solution (made in the forward pass). :obj:`preconditioner` is a
     matrix whose diagonal is :math:`\mathbf{M}`'s (Jacobi's preconditioner;
-    only its diagonal is read). Warns, raises and stops as
+    only its diagonal is read). :obj:`batch` and :obj:`batch_size` solve
+    each graph of a block-diagonal system as its own, both ways (see
+    :func:`conjugate_gradient`). Warns, raises and stops as
     :func:`conjugate_gradient` and :func:`cg_solve`; a second derivative
     (:obj:`create_graph=True`) raises :class:`RuntimeError`. Cost: the
     solve, one more product, and one solve in the backward pass."""
     if rhs.dim() == 1:  # product() reads [N, F] blocks, in CG and at the solution alike
         return implicit_cg_solve(product, preconditioner, rhs.unsqueeze(-1), tol, max_iter,
-                                 None if start is None else start.unsqueeze(-1)).squeeze(-1)
+                                 None if start is None else start.unsqueeze(-1), batch,
+                                 batch_size).squeeze(-1)
+    graphs = None if batch is None else (batch, batch_size)
 
     def matmul(_: Tensor, y: Tensor) -> Tensor:
         return product(y)
 
     with torch.no_grad():  # the iterations record nothing
-        y = _solve(preconditioner, rhs.detach(), tol, max_iter, matmul, start)
+        y = _solve(preconditioner, rhs.detach(), tol, max_iter, matmul, start, graphs)
     if not torch.is_grad_enabled():
         return y
     moved = product(y)  # M(θ) Y at the fixed solution, differentiable in θ
     if not (rhs.requires_grad or moved.requires_grad):
         return y
-    return _ImplicitSolution.apply(y, rhs, moved, preconditioner, tol, max_iter, matmul)
+    return _ImplicitSolution.apply(y, rhs, moved, preconditioner, tol, max_iter, matmul,
+                                   graphs)
 
 
 #: Why a second derivative through CG's implicit gradient in its params is refused.
@@ -362,7 +423,8 @@ def first_order(x: Tensor, what: str) -> Tensor:
 
 
 def cg_solve(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 1000,
-             matmul: Optional[MatMul] = None, params: Sequence[Tensor] = ()) -> Tensor:
+             matmul: Optional[MatMul] = None, params: Sequence[Tensor] = (),
+             batch: Optional[Tensor] = None, batch_size: Optional[int] = None) -> Tensor:
     r"""Returns :math:`\mathbf{M}^{-1} \mathbf{B}` for a symmetric positive
     definite (typically sparse) :math:`\mathbf{M}` by conjugate gradient.
 
@@ -384,6 +446,8 @@ def cg_solve(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 100
     implicit formula holds :math:`\mathbf{Y}` fixed, so their derivative
     would be wrong): differentiating them raises :class:`RuntimeError`.
 
+    :obj:`batch` and :obj:`batch_size` solve each graph of a block-diagonal
+    system as its own, forward and backward (see :func:`conjugate_gradient`).
     Non-finite input raises :class:`ValueError` (see
     :func:`conjugate_gradient`); a non-finite output gradient gives NaN in
     the affected columns of the input gradient, with a
@@ -396,10 +460,11 @@ def cg_solve(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter: int = 100
                          "'params' (the tensors it is built from) and 'matmul' (the product "
                          "through which they act): pass them, or 'matrix.detach()' to solve "
                          "without that gradient")
+    graphs = None if batch is None else (batch, batch_size)
     if rhs.dim() == 1:
-        return _CGSolve.apply(matrix, rhs.unsqueeze(-1), tol, max_iter, matmul,
+        return _CGSolve.apply(matrix, rhs.unsqueeze(-1), tol, max_iter, matmul, graphs,
                               *params).squeeze(-1)
-    return _CGSolve.apply(matrix, rhs, tol, max_iter, matmul, *params)
+    return _CGSolve.apply(matrix, rhs, tol, max_iter, matmul, graphs, *params)
 
 
 # The old path of the stopping-rule check, now with the other argument checks.

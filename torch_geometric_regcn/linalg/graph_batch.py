@@ -31,7 +31,8 @@ def _check_length(batch: Tensor, num_rows: int) -> None:
 
 
 def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None,
-                device: Optional[torch.device] = None) -> Optional[int]:
+                device: Optional[torch.device] = None, *,
+                contiguous: bool = True) -> Optional[int]:
     r"""Returns the number of graphs of the batch vector :obj:`batch`, which
     assigns each of the :obj:`num_rows` rows to its graph as PyG's
     :class:`~torch_geometric.data.Batch` does: a 1-D integer tensor of one
@@ -41,7 +42,9 @@ def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None,
     are empty blocks); else :obj:`batch[-1] + 1` (one empty graph for no
     rows). :obj:`batch` must lie on :obj:`device` (that of the rows), when
     given. :obj:`None` for no :obj:`batch` (one graph), which refuses a
-    :obj:`batch_size`. One pass over :obj:`batch` and one synchronisation."""
+    :obj:`batch_size`. With :obj:`contiguous=False`, any numbering of the
+    rows' blocks passes (e.g. connected components), not only PyG's
+    non-decreasing one. One pass over :obj:`batch` and one synchronisation."""
     if batch is None:
         if batch_size is not None:
             raise ValueError("'batch_size' was given without 'batch': pass the Batch's "
@@ -63,8 +66,8 @@ def check_batch(batch: Any, num_rows: int, batch_size: Optional[int] = None,
         return batch_size or 1  # one empty graph: no batch of zero blocks
     low, high, unsorted = torch.stack([
         batch.min(), batch.max(), (batch[1:] < batch[:-1]).sum()]).tolist()
-    if low < 0 or unsorted:
-        raise ValueError(_ORDER)
+    if low < 0 or (unsorted and contiguous):
+        raise ValueError(_ORDER if contiguous else "'batch' must be non-negative")
     if batch_size is not None and high >= batch_size:
         raise ValueError(f"'batch' refers to graph {high} but 'batch_size' is {batch_size}; "
                          f"pass the number of graphs (or omit 'batch_size')")

@@ -772,8 +772,9 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
         return closed_solve(graph.dense(matrix), rhs, regularizer)
     params = graph.propagate_params + graph.differentiable_inputs() + (
         regularizer.trainable_parameters() if matrix.requires_grad else ())
+    batch, batch_size = graph.batch or (None, None)
     return cg_solve(matrix, rhs, tol, max_iter, graph.matmul if params else graph.propagate,
-                    params)
+                    params, batch, batch_size)
 
 
 #: The key of a regulariser's extra state that names its class.
@@ -954,4 +955,5 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
     params = (tuple(own.values()) + graph.propagate_params + graph.differentiable_inputs()
               + (regularizer.trainable_parameters() if read else ())
               + (regularizer.learned_parameters() if default_terms else ()))
-    return cg_solve(matrix, rhs, tol, max_iter, product, params)
+    batch, batch_size = graph.batch or (None, None)
+    return cg_solve(matrix, rhs, tol, max_iter, product, params, batch, batch_size)

@@ -263,7 +263,7 @@ class GraphOperators:
       :math:`k`);
     - :attr:`lowrank`: the factors :math:`(\mathbf{W}, \mathbf{V})` of
       :class:`~torch_geometric_regcn.LowRankInverse` (with
-      :attr:`lowrank_batch`, those of a batch of graphs, each its own);
+      :attr:`batch`, those of a batch of graphs, each its own);
     - :meth:`memo`: any operator derived from them (a regulariser's
       :math:`\mathbf{M}`, the Woodbury core);
     - :meth:`matmul`: the product of one of these sparse operators with
@@ -361,11 +361,13 @@ class GraphOperators:
         self.edge_index, self.edge_weight, self.dtype = edge_index, edge_weight, dtype
         self.semantic_edge_index, self.x, self.node_id = semantic_edge_index, x, node_id
         self.lowrank = lowrank
-        #: :obj:`(batch, batch_size)` when :attr:`lowrank` holds the factors
-        #: of a batch of graphs, each its own (set by a layer per call, see
-        #: :func:`~torch_geometric_regcn.linalg.woodbury_apply`); :obj:`None`:
-        #: one graph's factors.
-        self.lowrank_batch: Optional[Tuple[Tensor, Optional[int]]] = None
+        #: :obj:`(batch, batch_size)` when the graph is a batch of graphs
+        #: (set by a layer per call): :attr:`lowrank` then holds each graph's
+        #: own factors (see :func:`~torch_geometric_regcn.linalg.woodbury_apply`),
+        #: and :obj:`"cg"` solves each graph as its own system (see
+        #: :func:`~torch_geometric_regcn.linalg.cg.conjugate_gradient`);
+        #: :obj:`None`: one graph.
+        self.batch: Optional[Tuple[Tensor, Optional[int]]] = None
         self.progress, self.seed, self.direction = progress, seed, direction
         self.derived: Dict[Hashable, Any] = {}
         self._versions: Dict[Hashable, Hashable] = {}  # of the entries built with a version

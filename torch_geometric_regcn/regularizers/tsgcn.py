@@ -261,8 +261,8 @@ class TSGCNRegularizer(Regularizer):
         :class:`~torch_geometric_regcn.LowRankInverse`,
         :math:`\text{gain}\cdot(\mathbf{I} - \mathbf{W}(\mathbf{I}_r +
         \mathbf{V}^{\top}\mathbf{W})^{-1}\mathbf{V}^{\top})\mathbf{X}`; with
-        the graph's :attr:`~torch_geometric_regcn.regularizers.GraphOperators.
-        lowrank_batch`, each graph of a batch with its own factors and core."""
+        the graph's :attr:`~torch_geometric_regcn.regularizers.GraphOperators.batch`,
+        each graph of a batch with its own factors and core."""
         if self.learned:
             raise ValueError(f"solver='lowrank' cannot learn {list(self.learned)}: the factors "
                              f"are computed for fixed alpha and beta; use solver='cg'")
@@ -270,7 +270,7 @@ class TSGCNRegularizer(Regularizer):
             raise ValueError("solver='lowrank' needs the factors: pass 'lowrank_w=' and "
                              "'lowrank_v=' (see LowRankInverse)")
         w, v = graph.lowrank
-        batch, batch_size = graph.lowrank_batch or (None, None)
+        batch, batch_size = graph.batch or (None, None)
         core = graph.memo('woodbury', WoodburyCache)(w, v, from_eigenpairs=True, batch=batch,
                                                       batch_size=batch_size)
         out = woodbury_apply(x, w, v, core, batch=batch, batch_size=batch_size)

@@ -503,7 +503,8 @@ def test_a_batch_vector_is_checked_first_and_needs_each_graphs_semantic_graph():
     with pytest.raises(ValueError, match="'batch_size' was given without 'batch'"):
         lowrank(*args, **factors, batch_size=2)
     # The other solvers read the edges, which stay within each graph: the batch vector
-    # changes nothing there, but a semantic graph built from x would join the graphs.
+    # changes nothing for the series, but a semantic graph built from x would join
+    # the graphs.
     gcn = conv('gcn')
     torch.testing.assert_close(gcn(*args, batch=batch.batch), gcn(*args), rtol=0, atol=0)
     tsgcn = conv('tsgcn', alpha=1.0, beta=0.5, solver='cg')
@@ -511,9 +512,35 @@ def test_a_batch_vector_is_checked_first_and_needs_each_graphs_semantic_graph():
         tsgcn(*args, batch=batch.batch)
     from torch_geometric.data import Batch
     semantic = Batch.from_data_list([SemanticGraph(k=3)(g) for g in graphs])
+    exact = conv('tsgcn', alpha=1.0, beta=0.5, solver='closed')
+    exact.load_state_dict(tsgcn.state_dict())
+    # CG to tol 1e-6 of each graph's columns, on a system of condition < 4.
     torch.testing.assert_close(
         tsgcn(*args, semantic_edge_index=semantic.semantic_edge_index, batch=batch.batch),
-        tsgcn(*args, semantic_edge_index=semantic.semantic_edge_index), rtol=0, atol=0)
+        exact(*args, semantic_edge_index=semantic.semantic_edge_index), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize('regularizer', ['appnp', 'signed'])
+def test_cg_solves_each_graph_of_a_batch_to_its_own_tolerance(regularizer):
+    # One stopping test per column of the whole batch let a graph whose features
+    # are 1e-4 of another's stop at 3e-6 of its own output, against tol = 1e-8.
+    # With batch=, each graph is its own system. Reference:
+    # the closed-form solve of each graph alone; the bound is tol times the
+    # systems' condition (< 10 for APPNP's I + (1/alpha - 1) L, < 100 here for
+    # the signed regulariser's at its default alpha).
+    graphs, batch = _graphs_with_their_own_factors((40, 25), alpha=0.4)
+    x = torch.cat([graphs[0].x, 1e-4 * graphs[1].x])
+    layer = conv(regularizer, solver='cg', tol=1e-8)
+    exact = conv(regularizer, solver='closed')
+    exact.load_state_dict(layer.state_dict())
+    out = layer(x, batch.edge_index, batch=batch.batch)
+    small = slice(40, 65)
+    expected = exact(x[small], graphs[1].edge_index)
+    error = float((out[small] - expected).norm() / expected.norm())
+    assert error <= 100 * 1e-8, error
+    if regularizer == 'appnp':  # without batch= (the signed system converges first)
+        unbatched = layer(x, batch.edge_index)[small]
+        assert float((unbatched - expected).norm() / expected.norm()) > 100 * 1e-8
 
 
 def test_a_compiled_layer_refuses_a_semantic_graph_across_the_graphs_of_a_batch():

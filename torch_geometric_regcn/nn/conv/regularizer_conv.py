@@ -436,8 +436,11 @@ class RegularizerConv(MessagePassing):
                 then propagates each graph with its own factors (as
                 :class:`~torch_geometric_regcn.TSGCNConv` does; without it,
                 the factors of graphs batched with their own would couple
-                them). The other solvers read the edges, which stay within
-                each graph, and need it only to refuse a semantic graph
+                them). :obj:`solver="cg"` then solves each graph as its
+                own system, to its own tolerance (one test per column of
+                the whole batch let a graph of small features stop far
+                from it). The other solvers read the edges, which stay
+                within each graph; every solver refuses a semantic graph
                 built from :obj:`x` across the graphs (pass each graph's
                 :obj:`semantic_edge_index`). (default: :obj:`None`, one
                 graph)
@@ -476,7 +479,7 @@ class RegularizerConv(MessagePassing):
         graph.propagate, graph.propagate_params = self._propagate_matrix, ()
         if batch is not None and is_compiling():  # unchecked above
             batch_size = graph_count(batch, batch_size)
-        graph.lowrank_batch = None if batch is None else (batch, batch_size)
+        graph.batch = None if batch is None else (batch, batch_size)
         if self.explain:
             if self.directed:
                 raise ValueError("Explaining a RegularizerConv with directed=True is not "
