@@ -9,7 +9,7 @@ from torch import Tensor
 
 from torch_geometric_regcn.linalg.graph_batch import check_batch
 from torch_geometric_regcn.utils.deprecation import moved
-from torch_geometric_regcn.utils.sparse import diagonal
+from torch_geometric_regcn.utils.sparse import csr_matrix, diagonal
 from torch_geometric_regcn.utils.validation import (
     all_finite,
     check_finite,
@@ -96,7 +96,7 @@ def conjugate_gradient(matrix: Tensor, rhs: Tensor, tol: float = 1e-6, max_iter:
     check_finite('rhs', b)
     check_finite('matrix', matrix)
     blocks = _Blocks(batch, check_batch(batch, b.size(0), batch_size, b.device,
-                                        contiguous=False))
+                                        contiguous=False), b.dtype)
     if start is not None:
         if start.shape != rhs.shape or start.dtype != rhs.dtype:
             raise ValueError(f"'start' must be shaped and typed as 'rhs' ({list(rhs.shape)}, "
@@ -164,15 +164,24 @@ class _Blocks:
     :obj:`None`), or over each graph's rows of each column: a sum, the
     largest entry and the Euclidean norm of an :obj:`[N, F]` block,
     :obj:`[F]` or :obj:`[B, F]`, and :meth:`rows`, which spreads such
-    per-graph values back to the rows they came from."""
-    def __init__(self, batch: Optional[Tensor], batch_size: Optional[int]) -> None:
+    per-graph values back to the rows they came from. A batch's sums are
+    one product with the sparse :obj:`[B, N]` matrix of its graphs' rows
+    (built once, :math:`O(N)`), several times faster on CPU than
+    :meth:`~torch.Tensor.index_add_`."""
+    def __init__(self, batch: Optional[Tensor], batch_size: Optional[int],
+                 dtype: torch.dtype) -> None:
         self.batch = None if batch is None else batch.long()
         self.size = batch_size
+        if self.batch is not None:
+            count = torch.bincount(self.batch, minlength=batch_size)
+            crow = torch.cat([count.new_zeros(1), count.cumsum(0)])
+            self.members = csr_matrix(  # each graph's rows in order: sorted columns
+                crow, self.batch.argsort(stable=True),
+                torch.ones(self.batch.numel(), dtype=dtype, device=self.batch.device),
+                (batch_size, self.batch.numel()))
 
     def sum(self, x: Tensor) -> Tensor:
-        if self.batch is None:
-            return x.sum(dim=0)
-        return x.new_zeros(self.size, x.size(1)).index_add_(0, self.batch, x)
+        return x.sum(dim=0) if self.batch is None else self.members @ x
 
     def amax(self, x: Tensor) -> Tensor:
         r"""Of non-negative entries (0 for no rows)."""
@@ -192,7 +201,7 @@ class _Blocks:
         return self.sum(x * x).sqrt()
 
     def rows(self, value: Tensor) -> Tensor:
-        return value if self.batch is None else value[self.batch]
+        return value if self.batch is None else value.index_select(0, self.batch)
 
 
 def _iterate(product: Callable[[Tensor], Tensor], y: Tensor, r: Tensor, b_norm: Tensor,

@@ -365,6 +365,7 @@ def _cg(product: Callable[[Tensor], Tensor], diag: Tensor, rhs: Tensor, tol: flo
     index = torch.arange(n, device=diag.device).expand(2, -1)
     matrix = torch.sparse_coo_tensor(index, diag.detach(), (n, n),
                                      check_invariants=False).to_sparse_csr()
-    y = implicit_cg_solve(product, matrix, rhs, tol, max_iter, None, label, count)
+    blocks = (label, count) if count > 1 else (None, None)  # one component: whole columns
+    y = implicit_cg_solve(product, matrix, rhs, tol, max_iter, None, *blocks)
     # Its gradient holds the weights' derivative; a second one is wrong.
     return first_order(y, "The IRLS step's implicit gradient")
