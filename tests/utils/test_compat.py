@@ -27,15 +27,16 @@ def test_is_compiling_falls_back_on_older_torch(monkeypatch):
     assert compat.is_compiling() is False
 
 
-def test_no_module_calls_torch_compiler_is_compiling_directly():
+def test_no_module_calls_torch_compiler_is_compiling_or_is_autocast_enabled_directly():
     import pathlib
 
     import torch_geometric_regcn
     root = pathlib.Path(torch_geometric_regcn.__file__).parent
-    offenders = [str(path.relative_to(root)) for path in root.rglob('*.py')
-                 if path.name != 'compat.py'
-                 and 'compiler.is_compiling' in path.read_text(encoding='utf-8')]
-    assert offenders == []
+    for call in ('compiler.is_compiling', 'is_autocast_enabled'):  # both moved in torch
+        offenders = [str(path.relative_to(root)) for path in root.rglob('*.py')
+                     if path.name != 'compat.py'
+                     and call in path.read_text(encoding='utf-8')]
+        assert offenders == [], call
 
 
 @pytest.mark.parametrize('takes_reason', [True, False])
@@ -61,3 +62,26 @@ def test_compiler_disable_runs_eagerly_and_states_its_reason(monkeypatch, takes_
     with pytest.raises(torch._dynamo.exc.Unsupported, match=match):
         torch.compile(outer, fullgraph=True, backend='eager')(x)
     torch._dynamo.reset()
+
+
+def test_autocast_enabled_on_torch_2_3s_calls(monkeypatch):
+    # The package declares torch >= 2.3, whose is_autocast_enabled takes no
+    # argument (the device type came in 2.4): the layers' dtype check raised
+    # torch's TypeError there, under autocast or not (review s55/utils).
+    # Emulated: torch 2.3's signatures, checked against autocast's real state.
+    from torch_geometric_regcn import RegularizerConv
+    current = torch.is_autocast_enabled
+
+    def no_argument():
+        return current('cuda')
+
+    monkeypatch.setattr(compat, '_IS_AUTOCAST_ENABLED', no_argument)
+    monkeypatch.setattr(torch, 'is_autocast_cpu_enabled', lambda: current('cpu'))
+    assert compat.autocast_enabled('cpu') is False
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        assert compat.autocast_enabled('cpu') is True
+        conv = RegularizerConv(4, 3, 'appnp')
+        out = conv(torch.randn(5, 4, dtype=torch.bfloat16), torch.tensor([[0, 1], [1, 0]]))
+        assert out.shape == (5, 3)
+    with pytest.raises(TypeError, match=r"'x' is torch.bfloat16 but the parameters"):
+        conv(torch.randn(5, 4, dtype=torch.bfloat16), torch.tensor([[0, 1], [1, 0]]))

@@ -79,3 +79,17 @@ def test_dense_rows_and_gather_rows_copy_the_rows(layout):
         index = torch.tensor(index, dtype=torch.long)
         assert torch.equal(gather_rows(matrix, index), dense[index])
     assert dense_rows(dense, 2, 9).data_ptr() == dense[2:].data_ptr()  # a view
+
+
+def test_compact_csr_keeps_64_bit_columns_of_a_wide_matrix():
+    # One entry in column 2,999,999,995 of a 1 x 3e9 matrix: narrowing by the
+    # entry count alone wrapped it to -1,294,967,301 (review s55/utils).
+    # Reference: the column as given, and index_dtype of the shape.
+    wide = torch.sparse_csr_tensor(torch.tensor([0, 1]), torch.tensor([2_999_999_995]),
+                                   torch.ones(1), (1, 3_000_000_000))
+    compact = compact_csr(wide)
+    assert compact.col_indices().tolist() == [2_999_999_995]
+    assert compact.col_indices().dtype == torch.int64
+    tall = torch.sparse_csr_tensor(torch.tensor([0, 1, 2]), torch.tensor([0, 1]),
+                                   torch.ones(2), (2, 5))
+    assert compact_csr(tall).col_indices().dtype == torch.int32

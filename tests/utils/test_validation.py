@@ -1,4 +1,5 @@
 r"""The shared argument checks: each names the argument, the rule and the fix."""
+import math
 import re
 
 import numpy as np
@@ -309,3 +310,46 @@ def test_every_layer_and_model_on_the_meta_device_gets_one_message():
     assert len(set(messages.values())) == 1, messages
     # each names itself, TSGCN its layer (whose checks the ranks of a group agree on)
     assert owners == {**{name: name for name in messages}, 'TSGCN': 'TSGCNConv'}
+
+
+@pytest.mark.parametrize('dtype', ['uint16', 'uint32', 'uint64'])
+def test_wide_unsigned_indices_are_named_with_their_conversion(dtype):
+    # torch has no min/max for them: the range checks raised NotImplementedError
+    # naming neither the argument nor the fix (review s55/utils).
+    from torch_geometric_regcn.linalg import normalized_adjacency
+    from torch_geometric_regcn.utils.validation import check_edge_index
+    dtype = getattr(torch, dtype)
+    with pytest.raises(TypeError, match=rf"'n_id' is {dtype}, which torch cannot reduce "
+                                        rf"\(min, max\); pass 'n_id.long\(\)'"):
+        check_index('n_id', torch.tensor([0, 1]).to(dtype), 3)
+    edges = torch.tensor([[0, 1], [1, 0]])
+    with pytest.raises(TypeError, match=rf"'edge_index' is {dtype}.*'edge_index.long\(\)'"):
+        check_edge_index(edges.to(dtype), 3)
+    with pytest.raises(TypeError, match=r"'edge_index.long\(\)'"):
+        normalized_adjacency(edges.to(dtype), 3)
+
+
+def test_float8_weights_are_named_and_read():
+    # aminmax has no float8 kernel: NotImplementedError (review s55/utils).
+    from torch_geometric_regcn.utils.validation import all_finite, check_edge_index
+    weight = torch.tensor([1.0, 2.0]).to(torch.float8_e4m3fn)
+    with pytest.raises(TypeError, match=r"'edge_weight' is torch.float8_e4m3fn.*"
+                                        r"'edge_weight.float\(\)'"):
+        check_edge_index(torch.tensor([[0, 1], [1, 0]]), 2, weight)
+    assert all_finite(weight)
+    assert not all_finite(torch.tensor([1.0, math.nan]).to(torch.float8_e4m3fn))
+
+
+def test_oversized_ints_and_meta_scalars_are_named():
+    # float(10**400) raised OverflowError, .item() of a meta tensor torch's
+    # RuntimeError, neither naming the argument (review s55/utils).
+    from torch_geometric_regcn.utils.validation import check_coefficient, check_int, check_real
+    for check in (check_real, check_coefficient):
+        with pytest.raises(ValueError, match=r"'alpha' must be finite \(got inf\)"):
+            check('alpha', 10**400)
+        with pytest.raises(ValueError, match=r"'alpha' must be finite \(got -inf\)"):
+            check('alpha', -10**400)
+    with pytest.raises(ValueError, match="'k' is on the 'meta' device"):
+        check_int('k', torch.tensor(3, device='meta'))
+    with pytest.raises(ValueError, match="'alpha' is on the 'meta' device"):
+        check_coefficient('alpha', torch.tensor(0.5, device='meta'))

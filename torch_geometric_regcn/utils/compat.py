@@ -51,3 +51,19 @@ def compiler_disable(reason: str) -> Callable[[F], F]:
             return torch.compiler.disable(fn, reason=reason)
         return torch.compiler.disable(fn)
     return decorate
+
+
+_IS_AUTOCAST_ENABLED = torch.is_autocast_enabled
+
+
+def autocast_enabled(device_type: str) -> bool:
+    r"""Whether :func:`torch.autocast` is on for :obj:`device_type`:
+    :obj:`torch.is_autocast_enabled(device_type)` (torch 2.4 and later),
+    else torch 2.3's calls, which take no argument (CUDA's, and the CPU's
+    own)."""
+    try:
+        return _IS_AUTOCAST_ENABLED(device_type)
+    except TypeError:  # torch 2.3
+        if device_type == 'cpu':
+            return torch.is_autocast_cpu_enabled()
+        return _IS_AUTOCAST_ENABLED()

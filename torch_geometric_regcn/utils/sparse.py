@@ -55,7 +55,7 @@ def compact_csr(matrix: Tensor) -> Tensor:
     if matrix.layout == torch.sparse_coo:
         matrix = to_csr(matrix)
     if (matrix.layout == torch.sparse_csr and matrix.crow_indices().dtype == torch.int64
-            and matrix._nnz() < 2**31 - 1):
+            and index_dtype(max(matrix.shape), matrix._nnz()) == torch.int32):
         matrix = torch.sparse_csr_tensor(matrix.crow_indices().int(),
                                          matrix.col_indices().int(), matrix.values(),
                                          matrix.shape, check_invariants=False)

@@ -11,6 +11,8 @@ from typing import Any, Callable, Optional, Sequence, Tuple, TypeVar
 import torch
 from torch import Tensor
 
+from torch_geometric_regcn.utils.compat import autocast_enabled
+
 _Choice = TypeVar('_Choice')
 
 
@@ -50,6 +52,8 @@ def all_finite(tensor: Tensor) -> bool:
     floating-point tensor is read by its minimum and maximum, which a NaN
     turns into NaN and an infinity into an infinity: one reduction, without
     the :obj:`N`-element mask of :obj:`tensor.isfinite().all()`."""
+    if tensor.is_floating_point() and tensor.element_size() == 1:  # float8: few kernels
+        tensor = tensor.float()
     if tensor.is_floating_point() and tensor.numel():
         return bool(torch.stack(torch.aminmax(tensor.detach())).isfinite().all())
     return bool(tensor.isfinite().all())
@@ -76,7 +80,10 @@ def check_real(name: str, value: float, low: float = -math.inf, high: float = ma
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"'{name}' must be a real number (got {type(value).__name__} "
                         f"{value!r})")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond float's range
+        value = math.inf if value > 0 else -math.inf
     if not math.isfinite(value):
         raise ValueError(f"'{name}' must be finite (got {value})")
     inside = (low < value if low_open else low <= value) and \
@@ -99,6 +106,7 @@ def check_coefficient(name: str, value: Any, low: float = -math.inf, high: float
     without its gradient (one synchronisation with its device). Returns the
     value as a :class:`float`; the caller keeps the tensor to compute with."""
     if isinstance(value, Tensor):
+        check_materialized(**{name: value})
         if value.numel() != 1 or not value.is_floating_point():
             raise TypeError(f"'{name}' must be a real number or a one-element floating-point "
                             f"tensor (got a tensor of shape {list(value.shape)}, {value.dtype})")
@@ -126,6 +134,8 @@ def check_int(name: str, value: int, minimum: Optional[int] = 1,
     floats (even whole ones) raise :class:`ValueError`, other types
     :class:`TypeError`."""
     rule = _integer_rule(minimum, maximum)
+    if isinstance(value, Tensor):
+        check_materialized(**{name: value})
     if isinstance(value, Tensor) and (value.dtype == torch.bool or value.dim() != 0):
         raise ValueError(f"'{name}' must be {rule} (got a {value.dtype} tensor of shape "
                          f"{list(value.shape)}); pass an int or an integer 0-d tensor")
@@ -210,6 +220,9 @@ def check_index(name: str, index: Any, num_nodes: int, size: Optional[int] = Non
     each in :math:`[0, \text{num\_nodes})`. :obj:`graph` names the graph
     in the error, e.g. :obj:`"the graph the model was refreshed with"`.
     Costs one pass over :obj:`index` (its minimum and maximum)."""
+    if isinstance(index, Tensor) and index.dtype in WIDE_UNSIGNED:
+        raise TypeError(f"'{name}' is {index.dtype}, which torch cannot reduce (min, max); "
+                        f"pass '{name}.long()'")
     if not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() \
             or index.is_complex() or index.dtype in (torch.bool, torch.uint8):
         got = (f'{index.dtype} of shape {list(index.shape)}' if isinstance(index, Tensor)
@@ -246,6 +259,9 @@ def check_edge_index(edge_index: Tensor, num_nodes: int,
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"'{name}' must have shape [2, num_edges] "
                          f"(got {list(edge_index.shape)})")
+    if edge_index.dtype in WIDE_UNSIGNED:
+        raise TypeError(f"'{name}' is {edge_index.dtype}, which torch cannot reduce (min, "
+                        f"max); use '{name}.long()'")
     if edge_index.is_floating_point() or edge_index.is_complex() \
             or edge_index.dtype == torch.bool:
         raise TypeError(f"'{name}' must hold integer node indices "
@@ -259,6 +275,9 @@ def check_edge_index(edge_index: Tensor, num_nodes: int,
     if edge_weight is not None:
         check_tensor(weight_name, edge_weight, 'a tensor [num_edges]')
         check_real_dtype(weight_name, edge_weight)
+        if edge_weight.is_floating_point() and edge_weight.element_size() == 1:
+            raise TypeError(f"'{weight_name}' is {edge_weight.dtype}, which torch cannot "
+                            f"compare or sum here; pass '{weight_name}.float()'")
         if edge_weight.dim() != 1 or edge_weight.numel() != edge_index.size(1):
             raise ValueError(f"'{weight_name}' must have shape [{edge_index.size(1)}] to match "
                              f"'{name}' (got {list(edge_weight.shape)})")
@@ -268,6 +287,10 @@ def check_edge_index(edge_index: Tensor, num_nodes: int,
                              f"needs non-negative degrees (their square roots); drop or "
                              f"rescale the negative weights")
 
+
+#: Unsigned integer dtypes wider than a byte, which torch cannot reduce (min, max).
+WIDE_UNSIGNED = tuple(getattr(torch, name) for name in ('uint16', 'uint32', 'uint64')
+                      if hasattr(torch, name))
 
 #: Half-precision inputs are solved in this dtype and cast back.
 HALF_DTYPES = (torch.float16, torch.bfloat16)
@@ -412,7 +435,7 @@ def check_layer_dtype(name: str, tensor: Tensor, dtype: torch.dtype, owner: str)
     :func:`torch.autocast`, which casts both)."""
     if tensor.dtype == dtype or not tensor.is_floating_point():
         return
-    if torch.is_autocast_enabled(tensor.device.type):
+    if autocast_enabled(tensor.device.type):
         return
     raise TypeError(f"'{name}' is {tensor.dtype} but the parameters of {owner} are {dtype}; "
                     f"pass '{name}{_cast(dtype)}', or convert the module with "
