@@ -166,3 +166,20 @@ def test_the_whole_graph_names_what_would_overflow():
     # The default degree on a graph smaller than it is no error (draws that
     # repeat an edge are dropped).
     assert contextual_sbm(num_nodes=6, num_classes=2).num_nodes == 6
+
+
+def test_every_member_of_a_class_beyond_float32s_draws_can_be_drawn():
+    # contextual_sbm drew a class member as float32 rand * size: 2^24 values, so
+    # in a class of 2^26 members only multiples of 4 were ever drawn, and the
+    # whole graph's isolated share was 0.19 for the model's e^-2 = 0.135
+    # (review s55/datasets2). Reference: uniform draws hit every residue mod 4
+    # about equally; smaller classes keep the draws of earlier versions.
+    from torch_geometric_regcn.datasets.csbm import _members
+    size = torch.full((400_000,), 2**26)
+    pick = _members(size, torch.Generator().manual_seed(0))
+    assert bool(((pick >= 0) & (pick < 2**26)).all())
+    shares = torch.bincount(pick % 4, minlength=4) / pick.numel()
+    assert bool(((shares - 0.25).abs() < 0.01).all()), shares
+    small = torch.tensor([3, 7, 2**20])
+    expected = (torch.rand(3, generator=torch.Generator().manual_seed(1)) * small).long()
+    assert torch.equal(_members(small, torch.Generator().manual_seed(1)), expected)

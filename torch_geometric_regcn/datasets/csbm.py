@@ -97,12 +97,22 @@ def contextual_sbm(num_nodes: int = 3000, num_classes: int = 5, num_features: in
     order = y.argsort()
     counts = torch.bincount(y, minlength=num_classes)
     offsets = torch.cumsum(counts, 0) - counts
-    pick = (torch.rand(num_edges, generator=gen) * counts[target_class]).long()
-    dst = order[offsets[target_class] + pick]
+    dst = order[offsets[target_class] + _members(counts[target_class], gen)]
     edge_index = torch.stack([src, dst])
     edge_index = edge_index[:, edge_index[0] != edge_index[1]]
     edge_index = coalesce(to_undirected(edge_index, num_nodes=num_nodes), num_nodes=num_nodes)
     return Data(x=x, edge_index=edge_index, y=y)
+
+
+def _members(size: Tensor, gen: torch.Generator) -> Tensor:
+    r"""A uniformly random index in :math:`[0, \text{size}_i)` for each entry
+    of :obj:`size`. float32 draws take :math:`2^{24}` values, so members of
+    a larger class beyond them would never be drawn: where a class is
+    larger, the draws are float64; below, float32 as in earlier versions,
+    whose graphs stay the same."""
+    wide = torch.float64 if size.numel() and int(size.max()) > 2**24 else torch.float32
+    pick = (torch.rand(size.numel(), generator=gen, dtype=wide) * size).long()
+    return torch.minimum(pick, size - 1)
 
 
 def _derived_seed(seed: int, *tags: object) -> int:

@@ -88,9 +88,10 @@ def load_dataset(name: str, root: Union[str, os.PathLike], transform: Optional[C
     Table 2, which counts every stored adjacency entry; see
     :obj:`docs/datasets.md`.
 
-    Outside the splits of Planetoid, use
-    :func:`~torch_geometric_regcn.datasets.paper_split` for the paper's
-    split. A missing raw file is downloaded where PyG can (Planetoid,
+    The paper splits every dataset at random:
+    :func:`~torch_geometric_regcn.datasets.paper_split` adds its split
+    (Planetoid's public split, of the same sizes, is one fixed split, not
+    the paper's). A missing raw file is downloaded where PyG can (Planetoid,
     CoraFull, AttributedGraphDataset); ACM and UAI raise an error saying
     where to get it. Planetoid and CoraFull need :obj:`scipy`,
     AttributedGraphDataset needs :obj:`scipy` and :obj:`pandas`, ACM and
