@@ -564,7 +564,7 @@ def train_all(stores: List[ResultStore], runs: Sequence[Run], device: torch.devi
 
 
 def _mean_std(values: Sequence[float], spec: str = '.1f') -> str:
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    std = statistics.stdev(values) if len(values) > 1 else math.nan  # one run: no spread
     return f'{statistics.mean(values):{spec}} ({std:{spec}})'
 
 

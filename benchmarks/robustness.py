@@ -43,10 +43,34 @@ DEFAULT_CACHE = os.path.join(tempfile.gettempdir(), 'regcn-perturbed-graphs')
 
 
 def _summary(values: List[float]) -> str:
+    if not all(math.isfinite(v) for v in values):  # a diverged run: stdev cannot sum it
+        return 'nan'
     mean = 100 * statistics.fmean(values)
     if len(values) < 2:
         return f'{mean:.1f}'
     return f'{mean:.1f} ± {100 * statistics.stdev(values) / math.sqrt(len(values)):.1f}'
+
+
+def summary_table(records: List[Dict], dataset: str, attack: str, budgets: List[float],
+                  models: List[str]) -> List[str]:
+    r"""The lines of one dataset's and attack's table: a row per model, a
+    column per budget, each cell the evasion / poisoning mean ± standard
+    error over the seeds; each column as wide as its widest cell, two
+    spaces apart."""
+    table = [['model'] + [f'{b:g}' for b in budgets]]
+    for model in models:
+        cells = [model]
+        for budget in budgets:
+            rows = [r for r in records
+                    if (r['dataset'], r['attack'], r['budget'], r['model'])
+                    == (dataset, attack, budget, model)]
+            cells.append(f"{_summary([r['evasion'] for r in rows])} / "
+                         f"{_summary([r['poisoning'] for r in rows])}")
+        table.append(cells)
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return [row[0].ljust(widths[0]) + ''.join('  ' + cell.rjust(width)
+                                              for cell, width in zip(row[1:], widths[1:]))
+            for row in table]
 
 
 def main() -> None:
@@ -68,6 +92,10 @@ def main() -> None:
             or not 0 <= args.first_seed < args.seeds:
         parser.error('--seeds and --epochs must be positive, --budgets in [0, 1), '
                      '--first-seed in [0, SEEDS)')
+    for name in ('datasets', 'attacks', 'budgets', 'models'):  # each counted once
+        values = getattr(args, name)
+        if len(set(values)) < len(values):
+            parser.error(f'--{name} repeats a value: each cell would count its runs twice')
     if args.json is not None and os.path.exists(args.json):
         parser.error(f'--json {args.json} exists; choose a new path')
     if args.json is not None:  # written after every seed: fail now, not after the first
@@ -110,16 +138,8 @@ def main() -> None:
     for dataset in args.datasets:
         for attack in args.attacks:
             print(f'{dataset}, {attack}: test accuracy (%), evasion / poisoning')
-            print('model'.ljust(12) + ''.join(f'{b:>22g}' for b in args.budgets))
-            for model in args.models:
-                cells = []
-                for budget in args.budgets:
-                    rows = [r for r in records if (r['dataset'], r['attack'], r['budget'],
-                                                   r['model']) == (dataset, attack, budget,
-                                                                   model)]
-                    cells.append(f"{_summary([r['evasion'] for r in rows])} / "
-                                 f"{_summary([r['poisoning'] for r in rows])}")
-                print(model.ljust(12) + ''.join(c.rjust(22) for c in cells))
+            print('\n'.join(summary_table(records, dataset, attack, args.budgets,
+                                           args.models)))
             print()
 
 

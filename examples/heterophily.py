@@ -124,12 +124,12 @@ DEFAULT_MODELS = (*RECOMMENDED, 'gcn')
 
 def merge_files(paths, out=None) -> None:
     records = load(paths)
+    if out:  # first: a table that fails must not lose the merge
+        write_json(out, next(iter(records.values())) if len(records) == 1 else records)
     for rec in records.values():
         print(format_table(rec) + '\n')
     if len(records) > 1:
         print(format_summary(records))
-    if out:
-        write_json(out, next(iter(records.values())) if len(records) == 1 else records)
 
 
 def main() -> None:
@@ -172,6 +172,9 @@ def main() -> None:
         check_writable(parser, '--json', args.json)
     if args.journal is not None:
         check_writable(parser, '--journal', args.journal)
+        if args.json is not None and os.path.abspath(args.json) == os.path.abspath(args.journal):
+            parser.error('--json and --journal name the same file: the record would '
+                         'overwrite the journal of finished runs; give them two paths')
     if args.merge:
         if trained:
             parser.error(f"--merge reads the runs and datasets from its files and trains "
@@ -179,7 +182,10 @@ def main() -> None:
         missing = [path for path in args.merge if not os.path.isfile(path)]
         if missing:
             parser.error(f"--merge: no such file {missing[0]!r}")
-        merge_files(args.merge, args.json)
+        try:
+            merge_files(args.merge, args.json)
+        except ValueError as error:  # a file that is no record, or records that disagree
+            parser.error(f'--merge: {error}')
         return
     if args.dataset is None:
         parser.error('--dataset is required (or --merge)')
@@ -254,9 +260,9 @@ def main() -> None:
         chosen = rec['chosen'][RECOMMENDED_NAME]
         print(f"{RECOMMENDED_LABEL}: chosen [{chosen['index'] + 1}/{len(chosen['grid'])}: "
               f"{describe(chosen['grid'][chosen['index']])}] by mean validation {metric}")
-    print('\n' + format_table(rec))
-    if args.json:
+    if args.json:  # first: a table that fails must not lose the runs
         write_json(args.json, rec)
+    print('\n' + format_table(rec))
 
 
 if __name__ == '__main__':

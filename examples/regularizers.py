@@ -12,6 +12,7 @@ tsgcn-inv. Prints one line
 per run (random split, seeded by the run index) and ACC / F1 as mean (std).
 """
 import argparse
+import math
 import re
 import statistics
 import time
@@ -88,7 +89,7 @@ def main() -> None:
         accs.append(100 * result.accuracy)
         f1s.append(100 * result.f1)
         print(f'run {seed}: ACC {accs[-1]:.1f}  F1 {f1s[-1]:.1f}  ({result.seconds:.1f}s)')
-    std = statistics.stdev if len(accs) > 1 else (lambda _: 0.0)
+    std = statistics.stdev if len(accs) > 1 else (lambda _: math.nan)  # one run: no spread
     print(f'ACC: {statistics.mean(accs):.1f} ({std(accs):.1f})')
     print(f'F1: {statistics.mean(f1s):.1f} ({std(f1s):.1f})')
 

@@ -11,6 +11,7 @@ accuracy. Without --root, the raw files are copied from ../shared/data into a
 temporary root (no download); with --root, PyG's loaders download as usual.
 """
 import argparse
+import math
 import statistics
 import time
 
@@ -81,7 +82,7 @@ def main() -> None:
               f'{result.seconds:.1f}s)')
 
     def summary(values):
-        std = statistics.stdev(values) if len(values) > 1 else 0.0
+        std = statistics.stdev(values) if len(values) > 1 else math.nan  # one run: no spread
         return f'{statistics.mean(values):.1f} ({std:.1f})'
     print(f'ACC: {summary(accs)}')
     print(f'F1: {summary(f1s)}')

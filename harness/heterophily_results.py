@@ -43,7 +43,10 @@ RECOMMENDED_LABEL = 'Recommended (by validation)'
 
 def mean_and_error(values: Sequence[float]) -> Tuple[float, float]:
     r"""The mean and its standard error (sample standard deviation over the
-    square root of the count; :obj:`nan` for one value)."""
+    square root of the count; :obj:`nan` for one value); both :obj:`nan`
+    where a value is (a diverged run), which :mod:`statistics` cannot sum."""
+    if not all(math.isfinite(v) for v in values):
+        return math.nan, math.nan
     if len(values) < 2:
         return statistics.mean(values), math.nan
     return statistics.mean(values), statistics.stdev(values) / math.sqrt(len(values))
@@ -172,12 +175,18 @@ def merge(records: Sequence[Record], sources: Sequence[str]) -> Dict[str, Record
 
 
 def load(paths: Sequence[str]) -> Dict[str, Record]:
-    r""":func:`merge` of the JSON files :obj:`paths`."""
-    records = []
+    r""":func:`merge` of the JSON files :obj:`paths`: each a record, or the
+    records by dataset that a merge of several datasets writes."""
+    records, names = [], []
     for path in paths:
         with open(path, encoding='utf-8') as f:
-            records.append(json.load(f))
-    return merge(records, list(paths))
+            obj = json.load(f)
+        several = isinstance(obj, dict) and 'dataset' not in obj and obj and all(
+            isinstance(rec, dict) and rec.get('dataset') == name for name, rec in obj.items())
+        for rec in (obj.values() if several else [obj]):
+            records.append(rec)
+            names.append(path)
+    return merge(records, names)
 
 
 def format_table(rec: Record) -> str:

@@ -70,6 +70,10 @@ def dice(edge_index: Tensor, y: Tensor, budget: int, seed: int) -> Tensor:
 
 
 def _accuracy(logits: Tensor, data: Data, mask: Tensor) -> float:
+    r"""The accuracy on :obj:`mask`; :obj:`nan` where a logit is (argmax
+    would read a nan row as a vote for class 0)."""
+    if bool(logits[mask].isnan().any()):
+        return math.nan
     return float((logits[mask].argmax(-1) == data.y[mask]).float().mean())
 
 

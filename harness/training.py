@@ -2,6 +2,7 @@ r"""The training protocol of the examples and benchmarks: Adam on the
 training nodes, test scores at the best validation epoch, and the paper's
 metrics."""
 import ctypes
+import math
 import time
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence
 
@@ -71,18 +72,21 @@ def fit(model: torch.nn.Module, forward: Callable[[], Tensor], data: Data, epoch
     :obj:`model` that no group lists form the first group, with :obj:`lr`
     and :obj:`weight_decay`."""
     steps = train_epochs(model, forward, data, epochs, lr, weight_decay, param_groups)
-    best = FitResult(0.0, 0.0, -1.0, -1, 0.0)
+    # No epoch chosen (none, or every one diverged): nan, not a plausible score.
+    best = FitResult(math.nan, math.nan, -1.0, -1, 0.0)
     start = time.perf_counter()
     for epoch, logits in enumerate(steps):
         pred = logits.argmax(dim=-1)
-        val = float((pred[data.val_mask] == data.y[data.val_mask]).float().mean())
-        if val >= best.val_accuracy:
+        diverged = bool(logits.isnan().any())  # argmax reads a nan row as a vote for class 0
+        val = math.nan if diverged else float(
+            (pred[data.val_mask] == data.y[data.val_mask]).float().mean())
+        if val >= best.val_accuracy:  # never a nan epoch
             best = FitResult(*_test_scores(pred, data), val, epoch, 0.0)
         on_epoch(epoch)
     best = best._replace(seconds=time.perf_counter() - start)
     if epochs == 0:
         return best
-    last_accuracy, last_f1 = _test_scores(pred, data)
+    last_accuracy, last_f1 = (math.nan, math.nan) if diverged else _test_scores(pred, data)
     return best._replace(last_accuracy=last_accuracy, last_f1=last_f1)
 
 

@@ -105,6 +105,8 @@ def test_heterophily_example_resumes_from_its_journal(tmp_path):
     (['--journal', 'no_such_folder/runs.jsonl'], '--journal .*no_such_folder does not exist'),
     (['--device', 'no_such_device'], 'argument --device: not a torch device'),
     (['--merge', 'a.json'], '--merge reads .* trains nothing: drop --dataset, --models'),
+    (['--json', 'same.jsonl', '--journal', 'same.jsonl'],
+     '--json and --journal name the same file'),
 ])
 def test_heterophily_example_refuses_bad_arguments_before_any_training(tmp_path, args,
                                                                        message):
@@ -138,3 +140,12 @@ def test_heterophily_example_trains_the_recommended_model_and_gcn_by_default(tmp
     assert written['results']['recommended'] == written['results'][model]
     assert f"Recommended (by validation): chosen [{chosen['index'] + 1}/2: model={model}" \
         in stdout
+
+
+def test_heterophily_example_names_a_file_merge_cannot_read(tmp_path):
+    # A file that is no record ended in a traceback (review s55/harness).
+    bad = tmp_path / 'bad.json'
+    bad.write_text('{"results": {}}', encoding='utf-8')
+    out = run_module('examples.heterophily', '--merge', str(bad), threads=1)
+    assert out.code == 2
+    assert re.search(r"--merge: .*bad.json: not a record of examples.heterophily", out.stderr)

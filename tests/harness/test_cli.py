@@ -194,6 +194,8 @@ CASES = [
      ['load_homophilous', 'perturbed_graph'], {}),
     ('robustness', ['--datasets', 'cornell'], "--datasets: invalid choice: 'cornell'",
      ['load_homophilous', 'perturbed_graph'], {}),
+    ('robustness', ['--budgets', '0.05', '0.05'],  # counted twice: a smaller error
+     '--budgets repeats a value', ['load_homophilous', 'perturbed_graph'], {}),
     ('robustness_figure', ['RECORDS', '--out', 'MISSING'], '--out .*missing does not exist',
      ['plt'], {}),
     ('robustness_figure', ['NOFILE'], 'records: no such file', ['plt'], {}),

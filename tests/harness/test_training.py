@@ -58,6 +58,35 @@ def test_fit_reports_the_test_scores_of_the_best_validation_epoch():
     assert result.last_f1 == pytest.approx(f1_score(test_y, test_pred, average='macro'))
 
 
+def test_fit_never_scores_a_diverged_epoch():
+    # argmax reads a row of nan logits as a vote for class 0: a model whose
+    # logits were nan at every epoch scored the test share of class 0 (0.26 on
+    # a 4-class graph) as its accuracy (review s55/harness). Reference: the
+    # scores of the finite epochs alone, and nan where there is none.
+    import math
+    data = paper_split(contextual_sbm(600, num_classes=4, seed=2), num_val=100, num_test=200,
+                       seed=0)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(data.num_features, 4)
+    epoch = [0]
+
+    def forward(poisoned):
+        out = model(data.x)
+        epoch[0] += 1
+        return out * math.nan if poisoned(epoch[0]) else out
+
+    result = fit(model, lambda: forward(lambda e: True), data, epochs=3)
+    assert math.isnan(result.accuracy) and math.isnan(result.last_accuracy)
+    assert result.best_epoch == -1
+    # nan at the evaluations of the later epochs: the best is among the first
+    torch.manual_seed(0)
+    model = torch.nn.Linear(data.num_features, 4)
+    epoch[0] = 0
+    result = fit(model, lambda: forward(lambda e: e > 4), data, epochs=5)
+    assert 0 <= result.best_epoch <= 1 and 0.0 < result.accuracy <= 1.0
+    assert math.isnan(result.last_accuracy)
+
+
 def test_offline_root(tmp_path):
     with pytest.raises(FileNotFoundError, match='no offline copy'):
         offline_root('CoraFull', str(tmp_path))
