@@ -272,7 +272,7 @@ def test_learn_numbers_and_vectors_on_any_interval():
         torch.testing.assert_close(getattr(reg, name).detach().double(), value,
                                    rtol=1e-6, atol=1e-6)
     assert 'w=learned([0.5, -0.25, 1.5])' in repr(reg)
-    assert 'v=learned([3, -4])' in repr(reg)
+    assert 'v=learned([3.0, -4.0])' in repr(reg)
     assert reg.coefficients() == {}
     # Vector gradients reach the raw parameter through the reparametrisation.
     (reg.w * torch.tensor([1.0, 2.0, 3.0])).sum().backward()

@@ -269,3 +269,18 @@ def test_a_checkpoint_of_another_degree_names_both_sides():
                                          r"module's regulariser PolynomialRegularizer\(K=3.*"
                                          r"but K=2.*Build the module with the checkpoint's"):
         dst.load_state_dict(src.state_dict())
+
+
+def test_reprs_differ_wherever_the_coefficients_do():
+    # Printed to 4 digits, gamma 0.12341 and 0.12344 (and a frozen learned alpha
+    # 0.1 and 0.10003) had one repr, so PyG's pre_transform check served the
+    # other's processed features (review s55/transforms2).
+    from torch_geometric_regcn import regularizers as R
+    assert repr(R.get('polynomial', gamma=[0.5, 0.12341])) != \
+        repr(R.get('polynomial', gamma=[0.5, 0.12344]))
+    reprs = set()
+    for alpha in (0.1, 0.10003):
+        reg = R.get('appnp', alpha=alpha)
+        reg.learn('alpha')
+        reprs.add(repr(reg))
+    assert len(reprs) == 2 and 'APPNPRegularizer(K=10, alpha=learned(0.1))' in reprs  # shortest

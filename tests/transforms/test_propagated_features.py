@@ -337,3 +337,38 @@ def test_factors_recomputed_for_a_batch_leave_the_callers_batch_collated():
     assert torch.equal(batch.to_data_list()[1].lowrank_w, graphs[1].lowrank_w)
     with pytest.raises(ValueError, match="collated from each graph's own"):
         PropagateFeatures()(batch)
+
+
+@pytest.mark.parametrize('name, solver', [('elastic', 'emp'), ('pgnn', 'irls'),
+                                          ('robust', 'irls'), ('airgnn', 'amp')])
+def test_a_non_quadratic_regularizer_propagates_all_columns_at_once(name, solver):
+    # Their reweighting reads whole rows of X: propagated 64 (here 3) columns at
+    # a time, each block got its own weights, 0.1-0.3 off the regulariser on X
+    # and a higher energy (review s55/transforms2). Reference: the regulariser's
+    # own propagation of the whole X on the same graph.
+    data = graph(features=8)
+    reg = R.get(name)
+    out = PropagateFeatures(solver=solver, regularizer=reg, block_size=3)(data.clone()).x1
+    expected = reg.propagate(data.x, build_graph(reg, data.edge_index, N, None, torch.float64),
+                             solver)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+def test_block_size_is_in_the_repr():
+    # CG stops per block, so the output depends on it: PyG's pre_transform check
+    # compares reprs (review s55/transforms2).
+    assert 'block_size=3' in repr(PropagateFeatures(solver='cg', alpha=1.0, beta=0.2,
+                                                    block_size=3))
+    assert 'block_size' not in repr(PropagateFeatures(solver='cg', alpha=1.0, beta=0.2))
+
+
+def test_lowrank_without_normalize_needs_the_factors_coefficients():
+    # normalize=False scales by 1 / (1 + alpha + beta): without them the defaults
+    # (1, 0.2) were used for factors of (1.5, 0), 0.23 off (review s55/transforms2).
+    with pytest.raises(ValueError, match=r"pass \['alpha', 'beta'\] \(those given to "
+                                         r"LowRankInverse\)"):
+        PropagateFeatures(normalize=False)
+    data = LowRankInverse(1.5, 0.0, N)(graph())
+    out = PropagateFeatures(normalize=False, alpha=1.5, beta=0.0)(data.clone()).x1
+    expected = dense_tsgcn(data, 1.5, 0.0) / 2.5 @ data.x
+    assert relative(out, expected) < 1e-10

@@ -106,3 +106,16 @@ def test_a_batch_of_several_graphs_is_refused_before_the_search():
     one = SemanticGraph(3, progress=False)(Batch.from_data_list(graphs[:1]))
     assert torch.equal(one.semantic_edge_index,
                        SemanticGraph(3, progress=False)(graphs[0]).semantic_edge_index)
+
+
+def test_a_batch_of_one_graph_gives_its_new_graph_back():
+    # The Batch's slice records kept the old semantic graph's size, so
+    # to_data_list() and get_example() cut the new one short (106 of 380 edges)
+    # (review s55/transforms2). Reference: the kNN graph of the graph itself.
+    from torch_geometric.data import Batch
+    gen = torch.Generator().manual_seed(0)
+    data = Data(x=torch.randn(40, 5, generator=gen), edge_index=torch.tensor([[0, 1], [1, 0]]))
+    batch = SemanticGraph(k=8)(Batch.from_data_list([SemanticGraph(k=2)(data)]))
+    expected = SemanticGraph(k=8)(data.clone()).semantic_edge_index
+    assert torch.equal(batch.to_data_list()[0].semantic_edge_index, expected)
+    assert torch.equal(batch.get_example(0).semantic_edge_index, expected)

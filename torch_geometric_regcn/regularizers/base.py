@@ -742,12 +742,16 @@ def _start_value(name: str, value: Any) -> Tuple[Tensor, Any]:
 
 
 def _format_value(value: Tensor) -> str:
-    r"""A learned coefficient as :meth:`Regularizer.__repr__` writes it."""
+    r"""A learned coefficient as :meth:`Regularizer.__repr__` writes it: each
+    value by the shortest decimal that reads back as it in its dtype, so
+    that two reprs differ wherever the values do (PyG compares a
+    pre_transform's repr with the processed dataset's to process it again)."""
     if value.is_meta:  # built under torch.device('meta'): no value yet
         return '?' if value.dim() == 0 else f'[{value.numel()} values]'
-    if value.dim() == 0:
-        return f'{float(value):.4g}'
-    return '[' + ', '.join(f'{v:.4g}' for v in value.tolist()) + ']'
+    host = value.detach().cpu()
+    host = host.float() if host.dtype == torch.bfloat16 else host  # NumPy has no bfloat16
+    texts = [str(v) for v in host.numpy().reshape(-1)]
+    return texts[0] if value.dim() == 0 else '[' + ', '.join(texts) + ']'
 
 
 @compiler_disable(reason="Regularizer.propagate runs the solvers 'closed', 'series' and 'cg' "

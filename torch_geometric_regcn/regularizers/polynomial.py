@@ -212,5 +212,5 @@ class PolynomialRegularizer(Regularizer):
     def __repr__(self) -> str:
         if 'gamma' in self.learned:
             return super().__repr__()
-        gamma = ', '.join(f'{g:.4g}' for g in self.gamma)
+        gamma = ', '.join(repr(g) for g in self.gamma)  # exact: PyG compares reprs
         return f'{type(self).__name__}(K={self.K}, gamma=({gamma}))'

@@ -212,6 +212,26 @@ def computed_for_the_batch(data: Data, keys: Sequence[str]) -> None:
             setattr(data, record, {k: v for k, v in collated.items() if k not in keys})
 
 
+def computed_for_the_graph(data: Data, keys: Sequence[str]) -> None:
+    r"""Marks the attributes :obj:`keys`, just written to a
+    :class:`~torch_geometric.data.Batch` of one graph, as that graph's own:
+    its record of collated attributes (by which :meth:`Batch.to_data_list`
+    and :meth:`Batch.get_example` slice) takes their new sizes, where the
+    old values' sizes would cut them short. Replaced, not edited, as in
+    :func:`computed_for_the_batch`. :math:`O(1)`."""
+    for record in ('_slice_dict', '_inc_dict'):
+        collated = getattr(data, record, None)
+        if isinstance(collated, dict) and any(key in collated for key in keys):
+            collated = dict(collated)
+            for key in keys:
+                if key in collated:
+                    value = data[key]
+                    size = value.size(data.__cat_dim__(key, value))
+                    collated[key] = (torch.tensor([0, size]) if record == '_slice_dict'
+                                     else torch.zeros(1, dtype=torch.long))
+            setattr(data, record, collated)
+
+
 def check_homogeneous(data: Any, owner: str) -> None:
     r"""Raises :class:`TypeError` where :obj:`data` is a
     :class:`~torch_geometric.data.HeteroData`, whose attributes live per

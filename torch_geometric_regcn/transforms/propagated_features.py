@@ -9,6 +9,7 @@ from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import build_graph
+from torch_geometric_regcn.regularizers.iterative import IterativeRegularizer
 from torch_geometric_regcn.regularizers.registry import get
 from torch_geometric_regcn.transforms.attributes import (
     NODE_MATRIX,
@@ -92,8 +93,11 @@ class PropagateFeatures(BaseTransform):
         regularizer (str or Regularizer, optional): The regulariser, by name
             (see :func:`~torch_geometric_regcn.regularizers.get`) or as an
             instance. (default: :obj:`"tsgcn"`)
-        block_size (int, optional): Feature columns propagated at a time.
-            (default: :obj:`64`)
+        block_size (int, optional): Feature columns propagated at a time
+            by a linear propagation; a non-quadratic regulariser
+            (:class:`~torch_geometric_regcn.regularizers.IterativeRegularizer`),
+            whose reweighting reads whole rows of :math:`\mathbf{X}`,
+            propagates all columns at once. (default: :obj:`64`)
         tol (float, optional): The relative residual of :obj:`"cg"`.
             (default: :obj:`1e-6`)
         max_iter (int, optional): The iterations of :obj:`"cg"`.
@@ -151,6 +155,13 @@ class PropagateFeatures(BaseTransform):
             raise ValueError(f"{unread} would be ignored: solver={self.solver!r} of "
                              f"{type(self.regularizer).__name__} does not read "
                              f"{'it' if len(unread) == 1 else 'them'}{hint}")
+        read = {'alpha', 'beta'} & set(self.regularizer.coefficients())
+        missing = sorted(read - self.regularizer.unread(self.solver) - set(coefficients))
+        if self.solver == 'lowrank' and isinstance(regularizer, str) and missing:
+            raise ValueError(f"solver='lowrank' of {self.regularizer!r} scales the factors' "
+                             f"propagation by 1 / (1 + alpha + beta) of the coefficients they "
+                             f"were computed for: pass {missing} (those given to "
+                             f"LowRankInverse), not the defaults")
         self.block_size = check_int('block_size', block_size)
         try:
             self.tol = check_real('tol', tol, 0.0, low_open=True)
@@ -200,8 +211,11 @@ class PropagateFeatures(BaseTransform):
                 x.coalesce().to_sparse_csr().to_sparse_csc()
         outs = [torch.empty(num_nodes, x.size(1), dtype=data.x.dtype, device=x.device)
                 for _ in range(self.hops)]
-        for start in range(0, x.size(1), self.block_size):
-            end = min(start + self.block_size, x.size(1))
+        # A non-quadratic regulariser reweights by whole rows: one block of all columns.
+        step = max(x.size(1), 1) if isinstance(self.regularizer, IterativeRegularizer) \
+            else self.block_size
+        for start in range(0, x.size(1), step):
+            end = min(start + step, x.size(1))
             block = _column_block(x, start, end, dtype)
             for out in outs:
                 block = self.regularizer.propagate(block, graph, self.solver, self.tol,
@@ -219,8 +233,9 @@ class PropagateFeatures(BaseTransform):
     def __repr__(self) -> str:
         # As LowRankInverse's: every argument the output depends on, defaults left out.
         extra = ''.join(f', {name}={value!r}' for name, value, default in (
-            ('tol', self.tol, 1e-6), ('max_iter', self.max_iter, 1000),
-            ('prefix', self.prefix, 'x')) if value != default)
+            ('block_size', self.block_size, 64), ('tol', self.tol, 1e-6),
+            ('max_iter', self.max_iter, 1000), ('prefix', self.prefix, 'x'))
+            if value != default)
         return (f'{self.__class__.__name__}(hops={self.hops}, solver={self.solver!r}, '
                 f'regularizer={self.regularizer!r}{extra})')
 

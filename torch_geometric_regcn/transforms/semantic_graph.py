@@ -20,6 +20,7 @@ from torch_geometric_regcn.transforms.attributes import (
     check_homogeneous,
     check_outputs,
     check_single_graph,
+    computed_for_the_graph,
 )
 from torch_geometric_regcn.utils.validation import (
     check_choice,
@@ -140,6 +141,7 @@ class SemanticGraph(SharesGroup, BaseTransform):
         data.semantic_edge_index = knn_graph_cosine(
             x, self.k, self.block_size, self.method, self.progress, self._generator(),
             partition=partition, group=self.group, node_id=shard_node_id(data, partition, x.device))
+        computed_for_the_graph(data, ('semantic_edge_index',))  # a Batch of the one graph
         return data
 
     @staticmethod
