@@ -543,3 +543,99 @@ def test_a_state_does_not_load_into_a_registered_subclass():
         sgc.load_state_dict(gcn.state_dict())
     with pytest.raises(ValueError, match='holds the coefficients of SGCRegularizer'):
         gcn.load_state_dict(sgc.state_dict())
+
+
+class _Gated(R.Regularizer):
+    r"""I + s L of a frozen parameter or buffer s."""
+    def __init__(self, buffer: bool = False):
+        super().__init__()
+        if buffer:
+            self.register_buffer('s', torch.tensor(0.4, dtype=torch.float64))
+        else:
+            self.s = torch.nn.Parameter(torch.tensor(0.4, dtype=torch.float64),
+                                        requires_grad=False)
+
+    def operator(self, graph):
+        from torch_geometric_regcn.linalg.graph_operator import linear_combination
+        return linear_combination([graph.identity(), graph.adj], [1 + self.s, -self.s])
+
+
+@pytest.mark.parametrize('buffer', [False, True])
+def test_a_cached_operator_follows_frozen_parameters_and_buffers(buffer):
+    # The cache's version read the trainable parameters only: a frozen one or a
+    # buffer filled in place, or swapped by functional_call, left a cached layer
+    # on the old operator, 0.37 off (review s55/graphops). Reference: the dense
+    # solve of I + s L at the new s.
+    from torch_geometric_regcn import RegularizerConv
+    edge_index, _ = undirected_graph(0, N)
+    x = torch.randn(N, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    conv = RegularizerConv(3, 2, _Gated(buffer), solver='cg', cached=True, bias=False,
+                           tol=1e-12).double()
+    conv(x, edge_index)
+    with torch.no_grad():
+        conv.regularizer.s.fill_(3.0)
+    graph = build_graph(conv.regularizer, edge_index, N, None, torch.float64)
+    dense = graph.dense(conv.regularizer.operator(graph))
+    expected = torch.linalg.solve(dense, x @ conv.lin.weight.detach().T)
+    torch.testing.assert_close(conv(x, edge_index), expected, rtol=0, atol=1e-9)
+    swapped = torch.func.functional_call(conv, {'regularizer.s': torch.tensor(
+        0.4, dtype=torch.float64)}, (x, edge_index))
+    assert (swapped - expected).abs().max() > 0.1  # the swapped-in value, not the cached
+
+
+class _SquaredTerms(R.Regularizer):
+    r"""I + g (g L) by operator_terms: a learned g in a coefficient and a matrix."""
+    learnable = {'gamma': 'positive'}
+
+    def __init__(self, gamma: float = 1.0):
+        super().__init__()
+        self.gamma = gamma
+
+    def operator(self, graph):
+        from torch_geometric_regcn.linalg.graph_operator import linear_combination
+        return linear_combination([graph.identity(), graph.adj],
+                                  [1 + self.gamma ** 2, -self.gamma ** 2])
+
+    def operator_terms(self, graph):
+        from torch_geometric_regcn.linalg.graph_operator import linear_combination
+        return [(1.0, None), (self.gamma, linear_combination(
+            [graph.identity(), graph.adj], [self.gamma, -self.gamma]))]
+
+
+def test_cg_differentiates_a_learned_coefficient_read_by_a_term_and_its_matrix():
+    # CG's params held the coefficients' nodes and, where a matrix read the
+    # learned parameter, not that parameter: its gradient came through the
+    # coefficient alone (or none). Given both, it counted the coefficient twice,
+    # 1.52 for 1.01 (review s55/graphops). Reference: central finite differences
+    # of the closed solve, step 1e-6 (error ~1e-10 on a loss of size 1).
+    edge_index, _ = undirected_graph(0, N)
+    gen = torch.Generator().manual_seed(0)
+    x, w = (torch.randn(N, 2, dtype=torch.float64, generator=gen) for _ in range(2))
+
+    def loss(reg, solver):
+        graph = build_graph(reg, edge_index, N, None, torch.float64)
+        return (reg.propagate(x, graph, solver, tol=1e-13) * w).sum()
+
+    reg = _SquaredTerms(0.7).learn('gamma').double()
+    grad, = torch.autograd.grad(loss(reg, 'cg'), reg.raw_gamma)
+    with torch.no_grad():
+        raw = reg.raw_gamma.item()
+        values = []
+        for step in (1e-6, -1e-6):
+            reg.raw_gamma.fill_(raw + step)
+            values.append(loss(reg, 'closed').item())
+    assert float(grad) == pytest.approx((values[0] - values[1]) / 2e-6, rel=1e-6)
+
+
+def test_unknown_coefficients_and_features_of_another_graph_are_named():
+    # set_coefficients(alhpa=0.5) was stored beside alpha, shown and saved; an x
+    # of 3 rows for 5 nodes gave tsGCN a 3-node kNN graph (review s55/graphops).
+    reg = R.get('appnp')
+    with pytest.raises(TypeError, match=r"APPNPRegularizer has no coefficient\(s\) "
+                                        r"\['alhpa'\]; its coefficients are \['K', 'alpha'\]"):
+        reg.set_coefficients(alhpa=0.5)
+    assert reg.alpha == 0.1 and 'alhpa' not in repr(reg)
+    tsgcn = R.get('tsgcn')
+    with pytest.raises(ValueError, match=r"'x' has 3 rows but the graph has 5 nodes"):
+        build_graph(tsgcn, torch.tensor([[0, 1], [1, 0]]), 5, None, torch.float64,
+                    x=torch.ones(3, 2, dtype=torch.float64))

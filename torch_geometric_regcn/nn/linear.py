@@ -41,11 +41,16 @@ class Linear(PyGLinear):
         super().__init__(in_channels, out_channels, **kwargs)
         self._matmul = SparseInputMatmul()
 
-    def forward(self, x: Tensor) -> Tensor:
+    def check_input(self, x: Tensor) -> None:
+        r"""Raises :class:`ValueError` where :obj:`x` has another number of
+        channels than the layer was built for."""
         if self.in_channels > 0 and x.dim() > 0 and x.size(-1) != self.in_channels:
             raise ValueError(f"The input has {x.size(-1)} channels but the layer was built for "
                              f"in_channels={self.in_channels}; pass in_channels=-1 to infer "
                              f"it from the first input")
+
+    def forward(self, x: Tensor) -> Tensor:
+        self.check_input(x)
         if not SparseInputMatmul.applies(x, self.weight):
             return F.linear(x, self.weight, self.bias)
         out = self._matmul(x, self.weight)

@@ -3,6 +3,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import itertools
 import math
 import numbers
 import warnings
@@ -256,7 +257,11 @@ class Regularizer(torch.nn.Module):
         # The version counters always (free): an operator may read a parameter
         # without carrying its gradient (float(p), p.detach()), which a call
         # with gradients cannot tell from not reading it.
-        version: Hashable = (self.assignments, *(p._version for p in trainable))
+        # Frozen parameters and buffers by identity and version: an in-place
+        # change, or a tensor swapped in by torch.func.functional_call.
+        version: Hashable = (self.assignments, *(p._version for p in trainable),
+                             *((id(t), t._version)
+                               for t in itertools.chain(self.parameters(), self.buffers())))
         if trainable and torch.is_grad_enabled() and graph.derived.get(reads, True):
             matrix = self.operator(graph)
             graph.derived[reads] = matrix.requires_grad
@@ -433,7 +438,15 @@ class Regularizer(torch.nn.Module):
         :obj:`gamma`, which must agree, where one assignment at a time would
         pass through a mix the constructor refuses). Nothing changes unless
         every check passes. Learned coefficients set their raw parameters (see
-        :meth:`learn`). Returns the regulariser."""
+        :meth:`learn`); a name that is no coefficient raises
+        :class:`TypeError`, as the constructor does. Returns the regulariser."""
+        parameters = list(inspect.signature(type(self).__init__).parameters.values())[1:]
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+            known = {*self.coefficients(), *self.learned, *(p.name for p in parameters)}
+            unknown = sorted(set(values) - known)
+            if unknown:  # else stored beside them, shown and saved, and read by nothing
+                raise TypeError(f"{type(self).__name__} has no coefficient(s) {unknown}; "
+                                f"its coefficients are {sorted(known)}")
         return self._set_coefficients(values)
 
     def _set_coefficients(self, values: Dict[str, Any], at_start: bool = False
@@ -680,6 +693,8 @@ class Regularizer(torch.nn.Module):
         if h.dim() != 2 or h_in.shape != h.shape:
             raise ValueError(f"'h' and 'h_in' must be [N, F] matrices of one shape (got "
                              f"{list(h.shape)} and {list(h_in.shape)})")
+        for name in ('batch', 'batch_size'):  # R is block-diagonal by itself
+            graph.pop(name, None)
         ops = edge_index if isinstance(edge_index, GraphOperators) else build_graph(
             self, edge_index, h.size(0), dtype=h.dtype, **graph)
         ops.check_features('h', h)
@@ -945,19 +960,26 @@ def _learned_solve(regularizer: Regularizer, rhs: Tensor, graph: GraphOperators,
         diag = torch.zeros(graph.num_nodes, dtype=rhs.dtype, device=rhs.device)
         for c, m in terms:
             c = c.detach() if isinstance(c, Tensor) else c
-            diag += c if m is None else c * (
-                diagonal(m.detach()) if m.requires_grad  # built on this call: not kept
-                else graph.memo(('diagonal', id(m)), lambda m=m: diagonal(m)))
+            # O(nnz) per call; a memo by id(m) handed a later matrix at a freed
+            # one's address that matrix's diagonal.
+            diag += c if m is None else c * diagonal(m.detach())
         index = torch.arange(graph.num_nodes, device=rhs.device).expand(2, -1)
         matrix = torch.sparse_coo_tensor(index, diag, (graph.num_nodes,) * 2,
                                          check_invariants=False).to_sparse_csr()
     # What the matrices read besides the coefficients: the submodules'
     # parameters, and the learned ones themselves where operator_terms() is
-    # the default [(1, operator())] (a user's operator() that reads them).
+    # the default [(1, operator())] (a user's operator() that reads them) or a
+    # matrix carries a gradient. Then the learned parameters alone, not also
+    # the coefficients' nodes, which derive from them: the product's gradient
+    # in a parameter already runs through its coefficients, and would count
+    # them twice (1.52 for 1.01 where a term's coefficient and matrix both
+    # read one).
     read = any(m is not None and m.requires_grad for _, m in terms)
     default_terms = type(regularizer).operator_terms is Regularizer.operator_terms
-    params = (tuple(own.values()) + graph.propagate_params + graph.differentiable_inputs()
+    direct = default_terms or read
+    params = ((() if direct else tuple(own.values())) + graph.propagate_params
+              + graph.differentiable_inputs()
               + (regularizer.trainable_parameters() if read else ())
-              + (regularizer.learned_parameters() if default_terms else ()))
+              + (regularizer.learned_parameters() if direct else ()))
     batch, batch_size = graph.batch or (None, None)
     return cg_solve(matrix, rhs, tol, max_iter, product, params, batch, batch_size)

@@ -343,6 +343,12 @@ class GraphOperators:
                                         edge_weight=edge_weight,
                                         semantic_edge_index=semantic_edge_index, x=x,
                                         lowrank=lowrank, node_id=node_id)
+            rows = num_nodes if partition is None else partition.num_local
+            if isinstance(x, Tensor) and (x.dim() == 0 or x.size(0) != rows):
+                # its kNN graph would have other nodes than the graph
+                raise ValueError(f"'x' has {x.size(0) if x.dim() else 0} rows but the graph "
+                                 f"has {rows} {'nodes' if partition is None else 'rows here'}"
+                                 f": pass one row of features per node")
         except (TypeError, ValueError) as failure:
             error = failure
         # node_id, distinct on each rank, must be a permutation over the ranks: its

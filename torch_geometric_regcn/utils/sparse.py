@@ -129,7 +129,9 @@ def dense_rows(x: Tensor, start: int, end: int) -> Tensor:
     :math:`O(\log \mathrm{nnz})` to find the rows (a COO matrix that is not
     coalesced is coalesced first, :math:`O(\mathrm{nnz})`) and
     :math:`O((\text{end} - \text{start}) F + \text{nnz of the rows})` to fill
-    the block. Values are copied, never summed or rounded."""
+    the block. Values are copied, never rounded; a column stored twice in a
+    row (a CSR matrix that breaks torch's unchecked invariants) is summed,
+    as torch's products and :meth:`~torch.Tensor.to_dense` sum it."""
     if x.layout == torch.strided:
         return x[start:end]
     block = torch.zeros(end - start, x.size(1), dtype=x.dtype, device=x.device)
@@ -138,7 +140,8 @@ def dense_rows(x: Tensor, start: int, end: int) -> Tensor:
         lo, hi = crow[start], crow[end]
         rows = torch.repeat_interleave(torch.arange(end - start, device=x.device),
                                        crow[start:end + 1].diff().long())
-        block[rows, x.col_indices()[lo:hi].long()] = x.values()[lo:hi]
+        block.index_put_((rows, x.col_indices()[lo:hi].long()), x.values()[lo:hi],
+                         accumulate=True)
         return block
     x = x if x.is_coalesced() else x.coalesce()
     row, col = x.indices()
@@ -154,7 +157,8 @@ def gather_rows(x: Tensor, index: Tensor) -> Tensor:
     :math:`O(|\text{index}| + \text{nnz of those rows})` plus the block's
     :math:`O(|\text{index}| F)`; a COO :obj:`x` is converted to CSR first
     (:math:`O(\mathrm{nnz})`, :func:`to_csr`), so pass CSR to gather often.
-    Values are copied, never summed or rounded."""
+    Values are copied, never rounded; a column stored twice in a row is
+    summed, as in :func:`dense_rows`."""
     index = index.to(x.device)
     if x.layout == torch.strided:
         return x.index_select(0, index)
@@ -165,5 +169,6 @@ def gather_rows(x: Tensor, index: Tensor) -> Tensor:
     rows = torch.repeat_interleave(torch.arange(index.numel(), device=x.device), lengths)
     position = starts[rows] + torch.arange(rows.numel(), device=x.device) - offsets[rows]
     block = torch.zeros(index.numel(), x.size(1), dtype=x.dtype, device=x.device)
-    block[rows, x.col_indices()[position].long()] = x.values()[position]
+    block.index_put_((rows, x.col_indices()[position].long()), x.values()[position],
+                     accumulate=True)
     return block

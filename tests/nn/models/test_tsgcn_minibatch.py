@@ -648,3 +648,38 @@ def test_a_write_into_the_kept_buffers_does_not_reach_the_cache_of_inference():
         model.summary_0.add_(1.0)
         model.core_lu.mul_(2.0)
     torch.testing.assert_close(model.inference(x, w, v), ref(x, w, v), rtol=0, atol=1e-10)
+
+
+def test_a_batch_of_another_width_is_named_before_its_rows_are_checked():
+    # With n_id (or refresh's index), the rows' check ran first and advised
+    # refresh(), which cannot fix a wrong width (review s55/minibatch2).
+    data = graph()
+    model, _ = pair(summary='history')
+    model.refresh(data.x, data.lowrank_w, data.lowrank_v)
+    n_id = torch.arange(5)
+    wide = torch.cat([data.x, data.x[:, :2]], dim=1)
+    message = rf"The input has {F_IN + 2} channels but the layer was built for in_channels"
+    with pytest.raises(ValueError, match=message):
+        model(wide[:5], data.lowrank_w[:5], data.lowrank_v[:5], n_id=n_id)
+    with pytest.raises(ValueError, match=message):
+        model.refresh(wide, data.lowrank_w, data.lowrank_v, index=n_id)
+
+
+def test_a_csr_row_that_stores_a_column_twice_is_summed_as_by_tsgcn():
+    # dense_rows/gather_rows kept one of the repeated entries where torch's
+    # products sum them: MiniBatchTSGCN's inference was 1.41 off TSGCN's on the
+    # same tensor (review s55/minibatch2). Reference: TSGCN on to_dense(), which sums.
+    data = graph()
+    dense = data.x
+    n = dense.size(0)
+    crow = torch.arange(0, 2 * F_IN * n + 1, 2 * F_IN)
+    col = torch.arange(F_IN).repeat_interleave(2).repeat(n)
+    values = (dense / 2).repeat_interleave(2, dim=1).reshape(-1)
+    x = torch.sparse_csr_tensor(crow, col, values, (n, F_IN), check_invariants=False)
+    torch.testing.assert_close(x.to_dense(), dense)
+    model, ref = pair()
+    model.refresh(x, data.lowrank_w, data.lowrank_v)
+    torch.testing.assert_close(model.inference(x, data.lowrank_w, data.lowrank_v),
+                               ref(dense, data.lowrank_w, data.lowrank_v))
+    assert torch.equal(gather_rows(x, torch.tensor([3, 1])), dense[[3, 1]])
+    assert torch.equal(dense_rows(x, 2, 7), dense[2:7])

@@ -644,6 +644,7 @@ class MiniBatchTSGCN(torch.nn.Module):
                              f"'index' for a new graph")
         # Each node once, in increasing order: the rows are read in memory order.
         index = torch.unique(check_index('index', index, self.num_nodes, graph=_REFRESHED))
+        self.convs[0].lin.check_input(x)
         for part in index.split(batch_size):
             self._check_rows(part, 'index', x=gather_rows(x, part),
                              w=w.index_select(0, part.to(w.device)),
@@ -793,6 +794,7 @@ class MiniBatchTSGCN(torch.nn.Module):
                 f"summary='refresh', with refresh() on every process")
         if n_id is not None:
             n_id = check_index('n_id', n_id, self.num_nodes, x.size(0), _REFRESHED)
+            self.convs[0].lin.check_input(x)  # before the rows' check, whose advice is refresh()
             self._check_rows(n_id, 'n_id', x=x, w=w, v=v)
             n_id = n_id.to(x.device)
         h = x
