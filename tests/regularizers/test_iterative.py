@@ -325,9 +325,10 @@ def test_a_graph_beside_one_of_larger_features_gets_its_own_solution():
     # Each reweighted solve tested CG's residual over whole columns, so in a
     # batch whose other graph has features 1e4 larger a graph stopped at its
     # share of that test: 3e-3 (Huber), 3e-3 (pGNN), 2e-3 (elastic) off its
-    # solution alone at the default tol (review s54, left then). Each connected
-    # component is now its own system. Reference: the graph solved alone, at
-    # CG's tol 1e-12 (before: ~1e-12 * 1e4 * cond off), to 1e-9.
+    # solution alone at the default tol (review s54, left then). With the
+    # batch's graphs (a layer's batch=), each is its own system. Reference: the
+    # graph solved alone, at CG's tol 1e-12 (before: ~1e-12 * 1e4 * cond off),
+    # to 1e-9.
     gen = torch.Generator().manual_seed(0)
     ring = torch.arange(30)
     ring = torch.stack([ring, (ring + 1) % 30])
@@ -343,8 +344,9 @@ def test_a_graph_beside_one_of_larger_features_gets_its_own_solution():
         alone = reg.solve(x_ring, build_graph(reg, ring, 30, None, torch.float64), 'irls',
                           tol=1e-12)
         reg = make()
-        batched = reg.solve(x, build_graph(reg, edges, 55, None, torch.float64), 'irls',
-                            tol=1e-12)
+        graph = build_graph(reg, edges, 55, None, torch.float64)
+        graph.batch = (torch.cat([torch.zeros(30), torch.ones(25)]).long(), 2)
+        batched = reg.solve(x, graph, 'irls', tol=1e-12)
         torch.testing.assert_close(batched.out[:30], alone.out, rtol=1e-9, atol=0)
 
 

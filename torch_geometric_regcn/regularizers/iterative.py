@@ -295,7 +295,6 @@ def _iterate(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators
     if solver == 'irls':
         h = regularizer.irls_start(x, graph)
     label = _components(regularizer, graph) if solver == 'irls' or trace else None
-    count = int(label.max()) + 1 if label is not None and label.numel() else 1
     energies = [regularizer.objective(h, x, graph).detach()] if trace else []
     bounds: List[Tuple[Tensor, Tensor]] = []  # of the steps not yet checked
     iterations = 0
@@ -303,7 +302,7 @@ def _iterate(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators
         if solver == 'irls':
             product, diag, rhs = regularizer.system(h, x, graph)
             # Weights that overflowed: named here, not as CG's bad 'matrix'.
-            new = _cg(product, diag, rhs, tol, max_iter, label, count) \
+            new = _cg(product, diag, rhs, tol, max_iter, graph) \
                 if all_finite(diag) and all_finite(rhs) else diag.new_full((), math.nan)
         else:
             new, state = regularizer.step(solver, h, x, graph, state)
@@ -348,15 +347,16 @@ def _check_steps(regularizer: IterativeRegularizer, solver: str,
 
 
 def _cg(product: Callable[[Tensor], Tensor], diag: Tensor, rhs: Tensor, tol: float,
-        max_iter: int, label: Tensor, count: int) -> Tensor:
+        max_iter: int, graph: GraphOperators) -> Tensor:
     r"""One reweighted solve :math:`\mathbf{Y} = \mathbf{M}^{-1}\mathbf{B}` by
     :func:`implicit_cg_solve` from zero, not from the previous iterate: CG's
     test relative to :math:`\|\mathbf{B}\|` can hold there already (AirGNN's
     right-hand side :math:`u \odot \mathbf{X}` is dominated by the rows
     where :math:`u = \lambda/\epsilon`), and an unmoved iterate reads as
-    IRLS's convergence; preconditioned by :obj:`diag`; each of the
-    :obj:`count` connected components (:obj:`label`) solved as its own system, so that a graph
-    gets the same solution beside others in a batch as alone. Its gradient with
+    IRLS's convergence; preconditioned by :obj:`diag`; with the graph's
+    :attr:`~torch_geometric_regcn.regularizers.GraphOperators.batch` (a
+    layer's :obj:`batch=`), each graph of the batch solved as its own system,
+    to its own tolerance, as alone. Its gradient with
     respect to whatever :math:`\mathbf{M}` is built from (the weights, hence the previous
     iterate, and the edge weights) is :math:`-\mathbf{M}^{-1}
     (\partial\mathbf{M})\mathbf{Y}`, and that in :math:`\mathbf{B}`
@@ -365,7 +365,6 @@ def _cg(product: Callable[[Tensor], Tensor], diag: Tensor, rhs: Tensor, tol: flo
     index = torch.arange(n, device=diag.device).expand(2, -1)
     matrix = torch.sparse_coo_tensor(index, diag.detach(), (n, n),
                                      check_invariants=False).to_sparse_csr()
-    blocks = (label, count) if count > 1 else (None, None)  # one component: whole columns
-    y = implicit_cg_solve(product, matrix, rhs, tol, max_iter, None, *blocks)
+    y = implicit_cg_solve(product, matrix, rhs, tol, max_iter, None, *(graph.batch or ()))
     # Its gradient holds the weights' derivative; a second one is wrong.
     return first_order(y, "The IRLS step's implicit gradient")
