@@ -179,8 +179,12 @@ class IterativeRegularizer(Regularizer):
         if h.dim() != 2 or h_in.shape != h.shape:
             raise ValueError(f"'h' and 'h_in' must be [N, F] matrices (or [N] vectors) of one "
                              f"shape (got {list(h.shape)} and {list(h_in.shape)})")
+        for name in ('batch', 'batch_size'):  # the energy is a sum over the graphs
+            graph.pop(name, None)
         ops = edge_index if isinstance(edge_index, GraphOperators) else build_graph(
             self, edge_index, h.size(0), dtype=h.dtype, **graph)
+        ops.check_features('h', h)
+        _check_undirected(self, ops)
         return self.objective(h, h_in, ops)
 
     def regularizer_matrix(self, graph: GraphOperators) -> Tensor:
@@ -260,6 +264,7 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
     if x.dim() != 2 or x.size(0) != graph.num_nodes:
         raise ValueError(f"'x' of {regularizer!r} must be [num_nodes, F] or [num_nodes] with "
                          f"num_nodes = {graph.num_nodes} (got {list(x.shape)})")
+    _check_undirected(regularizer, graph)
     if x.dtype != graph.dtype:
         raise TypeError(f"'x' of {regularizer!r} is {x.dtype} but the graph was built in "
                         f"{graph.dtype}: pass 'x.to({graph.dtype})' or build the graph in "
@@ -277,6 +282,16 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
         if not names:  # not one of its coefficients: torch's error as it is
             raise
         _check_range(regularizer, names, x.dtype, error)
+
+
+def _check_undirected(regularizer: IterativeRegularizer, graph: GraphOperators) -> None:
+    r"""Raises where :obj:`graph` reads its edges as directed: the energies
+    are sums over undirected edges (AMP and EMP at :math:`\lambda_1 = 0`,
+    which read :math:`\hat{\mathbf{A}}`, ran on the directed operator)."""
+    if graph.direction is not None:
+        raise ValueError(f"{regularizer!r} minimises an energy over undirected edges, but the "
+                         f"graph is directed (direction={graph.direction!r}): build the "
+                         f"GraphOperators without 'direction'")
 
 
 def _check_range(regularizer: IterativeRegularizer, names: List[str], dtype: torch.dtype,

@@ -545,6 +545,7 @@ class RegularizerConv(MessagePassing):
                                  semantic_edge_index=semantic_edge_index,
                                  lowrank_w=lowrank_w, lowrank_v=lowrank_v)
             masked.propagate = None  # plain products: the mask is in the weights already
+            masked.batch = graph.batch  # each graph of a batch its own system, as unmasked
             return masked
         # The others scale the entries of every product by it (message
         # passing), on a shallow copy that shares the graph's operators. The
