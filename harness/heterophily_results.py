@@ -135,6 +135,9 @@ def merge(records: Sequence[Record], sources: Sequence[str]) -> Dict[str, Record
     first: Dict[str, str] = {}  # dataset -> the file it first came from
     origin: Dict[Tuple[str, str], str] = {}  # (dataset, model) -> its file
     for rec, source in zip(records, sources):
+        if not isinstance(rec, dict):
+            raise ValueError(f'{source}: not a record of examples.heterophily (a JSON '
+                             f'{type(rec).__name__}, not an object)')
         missing = [key for key in ('dataset', 'metric', 'splits', *PER_MODEL) if key not in rec]
         if missing:
             raise ValueError(f'{source}: not a record of examples.heterophily (no {missing})')

@@ -149,3 +149,6 @@ def test_heterophily_example_names_a_file_merge_cannot_read(tmp_path):
     out = run_module('examples.heterophily', '--merge', str(bad), threads=1)
     assert out.code == 2
     assert re.search(r"--merge: .*bad.json: not a record of examples.heterophily", out.stderr)
+    bad.write_text('null', encoding='utf-8')  # valid JSON, no object: a TypeError (s55/diff55)
+    out = run_module('examples.heterophily', '--merge', str(bad), threads=1)
+    assert out.code == 2 and 'a JSON NoneType, not an object' in out.stderr

@@ -92,3 +92,18 @@ def test_an_edge_of_weight_zero_keeps_its_gradient():
     p_in = directed_adjacency(edge_index, 4, weight, dtype=torch.float64, direction='in')
     grad, = torch.autograd.grad(p_in.to_dense()[2, 0], weight)
     assert float(grad[4]) == pytest.approx(1.0, abs=1e-15)
+
+
+@pytest.mark.parametrize('weight_dtype', [torch.float16, torch.bfloat16, torch.int64])
+def test_weights_of_a_narrow_dtype_are_divided_in_float64(weight_dtype):
+    # Divided by the largest in their own dtype, half-precision weights were
+    # rounded again (5e-4 off in float32) and float16 weights spanning 6e4 to
+    # 1e-3 were refused for a float64 operator (review s55/diff55). Reference:
+    # the dense float64 construction of the same (exactly representable) weights.
+    weight = torch.tensor([60000.0, 0.001, 1.0, 3.0, 2.0, 1.0, 5.0, 7.0, 1.0])
+    if weight_dtype == torch.int64:
+        weight = weight.clamp_min(1.0)
+    weight = weight.to(weight_dtype)
+    expected = dense_reference(EDGES, 7, weight.double())
+    got = directed_adjacency(EDGES, 7, weight, torch.float64, 'in').to_dense()
+    torch.testing.assert_close(got, expected, atol=1e-14, rtol=0)

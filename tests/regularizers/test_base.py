@@ -578,9 +578,18 @@ def test_a_cached_operator_follows_frozen_parameters_and_buffers(buffer):
     dense = graph.dense(conv.regularizer.operator(graph))
     expected = torch.linalg.solve(dense, x @ conv.lin.weight.detach().T)
     torch.testing.assert_close(conv(x, edge_index), expected, rtol=0, atol=1e-9)
-    swapped = torch.func.functional_call(conv, {'regularizer.s': torch.tensor(
-        0.4, dtype=torch.float64)}, (x, edge_index))
-    assert (swapped - expected).abs().max() > 0.1  # the swapped-in value, not the cached
+    # Tensors swapped in by functional_call, one fresh tensor per call: a freed
+    # one's address may come back, so the cache holds what it was built from
+    # (an (id, version) key served the stale operator, review s55/diff55).
+    for value in (1.0, 2.0, 3.0, 4.0, 5.0):
+        s = torch.tensor(value, dtype=torch.float64)
+        swapped = torch.func.functional_call(conv, {'regularizer.s': s}, (x, edge_index))
+        with torch.no_grad():
+            conv.regularizer.s.fill_(value)
+        dense = graph.dense(conv.regularizer.operator(graph))
+        expected = torch.linalg.solve(dense, x @ conv.lin.weight.detach().T)
+        torch.testing.assert_close(swapped, expected, rtol=0, atol=1e-9)
+        del s, swapped
 
 
 class _SquaredTerms(R.Regularizer):

@@ -119,3 +119,7 @@ def test_a_batch_of_one_graph_gives_its_new_graph_back():
     expected = SemanticGraph(k=8)(data.clone()).semantic_edge_index
     assert torch.equal(batch.to_data_list()[0].semantic_edge_index, expected)
     assert torch.equal(batch.get_example(0).semantic_edge_index, expected)
+    # and where the graph had none before: the attribute was missing (s55/diff55)
+    batch = SemanticGraph(k=8)(Batch.from_data_list([data.clone()]))
+    assert torch.equal(batch.to_data_list()[0].semantic_edge_index, expected)
+    assert torch.equal(batch.get_example(0).semantic_edge_index, expected)

@@ -68,12 +68,13 @@ def directed_adjacency(edge_index: Tensor, num_nodes: int, edge_weight: Optional
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
     else:  # non-negative, finite: checked above
         # The operator does not change with the weights' scale: divided by the
-        # largest first, in their own dtype, they keep their ratios in 'dtype'
+        # largest first, in float64, they keep their ratios in 'dtype'
         # whatever their magnitude (cast as they were, weights below float32's
         # smallest normal number became zeros, and the graph lost its edges).
-        given = edge_weight.detach()
+        wide = edge_weight.to(torch.float64)  # exact for every weight dtype, then divided
+        given = wide.detach()
         top = given.amax() if given.numel() else given.new_zeros(())
-        edge_weight = (edge_weight / torch.where(top > 0, top, 1)).to(dtype)
+        edge_weight = (wide / torch.where(top > 0, top, 1)).to(dtype)
         tiny = torch.finfo(dtype).tiny
         if bool(((given > 0) & (edge_weight.detach() < tiny)).any()):  # one sync
             smallest = float(given[given > 0].amin() / top)

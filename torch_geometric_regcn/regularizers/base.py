@@ -240,8 +240,11 @@ class Regularizer(torch.nn.Module):
 
     def cached_operator(self, graph: GraphOperators) -> Tensor:
         r""":meth:`operator`, built once per graph (on every call while
-        coefficients are learned), and again when a coefficient is assigned or
-        a parameter of :meth:`trainable_parameters` changes: by PyTorch (an
+        coefficients are learned), and again when a coefficient is assigned,
+        any parameter or buffer of the regulariser is replaced (as
+        :func:`torch.func.functional_call` does) or changed in place by
+        PyTorch (its version counter), or a parameter of
+        :meth:`trainable_parameters` changes: by PyTorch (an
         optimizer step: its version counter), or also through :obj:`.data` or
         NumPy while the operator may read it (its
         :func:`~torch_geometric_regcn.utils.fingerprint.fingerprint`, one pass
@@ -257,10 +260,11 @@ class Regularizer(torch.nn.Module):
         # The version counters always (free): an operator may read a parameter
         # without carrying its gradient (float(p), p.detach()), which a call
         # with gradients cannot tell from not reading it.
-        # Frozen parameters and buffers by identity and version: an in-place
-        # change, or a tensor swapped in by torch.func.functional_call.
+        # Every parameter and buffer by identity (held: an id alone may be a
+        # freed tensor's address, reused) and version: an in-place change, or a
+        # tensor swapped in by torch.func.functional_call.
         version: Hashable = (self.assignments, *(p._version for p in trainable),
-                             *((id(t), t._version)
+                             *((_Held(t), t._version)
                                for t in itertools.chain(self.parameters(), self.buffers())))
         if trainable and torch.is_grad_enabled() and graph.derived.get(reads, True):
             matrix = self.operator(graph)
@@ -794,6 +798,22 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
     batch, batch_size = graph.batch or (None, None)
     return cg_solve(matrix, rhs, tol, max_iter, graph.matmul if params else graph.propagate,
                     params, batch, batch_size)
+
+
+class _Held:
+    r"""A tensor in a cache's version, equal to another only if it is the
+    same tensor (never by value: a tensor's :obj:`==` is elementwise), and
+    kept alive so that its address is not a later tensor's."""
+    __slots__ = ('tensor',)
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.tensor = tensor
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Held) and other.tensor is self.tensor
+
+    def __hash__(self) -> int:
+        return id(self.tensor)
 
 
 #: The key of a regulariser's extra state that names its class.

@@ -221,10 +221,10 @@ def computed_for_the_graph(data: Data, keys: Sequence[str]) -> None:
     :func:`computed_for_the_batch`. :math:`O(1)`."""
     for record in ('_slice_dict', '_inc_dict'):
         collated = getattr(data, record, None)
-        if isinstance(collated, dict) and any(key in collated for key in keys):
+        if isinstance(collated, dict):  # a Batch: the keys new to it too
             collated = dict(collated)
             for key in keys:
-                if key in collated:
+                if key in data:
                     value = data[key]
                     size = value.size(data.__cat_dim__(key, value))
                     collated[key] = (torch.tensor([0, size]) if record == '_slice_dict'
