@@ -714,3 +714,17 @@ def test_energy_checks_its_input_as_the_quadratic_ones_do():
     h = h.double()
     assert reg.energy(h, h, edge_index, batch=torch.zeros(10, dtype=torch.long),
                       batch_size=1) == reg.energy(h, h, graph)
+
+
+def test_a_numpy_input_and_a_non_bool_trace_are_named():
+    # A NumPy x raised AttributeError ('numpy.ndarray' has no 'dim'), a trace of
+    # 'yes' ran as True (review s55/nonquad2).
+    edge_index, _ = undirected_graph(0, 10)
+    for reg in (R.get('robust'), R.get('appnp')):
+        graph = build_graph(reg, edge_index, 10, None, torch.float64)
+        with pytest.raises(TypeError, match=r"'x' must be a torch.Tensor \(got numpy.ndarray\)"
+                                            r"; convert it with 'torch.from_numpy\(x\)'"):
+            reg.propagate(torch.ones(10, 2, dtype=torch.float64).numpy(), graph)
+    reg = R.get('robust')
+    with pytest.raises((TypeError, ValueError), match="'trace'"):
+        reg.solve(torch.ones(10, 2, dtype=torch.float64), graph, trace='yes')

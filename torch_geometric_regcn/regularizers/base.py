@@ -637,7 +637,7 @@ class Regularizer(torch.nn.Module):
         operators and loop in Python, run eagerly, as a graph break (so
         :obj:`fullgraph=True` works with :obj:`"lowrank"` only)."""
         solver = self.check_solver(solver)
-        graph.check_features('x', x)
+        graph.check_features('x', check_tensor('x', x))
         if solver == 'lowrank':
             return self.lowrank(x, graph)
         return _sparse_propagate(self, x, graph, solver, tol, max_iter)

@@ -12,7 +12,13 @@ from torch_geometric_regcn.linalg.incidence import Incidence, normalized_inciden
 from torch_geometric_regcn.regularizers.base import Regularizer
 from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
 from torch_geometric_regcn.utils.compat import compiler_disable
-from torch_geometric_regcn.utils.validation import all_finite, check_int, check_real, check_tensor
+from torch_geometric_regcn.utils.validation import (
+    all_finite,
+    check_flag,
+    check_int,
+    check_real,
+    check_tensor,
+)
 from torch_geometric_regcn.utils.warn_once import outside_stacklevel, warn_once
 
 
@@ -166,7 +172,8 @@ class IterativeRegularizer(Regularizer):
         step of :obj:`"irls"` and with :obj:`trace`) raise a
         :class:`ValueError` naming them."""
         solver = self.check_solver(solver)
-        return _solve(self, x, graph, solver, tol, max_iter, trace)
+        return _solve(self, check_tensor('x', x), graph, solver, tol, max_iter,
+                      check_flag('trace', trace))
 
     def energy(self, h: Tensor, h_in: Tensor, edge_index: Any = None, **graph: Any) -> Tensor:
         r""":meth:`objective` of :obj:`h` for the input :obj:`h_in`, both
