@@ -136,3 +136,20 @@ def test_spherical_kmeans_takes_normalised_bfloat16_rows():
     # unit-row check (1e-3) refused the package's own normalisation.
     x = torch.randn(200, 64, generator=torch.Generator().manual_seed(0))
     assert spherical_kmeans(normalize_rows(x.bfloat16()), 4).shape == (4, 64)
+
+
+def test_a_k_the_checks_accept_is_searched_as_its_int():
+    # check_int accepted an integer 0-d tensor or a NumPy integer, but the search
+    # went on with the object: a uint8 k = 255 wrapped in k + 1 (torch's size
+    # error), a NumPy k failed in IVF after k-means (review s55/knn2).
+    # Reference: the same search with int(k).
+    import numpy as np
+
+    from torch_geometric_regcn.knn import exact_knn_cosine, ivf_knn_cosine
+    x = torch.randn(300, 8, generator=torch.Generator().manual_seed(0))
+    expected = exact_knn_cosine(x, 255)
+    assert torch.equal(exact_knn_cosine(x, torch.tensor(255, dtype=torch.uint8)), expected)
+    gen = torch.Generator().manual_seed(1)
+    expected = ivf_knn_cosine(x, 2, generator=gen)
+    gen = torch.Generator().manual_seed(1)
+    assert torch.equal(ivf_knn_cosine(x, np.array(2), generator=gen), expected)

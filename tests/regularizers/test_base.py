@@ -648,3 +648,13 @@ def test_unknown_coefficients_and_features_of_another_graph_are_named():
     with pytest.raises(ValueError, match=r"'x' has 3 rows but the graph has 5 nodes"):
         build_graph(tsgcn, torch.tensor([[0, 1], [1, 0]]), 5, None, torch.float64,
                     x=torch.ones(3, 2, dtype=torch.float64))
+
+
+def test_a_projection_other_than_relu_or_identity_is_refused_with_the_class():
+    # RegularizerGNN applied ReLU only for 'relu' and nothing otherwise, so a
+    # user regulariser with projection = 'ReLU' ran a linear stack, 0.6 off the
+    # ReLU one, silently (review s55/models2).
+    with pytest.raises(TypeError, match=r"Tikhonov.projection must be one of \('relu', "
+                                        r"'identity'\) \(got 'ReLU'\)"):
+        class Tikhonov(R.Regularizer):
+            projection = 'ReLU'

@@ -75,7 +75,7 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
                  generator: Optional[torch.Generator] = None,
                  options: Optional[Callable[[int], List[Field]]] = None,
                  node_id: Optional[Tensor] = None,
-                 ) -> Tuple[Tensor, RowPartition, str]:
+                 ) -> Tuple[Tensor, RowPartition, str, int, Optional[int]]:
     r"""Checks the arguments of the search :obj:`what` on this rank, agrees
     with the other ranks that all passed, and checks that every rank
     searches alike (:obj:`k`, columns, method, dtype, layout, device, the
@@ -103,7 +103,10 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
             given on every rank or on none, together a permutation.
 
     Returns:
-        The floating-point features, the partition and the resolved method.
+        The floating-point features, the partition, the resolved method, and
+        :obj:`k` and :obj:`block_size` as :class:`int` (a NumPy integer or a
+        0-d tensor, which the checks accept, would wrap in :obj:`k + 1` or
+        reach faiss as it is).
     """
     check_group(group)
     error, fields, same = None, [], {}
@@ -131,7 +134,7 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
             raise ValueError(f"'k' must lie in [1, {num_nodes - 1}] for a graph of "
                              f"{num_nodes} nodes (got {k})")
         if block_size is not None:
-            check_int('block_size', block_size)
+            block_size = check_int('block_size', block_size)
         check_node_id(node_id, x.size(0), num_nodes, x.device, "'x'")
         method = resolve_method(method, x, num_nodes)
         if method == 'faiss':
@@ -159,7 +162,7 @@ def check_search(x: Tensor, k: int, partition: Optional[RowPartition], group: Gr
     shared = agree_arguments(group, what, same, error,
                              share=node_id_sums(node_id if error is None else None, group))
     check_node_id_sums(shared, node_id, partition.num_nodes, group)
-    return x, partition, method
+    return x, partition, method, k, block_size
 
 
 def check_kmeans(x: Tensor, cells: int, iterations: int, block_size: Optional[int],

@@ -122,8 +122,8 @@ def exact_knn_cosine(x: Tensor, k: int, block_size: Optional[int] = None,
     Shapes:
         - **output:** :obj:`[n, k]` global node indices, ascending in each row.
     """
-    x, partition, _ = check_search(x, k, partition, group, 'exact_knn_cosine', 'exact',
-                                   block_size, node_id=node_id)
+    x, partition, _, k, block_size = check_search(x, k, partition, group, 'exact_knn_cosine',
+                                                  'exact', block_size, node_id=node_id)
     return exact_search(normalize_rows(x), k, partition, group, block_size,
                         progress and rank_of(group) == 0, node_id)
 

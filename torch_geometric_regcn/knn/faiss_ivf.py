@@ -62,7 +62,7 @@ def faiss_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
                                     iterations))
         return []
 
-    x, partition, _ = check_search(x, k, None, None, 'faiss_knn_cosine', 'faiss',
+    x, partition, _, k, _ = check_search(x, k, None, None, 'faiss_knn_cosine', 'faiss',
                                    generator=generator, options=options)
     return faiss_search(normalize_rows(x), k, partition, generator, **settings)
 

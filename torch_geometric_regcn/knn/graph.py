@@ -86,8 +86,8 @@ def search(x: Tensor, k: int, method: str, block_size: Optional[int],
            what: str, node_id: Optional[Tensor] = None) -> Tuple[Tensor, RowPartition]:
     r"""The :obj:`[n, k]` neighbours of the search that :obj:`method` names
     (IVF with its default settings), and the checked partition."""
-    x, partition, method = check_search(x, k, partition, group, what, method, block_size,
-                                        generator, node_id=node_id)
+    x, partition, method, k, block_size = check_search(x, k, partition, group, what, method,
+                                                       block_size, generator, node_id=node_id)
     xn, show = normalize_rows(x), progress and rank_of(group) == 0
     if method == 'exact':
         return exact_search(xn, k, partition, group, block_size, show, node_id), partition

@@ -168,7 +168,7 @@ def ivf_knn_cosine(x: Tensor, k: int, cells: Optional[int] = None,
                                     iterations))
         return [(f"'{name}'", value) for name, value in settings.items()]
 
-    x, partition, _ = check_search(x, k, partition, group, 'ivf_knn_cosine', 'ivf',
+    x, partition, _, k, _ = check_search(x, k, partition, group, 'ivf_knn_cosine', 'ivf',
                                    generator=generator, options=options, node_id=node_id)
     return ivf_search(normalize_rows(x), k, partition, group, generator,
                       progress and rank_of(group) == 0, **settings, node_id=node_id)

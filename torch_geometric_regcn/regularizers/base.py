@@ -215,6 +215,9 @@ class Regularizer(torch.nn.Module):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if cls.projection not in PROJECTIONS:  # RegularizerGNN would apply none, silently
+            raise TypeError(f"{cls.__name__}.projection must be one of {PROJECTIONS} (got "
+                            f"{cls.projection!r})")
         # Assignments inside the constructor are its own. (One defined elsewhere,
         # e.g. by a mixin or a decorator, is not marked: its first assignment of
         # each coefficient is not checked, see __setattr__.)
@@ -815,6 +818,9 @@ class _Held:
     def __hash__(self) -> int:
         return id(self.tensor)
 
+
+#: The hidden-layer projections a regulariser may pair with (:attr:`Regularizer.projection`).
+PROJECTIONS = ('relu', 'identity')
 
 #: The key of a regulariser's extra state that names its class.
 _CLASS_KEY = '_regularizer'

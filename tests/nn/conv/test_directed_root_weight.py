@@ -127,6 +127,12 @@ def test_directed_errors():
         RegularizerConv(3, 2, 'tsgcn', directed=True)
     with pytest.raises(ValueError, match='adjacency only'):
         RegularizerConv(3, 2, 'tsgcn', directed=True, solver='series')
+    # A non-quadratic regulariser has neither: the advice to use them could not
+    # be followed (review s55/models2).
+    for name in ('elastic', 'robust'):
+        with pytest.raises(ValueError, match=r"directed=True is not available for .*"
+                                             r"use directed=False"):
+            RegularizerGNN(3, 4, 2, regularizer=name, directed=True)
 
 
 def test_a_coefficient_set_after_construction_is_checked_again():

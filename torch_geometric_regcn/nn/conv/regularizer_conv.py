@@ -322,6 +322,11 @@ class RegularizerConv(MessagePassing):
         either may be changed since (a coefficient set, a checkpoint loaded)."""
         if not self.directed:
             return
+        if not {'series', 'closed'} & set(self.regularizer.solvers):
+            raise ValueError(f"directed=True is not available for {self.regularizer!r}: it "
+                             f"has neither solver='series' nor 'closed', which the directed "
+                             f"operators need (its energy is over undirected edges); use "
+                             f"directed=False")
         if self.solver not in ('series', 'closed'):
             raise ValueError(f"directed=True needs solver='series' or 'closed' (got "
                              f"solver={self.solver!r}): the directed operators are not "
