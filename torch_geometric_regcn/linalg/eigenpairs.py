@@ -38,7 +38,13 @@ def check_problem(operator: Tensor, k: int, which: str, max_iter: int, degree: i
     counts); returns :math:`N`."""
     if operator.dim() != 2 or operator.size(0) != operator.size(1):
         raise ValueError(f"'operator' must be a square matrix (got {list(operator.shape)})")
+    if isinstance(operator, Tensor) and operator.layout not in (
+            torch.strided, torch.sparse_coo, torch.sparse_csr):
+        raise TypeError(f"'operator' must be dense, sparse COO or sparse CSR (got layout "
+                        f"{operator.layout}); convert it with 'operator.to_sparse_csr()'")
     n = operator.size(0)
+    if n == 0:
+        raise ValueError("'operator' is empty (N = 0): it has no eigenpairs to find")
     if operator.dtype not in (torch.float32, torch.float64):  # a ShardedMatrix too
         raise TypeError(f"'operator' must be a float32 or float64 matrix (got "
                         f"{operator.dtype}); use 'operator.float()' or 'operator.double()'")
