@@ -28,7 +28,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import tempfile
 import time
 from typing import Dict, List
@@ -37,18 +36,17 @@ import torch
 
 from harness.cli import check_writable
 from harness.heterophily import HOMOPHILOUS, load_homophilous, official_split
+from harness.heterophily_results import mean_and_error
 from harness.robustness import ATTACKS, ROBUSTNESS_MODELS, perturbed_graph, robustness_scores
 
 DEFAULT_CACHE = os.path.join(tempfile.gettempdir(), 'regcn-perturbed-graphs')
 
 
 def _summary(values: List[float]) -> str:
-    if not all(math.isfinite(v) for v in values):  # a diverged run: stdev cannot sum it
-        return 'nan'
-    mean = 100 * statistics.fmean(values)
-    if len(values) < 2:
-        return f'{mean:.1f}'
-    return f'{mean:.1f} ± {100 * statistics.stdev(values) / math.sqrt(len(values)):.1f}'
+    mean, error = mean_and_error(values)  # nan for a diverged run
+    if math.isnan(mean) or math.isnan(error):  # one seed: no spread
+        return f'{100 * mean:.1f}'
+    return f'{100 * mean:.1f} ± {100 * error:.1f}'
 
 
 def summary_table(records: List[Dict], dataset: str, attack: str, budgets: List[float],

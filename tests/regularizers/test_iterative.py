@@ -589,7 +589,8 @@ def test_a_single_signal_and_a_wrong_x_are_read_as_the_quadratic_ones_read_them(
                                                       solver).squeeze(-1), rtol=0, atol=0)
         with pytest.raises(ValueError, match=r"'x' of .* must be \[num_nodes, F\]"):
             reg.propagate(h_in(2)[:-1], graph, solver)
-        with pytest.raises(TypeError, match=r"'x' of .* is torch.float32 but the graph"):
+        with pytest.raises(TypeError, match=r"'x' is torch.float32 but the GraphOperators were "
+                                            r"built in torch.float64"):
             reg.propagate(h_in(2).float(), graph, solver)
 
 

@@ -93,3 +93,17 @@ def test_compact_csr_keeps_64_bit_columns_of_a_wide_matrix():
     tall = torch.sparse_csr_tensor(torch.tensor([0, 1, 2]), torch.tensor([0, 1]),
                                    torch.ones(2), (2, 5))
     assert compact_csr(tall).col_indices().dtype == torch.int32
+
+
+def test_divided_by_largest_keeps_the_ratios_and_leaves_bad_weights_to_the_checks():
+    # The one scaling of directed_adjacency and LaplacianEigenPE. Reference: the
+    # ratios in float64; a weight set without a finite positive largest is
+    # returned as it is (in float64) for the callers' checks to name.
+    from torch_geometric_regcn.utils.sparse import divided_by_largest
+    weight = torch.tensor([2.0, 8.0, 0.0, 1.0], dtype=torch.float16)
+    assert divided_by_largest(weight).tolist() == [0.25, 1.0, 0.0, 0.125]
+    assert divided_by_largest(weight).dtype == torch.float64
+    for bad in ([1.0, float('inf')], [1.0, float('nan')], [0.0, 0.0], [-2.0, -1.0]):
+        given = torch.tensor(bad, dtype=torch.float64)
+        torch.testing.assert_close(divided_by_largest(given), given, equal_nan=True)
+    assert divided_by_largest(torch.ones(0)).numel() == 0

@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import coalesce
 
-from torch_geometric_regcn.utils.sparse import to_csr
+from torch_geometric_regcn.utils.sparse import divided_by_largest, to_csr
 from torch_geometric_regcn.utils.validation import (
     check_choice,
     check_dtype,
@@ -71,13 +71,11 @@ def directed_adjacency(edge_index: Tensor, num_nodes: int, edge_weight: Optional
         # largest first, in float64, they keep their ratios in 'dtype'
         # whatever their magnitude (cast as they were, weights below float32's
         # smallest normal number became zeros, and the graph lost its edges).
-        wide = edge_weight.to(torch.float64)  # exact for every weight dtype, then divided
-        given = wide.detach()
-        top = given.amax() if given.numel() else given.new_zeros(())
-        edge_weight = (wide / torch.where(top > 0, top, 1)).to(dtype)
+        ratio = divided_by_largest(edge_weight)
+        edge_weight = ratio.to(dtype)
         tiny = torch.finfo(dtype).tiny
-        if bool(((given > 0) & (edge_weight.detach() < tiny)).any()):  # one sync
-            smallest = float(given[given > 0].amin() / top)
+        if bool(((ratio > 0) & (edge_weight.detach() < tiny)).any()):  # one sync
+            smallest = float(ratio[ratio > 0].amin())
             raise ValueError(f"'edge_weight' spans more than {dtype} holds: its smallest "
                              f"positive weight is {smallest:.3g} times its largest, below "
                              f"{dtype}'s smallest normal number {tiny:.3g}; use a float64 "

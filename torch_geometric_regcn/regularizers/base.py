@@ -447,7 +447,7 @@ class Regularizer(torch.nn.Module):
         every check passes. Learned coefficients set their raw parameters (see
         :meth:`learn`); a name that is no coefficient raises
         :class:`TypeError`, as the constructor does. Returns the regulariser."""
-        parameters = list(inspect.signature(type(self).__init__).parameters.values())[1:]
+        parameters = _init_parameters(type(self))
         if not any(p.kind == p.VAR_KEYWORD for p in parameters):
             known = {*self.coefficients(), *self.learned, *(p.name for p in parameters)}
             unknown = sorted(set(values) - known)
@@ -501,7 +501,7 @@ class Regularizer(torch.nn.Module):
         is built from those it takes, when it takes every required one; others,
         e.g. of an older version, pass unchecked), raising their error before
         anything changes."""
-        parameters = list(inspect.signature(type(self).__init__).parameters.values())[1:]
+        parameters = _init_parameters(type(self))
         if any(p.kind == p.POSITIONAL_ONLY for p in parameters):
             return  # not passed by name: unchecked
         with _unchecked():  # the fresh instance's own assignments
@@ -700,16 +700,26 @@ class Regularizer(torch.nn.Module):
         if h.dim() != 2 or h_in.shape != h.shape:
             raise ValueError(f"'h' and 'h_in' must be [N, F] matrices of one shape (got "
                              f"{list(h.shape)} and {list(h_in.shape)})")
-        for name in ('batch', 'batch_size'):  # R is block-diagonal by itself
+        ops = self._energy_graph(h, edge_index, graph)
+        return -(h * h_in).sum() + 0.5 * (h * (self.regularizer_matrix(ops) @ h)).sum()
+
+    def _energy_graph(self, h: Tensor, edge_index: Any, graph: Dict[str, Any]
+                      ) -> GraphOperators:
+        r"""The undirected :class:`GraphOperators` that :meth:`energy` reads:
+        :obj:`edge_index` itself where prepared, else built from it and the
+        layer's keyword arguments :obj:`graph` (a batch's own, :obj:`batch`
+        and :obj:`batch_size`, change no energy: a sum over the graphs), with
+        :obj:`h` checked against it."""
+        for name in ('batch', 'batch_size'):
             graph.pop(name, None)
         ops = edge_index if isinstance(edge_index, GraphOperators) else build_graph(
             self, edge_index, h.size(0), dtype=h.dtype, **graph)
         ops.check_features('h', h)
-        if ops.direction is not None:  # R is not symmetric: no energy has it as its Hessian
+        if ops.direction is not None:  # not symmetric: no energy has it as its Hessian
             raise ValueError(f"energy() needs an undirected graph (got GraphOperators with "
                              f"direction={ops.direction!r}): a directed layer's operators are "
                              f"not symmetric, so it minimises no energy")
-        return -(h * h_in).sum() + 0.5 * (h * (self.regularizer_matrix(ops) @ h)).sum()
+        return ops
 
     def __repr__(self) -> str:
         args = [f'{k}={v}' for k, v in self.coefficients().items()]
@@ -801,6 +811,11 @@ def _sparse_propagate(regularizer: Regularizer, x: Tensor, graph: GraphOperators
     batch, batch_size = graph.batch or (None, None)
     return cg_solve(matrix, rhs, tol, max_iter, graph.matmul if params else graph.propagate,
                     params, batch, batch_size)
+
+
+def _init_parameters(cls: type) -> List[inspect.Parameter]:
+    r"""The parameters of :obj:`cls`'s constructor, :obj:`self` left out."""
+    return list(inspect.signature(cls.__init__).parameters.values())[1:]
 
 
 class _Held:

@@ -10,7 +10,7 @@ from torch_geometric_regcn.linalg.cg import first_order, implicit_cg_solve
 from torch_geometric_regcn.linalg.components import graph_components
 from torch_geometric_regcn.linalg.incidence import Incidence, normalized_incidence
 from torch_geometric_regcn.regularizers.base import Regularizer
-from torch_geometric_regcn.regularizers.graph import GraphOperators, build_graph
+from torch_geometric_regcn.regularizers.graph import GraphOperators
 from torch_geometric_regcn.utils.compat import compiler_disable
 from torch_geometric_regcn.utils.validation import (
     all_finite,
@@ -186,13 +186,7 @@ class IterativeRegularizer(Regularizer):
         if h.dim() != 2 or h_in.shape != h.shape:
             raise ValueError(f"'h' and 'h_in' must be [N, F] matrices (or [N] vectors) of one "
                              f"shape (got {list(h.shape)} and {list(h_in.shape)})")
-        for name in ('batch', 'batch_size'):  # the energy is a sum over the graphs
-            graph.pop(name, None)
-        ops = edge_index if isinstance(edge_index, GraphOperators) else build_graph(
-            self, edge_index, h.size(0), dtype=h.dtype, **graph)
-        ops.check_features('h', h)
-        _check_undirected(self, ops)
-        return self.objective(h, h_in, ops)
+        return self.objective(h, h_in, self._energy_graph(h, edge_index, graph))
 
     def regularizer_matrix(self, graph: GraphOperators) -> Tensor:
         raise NotImplementedError(f'{type(self).__name__} is not quadratic: it has no matrix R')
@@ -272,10 +266,7 @@ def _solve(regularizer: IterativeRegularizer, x: Tensor, graph: GraphOperators, 
         raise ValueError(f"'x' of {regularizer!r} must be [num_nodes, F] or [num_nodes] with "
                          f"num_nodes = {graph.num_nodes} (got {list(x.shape)})")
     _check_undirected(regularizer, graph)
-    if x.dtype != graph.dtype:
-        raise TypeError(f"'x' of {regularizer!r} is {x.dtype} but the graph was built in "
-                        f"{graph.dtype}: pass 'x.to({graph.dtype})' or build the graph in "
-                        f"{x.dtype}")
+    graph.check_features('x', x)
     largest = torch.finfo(x.dtype).max
     _check_range(regularizer, [name for name in regularizer.scales
                                if abs(getattr(regularizer, name)) > largest], x.dtype)

@@ -26,6 +26,7 @@ from torch_geometric_regcn.transforms.attributes import (
     form_of,
 )
 from torch_geometric_regcn.utils.deprecation import moved
+from torch_geometric_regcn.utils.sparse import divided_by_largest
 from torch_geometric_regcn.utils.validation import (
     check_dtype,
     check_edge_index,
@@ -266,11 +267,9 @@ class LaplacianEigenPE(BaseTransform):
         check_materialized(edge_index=edge_index, edge_weight=weight)  # before any copy
         if isinstance(weight, Tensor) and isinstance(edge_index, Tensor):
             check_real_dtype('edge_weight', weight)  # before the cast drops a part
-            weight = weight.to(edge_index.device, torch.float64)
             # L does not change with the weights' scale: divided by the largest,
             # tiny weights no longer make subnormal degrees and products.
-            top = weight.amax() if weight.numel() else weight.new_zeros(())
-            weight = weight / torch.where(top.isfinite() & (top > 0), top, 1)
+            weight = divided_by_largest(weight.to(edge_index.device))
         device = edge_index.device
         if num_nodes <= self.DENSE_THRESHOLD and device.type != 'cpu':
             # A small graph costs an accelerator a few kernel launches and host syncs

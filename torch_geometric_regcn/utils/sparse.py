@@ -40,6 +40,19 @@ def csr_matrix(crow: Tensor, col: Tensor, values: Tensor, shape) -> Tensor:
         return torch.sparse_csr_tensor(crow, col, values, tuple(shape), check_invariants=False)
 
 
+def divided_by_largest(weight: Tensor) -> Tensor:
+    r"""The edge weights :obj:`weight` in float64 (exact for every weight
+    dtype), divided by their largest where that is positive and finite:
+    for operators that depend on the weights' ratios only (a normalised
+    Laplacian, Dir-GNN's adjacency), whose degrees and their products then
+    neither underflow nor overflow whatever the weights' magnitude. NaN,
+    infinite or negative weights pass through for the caller's checks.
+    Differentiable; :math:`O(E)`, no synchronisation."""
+    weight = weight.to(torch.float64)
+    top = weight.detach().amax() if weight.numel() else weight.new_zeros(())
+    return weight / torch.where(top.isfinite() & (top > 0), top, 1)
+
+
 def index_dtype(num_nodes: int, nnz: int) -> torch.dtype:
     r"""The index dtype of a CSR matrix with :obj:`num_nodes` columns (or
     rows) and :obj:`nnz` entries: :obj:`torch.int32` where both fit, whose
