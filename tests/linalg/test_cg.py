@@ -377,7 +377,8 @@ def test_each_graph_of_a_batch_meets_its_own_tolerance():
     y, residual, _ = conjugate_gradient(m.to_sparse_csr(), rhs, tol=1e-8, batch=batch)
     assert residual <= 1e-8 and max(errors(y)) <= 1e-8 * cond
     y, _, _ = conjugate_gradient(m.to_sparse_csr(), rhs, tol=1e-8)  # one test per column
-    assert errors(y)[1] > 1e3 * 1e-8 * cond  # the small graph far from its tolerance
+    # the small graph far from its tolerance: 4.5e-4, 13 times this
+    assert errors(y)[1] > 1e2 * 1e-8 * cond
     # Any numbering of the blocks, e.g. connected components, not only a Batch's.
     order = torch.randperm(70, generator=torch.Generator().manual_seed(0))
     shuffled = m[order][:, order]

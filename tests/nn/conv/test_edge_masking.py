@@ -330,5 +330,7 @@ def test_an_explained_batch_keeps_each_graph_its_own_solve(regularizer):
         got = layer(x, edges, batch=batch)
     finally:
         clear_masks(layer)
+    # Both solve each graph to CG's tol 1e-6 (times a condition below 10); the
+    # masked graph without batch= was 5e-3 off.
     small = slice(0, 30)
-    assert float((got[small] - expected[small]).norm() / expected[small].norm()) < 1e-9
+    assert float((got[small] - expected[small]).norm() / expected[small].norm()) < 1e-5
