@@ -356,19 +356,52 @@ class _FilteredCycles:
         return FilterRun(cycles, self.last, self.best)
 
     def candidates(self, ritz: Tensor) -> Tensor:
-        r"""The columns of :obj:`ritz` that hold the wanted pairs. The
-        :obj:`"LA"` filter is increasing above the cut, so the :obj:`k` leading
-        Ritz vectors hold them; the even :obj:`"LM"` filter maps
-        :math:`\lambda` and :math:`-\lambda` alike, so there all kept vectors
-        take part."""
-        return ritz[:, :self.k] if self.which == 'LA' else ritz
+        r"""An orthonormal block whose span holds the wanted pairs. The filter
+        grows above the cut, so the :obj:`k` leading Ritz vectors
+        :math:`\mathbf{V}` hold them for :obj:`"LA"`. The even :obj:`"LM"`
+        filter maps :math:`\lambda` and :math:`-\lambda` alike: its Ritz
+        vectors of a pair :math:`\pm\lambda` may be any mixtures of the two
+        eigenspaces, whose Rayleigh quotients on :math:`\mathbf{S}` fall
+        anywhere in :math:`[-\lambda, \lambda]` (with more copies of the pair
+        than the block holds, no vector of the span is an eigenvector, and
+        exact pairs of lower magnitude were selected in their place, converged).
+        Since :math:`\mathbf{S}^2 \mathbf{V} \approx \mathbf{V}
+        \boldsymbol{\Theta}^2` there, :math:`[\mathbf{V}, \mathbf{S}
+        \mathbf{V}]` spans an invariant subspace of :math:`\mathbf{S}` that
+        holds both signs: the block is :math:`\mathbf{V}` extended by an
+        orthonormal basis of the part :math:`\mathbf{W}` of
+        :math:`\mathbf{S}\mathbf{V}` orthogonal to it (at most :math:`2k`
+        columns). Directions of :math:`\mathbf{W}` shorter than
+        :math:`10^{-2}\,\text{tol}\,\lVert\mathbf{S}\rVert` are left out: they
+        move no residual across :obj:`tol`, and their directions, made of
+        rounding once the pairs converge, would differ between row shards and
+        one process. Cost: :math:`k / b` block products, the eigendecomposition
+        of :math:`\mathbf{W}^{\top}\mathbf{W}` and a QR of :math:`N \times k`."""
+        lead = ritz[:, :self.k]
+        if self.which == 'LA':
+            return lead
+        group, window = _group_of(self.operator), self.window
+        chunk = self.blocks[0].size(1)
+        image = torch.empty_like(lead)
+        for start in range(0, lead.size(1), chunk):
+            image[:, start:start + chunk] = self.product(lead[:, start:start + chunk])
+        image, _ = _orthogonalize(image, lead, group)  # W
+        squares, directions = small_eigh(gram(image, image, group), group)
+        floor = 1e-2 * self.tol * max(abs(window.top), abs(window.bottom))
+        long = squares > floor * floor
+        if not bool(long.any()):  # the span of V is invariant to well below tol
+            return lead
+        extension = image @ (directions[:, long] / squares[long].sqrt())
+        del image
+        extension, _ = _orthogonalize(extension, lead, group)  # against V's rounding
+        return torch.cat([lead, tall_qr(extension, group)[0]], dim=1)
 
     def rayleigh_ritz(self, ritz: Tensor, spare: Tensor) -> RitzRotation:
         r"""The wanted pairs of :math:`\mathbf{S}` in the span of the block
         :obj:`ritz` (:meth:`candidates`) and their relative residuals, a chunk
         of :obj:`ROW_CHUNK` rows at a time. :math:`\mathbf{S}\mathbf{V}` goes to
-        the workspace :obj:`spare` where it fits (:obj:`"LA"`); else (the
-        :obj:`"LM"` block, wider than :obj:`spare`) only its Gram matrix is
+        the workspace :obj:`spare` where it fits; else (an :obj:`"LM"` block
+        wider than :obj:`spare`) only its Gram matrix is
         formed, a block of columns at a time, and :math:`\mathbf{S}` times the
         :obj:`k` Ritz vectors goes to :obj:`spare` after the eigh (:math:`k / b`
         more products). Nothing of :math:`N` rows is allocated beyond a block
@@ -624,8 +657,12 @@ def block_lanczos(
     blocks run), the :math:`N k` returned vectors, and a few transient
     :math:`N \times b` blocks of the QR factorisations; the Ritz vectors are
     rotated in place and the residuals computed :obj:`ROW_CHUNK` rows at a
-    time (with :obj:`"LM"`, whose Rayleigh--Ritz step takes all kept Ritz
-    vectors, :math:`k / b` more sparse products per cycle keep it so). When
+    time; with :obj:`"LM"`, whose Rayleigh--Ritz step runs in the span of the
+    :math:`k` leading Ritz vectors and :math:`\mathbf{S}` times them (an
+    invariant subspace that holds both :math:`\lambda` and :math:`-\lambda`,
+    which the even filter cannot tell apart), :math:`2k / b` more sparse
+    products per cycle than :obj:`"LA"` and up to three transient
+    :math:`N \times k` blocks. When
     :math:`m + b \geq N` the problem is small and is solved densely.
 
     A :class:`~torch_geometric_regcn.linalg.ShardedMatrix` operator runs the
