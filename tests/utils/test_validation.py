@@ -19,6 +19,17 @@ METHODS = ('exact', 'ivf')
 def test_check_choice_returns_a_valid_value():
     assert check_choice('method', 'ivf', METHODS) == 'ivf'
     assert check_choice('method', 'exact', list(METHODS)) == 'exact'
+    # the plain choice for a NumPy string or a 0-d array, which compare equal
+    for value in (np.str_('ivf'), np.array('ivf')):
+        chosen = check_choice('method', value, METHODS)
+        assert chosen == 'ivf' and type(chosen) is str
+
+
+@pytest.mark.parametrize('value', [np.array(['ivf']), [['ivf']], torch.tensor([1])])
+def test_check_choice_refuses_an_array_of_one_entry(value):
+    # it compared equal entry by entry, passed, and went on as an array
+    with pytest.raises(ValueError, match="'method' must be one of"):
+        check_choice('method', value, METHODS + (1,))
 
 
 @pytest.mark.parametrize('value', ['IVF', 'lanczos', None, 1, ('exact',)])

@@ -196,13 +196,19 @@ def check_matrix(name: str, matrix: Any, square: bool = False) -> None:
 
 def check_choice(name: str, value: _Choice, choices: Sequence[Any],
                  hint: str = '') -> _Choice:
-    r"""Returns :obj:`value` if it is one of :obj:`choices`, else raises
+    r"""Returns the one of :obj:`choices` that :obj:`value` equals (a
+    NumPy string or a 0-d array gives the plain choice), else raises
     :class:`ValueError` naming :obj:`name`, the choices and :obj:`value`,
-    followed by :obj:`hint` (what each choice does), if given."""
-    if value not in tuple(choices):
-        hint = f': {hint}' if hint else ''
-        raise ValueError(f"'{name}' must be one of {tuple(choices)} (got {value!r}){hint}")
-    return value
+    followed by :obj:`hint` (what each choice does), if given. An array or
+    tensor of one or more dimensions is refused: it compares equal entry by
+    entry, so a one-entry array passed the test and then reached the
+    comparisons downstream as an array."""
+    if getattr(value, 'ndim', 0) == 0:
+        for choice in choices:
+            if value is choice or bool(value == choice):
+                return choice
+    hint = f': {hint}' if hint else ''
+    raise ValueError(f"'{name}' must be one of {tuple(choices)} (got {value!r}){hint}")
 
 
 def check_stopping_rule(tol: float, max_iter: int) -> Tuple[float, int]:
