@@ -493,3 +493,41 @@ def test_a_spectrum_of_one_point_is_solved(dtype, layout, which):
     eye = torch.eye(8, dtype=torch.float64)
     torch.testing.assert_close(pairs.eigenvectors.double().T @ pairs.eigenvectors.double(), eye,
                                atol=100 * torch.finfo(dtype).eps, rtol=0)
+
+
+@pytest.mark.parametrize('dtype,scale,tol', [(torch.float32, 1e25, 1e-4),
+                                             (torch.float64, 1e160, 1e-8)])
+def test_lm_extension_at_a_scale_whose_square_overflows(dtype, scale, tol):
+    # The 'LM' block's extension once came from W^T W, which squares ||S||:
+    # (1e25)^2 overflows float32 and (1e160)^2 float64, and the solve raised.
+    # The reference is the dense eigvalsh of the unscaled float64 matrix; a
+    # relative residual of tol bounds each eigenvalue's relative error by tol.
+    g = torch.Generator().manual_seed(0)
+    a = (torch.rand(600, 600, generator=g) < 0.01).double().triu(1)
+    a = a + a.T
+    d = a.sum(1).clamp(min=1).rsqrt()
+    s = d[:, None] * a * d[None]
+    expected = torch.linalg.eigvalsh(s).abs().sort(descending=True).values[:6]
+    pairs = block_lanczos((s * scale).to(dtype).to_sparse_csr(), 6, 'LM', tol=tol,
+                          generator=torch.Generator().manual_seed(0))
+    assert pairs.converged
+    found = (pairs.eigenvalues.double() / scale).abs().sort(descending=True).values
+    torch.testing.assert_close(found, expected, rtol=0, atol=2 * tol)
+
+
+@pytest.mark.filterwarnings('ignore:Block Lanczos returned 16 copies')  # 20 legs, block 2
+def test_lm_with_k_beyond_half_of_n_keeps_its_block_orthonormal():
+    # With k > N / 2, [V, S V] has more columns than N: directions of W below
+    # the rounding once passed the threshold (read off W^T W, accurate to eps
+    # times its largest entry only), the block was not orthonormal and the
+    # Rayleigh-Ritz wrong for 12-22 cycles. The reference is the dense eigvalsh.
+    s = _spider(20, 10)
+    k = 140
+    expected = torch.linalg.eigvalsh(s).abs().sort(descending=True).values[:k]
+    pairs = block_lanczos(s.to_sparse_csr(), k, 'LM', tol=1e-8, block_size=2,
+                          basis_size=k + 4, generator=torch.Generator().manual_seed(0))
+    assert pairs.converged and pairs.iterations <= 3
+    torch.testing.assert_close(pairs.eigenvalues.abs().sort(descending=True).values, expected,
+                               rtol=0, atol=1e-7)
+    x = pairs.eigenvectors
+    torch.testing.assert_close(x.T @ x, torch.eye(k, dtype=torch.float64), rtol=0, atol=1e-11)

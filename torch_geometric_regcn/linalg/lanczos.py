@@ -13,7 +13,9 @@ from torch_geometric_regcn.distributed.collectives import (
     all_gather,
     all_reduce,
     any_rank,
+    broadcast,
     consensus,
+    rank_of,
 )
 from torch_geometric_regcn.linalg.blocks import gram, rayleigh_gram, tall_qr
 from torch_geometric_regcn.linalg.chebyshev import chebyshev_filter
@@ -368,15 +370,20 @@ class _FilteredCycles:
         Since :math:`\mathbf{S}^2 \mathbf{V} \approx \mathbf{V}
         \boldsymbol{\Theta}^2` there, :math:`[\mathbf{V}, \mathbf{S}
         \mathbf{V}]` spans an invariant subspace of :math:`\mathbf{S}` that
-        holds both signs: the block is :math:`\mathbf{V}` extended by an
-        orthonormal basis of the part :math:`\mathbf{W}` of
-        :math:`\mathbf{S}\mathbf{V}` orthogonal to it (at most :math:`2k`
-        columns). Directions of :math:`\mathbf{W}` shorter than
-        :math:`10^{-2}\,\text{tol}\,\lVert\mathbf{S}\rVert` are left out: they
-        move no residual across :obj:`tol`, and their directions, made of
-        rounding once the pairs converge, would differ between row shards and
-        one process. Cost: :math:`k / b` block products, the eigendecomposition
-        of :math:`\mathbf{W}^{\top}\mathbf{W}` and a QR of :math:`N \times k`."""
+        holds both signs: the block is :math:`\mathbf{V}` extended by the left
+        singular vectors of the part :math:`\mathbf{W}` of
+        :math:`\mathbf{S}\mathbf{V}` orthogonal to it (and to :obj:`deflate`)
+        whose singular values exceed :math:`\max(10^{-2}\,\text{tol},
+        100\epsilon)\,\lVert\mathbf{S}\rVert`, at most :math:`N - d - k` of
+        them (:math:`2k` columns at most): a shorter direction moves no
+        residual across :obj:`tol`, and below the rounding of :math:`\mathbf{W}`
+        it is made of rounding (its columns would not be orthonormal, nor the
+        same on row shards as in one process). The singular values come from
+        a QR of :math:`\mathbf{W} / \lVert\mathbf{S}\rVert` (scaled: no
+        square of :math:`\lVert\mathbf{S}\rVert` overflows) and an SVD of its
+        :math:`k \times k` factor on rank 0, broadcast. Cost: :math:`k / b`
+        block products, a QR of :math:`N \times k` and up to four transient
+        :math:`N \times k` blocks."""
         lead = ritz[:, :self.k]
         if self.which == 'LA':
             return lead
@@ -385,16 +392,22 @@ class _FilteredCycles:
         image = torch.empty_like(lead)
         for start in range(0, lead.size(1), chunk):
             image[:, start:start + chunk] = self.product(lead[:, start:start + chunk])
-        image, _ = _orthogonalize(image, lead, group)  # W
-        squares, directions = small_eigh(gram(image, image, group), group)
-        floor = 1e-2 * self.tol * max(abs(window.top), abs(window.bottom))
-        long = squares > floor * floor
-        if not bool(long.any()):  # the span of V is invariant to well below tol
-            return lead
-        extension = image @ (directions[:, long] / squares[long].sqrt())
+        norm = max(abs(window.top), abs(window.bottom), torch.finfo(lead.dtype).tiny)
+        image, _ = _orthogonalize(image.div_(norm), lead, group)  # W / ||S||
+        if self.deflate is not None:
+            image, _ = _orthogonalize(image, self.deflate, group)
+        q, r = tall_qr(image, group)
         del image
-        extension, _ = _orthogonalize(extension, lead, group)  # against V's rounding
-        return torch.cat([lead, tall_qr(extension, group)[0]], dim=1)
+        values, vectors = _left_singular(r, group)
+        floor = max(1e-2 * self.tol, 100 * torch.finfo(lead.dtype).eps)
+        room = self.operator.size(0) - self.k - (0 if self.deflate is None
+                                                 else self.deflate.size(1))
+        long = (values > floor).nonzero().flatten()[:max(room, 0)]
+        if long.numel() == 0:  # the span of V is invariant to well below tol
+            return lead
+        extension = q @ vectors[:, long.to(vectors.device)]
+        del q
+        return torch.cat([lead, extension], dim=1)
 
     def rayleigh_ritz(self, ritz: Tensor, spare: Tensor) -> RitzRotation:
         r"""The wanted pairs of :math:`\mathbf{S}` in the span of the block
@@ -561,6 +574,29 @@ def _check_invariant(operator: Tensor, deflate: Tensor, group: Group) -> None:
                          f"known eigenvectors): the filter is applied to S, not to P S P, so "
                          f"only then is the complement kept (max ||S u - U U^T S u|| / "
                          f"||S u|| = {worst:.1e} > {floor:.1e})")
+
+
+def _left_singular(r: Tensor, group: Group) -> Tuple[Tensor, Tensor]:
+    r"""The singular values (descending, on the CPU) and left singular
+    vectors of the small square :obj:`r`, the same on every rank: rank 0's,
+    broadcast (LAPACK's bits, and its basis of a repeated singular value,
+    depend on the thread count)."""
+    b = r.size(0)
+    packed = r.new_full((b + 1, b), math.nan)
+    if rank_of(group) == 0:
+        try:  # a failure here must not leave the other ranks in the broadcast
+            vectors, values, _ = torch.linalg.svd(r)
+        except RuntimeError:  # LAPACK's non-convergence
+            if group is None:
+                raise
+        else:
+            packed[0], packed[1:] = values, vectors
+    if group is not None:
+        packed = broadcast(packed, group)
+    if not bool(torch.isfinite(packed).all()):
+        raise overflow_error(r.dtype, 'NaN or infinite values in the extension of the '
+                                      "'LM' block")
+    return packed[0].cpu(), packed[1:]
 
 
 def _warn_missing_copies(values: Tensor, which: str, b: int, tol: float,
