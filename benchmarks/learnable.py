@@ -72,6 +72,11 @@ ties):
   backward pass: :obj:`NEUMANN_STEPS` :math:`+ 1` more gradient evaluations
   per epoch, about half, for a first-order error in the step (the central
   difference's is second-order) that stays below the series' own.
+- ``bilevel-implicit-lagged`` (optional, tried on CiteSeer): ``bilevel-implicit``
+  whose indirect term is formed every :obj:`IMPLICIT_EVERY`-th epoch of a
+  cycle and reused on the epochs between (the direct term stays each
+  epoch's): the extra gradient evaluations divided by :obj:`IMPLICIT_EVERY`,
+  for a term that lags the weights by an epoch.
 - ``bilevel-refit`` (optional): ``bilevel``, then the weights trained again
   from their initial values for as many epochs with the coefficients fixed
   at those of the search's best validation epoch; its scores are the
@@ -144,6 +149,7 @@ ROUTES = {
     'bilevel-error': (True, True, True, True),
     'bilevel-implicit': (True, True, True, True),
     'bilevel-implicit-forward': (True, True, True, True),
+    'bilevel-implicit-lagged': (True, True, True, True),
 }
 #: the routes whose validation loss is the calibrated expected error
 #: (:func:`calibrated_expected_error`) instead of the calibrated cross-entropy
@@ -153,9 +159,12 @@ SHARED = {'bilevel-shared'}
 #: the routes that train the weights again with the coefficients found fixed
 REFIT = {'bilevel-refit'}
 #: the routes whose coefficient step adds the implicit hypergradient's indirect term
-IMPLICIT = {'bilevel-implicit', 'bilevel-implicit-forward'}
+IMPLICIT = {'bilevel-implicit', 'bilevel-implicit-forward', 'bilevel-implicit-lagged'}
 #: those of them whose products are forward differences from the weights' own gradient
 FORWARD_DIFFERENCE = {'bilevel-implicit-forward'}
+#: those of them that form the indirect term every IMPLICIT_EVERY-th epoch only
+LAGGED = {'bilevel-implicit-lagged'}
+IMPLICIT_EVERY = 2  #: of the lagged route: the term is reused on the epochs between
 NEUMANN_STEPS = 3  #: terms of the Neumann series of the inverse Hessian beyond the first
 NEUMANN_SCALE = 0.5  #: its step, over the Hessian's gain on the validation gradient
 DIFFERENCE_STEP = 1e-3  #: of the central differences, relative to the weights' norm
@@ -167,6 +176,11 @@ IMPLICIT_FIELDS = ('neumann_steps', 'neumann_scale', 'difference_step', 'implici
 def implicit_constants() -> Tuple[Any, ...]:
     r"""The constants of the indirect term, in the order of :obj:`IMPLICIT_FIELDS`."""
     return NEUMANN_STEPS, NEUMANN_SCALE, DIFFERENCE_STEP, IMPLICIT_WARMUP
+
+
+def implicit_every(route: str) -> int:
+    r"""Every how many epochs the route :obj:`route` forms the indirect term."""
+    return IMPLICIT_EVERY if route in LAGGED else 1
 
 
 DEFAULT_ROUTES = ['bilevel', 'grid']
@@ -249,8 +263,8 @@ def settings(r: dict) -> Tuple:
     (``bilevel-implicit``) the constants of its indirect term. Runs
     stored before the hidden size was recorded used 32, calibrated runs stored
     before the Newton steps were recorded used 10."""
-    implicit = (tuple(r[name] for name in IMPLICIT_FIELDS) if r['route'] in IMPLICIT
-                else None)
+    implicit = ((*(r[name] for name in IMPLICIT_FIELDS), r.get('implicit_every', 1))
+                if r['route'] in IMPLICIT else None)
     return (r['k'], r['dropout'], r['weight_decay'], r['alpha0'], r['beta0'],
             r.get('hidden', 32), r.get('coefficient_lr'), r.get('patience'),
             newton_steps(r), implicit)
@@ -271,7 +285,8 @@ def job_settings(job: 'Run') -> Tuple:
             COEFFICIENT_LR if on_validation else None,
             PATIENCE if on_validation and restarts else None,
             NEWTON_STEPS if on_validation and calibrated else None,
-            implicit_constants() if job.route in IMPLICIT else None)
+            (*implicit_constants(), implicit_every(job.route)) if job.route in IMPLICIT
+            else None)
 
 
 def start_point(job: 'Run') -> Tuple[float, float]:
@@ -406,12 +421,15 @@ def fit_bilevel(model: RegularizerGNN, forward: Callable[[], Tensor], run: Any,
                 epochs: int, weight_decay: float,
                 calibrated: bool, restarts: bool, trace: List[Dict[str, List[float]]],
                 expected_error: bool = False, implicit: bool = False,
-                forward_difference: bool = False) -> Tuple[FitResult, int]:
+                forward_difference: bool = False, every: int = 1
+                ) -> Tuple[FitResult, int]:
     r"""The training loop of the bilevel routes, scored as
     :func:`harness.training.fit` scores: returns the scores at the best
     validation epoch and after the last one, and the number of training
     cycles. :obj:`trace` receives each epoch's coefficients (those that
-    made its logits)."""
+    made its logits). With :obj:`implicit`, the indirect term is formed on
+    every :obj:`every`-th epoch of a cycle from the warm-up on and reused on
+    the epochs between."""
     keep_freed_memory()
     step = BilevelStep(
         model, torch.optim.Adam(weight_parameters(model), lr=LR, weight_decay=weight_decay),
@@ -424,6 +442,7 @@ def fit_bilevel(model: RegularizerGNN, forward: Callable[[], Tensor], run: Any,
     weights = [p for p in weight_parameters(model) if p.requires_grad]
     coefs = [p for p in coefficient_parameters(model) if p.requires_grad]
     training = _TrainingLoss(forward, run, weights, coefs, weight_decay) if implicit else None
+    indirect: List[Tensor] = []  # the last indirect term formed
     values: List[Tensor] = []  # each epoch's [alpha per layer, beta per layer], on the device
     best = FitResult(0.0, 0.0, -1.0, -1, 0.0)
     start = time.perf_counter()
@@ -438,11 +457,14 @@ def fit_bilevel(model: RegularizerGNN, forward: Callable[[], Tensor], run: Any,
         loss = val_loss(out[val], y[val])
         cycle, age = step.cycles, (age + 1 if step.cycles == cycle else 1)
         if training is not None and age >= IMPLICIT_WARMUP:
-            if forward_difference:
+            fresh = (age - IMPLICIT_WARMUP) % every == 0
+            if forward_difference and fresh:
                 training.set_base(out)
             grads = torch.autograd.grad(loss, weights + coefs)
             g, direct = list(grads[:len(weights)]), grads[len(weights):]
-            hyper = [d + i for d, i in zip(direct, training.indirect(g))]
+            if fresh:
+                indirect = training.indirect(g)
+            hyper = [d + i for d, i in zip(direct, indirect)]
             # the loss's value, with the hypergradient as its gradient in the coefficients
             loss = loss.detach() + sum((h * (c - c.detach())).sum() for h, c in zip(hyper, coefs))
         step.coefficient_step(loss)
@@ -491,7 +513,8 @@ def train(data, job: Run, device: torch.device) -> dict:
                                      calibrated, restarts, trace,
                                      expected_error=job.route in EXPECTED_ERROR,
                                      implicit=job.route in IMPLICIT,
-                                     forward_difference=job.route in FORWARD_DIFFERENCE)
+                                     forward_difference=job.route in FORWARD_DIFFERENCE,
+                                     every=implicit_every(job.route))
         found = trace[result.best_epoch] if trace else None
         if job.route in REFIT and found is not None:
             search = result
@@ -523,7 +546,8 @@ def train(data, job: Run, device: torch.device) -> dict:
         record.update(search_acc=100 * search.accuracy, search_val=100 * search.val_accuracy,
                       search_epoch=search.best_epoch, search_seconds=search.seconds)
     if job.route in IMPLICIT:
-        record.update(zip(IMPLICIT_FIELDS, implicit_constants()))
+        record.update(zip(IMPLICIT_FIELDS, implicit_constants()),
+                      implicit_every=implicit_every(job.route))
     if on_validation:
         record.update(cycles=cycles, coefficient_lr=COEFFICIENT_LR, calibrated=calibrated,
                       newton_steps=NEWTON_STEPS if calibrated else None,

@@ -34,7 +34,7 @@ def _record(job, **changes):
         record.update(coefficient_lr=coefficient_lr, patience=patience,
                       calibrated=steps is not None, newton_steps=steps)
     if implicit is not None:
-        record.update(zip(IMPLICIT_FIELDS, implicit))
+        record.update(zip(IMPLICIT_FIELDS, implicit), implicit_every=implicit[-1])
     record.update(changes)
     return record
 
@@ -62,6 +62,15 @@ def test_an_implicit_run_of_other_constants_is_refused(tmp_path):
         train_all([open_cells(str(path))], [job], torch.device('cpu'), 'test')
     path.write_text(json.dumps(_record(job)) + '\n')
     train_all([open_cells(str(path))], [job], torch.device('cpu'), 'test')  # reused
+    # The lagged route's period too; runs stored before it was recorded formed the
+    # term every epoch.
+    lagged = Run('CiteSeer', 'bilevel-implicit-lagged', 0, 500, None)
+    path.write_text(json.dumps(_record(lagged, implicit_every=1)) + '\n')
+    with pytest.raises(ValueError, match="stored with .* pass another --cells file"):
+        train_all([open_cells(str(path))], [lagged], torch.device('cpu'), 'test')
+    old = _record(job)
+    del old['implicit_every']
+    assert settings(old) == job_settings(job)
 
 
 def test_routes_of_other_settings_are_not_summarised_together():
@@ -231,12 +240,14 @@ def test_the_implicit_route_adds_the_neumann_hypergradient_of_the_dense_network(
                                atol=1e-5 * float(torch.stack(expected).abs().max()))
 
 
-def test_the_implicit_route_steps_on_the_direct_plus_the_indirect_term(monkeypatch):
+@pytest.mark.parametrize('every', [1, 2])
+def test_the_implicit_route_steps_on_the_direct_plus_the_indirect_term(monkeypatch, every):
     # fit_bilevel(implicit=True): before the warm-up the coefficients step on the
-    # direct gradient alone (as 'bilevel'); from it on, on direct + indirect. The
-    # reference: the gradient the coefficient step receives against the direct
-    # gradient of the same validation loss plus the spied indirect term (float64,
-    # the same arithmetic; 1e-12).
+    # direct gradient alone (as 'bilevel'); from it on, on direct + indirect, the
+    # indirect term formed every 'every'-th epoch and the last one reused between
+    # (the lagged route). The reference: the gradient the coefficient step
+    # receives against the direct gradient of the same validation loss plus the
+    # spied indirect term (float64, the same arithmetic; 1e-12).
     from types import SimpleNamespace
 
     import benchmarks.learnable as learnable
@@ -270,8 +281,11 @@ def test_the_implicit_route_steps_on_the_direct_plus_the_indirect_term(monkeypat
         directs.append(torch.stack(torch.autograd.grad(loss, raws, retain_graph=True)))
         return loss
     monkeypatch.setattr(learnable, 'calibrated_cross_entropy', spy_loss)
-    learnable.fit_bilevel(model, forward, run, 4, 5e-4, True, True, [], implicit=True)
-    assert len(received) == len(directs) == 4 and len(added) == 2  # epochs 3 and 4
-    for epoch in range(4):
-        expected = directs[epoch] + (added[epoch - 2] if epoch >= 2 else 0)
+    learnable.fit_bilevel(model, forward, run, 5, 5e-4, True, True, [], implicit=True,
+                          every=every)
+    formed = [2, 3, 4] if every == 1 else [2, 4]  # epochs 3 to 5, or 3 and 5
+    assert len(received) == len(directs) == 5 and len(added) == len(formed)
+    for epoch in range(5):
+        last = [i for i, e in enumerate(formed) if e <= epoch]
+        expected = directs[epoch] + (added[last[-1]] if last else 0)
         torch.testing.assert_close(received[epoch], expected, rtol=1e-12, atol=1e-14)
