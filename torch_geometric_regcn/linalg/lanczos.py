@@ -697,7 +697,7 @@ def block_lanczos(
     :math:`k` leading Ritz vectors and :math:`\mathbf{S}` times them (an
     invariant subspace that holds both :math:`\lambda` and :math:`-\lambda`,
     which the even filter cannot tell apart), :math:`2k / b` more sparse
-    products per cycle than :obj:`"LA"` and up to three transient
+    products per cycle than :obj:`"LA"` and up to four transient
     :math:`N \times k` blocks. When
     :math:`m + b \geq N` the problem is small and is solved densely.
 
