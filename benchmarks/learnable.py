@@ -260,9 +260,11 @@ def settings(r: dict) -> Tuple:
     :obj:`k`, dropout, weight decay, the starting :math:`(\alpha, \beta)`, the
     hidden size, and (bilevel routes) the coefficients' learning rate, the
     patience and the Newton steps of the calibrated validation loss, and
-    (``bilevel-implicit``) the constants of its indirect term. Runs
-    stored before the hidden size was recorded used 32, calibrated runs stored
-    before the Newton steps were recorded used 10."""
+    (``bilevel-implicit`` and its variants) the constants of its indirect
+    term and the period at which it is formed. Runs stored before the hidden
+    size was recorded used 32, calibrated runs stored before the Newton steps
+    were recorded used 10, implicit runs stored before the period was
+    recorded formed the term every epoch."""
     implicit = ((*(r[name] for name in IMPLICIT_FIELDS), r.get('implicit_every', 1))
                 if r['route'] in IMPLICIT else None)
     return (r['k'], r['dropout'], r['weight_decay'], r['alpha0'], r['beta0'],
